@@ -1,0 +1,35 @@
+# The README's two commands are `make run` and `make test`; both run `setup` first.
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: setup run test lint checks clean
+
+setup: $(STAMP)
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PY) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	# The CPU build of torch first: otherwise pip resolves a multi-GB CUDA build.
+	$(BIN)/pip install -q torch==2.13.0
+	$(BIN)/pip install -q -e '.[dev]'
+	touch $(STAMP)
+
+run: setup
+	HF_HUB_OFFLINE=1 $(BIN)/vibe-semantic serve
+
+test: setup
+	HF_HUB_OFFLINE=1 $(BIN)/pytest -q
+
+lint: setup
+	$(BIN)/ruff check shared services tests bench
+	$(BIN)/mypy
+
+checks: setup
+	$(BIN)/python ../shared/checks/contract
+	$(BIN)/python ../shared/checks/tenant-stats
+	$(BIN)/python ../shared/checks/first-event-latency
+
+clean:
+	rm -rf $(VENV) data

@@ -1,0 +1,169 @@
+"""Ports: the Protocols the core is written against (DESIGN.md §1). One adapter per engine
+implements each; the contract suite in tests/contract/ runs against every adapter."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
+
+from shared.model import DocKey, EmbedJob, Hit, SemanticStatus, SidecarEntry, StoredDoc
+
+
+@dataclass(frozen=True)
+class Change:
+    """One entry of the store's change log, which the indexes follow (the store is the
+    system of record; the lexical and vector indexes can be rebuilt from it)."""
+
+    seq: int
+    key: DocKey
+    op: str  # "doc" (document written), "delete", "vector" (vector ready), "unvector"
+    space: str | None = None
+
+
+@dataclass(frozen=True)
+class SearchFilter:
+    """Tenant + collections + ACL, applied inside every engine query (DESIGN.md §3.2)."""
+
+    tenant: str
+    collections: tuple[str, ...] | None  # None = every collection of the tenant
+    acl: tuple[str, ...]  # the caller's readable ACL tokens
+
+
+@runtime_checkable
+class DocumentStore(Protocol):
+    """Durable, transactional store: documents, sidecar state and vectors by content hash."""
+
+    def put_docs(self, docs: Sequence[StoredDoc], sidecar: Sequence[SidecarEntry]) -> None:
+        """Write documents and their sidecar rows in one transaction (all or nothing)."""
+
+    def get_doc(self, key: DocKey) -> StoredDoc | None: ...
+
+    def get_docs(self, keys: Sequence[DocKey]) -> dict[DocKey, StoredDoc]: ...
+
+    def delete_doc(self, key: DocKey) -> bool: ...
+
+    def sidecar(self, key: DocKey, space: str) -> SidecarEntry | None: ...
+
+    def sidecars(self, keys: Sequence[DocKey], space: str) -> dict[DocKey, SidecarEntry]: ...
+
+    def set_status(
+        self,
+        keys: Sequence[DocKey],
+        space: str,
+        status: SemanticStatus,
+        reason: str | None = None,
+        only_from: Sequence[SemanticStatus] | None = None,
+    ) -> list[DocKey]:
+        """Move sidecar rows to `status`; with `only_from`, only rows currently in one of
+        those states move. Returns the keys that moved."""
+
+    def record_failure(self, key: DocKey, space: str, reason: str, final: bool) -> None: ...
+
+    def commit_vectors(
+        self, entries: Sequence[tuple[SidecarEntry, list[float]]], model_id: str
+    ) -> list[DocKey]:
+        """Store vectors (by content hash) and mark the sidecars ready, in one transaction.
+        Rows whose content hash no longer matches the document are left alone. Returns the
+        keys that became ready."""
+
+    def vector_for_hash(self, content_hash: str, space: str) -> list[float] | None: ...
+
+    def vectors_for(self, keys: Sequence[DocKey], space: str) -> dict[DocKey, list[float]]: ...
+
+    def changes_since(self, seq: int, limit: int = 1000) -> list[Change]: ...
+
+    def keys_in_status(
+        self, space: str, statuses: Sequence[SemanticStatus], limit: int = 10_000
+    ) -> list[SidecarEntry]: ...
+
+    def collection_keys(self, tenant: str, collection: str | None) -> Iterable[DocKey]: ...
+
+    def coverage(self, tenant: str, collection: str | None, space: str) -> dict[str, object]: ...
+
+    def close(self) -> None: ...
+
+
+@runtime_checkable
+class LexicalIndex(Protocol):
+    """BM25 with tenant and ACL filters inside the engine query; statistics per tenant."""
+
+    def apply(self, docs: Sequence[StoredDoc], deletes: Sequence[DocKey]) -> None:
+        """Index documents and remove deleted ones; visible to searches when it returns."""
+
+    def search(self, flt: SearchFilter, text: str, limit: int) -> list[Hit]: ...
+
+    def highlights(self, flt: SearchFilter, text: str, keys: Sequence[DocKey]) -> dict[DocKey, list[str]]: ...
+
+    def close(self) -> None: ...
+
+
+@runtime_checkable
+class VectorIndex(Protocol):
+    """ANN with payload filters (tenant, collection, ACL) inside the query."""
+
+    def upsert(self, space: str, items: Sequence[tuple[StoredDoc, list[float]]]) -> None: ...
+
+    def delete(self, space: str, keys: Sequence[DocKey]) -> None: ...
+
+    def search(
+        self,
+        space: str,
+        flt: SearchFilter,
+        vector: list[float],
+        limit: int,
+        only: Sequence[DocKey] | None = None,
+    ) -> list[Hit]: ...
+
+    def close(self) -> None: ...
+
+
+@runtime_checkable
+class Embedder(Protocol):
+    """Text → vectors. Chosen at start-up; never swapped at call time."""
+
+    @property
+    def model_id(self) -> str: ...
+
+    @property
+    def dim(self) -> int: ...
+
+    def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        """Embed passages in one batch; raises EmbedderError on provider failure."""
+
+    def embed_query(self, text: str) -> list[float]: ...
+
+
+class EmbedderError(Exception):
+    """The provider failed. `retry_after` is set when the provider asked us to wait."""
+
+    def __init__(self, message: str, retry_after: float | None = None, transient: bool = True):
+        super().__init__(message)
+        self.retry_after = retry_after
+        self.transient = transient
+
+
+@runtime_checkable
+class JobQueue(Protocol):
+    """Where embedding jobs go. `depth()` feeds /semantic/queueDepth and /metrics."""
+
+    def enqueue(self, jobs: Sequence[EmbedJob]) -> int:
+        """Enqueue jobs not already pending; returns how many were newly enqueued."""
+
+    def depth(self) -> dict[str, int]: ...
+
+    def on_done(self, callback: Callable[[list[DocKey]], None]) -> None:
+        """Register a callback run after jobs complete (keys that changed state)."""
+
+    def start(self) -> None: ...
+
+    def stop(self) -> None: ...
+
+
+class Budget(Protocol):
+    """Per-tenant token bucket for embeds triggered by reads (V§4.3, V§16)."""
+
+    def take(self, tenant: str, wanted: int) -> int:
+        """Take up to `wanted` tokens; returns how many were granted."""
+
+    def available(self, tenant: str) -> int: ...
