@@ -1,0 +1,80 @@
+"""Request bodies: raw bytes → JSON with size limits, and the readOnce schema (V§20)."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+import orjson
+from fastapi import Request
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from shared.errors import ErrorCode, VibeError, invalid
+
+
+async def json_body(request: Request, max_bytes: int) -> Any:
+    declared = request.headers.get("content-length")
+    if declared and declared.isdigit() and int(declared) > max_bytes:
+        raise VibeError(ErrorCode.PAYLOAD_TOO_LARGE, f"request body over {max_bytes} bytes")
+    raw = bytearray()
+    async for chunk in request.stream():
+        raw += chunk
+        if len(raw) > max_bytes:
+            raise VibeError(ErrorCode.PAYLOAD_TOO_LARGE, f"request body over {max_bytes} bytes")
+    if not raw:
+        raise invalid("request body is empty; a JSON object is expected")
+    try:
+        return orjson.loads(bytes(raw))
+    except orjson.JSONDecodeError as e:
+        raise invalid(f"malformed JSON: {e}") from None
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class QueryDoc(_Strict):
+    collection: str
+    id: str = Field(alias="_id")
+    fields: list[str] | None = None
+
+
+class SemanticQuery(_Strict):
+    text: str | None = None
+    doc: QueryDoc | None = None
+
+    @model_validator(mode="after")
+    def _one(self) -> SemanticQuery:
+        if (self.text is None) == (self.doc is None):
+            raise ValueError("semantic.query takes exactly one of 'text' or 'doc'")
+        return self
+
+
+class SemanticOptions(_Strict):
+    strategy: Literal["auto", "keyword", "semantic", "hybrid"] = "auto"
+    domainHint: str | None = None
+    k: int | None = Field(default=None, ge=1)
+    query: SemanticQuery | None = None
+
+
+class Include(_Strict):
+    semantic: bool = False
+    highlights: bool = False
+
+
+class ReadBody(_Strict):
+    collection: str = "any"
+    q: str = ""
+    semantic: SemanticOptions = Field(default_factory=SemanticOptions)
+    limit: int = Field(default=20, ge=1)
+    global_: bool = Field(default=False, alias="global")
+    include: Include = Field(default_factory=Include)
+
+
+def parse_model(model: type[BaseModel], data: Any) -> Any:
+    try:
+        return model.model_validate(data)
+    except ValidationError as e:
+        first = e.errors()[0]
+        where = ".".join(str(p) for p in first.get("loc", ()))
+        raise invalid(f"{where}: {first.get('msg')}" if where else str(first.get("msg")),
+                      errors=[{"loc": list(err.get("loc", ())), "msg": err.get("msg")} for err in e.errors()]) from None

@@ -1,0 +1,171 @@
+"""Document writes: validate, hash, decide the sidecar transition, store, index.
+
+Sidecar transitions on write (DESIGN.md §4): unchanged content keeps its state (so
+re-ingesting queues nothing); changed content moves `ready → stale`; policy or writer intent
+moves to `denied`/`deferred` with the reason; an eager (promoted) collection queues at once.
+A bulk write validates every document first and stores the valid ones in one transaction.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from shared.errors import ErrorCode, VibeError, invalid
+from shared.indexing import IndexFollower
+from shared.metrics import METRICS
+from shared.model import PUBLIC_PRINCIPAL, DocKey, EmbedJob, Principal, SemanticStatus, SidecarEntry, StoredDoc
+from shared.policy.eligibility import EligibilityPolicy
+from shared.ports import DocumentStore, JobQueue
+from shared.text.hashing import content_hash, doc_text
+from shared.text.redaction import select_fields
+
+COLLECTION_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
+RESERVED_COLLECTIONS = {"any"}
+KNOWN_META = {"_id", "_acl", "_vibe"}
+INTENTS = {"deny", "allow"}
+
+
+@dataclass
+class WriteResult:
+    id: str
+    status: int
+    result: str | None = None
+    error: dict[str, str] | None = None
+
+    def body(self) -> dict[str, object]:
+        out: dict[str, object] = {"_id": self.id, "status": self.status}
+        if self.result:
+            out["result"] = self.result
+        if self.error:
+            out["error"] = self.error
+        return out
+
+
+def check_collection(name: str) -> None:
+    if not COLLECTION_RE.match(name) or name in RESERVED_COLLECTIONS:
+        raise invalid(f"invalid collection name {name[:64]!r}", field="collection")
+
+
+def check_doc_id(doc_id: object) -> str:
+    if not isinstance(doc_id, str) or not 0 < len(doc_id) <= 256:
+        raise invalid("_id must be a string of 1 to 256 characters", field="_id")
+    if any(ord(ch) < 32 for ch in doc_id):
+        raise invalid("_id must not contain control characters", field="_id")
+    return doc_id
+
+
+class DocumentService:
+    def __init__(
+        self,
+        store: DocumentStore,
+        follower: IndexFollower,
+        queue: JobQueue,
+        policy: EligibilityPolicy,
+        embed_fields: dict[str, list[str]],
+        space: str,
+        max_doc_bytes: int,
+        eager: set[tuple[str, str]],
+    ):
+        self.store = store
+        self.follower = follower
+        self.queue = queue
+        self.policy = policy
+        self.embed_fields = embed_fields
+        self.space = space
+        self.max_doc_bytes = max_doc_bytes
+        self.eager = eager
+        self._lock = threading.Lock()  # read-decide-write of sidecars is one critical section
+
+    # -- validation --------------------------------------------------------------------
+
+    def parse(self, principal: Principal, collection: str, doc_id: str, body: Any) -> StoredDoc:
+        if not isinstance(body, dict):
+            raise invalid("a document must be a JSON object")
+        size = len(json.dumps(body, separators=(",", ":")).encode())
+        if size > self.max_doc_bytes:
+            raise VibeError(ErrorCode.PAYLOAD_TOO_LARGE,
+                            f"document is {size} bytes; the limit is {self.max_doc_bytes}")
+        unknown = [k for k in body if k.startswith("_") and k not in KNOWN_META]
+        if unknown:
+            raise invalid(f"unknown reserved field(s): {', '.join(sorted(unknown))[:200]}", fields=unknown)
+        acl = self._acl(body.get("_acl"))
+        vibe, intent = self._vibe(body.get("_vibe"))
+        fields = {k: v for k, v in body.items() if k not in KNOWN_META}
+        allow = self.embed_fields.get(collection)
+        chash = content_hash(doc_text(select_fields(fields, allow), allow))
+        return StoredDoc(DocKey(principal.tenant, collection, doc_id), fields, acl, intent, chash,
+                         time.time(), vibe)
+
+    @staticmethod
+    def _acl(raw: object) -> list[str]:
+        if raw is None:
+            return [PUBLIC_PRINCIPAL]
+        if not isinstance(raw, list) or not all(isinstance(p, str) and p for p in raw):
+            raise invalid("_acl must be a list of non-empty principal strings", field="_acl")
+        if len(raw) > 1000:
+            raise invalid("_acl has more than 1000 principals", field="_acl")
+        return list(dict.fromkeys(raw))
+
+    @staticmethod
+    def _vibe(raw: object) -> tuple[dict[str, Any], str | None]:
+        if raw is None:
+            return {}, None
+        if not isinstance(raw, dict):
+            raise invalid("_vibe must be an object", field="_vibe")
+        sem = raw.get("semantic", {})
+        if not isinstance(sem, dict):
+            raise invalid("_vibe.semantic must be an object", field="_vibe.semantic")
+        intent = sem.get("intent")
+        if intent is not None and intent not in INTENTS:
+            raise invalid("_vibe.semantic.intent must be 'deny' or 'allow'", field="_vibe.semantic.intent")
+        return raw, intent
+
+    # -- writes ------------------------------------------------------------------------
+
+    def put(self, docs: Sequence[StoredDoc]) -> list[str]:
+        """Store documents (one transaction) and make them searchable; returns per-doc
+        'created' or 'updated'."""
+        with self._lock:
+            old = self.store.sidecars([d.key for d in docs], self.space)
+            sidecars = [self._transition(d, old.get(d.key)) for d in docs]
+            self.store.put_docs(docs, sidecars)
+        self.follower.sync()
+        self.queue.enqueue([
+            EmbedJob(s.key, self.space, s.content_hash, priority="bulk")
+            for s in sidecars if s.status == SemanticStatus.QUEUED
+            and (old.get(s.key) is None or old[s.key].status != SemanticStatus.QUEUED)
+        ])
+        METRICS.docs_written.labels(op="put").inc(len(docs))
+        return ["updated" if d.key in old else "created" for d in docs]
+
+    def _transition(self, d: StoredDoc, old: SidecarEntry | None) -> SidecarEntry:
+        allow = self.embed_fields.get(d.key.collection)
+        text = doc_text(select_fields(d.fields, allow), allow)
+        decision = self.policy.decide(d.key.collection, d.fields, d.intent, text)
+        new = SidecarEntry(d.key, self.space, SemanticStatus.NONE, d.content_hash, updated_at=time.time())
+        if decision.action != "embed":
+            new.status = SemanticStatus.DENIED if decision.action == "ignore" else SemanticStatus.DEFERRED
+            new.reason = decision.reason
+            return new
+        if old is not None and old.content_hash == d.content_hash and old.status in (
+            SemanticStatus.READY, SemanticStatus.QUEUED
+        ):
+            return old  # unchanged content never re-embeds
+        if (d.key.tenant, d.key.collection) in self.eager:
+            new.status = SemanticStatus.QUEUED
+        elif old is not None and old.status == SemanticStatus.READY:
+            new.status = SemanticStatus.STALE
+        return new
+
+    def delete(self, key: DocKey) -> bool:
+        gone = self.store.delete_doc(key)
+        self.follower.sync()
+        if gone:
+            METRICS.docs_written.labels(op="delete").inc()
+        return gone

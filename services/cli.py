@@ -1,0 +1,81 @@
+"""`vibe-semantic` command line: serve, ingest, and more as the product grows."""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from pathlib import Path
+
+import typer
+
+app = typer.Typer(help="vibe-semantic: immediate ACL-filtered answers, lazy on-touch embedding.",
+                  no_args_is_help=True, add_completion=False)
+
+
+def _settings():  # noqa: ANN202 - Settings import is deferred so `--help` stays fast
+    from shared.config import Settings
+
+    return Settings()
+
+
+@app.command()
+def serve() -> None:
+    """Run the API in the configured profile (embedded by default)."""
+    import uvicorn
+
+    from services.api.app import create_app
+    from services.api.auth import KeyRing, dev_key
+    from shared.logging import configure_logging
+    from shared.wiring import build
+
+    settings = _settings()
+    configure_logging(settings.debug)
+    keys = list(settings.api_keys)
+    if not keys:
+        key = dev_key(settings.data_dir)
+        keys = [key]
+        typer.echo(f"No VIBE_API_KEYS configured; using the local dev key (tenant 'default'):\n  {key.key}")
+    typer.echo(f"Loading the '{settings.embedder}' embedder…")
+    container = build(settings)
+    url = f"http://{settings.host}:{settings.port}"
+    typer.echo(f"vibe-semantic ({settings.profile} profile) listening on {url}  data: {settings.data_dir}")
+    uvicorn.run(create_app(container, KeyRing(keys)), host=settings.host, port=settings.port,
+                log_level="warning", access_log=False)
+
+
+@app.command()
+def ingest(
+    file: Path = typer.Argument(..., exists=True, readable=True, help="JSONL, one document a line, with _id"),
+    collection: str = typer.Option(..., "--collection", "-c"),
+    url: str = typer.Option(None, "--url", help="service URL (default: from VIBE_HOST/VIBE_PORT)"),
+    key: str = typer.Option(None, "--key", envvar="VIBE_KEY", help="API key with write scope"),
+    batch: int = typer.Option(1000, "--batch", min=1, max=5000),
+) -> None:
+    """Load a JSONL file through the bulk API, with a progress bar."""
+    from services.ingest import ingest_file
+
+    settings = _settings()
+    base = url or f"http://{settings.host}:{settings.port}"
+    token = key or _default_key(settings)
+    summary = ingest_file(file, collection, base, token, batch)
+    typer.echo(json.dumps(summary))
+    if summary["rejected"]:
+        raise typer.Exit(code=1)
+
+
+def _default_key(settings) -> str:  # noqa: ANN001
+    if settings.api_keys:
+        return str(settings.api_keys[0].key)
+    from services.api.auth import DEV_KEY_FILE
+
+    path = settings.data_dir / DEV_KEY_FILE
+    if not path.exists():
+        typer.echo("no key: pass --key or set VIBE_KEY", err=True)
+        raise typer.Exit(code=2)
+    return str(json.loads(path.read_text())["key"])
+
+
+if __name__ == "__main__":  # pragma: no cover
+    logging.basicConfig(stream=sys.stderr)
+    app()

@@ -1,0 +1,299 @@
+"""The read path (DESIGN.md §3, V§4.2, V§6): ACL-filtered BM25 at once, ready/cold split,
+budgeted on-touch embedding, and re-ranking as the touched documents become ready.
+
+The planner depends on ports only. A `ReadSession` holds one query's state between the first
+answer and `done`, so the SSE route can ask it to refresh as workers finish.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from services.planner.explain import ExplainCache
+from services.planner.fusion import Fused, rrf, single
+from services.planner.strategy import choose_strategy
+from shared.errors import ErrorCode, VibeError
+from shared.indexing import IndexFollower
+from shared.metrics import METRICS
+from shared.model import DocKey, EmbedJob, Hit, Principal, SemanticStatus, SidecarEntry, Strategy
+from shared.ports import Budget, DocumentStore, Embedder, EmbedderError, JobQueue, LexicalIndex, SearchFilter
+from shared.ports import VectorIndex
+from shared.text.hashing import doc_text
+
+COLD = (SemanticStatus.NONE, SemanticStatus.STALE)
+
+
+@dataclass
+class ReadRequest:
+    collection: str
+    q: str
+    strategy: Strategy = "auto"
+    query_text: str | None = None
+    query_doc: tuple[str, str, list[str] | None] | None = None
+    k: int | None = None
+    limit: int = 20
+    include_semantic: bool = False
+    include_highlights: bool = False
+
+
+@dataclass
+class PlannerConfig:
+    space: str
+    lexical_candidates: int
+    per_query_max_embeds: int
+    rrf_k: int
+
+
+@dataclass
+class SemanticLeg:
+    state: str = "skipped"  # skipped | ready | warming | partial | degraded
+    reason: str | None = None
+    vector: list[float] | None = None
+    hits: list[Hit] = field(default_factory=list)
+    took_ms: float = 0.0
+
+
+class Planner:
+    def __init__(
+        self,
+        cfg: PlannerConfig,
+        store: DocumentStore,
+        lexical: LexicalIndex,
+        vectors: VectorIndex,
+        embedder: Embedder | None,
+        queue: JobQueue,
+        budget: Budget,
+        follower: IndexFollower,
+        explain: ExplainCache,
+    ):
+        self.cfg = cfg
+        self.store = store
+        self.lexical = lexical
+        self.vectors = vectors
+        self.embedder = embedder
+        self.queue = queue
+        self.budget = budget
+        self.follower = follower
+        self.explain = explain
+
+    def open(self, principal: Principal, req: ReadRequest) -> ReadSession:
+        session = ReadSession(self, principal, req)
+        session.start()
+        return session
+
+    def search_filter(self, principal: Principal, collection: str) -> SearchFilter:
+        cols = None if collection == "any" else (collection,)
+        return SearchFilter(principal.tenant, cols, tuple(principal.readable_acl))
+
+
+class ReadSession:
+    def __init__(self, planner: Planner, principal: Principal, req: ReadRequest):
+        self.p = planner
+        self.principal = principal
+        self.req = req
+        self.flt = planner.search_filter(principal, req.collection)
+        self.k = req.k or planner.cfg.lexical_candidates
+        self.lexical_hits: list[Hit] = []
+        self.semantic = SemanticLeg()
+        self.strategy: str = req.strategy
+        self.strategy_reason = "requested"
+        self.pending: set[DocKey] = set()
+        self.queued_by_us = 0
+        self.budget_limited = 0
+        self.resolved: dict[str, int] = {}
+        self.ranking: list[Fused] = []
+        self.lexical_ms = 0.0
+        self.started = time.perf_counter()
+
+    # -- first answer ------------------------------------------------------------------
+
+    def start(self) -> None:
+        text = self._lexical_text()
+        t0 = time.perf_counter()
+        self.lexical_hits = self.p.lexical.search(self.flt, text, self.k) if text else []
+        self.lexical_ms = (time.perf_counter() - t0) * 1000
+        self.strategy, self.strategy_reason = choose_strategy(self.req, text, self.p.embedder is not None)
+        self._touch()  # every strategy touches: the next query finds these ready
+        if self.strategy in ("semantic", "hybrid"):
+            self._semantic_leg()
+        self._rank()
+
+    def _lexical_text(self) -> str:
+        if self.req.q.strip():
+            return self.req.q
+        if self.req.query_text:
+            return self.req.query_text
+        doc = self._query_doc()
+        return doc_text(doc[0], doc[1])[:2000] if doc else ""
+
+    def _query_doc(self) -> tuple[dict[str, object], list[str] | None] | None:
+        if self.req.query_doc is None:
+            return None
+        collection, doc_id, fields = self.req.query_doc
+        doc = self.p.store.get_doc(DocKey(self.principal.tenant, collection, doc_id))
+        if doc is None or not doc.readable_by(self.principal):
+            raise VibeError(ErrorCode.NOT_FOUND, "semantic.query.doc not found")
+        return doc.fields, fields
+
+    def _touch(self) -> None:
+        """Split candidates into ready and cold; queue cold, eligible ones within budget."""
+        keys = [h.key for h in self.lexical_hits]
+        sides = self.p.store.sidecars(keys, self.p.cfg.space)
+        cold = [sides[k] for k in keys if k in sides and sides[k].status in COLD]
+        self.pending = {k for k in keys if k in sides and sides[k].status == SemanticStatus.QUEUED}
+        wanted = cold[: self.p.cfg.per_query_max_embeds]
+        granted = self.p.budget.take(self.principal.tenant, len(wanted))
+        self.budget_limited = len(wanted) - granted
+        if self.budget_limited:
+            METRICS.budget_denied.labels(budget="tenant").inc(self.budget_limited)
+        self._enqueue(wanted[:granted])
+
+    def _enqueue(self, entries: Sequence[SidecarEntry]) -> None:
+        if not entries:
+            return
+        space = self.p.cfg.space
+        moved = set(self.p.store.set_status([e.key for e in entries], space, SemanticStatus.QUEUED,
+                                            only_from=COLD))
+        jobs = [EmbedJob(e.key, space, e.content_hash) for e in entries if e.key in moved]
+        self.p.queue.enqueue(jobs)
+        self.queued_by_us = len(jobs)
+        self.pending |= moved
+
+    def _query_vector(self) -> list[float] | None:
+        emb = self.p.embedder
+        if emb is None:
+            self.semantic.state, self.semantic.reason = "degraded", "no_embedder"
+            return None
+        text = self.req.query_text or self.req.q or self._lexical_text()
+        try:
+            return emb.embed_query(text)
+        except EmbedderError as e:
+            self.semantic.state, self.semantic.reason = "degraded", f"embedder_unavailable: {str(e)[:80]}"
+            return None
+
+    def _semantic_leg(self) -> None:
+        t0 = time.perf_counter()
+        if self.semantic.vector is None:
+            self.semantic.vector = self._query_vector()
+        if self.semantic.vector is None:
+            return
+        self.p.follower.sync()
+        self.semantic.hits = self.p.vectors.search(self.p.cfg.space, self.flt, self.semantic.vector, self.k)
+        self.semantic.took_ms = (time.perf_counter() - t0) * 1000
+        self.semantic.state = "warming" if self.pending else ("ready" if self.semantic.hits else "partial")
+
+    def _rank(self) -> None:
+        if self.strategy == "keyword":
+            self.ranking = single(self.lexical_hits, "lexical")
+        elif self.strategy == "semantic":
+            self.ranking = single(self.semantic.hits, "semantic")
+        else:
+            self.ranking = rrf(self.lexical_hits, self.semantic.hits, self.p.cfg.rrf_k)
+
+    # -- backfill ----------------------------------------------------------------------
+
+    @property
+    def awaits_backfill(self) -> bool:
+        """A keyword ranking never changes as vectors arrive, so its stream need not wait."""
+        return bool(self.pending) and self.strategy != "keyword"
+
+    def refresh(self) -> bool:
+        """Check the pending documents; re-rank if any became ready. True if the visible
+        ranking changed."""
+        if not self.pending:
+            return False
+        sides = self.p.store.sidecars(list(self.pending), self.p.cfg.space)
+        done = {k for k in self.pending if k not in sides or sides[k].status != SemanticStatus.QUEUED}
+        if not done:
+            return False
+        for k in done:
+            status = sides[k].status.value if k in sides else "deleted"
+            self.resolved[status] = self.resolved.get(status, 0) + 1
+        self.pending -= done
+        if self.strategy not in ("semantic", "hybrid") or not self.resolved.get("ready"):
+            return False
+        before = self._visible()
+        self._semantic_leg()
+        self._rank()
+        return self._visible() != before
+
+    def _visible(self) -> list[tuple[DocKey, float]]:
+        return [(f.key, round(f.score, 9)) for f in self.ranking[: self.req.limit]]
+
+    # -- payloads ----------------------------------------------------------------------
+
+    def payload(self, final: bool = False) -> dict[str, object]:
+        top = self.ranking[: self.req.limit]
+        results = [self._result(f) for f in top]
+        self._decorate(results, top)
+        body: dict[str, object] = {"results": results, "strategy": self.strategy,
+                                   "warming": self.warming(), "diagnostics": self.diagnostics(final)}
+        return body
+
+    def _result(self, f: Fused) -> dict[str, object]:
+        return {
+            "id": f.key.doc_id,
+            "collection": f.key.collection,
+            "score": f.score,
+            "matchedBy": list(f.matched_by),
+            "explainId": self.p.explain.put(self.principal, f, self.strategy, self.req.q),
+        }
+
+    def _decorate(self, results: list[dict[str, object]], top: list[Fused]) -> None:
+        if self.req.include_highlights and top:
+            text = self._lexical_text()
+            hl = self.p.lexical.highlights(self.flt, text, [f.key for f in top])
+            for r, f in zip(results, top, strict=True):
+                if f.key in hl:
+                    r["highlights"] = hl[f.key]
+        if self.req.include_semantic and top:
+            sides = self.p.store.sidecars([f.key for f in top], self.p.cfg.space)
+            for r, f in zip(results, top, strict=True):
+                r["__semantic"] = semantic_projection(sides.get(f.key), self.p.cfg.space)
+
+    def warming(self) -> dict[str, object]:
+        n = len(self.pending)
+        msg = f"Warming up… {n} results are being indexed" if n else "Nothing to warm up"
+        return {"queued": n, "message": msg}
+
+    def diagnostics(self, final: bool = False) -> dict[str, object]:
+        sem = self.semantic
+        state = sem.state
+        if final and self.pending and state in ("warming", "ready", "partial"):
+            state = "partial"
+        return {
+            "strategy": self.strategy,
+            "strategyReason": self.strategy_reason,
+            "space": self.p.cfg.space,
+            "model": self.p.embedder.model_id if self.p.embedder else None,
+            "lexical": {"candidates": len(self.lexical_hits), "tookMs": round(self.lexical_ms, 3)},
+            "semantic": {
+                "state": state, "reason": sem.reason, "hits": len(sem.hits),
+                "queued": self.queued_by_us, "pending": len(self.pending),
+                "budgetLimited": self.budget_limited, "resolved": dict(self.resolved),
+                "tookMs": round(sem.took_ms, 3),
+            },
+            "elapsedMs": round((time.perf_counter() - self.started) * 1000, 3),
+        }
+
+
+def semantic_projection(side: SidecarEntry | None, space: str) -> dict[str, object]:
+    """`__semantic` (V§3.2): status, lastEmbeddedAt, space; the reason when one is kept."""
+    if side is None:
+        return {"status": SemanticStatus.NONE.value, "lastEmbeddedAt": None, "space": space}
+    out: dict[str, object] = {
+        "status": side.status.value,
+        "lastEmbeddedAt": _iso(side.last_embedded_at),
+        "space": side.space,
+    }
+    if side.reason:
+        out["reason"] = side.reason
+    return out
+
+
+def _iso(ts: float | None) -> str | None:
+    if ts is None:
+        return None
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(ts)) + f".{int(ts % 1 * 1000):03d}Z"

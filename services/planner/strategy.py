@@ -1,0 +1,29 @@
+"""`auto` strategy choice (V§2.2: the server chooses from query shape and collection state).
+
+The reason is reported in diagnostics so a client can see which leg answered and why.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from services.planner.planner import ReadRequest
+
+_IDENTIFIER = re.compile(r"^[\w.:/#-]*\d[\w.:/#-]*$")
+
+
+def choose_strategy(req: ReadRequest, text: str, has_embedder: bool) -> tuple[str, str]:
+    if req.strategy != "auto":
+        return req.strategy, "requested"
+    if not has_embedder:
+        return "keyword", "no_embedder"
+    if req.query_doc is not None:
+        return "hybrid", "more_like_this"
+    stripped = text.strip()
+    if stripped.startswith('"') and stripped.endswith('"') and len(stripped) > 1:
+        return "keyword", "quoted_phrase"
+    if " " not in stripped and _IDENTIFIER.match(stripped):
+        return "keyword", "identifier_like"
+    return "hybrid", "natural_language"

@@ -1,0 +1,132 @@
+"""Embedded ANN index on qdrant-edge (Qdrant's in-process engine): one shard per space.
+
+Payload filters (tenant, collection, ACL) are part of every query, so a vector the caller
+may not read is never scored. Why qdrant-edge: HNSW with payload indexes, 0.6 ms filtered at
+100k x 384 on this machine (issue #2), where qdrant-client's local mode takes 1.3 s. The
+shard is rebuilt from the document store's change log when missing, so it holds no state
+of record.
+"""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from collections.abc import Sequence
+from pathlib import Path
+
+import qdrant_edge as qe
+
+from shared.model import DocKey, Hit, StoredDoc
+from shared.ports import SearchFilter
+
+_NS = uuid.UUID("6f1c1f64-8a51-4d8e-9b0e-5a0c1a2b3c4d")
+
+
+def point_id(key: DocKey) -> str:
+    """Stable point id per (tenant, collection, doc id)."""
+    return str(uuid.uuid5(_NS, f"{key.tenant}\x1f{key.collection}\x1f{key.doc_id}"))
+
+
+def _payload(doc: StoredDoc) -> dict[str, object]:
+    k = doc.key
+    return {"tenant": k.tenant, "collection": k.collection, "doc_id": k.doc_id, "acl": list(doc.acl)}
+
+
+class EdgeVectorIndex:
+    """VectorIndex port on qdrant-edge shards under `root/<space>`."""
+
+    def __init__(self, root: Path):
+        self.root = root
+        self._shards: dict[str, qe.EdgeShard] = {}
+        self._dims: dict[str, int] = {}
+        self._lock = threading.RLock()
+
+    def _shard(self, space: str, dim: int | None) -> qe.EdgeShard | None:
+        with self._lock:
+            shard = self._shards.get(space)
+            if shard is not None:
+                return shard
+            path = self.root / space
+            if path.exists() and any(path.iterdir()):
+                shard = qe.EdgeShard.load(str(path))
+            elif dim is None:
+                return None
+            else:
+                shard = self._create(path, dim)
+            self._shards[space] = shard
+            return shard
+
+    @staticmethod
+    def _create(path: Path, dim: int) -> qe.EdgeShard:
+        path.mkdir(parents=True, exist_ok=True)
+        cfg = qe.EdgeConfig(vectors=qe.EdgeVectorParams(size=dim, distance=qe.Distance.Cosine))
+        shard = qe.EdgeShard.create(str(path), cfg)
+        tenant_idx = qe.KeywordIndexParams(is_tenant=True)
+        shard.update(qe.UpdateOperation.create_field_index("tenant", tenant_idx))
+        for name in ("collection", "acl"):
+            shard.update(qe.UpdateOperation.create_field_index(name, qe.PayloadSchemaType.Keyword))
+        return shard
+
+    def upsert(self, space: str, items: Sequence[tuple[StoredDoc, list[float]]]) -> None:
+        if not items:
+            return
+        shard = self._shard(space, len(items[0][1]))
+        assert shard is not None
+        points = [qe.Point(point_id(d.key), vec, _payload(d)) for d, vec in items]
+        with self._lock:
+            shard.update(qe.UpdateOperation.upsert_points(points))
+
+    def delete(self, space: str, keys: Sequence[DocKey]) -> None:
+        shard = self._shard(space, None)
+        if shard is None or not keys:
+            return
+        with self._lock:
+            shard.update(qe.UpdateOperation.delete_points([point_id(k) for k in keys]))
+
+    @staticmethod
+    def _filter(flt: SearchFilter, only: Sequence[DocKey] | None) -> qe.Filter:
+        must: list[object] = [
+            qe.FieldCondition("tenant", match=qe.MatchValue(flt.tenant)),
+            qe.FieldCondition("acl", match=qe.MatchAny(list(flt.acl))),
+        ]
+        if flt.collections is not None:
+            must.append(qe.FieldCondition("collection", match=qe.MatchAny(list(flt.collections))))
+        if only is not None:
+            must.append(qe.HasIdCondition({point_id(k) for k in only}))
+        return qe.Filter(must=must)
+
+    def search(
+        self,
+        space: str,
+        flt: SearchFilter,
+        vector: list[float],
+        limit: int,
+        only: Sequence[DocKey] | None = None,
+    ) -> list[Hit]:
+        shard = self._shard(space, None)
+        if shard is None or limit <= 0 or (only is not None and not only):
+            return []
+        req = qe.QueryRequest(
+            limit=limit, query=qe.Query.Nearest(vector), filter=self._filter(flt, only), with_payload=True
+        )
+        hits = []
+        for p in shard.query(req):
+            pl = p.payload or {}
+            hits.append(Hit(DocKey(str(pl["tenant"]), str(pl["collection"]), str(pl["doc_id"])), p.score))
+        return hits
+
+    def count(self, space: str) -> int:
+        shard = self._shard(space, None)
+        return 0 if shard is None else int(shard.info().points_count)
+
+    def flush(self) -> None:
+        with self._lock:
+            for shard in self._shards.values():
+                shard.flush()
+
+    def close(self) -> None:
+        with self._lock:
+            for shard in self._shards.values():
+                shard.flush()
+                shard.close()
+            self._shards.clear()

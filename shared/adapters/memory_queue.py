@@ -1,0 +1,156 @@
+"""In-process job queue with worker threads (embedded profile).
+
+Two lanes so that interactive on-touch jobs never wait behind a bulk reindex. Workers take
+up to `batch_size` jobs at a time so the embedder sees batches. Pending jobs are deduplicated
+by job key. Nothing here is durable on purpose: the sidecar row says `queued` in the store,
+and `requeue_stale()` on start re-enqueues those rows, so a crash loses no accepted job.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Sequence
+from typing import Protocol
+
+from shared.metrics import METRICS
+from shared.model import DocKey, EmbedJob
+
+log = logging.getLogger("vibe.queue")
+
+
+class _Outcome(Protocol):
+    changed: list[DocKey]
+    retry: list[EmbedJob]
+    retry_after: float | None
+
+
+class InProcessQueue:
+    def __init__(
+        self,
+        run_batch: Callable[[list[EmbedJob]], _Outcome],
+        workers: int = 2,
+        batch_size: int = 32,
+        backoff_seconds: float = 0.5,
+    ):
+        self._run_batch = run_batch
+        self._n_workers = workers
+        self._batch_size = batch_size
+        self._backoff = backoff_seconds
+        self._lanes: dict[str, deque[EmbedJob]] = {"interactive": deque(), "bulk": deque()}
+        self._pending: set[tuple[str, ...]] = set()
+        self._inflight = 0
+        self._retrying = 0
+        self._cv = threading.Condition()
+        self._threads: list[threading.Thread] = []
+        self._stopping = False
+        self._callbacks: list[Callable[[list[DocKey]], None]] = []
+
+    def on_done(self, callback: Callable[[list[DocKey]], None]) -> None:
+        self._callbacks.append(callback)
+
+    def enqueue(self, jobs: Sequence[EmbedJob]) -> int:
+        added = 0
+        with self._cv:
+            for j in jobs:
+                if j.job_key in self._pending:
+                    continue
+                self._pending.add(j.job_key)
+                self._lanes[j.priority].append(j)
+                METRICS.jobs_queued.labels(priority=j.priority).inc()
+                added += 1
+            self._publish_depth()
+            self._cv.notify_all()
+        return added
+
+    def depth(self) -> dict[str, int]:
+        with self._cv:
+            return {
+                "interactive": len(self._lanes["interactive"]),
+                "bulk": len(self._lanes["bulk"]),
+                "inflight": self._inflight,
+                "retrying": self._retrying,
+            }
+
+    def idle(self) -> bool:
+        d = self.depth()
+        return not any(d.values())
+
+    def _publish_depth(self) -> None:
+        for lane, q in self._lanes.items():
+            METRICS.queue_depth.labels(queue=lane).set(len(q))
+
+    def start(self) -> None:
+        self._stopping = False
+        for i in range(self._n_workers):
+            t = threading.Thread(target=self._work, name=f"vibe-worker-{i}", daemon=True)
+            t.start()
+            self._threads.append(t)
+
+    def stop(self) -> None:
+        with self._cv:
+            self._stopping = True
+            self._cv.notify_all()
+        for t in self._threads:
+            t.join(timeout=30)
+        self._threads.clear()
+
+    def _take(self) -> list[EmbedJob] | None:
+        """Interactive lane first; a batch never mixes lanes or spaces."""
+        with self._cv:
+            while not self._stopping and not any(self._lanes.values()):
+                self._cv.wait()
+            if self._stopping:
+                return None
+            lane = self._lanes["interactive"] or self._lanes["bulk"]
+            space = lane[0].space
+            batch: list[EmbedJob] = []
+            while lane and len(batch) < self._batch_size and lane[0].space == space:
+                batch.append(lane.popleft())
+            self._inflight += len(batch)
+            self._publish_depth()
+            return batch
+
+    def _work(self) -> None:
+        while (batch := self._take()) is not None:
+            changed: list[DocKey] = []
+            retry: list[EmbedJob] = []
+            delay = self._backoff
+            try:
+                out = self._run_batch(batch)
+                changed, retry = out.changed, out.retry
+                delay = out.retry_after if out.retry_after is not None else self._backoff
+            except Exception:  # a bug in a handler must not kill the worker thread
+                log.exception("embed batch crashed", extra={"jobs": len(batch)})
+                retry = batch
+            self._finish(batch, retry, delay)
+            for cb in self._callbacks:
+                cb(changed)
+
+    def _finish(self, batch: list[EmbedJob], retry: list[EmbedJob], delay: float) -> None:
+        with self._cv:
+            self._inflight -= len(batch)
+            for j in batch:
+                self._pending.discard(j.job_key)
+            self._retrying += len(retry)
+        if retry:
+            METRICS.jobs_retried.inc(len(retry))
+            attempt = max(j.attempt for j in retry)
+            wait = max(delay, self._backoff * (2 ** max(attempt - 1, 0)))
+            threading.Timer(wait, self._requeue, args=(retry,)).start()
+
+    def _requeue(self, jobs: list[EmbedJob]) -> None:
+        with self._cv:
+            self._retrying -= len(jobs)
+        self.enqueue(jobs)
+
+    def wait_idle(self, timeout: float) -> bool:
+        """For tests and the CLI: block until nothing is queued, running or retrying."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.idle():
+                return True
+            time.sleep(0.02)
+        return False

@@ -1,0 +1,350 @@
+"""Embedded durable store: documents, sidecar state, vectors and the change log in SQLite.
+
+SQLite (WAL) is the system of record; the lexical and vector indexes follow its change log
+(`changes`) and can be rebuilt from it. Several processes may open the same file, which is
+what lets Celery workers and the API share one data dir. Every multi-row write is one
+transaction, so a write is either fully accepted or changes nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+import time
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+
+import numpy as np
+
+from shared.model import DocKey, SemanticStatus, SidecarEntry, StoredDoc
+from shared.ports import Change
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS docs(
+  tenant TEXT NOT NULL, collection TEXT NOT NULL, doc_id TEXT NOT NULL,
+  fields TEXT NOT NULL, acl TEXT NOT NULL, intent TEXT, vibe TEXT NOT NULL,
+  content_hash TEXT NOT NULL, updated_at REAL NOT NULL,
+  PRIMARY KEY(tenant, collection, doc_id)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS sidecar(
+  tenant TEXT NOT NULL, collection TEXT NOT NULL, doc_id TEXT NOT NULL, space TEXT NOT NULL,
+  status TEXT NOT NULL, content_hash TEXT NOT NULL, reason TEXT, model_id TEXT,
+  last_embedded_at REAL, attempts INTEGER NOT NULL DEFAULT 0, updated_at REAL NOT NULL,
+  cold_ref TEXT,
+  PRIMARY KEY(tenant, collection, doc_id, space)) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS sidecar_by_status ON sidecar(space, status, updated_at);
+CREATE TABLE IF NOT EXISTS vectors(
+  tenant TEXT NOT NULL, content_hash TEXT NOT NULL, space TEXT NOT NULL,
+  model_id TEXT NOT NULL, dim INTEGER NOT NULL, vec BLOB NOT NULL, created_at REAL NOT NULL,
+  PRIMARY KEY(tenant, content_hash, space)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS promotions(
+  tenant TEXT NOT NULL, collection TEXT NOT NULL, promoted_at REAL NOT NULL,
+  PRIMARY KEY(tenant, collection)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS changes(
+  seq INTEGER PRIMARY KEY AUTOINCREMENT, tenant TEXT NOT NULL, collection TEXT NOT NULL,
+  doc_id TEXT NOT NULL, op TEXT NOT NULL, space TEXT);
+"""
+
+_SIDECAR_COLS = (
+    "tenant, collection, doc_id, space, status, content_hash, reason, model_id, "
+    "last_embedded_at, attempts, updated_at, cold_ref"
+)
+
+
+def _row_to_sidecar(r: sqlite3.Row) -> SidecarEntry:
+    return SidecarEntry(
+        key=DocKey(r["tenant"], r["collection"], r["doc_id"]),
+        space=r["space"],
+        status=SemanticStatus(r["status"]),
+        content_hash=r["content_hash"],
+        reason=r["reason"],
+        model_id=r["model_id"],
+        last_embedded_at=r["last_embedded_at"],
+        attempts=r["attempts"],
+        updated_at=r["updated_at"],
+        cold_ref=r["cold_ref"],
+    )
+
+
+def _row_to_doc(r: sqlite3.Row) -> StoredDoc:
+    return StoredDoc(
+        key=DocKey(r["tenant"], r["collection"], r["doc_id"]),
+        fields=json.loads(r["fields"]),
+        acl=json.loads(r["acl"]),
+        intent=r["intent"],
+        content_hash=r["content_hash"],
+        updated_at=r["updated_at"],
+        vibe=json.loads(r["vibe"]),
+    )
+
+
+def _to_blob(vec: Sequence[float]) -> bytes:
+    return np.asarray(vec, dtype=np.float32).tobytes()
+
+
+def _from_blob(blob: bytes) -> list[float]:
+    return np.frombuffer(blob, dtype=np.float32).tolist()
+
+
+class SqliteStore:
+    """DocumentStore over one SQLite file; one connection per thread."""
+
+    def __init__(self, path: Path):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.path = path
+        self._local = threading.local()
+        self._all: list[sqlite3.Connection] = []
+        self._lock = threading.Lock()
+        with self._tx() as c:
+            c.executescript(SCHEMA)
+
+    # -- connections -------------------------------------------------------------------
+
+    def _conn(self) -> sqlite3.Connection:
+        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = sqlite3.connect(self.path, timeout=30, isolation_level=None, check_same_thread=False)
+            conn.row_factory = sqlite3.Row
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute("PRAGMA synchronous=NORMAL")  # durable across process crashes in WAL
+            conn.execute("PRAGMA busy_timeout=30000")
+            self._local.conn = conn
+            with self._lock:
+                self._all.append(conn)
+        return conn
+
+    @contextmanager
+    def _tx(self) -> Iterator[sqlite3.Connection]:
+        """BEGIN IMMEDIATE so concurrent writers queue instead of failing mid-transaction."""
+        c = self._conn()
+        c.execute("BEGIN IMMEDIATE")
+        try:
+            yield c
+        except BaseException:
+            c.execute("ROLLBACK")
+            raise
+        c.execute("COMMIT")
+
+    def close(self) -> None:
+        with self._lock:
+            for c in self._all:
+                c.close()
+            self._all.clear()
+        self._local = threading.local()
+
+    # -- documents ---------------------------------------------------------------------
+
+    def put_docs(self, docs: Sequence[StoredDoc], sidecar: Sequence[SidecarEntry]) -> None:
+        with self._tx() as c:
+            c.executemany(
+                "INSERT OR REPLACE INTO docs VALUES (?,?,?,?,?,?,?,?,?)",
+                [
+                    (d.key.tenant, d.key.collection, d.key.doc_id, json.dumps(d.fields),
+                     json.dumps(d.acl), d.intent, json.dumps(d.vibe), d.content_hash, d.updated_at)
+                    for d in docs
+                ],
+            )
+            c.executemany(
+                f"INSERT OR REPLACE INTO sidecar ({_SIDECAR_COLS}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+                [self._sidecar_tuple(s) for s in sidecar],
+            )
+            self._log(c, [(d.key, "doc", None) for d in docs])
+
+    @staticmethod
+    def _sidecar_tuple(s: SidecarEntry) -> tuple[object, ...]:
+        return (s.key.tenant, s.key.collection, s.key.doc_id, s.space, s.status.value, s.content_hash,
+                s.reason, s.model_id, s.last_embedded_at, s.attempts, s.updated_at or time.time(),
+                s.cold_ref)
+
+    @staticmethod
+    def _log(c: sqlite3.Connection, rows: Iterable[tuple[DocKey, str, str | None]]) -> None:
+        c.executemany(
+            "INSERT INTO changes(tenant, collection, doc_id, op, space) VALUES (?,?,?,?,?)",
+            [(k.tenant, k.collection, k.doc_id, op, space) for k, op, space in rows],
+        )
+
+    def get_doc(self, key: DocKey) -> StoredDoc | None:
+        r = self._conn().execute(
+            "SELECT * FROM docs WHERE tenant=? AND collection=? AND doc_id=?",
+            (key.tenant, key.collection, key.doc_id),
+        ).fetchone()
+        return _row_to_doc(r) if r else None
+
+    def get_docs(self, keys: Sequence[DocKey]) -> dict[DocKey, StoredDoc]:
+        out: dict[DocKey, StoredDoc] = {}
+        for chunk in _chunks(keys, 300):
+            where = " OR ".join(["(tenant=? AND collection=? AND doc_id=?)"] * len(chunk))
+            args = [v for k in chunk for v in (k.tenant, k.collection, k.doc_id)]
+            for r in self._conn().execute(f"SELECT * FROM docs WHERE {where}", args):
+                d = _row_to_doc(r)
+                out[d.key] = d
+        return out
+
+    def delete_doc(self, key: DocKey) -> bool:
+        args = (key.tenant, key.collection, key.doc_id)
+        with self._tx() as c:
+            cur = c.execute("DELETE FROM docs WHERE tenant=? AND collection=? AND doc_id=?", args)
+            c.execute("DELETE FROM sidecar WHERE tenant=? AND collection=? AND doc_id=?", args)
+            if cur.rowcount:
+                self._log(c, [(key, "delete", None)])
+            return cur.rowcount > 0
+
+    def collection_keys(self, tenant: str, collection: str | None) -> Iterable[DocKey]:
+        sql, args = "SELECT collection, doc_id FROM docs WHERE tenant=?", [tenant]
+        if collection:
+            sql, args = sql + " AND collection=?", [tenant, collection]
+        for r in self._conn().execute(sql, args).fetchall():
+            yield DocKey(tenant, r["collection"], r["doc_id"])
+
+    # -- sidecar -----------------------------------------------------------------------
+
+    def sidecar(self, key: DocKey, space: str) -> SidecarEntry | None:
+        return self.sidecars([key], space).get(key)
+
+    def sidecars(self, keys: Sequence[DocKey], space: str) -> dict[DocKey, SidecarEntry]:
+        out: dict[DocKey, SidecarEntry] = {}
+        for chunk in _chunks(keys, 300):
+            where = " OR ".join(["(tenant=? AND collection=? AND doc_id=?)"] * len(chunk))
+            args: list[object] = [v for k in chunk for v in (k.tenant, k.collection, k.doc_id)]
+            rows = self._conn().execute(
+                f"SELECT * FROM sidecar WHERE space=? AND ({where})", [space, *args]
+            )
+            for r in rows:
+                s = _row_to_sidecar(r)
+                out[s.key] = s
+        return out
+
+    def set_status(
+        self,
+        keys: Sequence[DocKey],
+        space: str,
+        status: SemanticStatus,
+        reason: str | None = None,
+        only_from: Sequence[SemanticStatus] | None = None,
+    ) -> list[DocKey]:
+        moved: list[DocKey] = []
+        guard, guard_args = "", []
+        if only_from:
+            guard = f" AND status IN ({','.join('?' * len(only_from))})"
+            guard_args = [s.value for s in only_from]
+        now = time.time()
+        with self._tx() as c:
+            for k in keys:
+                cur = c.execute(
+                    "UPDATE sidecar SET status=?, reason=?, updated_at=? "
+                    f"WHERE tenant=? AND collection=? AND doc_id=? AND space=?{guard}",
+                    [status.value, reason, now, k.tenant, k.collection, k.doc_id, space, *guard_args],
+                )
+                if cur.rowcount:
+                    moved.append(k)
+        return moved
+
+    def record_failure(self, key: DocKey, space: str, reason: str, final: bool) -> None:
+        status = SemanticStatus.FAILED if final else SemanticStatus.QUEUED
+        with self._tx() as c:
+            c.execute(
+                "UPDATE sidecar SET status=?, reason=?, attempts=attempts+1, updated_at=? "
+                "WHERE tenant=? AND collection=? AND doc_id=? AND space=?",
+                (status.value, reason, time.time(), key.tenant, key.collection, key.doc_id, space),
+            )
+
+    def keys_in_status(
+        self, space: str, statuses: Sequence[SemanticStatus], limit: int = 10_000
+    ) -> list[SidecarEntry]:
+        marks = ",".join("?" * len(statuses))
+        rows = self._conn().execute(
+            f"SELECT * FROM sidecar WHERE space=? AND status IN ({marks}) ORDER BY updated_at LIMIT ?",
+            [space, *[s.value for s in statuses], limit],
+        )
+        return [_row_to_sidecar(r) for r in rows]
+
+    # -- vectors -----------------------------------------------------------------------
+
+    def commit_vectors(
+        self, entries: Sequence[tuple[SidecarEntry, list[float]]], model_id: str
+    ) -> list[DocKey]:
+        """Job output and job state in one transaction (the pgai vectorizer's rule)."""
+        ready: list[DocKey] = []
+        now = time.time()
+        with self._tx() as c:
+            for entry, vec in entries:
+                k = entry.key
+                cur = c.execute(
+                    "UPDATE sidecar SET status='ready', reason=NULL, model_id=?, last_embedded_at=?, "
+                    "updated_at=?, cold_ref=NULL WHERE tenant=? AND collection=? AND doc_id=? "
+                    "AND space=? AND content_hash=?",
+                    (model_id, now, now, k.tenant, k.collection, k.doc_id, entry.space, entry.content_hash),
+                )
+                if not cur.rowcount:
+                    continue  # the document changed or went away meanwhile: a newer job owns it
+                c.execute(
+                    "INSERT OR REPLACE INTO vectors VALUES (?,?,?,?,?,?,?)",
+                    (k.tenant, entry.content_hash, entry.space, model_id, len(vec), _to_blob(vec), now),
+                )
+                ready.append(k)
+            self._log(c, [(k, "vector", entries[0][0].space) for k in ready] if ready else [])
+        return ready
+
+    def vector_for_hash(self, tenant: str, content_hash: str, space: str) -> list[float] | None:
+        r = self._conn().execute(
+            "SELECT vec FROM vectors WHERE tenant=? AND content_hash=? AND space=?",
+            (tenant, content_hash, space),
+        ).fetchone()
+        return _from_blob(r["vec"]) if r else None
+
+    def vectors_for(self, keys: Sequence[DocKey], space: str) -> dict[DocKey, list[float]]:
+        out: dict[DocKey, list[float]] = {}
+        side = self.sidecars(keys, space)
+        for k, s in side.items():
+            if s.status == SemanticStatus.READY:
+                vec = self.vector_for_hash(k.tenant, s.content_hash, space)
+                if vec is not None:
+                    out[k] = vec
+        return out
+
+    # -- change log and reports --------------------------------------------------------
+
+    def changes_since(self, seq: int, limit: int = 1000) -> list[Change]:
+        rows = self._conn().execute(
+            "SELECT * FROM changes WHERE seq>? ORDER BY seq LIMIT ?", (seq, limit)
+        )
+        return [
+            Change(r["seq"], DocKey(r["tenant"], r["collection"], r["doc_id"]), r["op"], r["space"])
+            for r in rows
+        ]
+
+    def coverage(self, tenant: str, collection: str | None, space: str) -> dict[str, object]:
+        sql = "SELECT status, reason, COUNT(*) AS n FROM sidecar WHERE tenant=? AND space=?"
+        args: list[object] = [tenant, space]
+        if collection:
+            sql, args = sql + " AND collection=?", [*args, collection]
+        states = {s.value: 0 for s in SemanticStatus}
+        skipped: dict[str, int] = {}
+        for r in self._conn().execute(sql + " GROUP BY status, reason", args):
+            states[r["status"]] += r["n"]
+            if r["status"] in ("denied", "deferred", "failed") and r["reason"]:
+                skipped[r["reason"]] = skipped.get(r["reason"], 0) + r["n"]
+        total = sum(states.values())
+        pct = round(100.0 * states["ready"] / total, 2) if total else 0.0
+        return {"total": total, "ready": states["ready"], "indexedPct": pct, "states": states,
+                "skipped": skipped}
+
+    def promote(self, tenant: str, collection: str) -> None:
+        with self._tx() as c:
+            c.execute("INSERT OR REPLACE INTO promotions VALUES (?,?,?)", (tenant, collection, time.time()))
+
+    def promoted(self) -> set[tuple[str, str]]:
+        rows = self._conn().execute("SELECT tenant, collection FROM promotions")
+        return {(r["tenant"], r["collection"]) for r in rows}
+
+    def queued_count(self, space: str) -> int:
+        r = self._conn().execute(
+            "SELECT COUNT(*) AS n FROM sidecar WHERE space=? AND status='queued'", (space,)
+        ).fetchone()
+        return int(r["n"])
+
+
+def _chunks(items: Sequence[DocKey], size: int) -> Iterator[Sequence[DocKey]]:
+    for i in range(0, len(items), size):
+        yield items[i : i + size]

@@ -1,0 +1,42 @@
+"""Prometheus metrics (V§14). Every queue and cache has one; names are what dashboards use."""
+
+from __future__ import annotations
+
+from prometheus_client import Counter, Gauge, Histogram
+
+_LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
+
+
+class _Metrics:
+    def __init__(self) -> None:
+        self.jobs_queued = Counter("vibe_embed_jobs_queued_total", "Embedding jobs enqueued", ["priority"])
+        self.jobs_completed = Counter("vibe_embed_jobs_completed_total", "Documents embedded")
+        self.jobs_failed = Counter("vibe_embed_jobs_failed_total", "Jobs that ran out of retries")
+        self.jobs_retried = Counter("vibe_embed_jobs_retried_total", "Jobs scheduled for a retry")
+        self.jobs_skipped = Counter("vibe_embed_jobs_skipped_total", "Jobs with nothing to do", ["reason"])
+        self.jobs_reused = Counter(
+            "vibe_embed_vectors_reused_total", "Jobs satisfied from a stored vector (no provider call)"
+        )
+        self.queue_depth = Gauge("vibe_queue_depth", "Jobs waiting in the queue", ["queue"])
+        self.embed_seconds = Histogram(
+            "vibe_embed_batch_seconds", "Provider time per embedding batch", buckets=_LATENCY_BUCKETS
+        )
+        self.read_seconds = Histogram(
+            "vibe_read_seconds", "readOnce time to the first answer", ["strategy", "mode"],
+            buckets=_LATENCY_BUCKETS,
+        )
+        self.stream_done_seconds = Histogram(
+            "vibe_stream_done_seconds", "readOnce stream time to `done`", ["strategy"], buckets=_LATENCY_BUCKETS
+        )
+        self.backfill_events = Counter("vibe_stream_backfill_total", "`semantic` re-rankings streamed")
+        self.budget_denied = Counter(
+            "vibe_budget_denied_total", "Embeds not queued because a budget was exhausted", ["budget"]
+        )
+        self.docs_written = Counter("vibe_docs_written_total", "Documents accepted", ["op"])
+        self.http_requests = Histogram(
+            "vibe_http_request_seconds", "HTTP request time", ["route", "status"], buckets=_LATENCY_BUCKETS
+        )
+        self.explain_cache = Gauge("vibe_explain_cache_entries", "Entries in the explain cache")
+
+
+METRICS = _Metrics()
