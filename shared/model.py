@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from enum import Enum
+from enum import StrEnum
 from typing import Any, Literal
 
 # Every principal of a tenant may read a document stored without `_acl`.
 PUBLIC_PRINCIPAL = "*"
 
 
-class SemanticStatus(str, Enum):
+class SemanticStatus(StrEnum):
     """Sidecar states (V§4.1, DESIGN.md §4). `failed` extends the list: a job that ran out of
     retries stays visible with its reason instead of looking `queued` forever."""
 

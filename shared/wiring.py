@@ -113,7 +113,8 @@ def build(settings: Settings, embedder: Embedder | None = None) -> Container:
             follower.sync()
         return out
 
-    queue = InProcessQueue(run_batch, settings.workers, settings.embed_batch_size, settings.job_backoff_seconds)
+    queue = InProcessQueue(run_batch, settings.workers, settings.embed_batch_size, settings.job_backoff_seconds,
+                           settings.job_max_attempts)
     queue.on_done(signal.fire)
     cfg = PlannerConfig(settings.space, settings.lexical_candidates, settings.per_query_max_embeds,
                         settings.rrf_k)

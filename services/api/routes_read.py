@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import AsyncIterator
 from typing import Any
@@ -29,7 +30,8 @@ def to_request(body: ReadBody, c: Container) -> ReadRequest:
     s = c.settings
     sem = body.semantic
     query_text = sem.query.text if sem.query else None
-    query_doc = (sem.query.doc.collection, sem.query.doc.id, sem.query.doc.fields) if sem.query and sem.query.doc else None
+    qd = sem.query.doc if sem.query else None
+    query_doc = (qd.collection, qd.id, qd.fields) if qd else None
     if not body.q.strip() and not (query_text or "").strip() and query_doc is None:
         raise invalid("q must not be empty (or give semantic.query)", field="q")
     if body.limit > s.max_limit:
@@ -92,10 +94,8 @@ async def _backfill(c: Container, session: ReadSession) -> AsyncIterator[bytes]:
     deadline = time.monotonic() + c.settings.stream_wait_seconds
     try:
         while session.awaits_backfill and time.monotonic() < deadline:
-            try:
+            with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(wake.wait(), POLL_SECONDS)
-            except TimeoutError:
-                pass
             wake.clear()
             before = len(session.pending)
             changed = await run_in_threadpool(session.refresh)

@@ -16,14 +16,23 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from shared.policy.eligibility import EligibilityPolicy
+from shared.text.hashing import content_hash, doc_text
+from shared.text.redaction import select_fields
+
 from shared.errors import ErrorCode, VibeError, invalid
 from shared.indexing import IndexFollower
 from shared.metrics import METRICS
-from shared.model import PUBLIC_PRINCIPAL, DocKey, EmbedJob, Principal, SemanticStatus, SidecarEntry, StoredDoc
-from shared.policy.eligibility import EligibilityPolicy
+from shared.model import (
+    PUBLIC_PRINCIPAL,
+    DocKey,
+    EmbedJob,
+    Principal,
+    SemanticStatus,
+    SidecarEntry,
+    StoredDoc,
+)
 from shared.ports import DocumentStore, JobQueue
-from shared.text.hashing import content_hash, doc_text
-from shared.text.redaction import select_fields
 
 COLLECTION_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
 RESERVED_COLLECTIONS = {"any"}

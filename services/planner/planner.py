@@ -11,6 +11,8 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from shared.text.hashing import doc_text
+
 from services.planner.explain import ExplainCache
 from services.planner.fusion import Fused, rrf, single
 from services.planner.strategy import choose_strategy
@@ -18,9 +20,16 @@ from shared.errors import ErrorCode, VibeError
 from shared.indexing import IndexFollower
 from shared.metrics import METRICS
 from shared.model import DocKey, EmbedJob, Hit, Principal, SemanticStatus, SidecarEntry, Strategy
-from shared.ports import Budget, DocumentStore, Embedder, EmbedderError, JobQueue, LexicalIndex, SearchFilter
-from shared.ports import VectorIndex
-from shared.text.hashing import doc_text
+from shared.ports import (
+    Budget,
+    DocumentStore,
+    Embedder,
+    EmbedderError,
+    JobQueue,
+    LexicalIndex,
+    SearchFilter,
+    VectorIndex,
+)
 
 COLD = (SemanticStatus.NONE, SemanticStatus.STALE)
 

@@ -13,6 +13,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import Protocol
 
 from shared.metrics import METRICS
@@ -34,7 +35,9 @@ class InProcessQueue:
         workers: int = 2,
         batch_size: int = 32,
         backoff_seconds: float = 0.5,
+        max_attempts: int = 4,
     ):
+        self._max_attempts = max_attempts
         self._run_batch = run_batch
         self._n_workers = workers
         self._batch_size = batch_size
@@ -124,7 +127,8 @@ class InProcessQueue:
                 delay = out.retry_after if out.retry_after is not None else self._backoff
             except Exception:  # a bug in a handler must not kill the worker thread
                 log.exception("embed batch crashed", extra={"jobs": len(batch)})
-                retry = batch
+                retry = [replace(j, attempt=j.attempt + 1) for j in batch if j.attempt + 1 < self._max_attempts]
+                # Jobs past the limit stay `queued` in the store: visible in /semantic/lag, retried on restart.
             self._finish(batch, retry, delay)
             for cb in self._callbacks:
                 cb(changed)

@@ -96,8 +96,7 @@ class SqliteStore:
         self._local = threading.local()
         self._all: list[sqlite3.Connection] = []
         self._lock = threading.Lock()
-        with self._tx() as c:
-            c.executescript(SCHEMA)
+        self._conn().executescript(SCHEMA)  # executescript commits by itself; idempotent DDL
 
     # -- connections -------------------------------------------------------------------
 

@@ -1,0 +1,83 @@
+"""LexicalIndex contract: every adapter must pass it (the OpenSearch adapter joins in #3)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from shared.adapters.tantivy_lexical import TantivyLexicalIndex
+from shared.model import PUBLIC_PRINCIPAL, DocKey, StoredDoc
+from shared.ports import LexicalIndex, SearchFilter
+
+Factory = Callable[[Path], LexicalIndex]
+ADAPTERS: dict[str, Factory] = {"tantivy": TantivyLexicalIndex}
+
+
+@pytest.fixture(params=sorted(ADAPTERS))
+def index(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[LexicalIndex]:
+    idx = ADAPTERS[request.param](tmp_path / "lex")
+    yield idx
+    idx.close()
+
+
+def doc(tenant: str, coll: str, i: str, title: str, body: str, acl: list[str] | None = None) -> StoredDoc:
+    return StoredDoc(DocKey(tenant, coll, i), {"title": title, "body": body}, acl or [PUBLIC_PRINCIPAL], None, "h", 0.0)
+
+
+def flt(tenant: str = "t", acl: tuple[str, ...] = (PUBLIC_PRINCIPAL,), cols: tuple[str, ...] | None = None) -> SearchFilter:
+    return SearchFilter(tenant, cols, acl)
+
+
+def test_bm25_ranks_and_stems(index: LexicalIndex) -> None:
+    index.apply([doc("t", "c", "1", "Flying wings", "wings fly through turbulent air"),
+                 doc("t", "c", "2", "Boats", "boats float on water"),
+                 doc("t", "c", "3", "Wing flutter", "a wing fluttered once")], [])
+    hits = index.search(flt(), "wing", 10)
+    assert [h.key.doc_id for h in hits][:2] == ["1", "3"] or [h.key.doc_id for h in hits][:2] == ["3", "1"]
+    assert {h.key.doc_id for h in hits} == {"1", "3"}
+    assert all(h.score > 0 for h in hits)
+    assert index.search(flt(), "the of and", 10) == []
+
+
+def test_acl_and_collection_filters_are_inside_the_query(index: LexicalIndex) -> None:
+    index.apply([doc("t", "a", "pub", "engine", "engine"), doc("t", "a", "eng", "engine", "engine", ["g:eng"]),
+                 doc("t", "b", "other", "engine", "engine")], [])
+    assert {h.key.doc_id for h in index.search(flt(acl=("*",)), "engine", 10)} == {"pub", "other"}
+    assert {h.key.doc_id for h in index.search(flt(acl=("*", "g:eng")), "engine", 10)} == {"pub", "eng", "other"}
+    assert {h.key.doc_id for h in index.search(flt(acl=("*", "g:eng"), cols=("a",)), "engine", 10)} == {"pub", "eng"}
+    assert index.search(flt(acl=("g:none",)), "engine", 10) == []
+
+
+def test_filter_does_not_change_scores(index: LexicalIndex) -> None:
+    index.apply([doc("t", "a", "1", "x", "rotor blade rotor"), doc("t", "a", "2", "x", "rotor hub", ["g:x"])], [])
+    wide = {h.key.doc_id: h.score for h in index.search(flt(acl=("*", "g:x")), "rotor", 10)}
+    narrow = {h.key.doc_id: h.score for h in index.search(flt(acl=("*",)), "rotor", 10)}
+    assert narrow["1"] == pytest.approx(wide["1"], rel=1e-9)
+
+
+def test_tenants_share_no_statistics(index: LexicalIndex) -> None:
+    index.apply([doc("a", "c", str(i), "turbine", "turbine fatigue " * (i + 1)) for i in range(5)], [])
+    before = [(h.key.doc_id, h.score) for h in index.search(flt("a"), "turbine fatigue", 10)]
+    index.apply([doc("b", "c", str(i), "noise", "turbine " * 30) for i in range(200)], [])
+    after = [(h.key.doc_id, h.score) for h in index.search(flt("a"), "turbine fatigue", 10)]
+    assert before == after and len(before) == 5
+    assert all(h.key.tenant == "b" for h in index.search(flt("b"), "turbine", 300))
+
+
+def test_update_and_delete(index: LexicalIndex) -> None:
+    index.apply([doc("t", "c", "1", "alpha", "alpha")], [])
+    index.apply([doc("t", "c", "1", "beta", "beta")], [])
+    assert index.search(flt(), "alpha", 10) == []
+    assert [h.key.doc_id for h in index.search(flt(), "beta", 10)] == ["1"]
+    index.apply([], [DocKey("t", "c", "1")])
+    assert index.search(flt(), "beta", 10) == []
+
+
+def test_highlights_only_for_permitted_docs(index: LexicalIndex) -> None:
+    index.apply([doc("t", "c", "1", "Icing", "rotor icing test"), doc("t", "c", "2", "Icing", "secret icing", ["g:x"])], [])
+    keys = [DocKey("t", "c", "1"), DocKey("t", "c", "2")]
+    hl = index.highlights(flt(acl=("*",)), "icing", keys)
+    assert set(hl) == {DocKey("t", "c", "1")}
+    assert any("<b>icing</b>" in s.lower() for s in hl[DocKey("t", "c", "1")])
