@@ -51,8 +51,8 @@ async def read(request: Request, p: Principal = Depends(require("read"))) -> Res
     body = parse_model(ReadBody, await json_body(request, 1_048_576))
     req = to_request(body, c)
     started = time.perf_counter()
-    session: ReadSession = await run_in_threadpool(c.planner.open, p, req)
     mode = "sse" if "text/event-stream" in request.headers.get("accept", "") else "json"
+    session: ReadSession = await run_in_threadpool(c.planner.open, p, req, mode == "json")
     METRICS.read_seconds.labels(strategy=session.strategy, mode=mode).observe(time.perf_counter() - started)
     if mode == "json":
         payload = await run_in_threadpool(session.payload)
@@ -68,6 +68,7 @@ def _event(name: str, data: Any) -> bytes:
 async def _stream(c: Container, session: ReadSession, started: float) -> AsyncIterator[bytes]:
     try:
         yield _event("lexical", await run_in_threadpool(session.payload))
+        await run_in_threadpool(session.touch)
         if session.pending:
             yield _event("warming", session.warming())
         async for chunk in _backfill(c, session):

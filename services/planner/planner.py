@@ -57,7 +57,7 @@ class PlannerConfig:
 
 @dataclass
 class SemanticLeg:
-    state: str = "skipped"  # skipped | ready | warming | partial | degraded
+    state: str = "skipped"  # skipped | ready | degraded; reported as warming/partial while pending
     reason: str | None = None
     vector: list[float] | None = None
     hits: list[Hit] = field(default_factory=list)
@@ -87,9 +87,13 @@ class Planner:
         self.follower = follower
         self.explain = explain
 
-    def open(self, principal: Principal, req: ReadRequest) -> ReadSession:
+    def open(self, principal: Principal, req: ReadRequest, touch: bool = True) -> ReadSession:
+        """Plan and rank at once. With `touch=False` the caller sends the first answer
+        before queueing embeds (the SSE path: V§4.2 "return fast" comes before "queue")."""
         session = ReadSession(self, principal, req)
         session.start()
+        if touch:
+            session.touch()
         return session
 
     def search_filter(self, principal: Principal, collection: str) -> SearchFilter:
@@ -124,7 +128,6 @@ class ReadSession:
         self.lexical_hits = self.p.lexical.search(self.flt, text, self.k) if text else []
         self.lexical_ms = (time.perf_counter() - t0) * 1000
         self.strategy, self.strategy_reason = choose_strategy(self.req, text, self.p.embedder is not None)
-        self._touch()  # every strategy touches: the next query finds these ready
         if self.strategy in ("semantic", "hybrid"):
             self._semantic_leg()
         self._rank()
@@ -146,9 +149,11 @@ class ReadSession:
             raise VibeError(ErrorCode.NOT_FOUND, "semantic.query.doc not found")
         return doc.fields, fields
 
-    def _touch(self) -> None:
-        """Split candidates into ready and cold; queue cold, eligible ones within budget."""
-        keys = [h.key for h in self.lexical_hits]
+    def touch(self) -> None:
+        """Split the top candidates into ready and cold; queue cold, eligible ones within
+        budget. Every strategy touches, so the next query finds these ready. Only the top
+        2x the per-query ceiling are looked at: deeper ones could not be queued anyway."""
+        keys = [h.key for h in self.lexical_hits[: 2 * self.p.cfg.per_query_max_embeds]]
         sides = self.p.store.sidecars(keys, self.p.cfg.space)
         cold = [sides[k] for k in keys if k in sides and sides[k].status in COLD]
         self.pending = {k for k in keys if k in sides and sides[k].status == SemanticStatus.QUEUED}
@@ -191,7 +196,7 @@ class ReadSession:
         self.p.follower.sync()
         self.semantic.hits = self.p.vectors.search(self.p.cfg.space, self.flt, self.semantic.vector, self.k)
         self.semantic.took_ms = (time.perf_counter() - t0) * 1000
-        self.semantic.state = "warming" if self.pending else ("ready" if self.semantic.hits else "partial")
+        self.semantic.state = "ready"
 
     def _rank(self) -> None:
         if self.strategy == "keyword":
@@ -270,8 +275,9 @@ class ReadSession:
     def diagnostics(self, final: bool = False) -> dict[str, object]:
         sem = self.semantic
         state = sem.state
-        if final and self.pending and state in ("warming", "ready", "partial"):
-            state = "partial"
+        if state == "ready" and self.pending:
+            # still embedding touched documents; at `done` that means the wait bound passed
+            state = "partial" if final else "warming"
         return {
             "strategy": self.strategy,
             "strategyReason": self.strategy_reason,

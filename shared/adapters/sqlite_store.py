@@ -171,14 +171,20 @@ class SqliteStore:
         return _row_to_doc(r) if r else None
 
     def get_docs(self, keys: Sequence[DocKey]) -> dict[DocKey, StoredDoc]:
-        out: dict[DocKey, StoredDoc] = {}
-        for chunk in _chunks(keys, 300):
-            where = " OR ".join(["(tenant=? AND collection=? AND doc_id=?)"] * len(chunk))
-            args = [v for k in chunk for v in (k.tenant, k.collection, k.doc_id)]
-            for r in self._conn().execute(f"SELECT * FROM docs WHERE {where}", args):
-                d = _row_to_doc(r)
-                out[d.key] = d
-        return out
+        docs = (_row_to_doc(r) for r in self._by_keys("SELECT * FROM docs WHERE", keys))
+        return {d.key: d for d in docs}
+
+    def _by_keys(self, select: str, keys: Sequence[DocKey], *args: object) -> Iterator[sqlite3.Row]:
+        """Rows for many keys, grouped by (tenant, collection) so that each statement is a
+        primary-key range with `doc_id IN (...)` instead of a scan."""
+        groups: dict[tuple[str, str], list[str]] = {}
+        for k in keys:
+            groups.setdefault((k.tenant, k.collection), []).append(k.doc_id)
+        for (tenant, collection), ids in groups.items():
+            for i in range(0, len(ids), 500):
+                chunk = ids[i : i + 500]
+                sql = f"{select} tenant=? AND collection=? AND doc_id IN ({','.join('?' * len(chunk))})"
+                yield from self._conn().execute(sql, [*args, tenant, collection, *chunk])
 
     def delete_doc(self, key: DocKey) -> bool:
         args = (key.tenant, key.collection, key.doc_id)
@@ -202,17 +208,8 @@ class SqliteStore:
         return self.sidecars([key], space).get(key)
 
     def sidecars(self, keys: Sequence[DocKey], space: str) -> dict[DocKey, SidecarEntry]:
-        out: dict[DocKey, SidecarEntry] = {}
-        for chunk in _chunks(keys, 300):
-            where = " OR ".join(["(tenant=? AND collection=? AND doc_id=?)"] * len(chunk))
-            args: list[object] = [v for k in chunk for v in (k.tenant, k.collection, k.doc_id)]
-            rows = self._conn().execute(
-                f"SELECT * FROM sidecar WHERE space=? AND ({where})", [space, *args]
-            )
-            for r in rows:
-                s = _row_to_sidecar(r)
-                out[s.key] = s
-        return out
+        rows = self._by_keys("SELECT * FROM sidecar WHERE space=? AND", keys, space)
+        return {s.key: s for s in map(_row_to_sidecar, rows)}
 
     def set_status(
         self,
@@ -343,7 +340,3 @@ class SqliteStore:
         ).fetchone()
         return int(r["n"])
 
-
-def _chunks(items: Sequence[DocKey], size: int) -> Iterator[Sequence[DocKey]]:
-    for i in range(0, len(items), size):
-        yield items[i : i + size]
