@@ -67,7 +67,8 @@ class EmbedHandler:
         return out
 
     def _load(self, jobs: Sequence[EmbedJob]) -> list[_Work]:
-        """Drop jobs that no longer apply: document gone, content changed, already ready."""
+        """Drop jobs that no longer apply: duplicates, document gone, content changed, ready."""
+        jobs = list({j.job_key: j for j in jobs}.values())
         keys = [j.key for j in jobs]
         space = jobs[0].space if jobs else ""
         docs = self.store.get_docs(keys)
