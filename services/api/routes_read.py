@@ -52,7 +52,7 @@ async def read(request: Request, p: Principal = Depends(require("read"))) -> Res
     req = to_request(body, c)
     started = time.perf_counter()
     mode = "sse" if "text/event-stream" in request.headers.get("accept", "") else "json"
-    session: ReadSession = await run_in_threadpool(c.planner.open, p, req, mode == "json")
+    session: ReadSession = await run_in_threadpool(c.planner.open, p, req, mode == "sse")
     METRICS.read_seconds.labels(strategy=session.strategy, mode=mode).observe(time.perf_counter() - started)
     if mode == "json":
         payload = await run_in_threadpool(session.payload)
@@ -68,6 +68,8 @@ def _event(name: str, data: Any) -> bytes:
 async def _stream(c: Container, session: ReadSession, started: float) -> AsyncIterator[bytes]:
     try:
         yield _event("lexical", await run_in_threadpool(session.payload))
+        if await run_in_threadpool(session.complete_semantic):
+            yield _event("semantic", await run_in_threadpool(session.payload))
         await run_in_threadpool(session.touch)
         if session.pending:
             yield _event("warming", session.warming())

@@ -11,10 +11,9 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from shared.text.hashing import doc_text
-
 from services.planner.explain import ExplainCache
 from services.planner.fusion import Fused, rrf, single
+from services.planner.query_cache import QueryVectorCache
 from services.planner.strategy import choose_strategy
 from shared.errors import ErrorCode, VibeError
 from shared.indexing import IndexFollower
@@ -30,6 +29,7 @@ from shared.ports import (
     SearchFilter,
     VectorIndex,
 )
+from shared.text.hashing import doc_text
 
 COLD = (SemanticStatus.NONE, SemanticStatus.STALE)
 
@@ -76,7 +76,9 @@ class Planner:
         budget: Budget,
         follower: IndexFollower,
         explain: ExplainCache,
+        query_cache: QueryVectorCache | None = None,
     ):
+        self.query_cache = query_cache or QueryVectorCache()
         self.cfg = cfg
         self.store = store
         self.lexical = lexical
@@ -87,12 +89,13 @@ class Planner:
         self.follower = follower
         self.explain = explain
 
-    def open(self, principal: Principal, req: ReadRequest, touch: bool = True) -> ReadSession:
-        """Plan and rank at once. With `touch=False` the caller sends the first answer
-        before queueing embeds (the SSE path: V§4.2 "return fast" comes before "queue")."""
+    def open(self, principal: Principal, req: ReadRequest, streaming: bool = False) -> ReadSession:
+        """Plan and rank at once. When streaming, the caller sends the first answer before
+        queueing embeds (V§4.2: "return fast" comes before "queue"), and a hybrid query whose
+        vector is not cached answers lexically first; `complete_semantic()` then fuses."""
         session = ReadSession(self, principal, req)
-        session.start()
-        if touch:
+        session.start(defer_query_embedding=streaming)
+        if not streaming:
             session.touch()
         return session
 
@@ -122,15 +125,34 @@ class ReadSession:
 
     # -- first answer ------------------------------------------------------------------
 
-    def start(self) -> None:
+    def start(self, defer_query_embedding: bool = False) -> None:
         text = self._lexical_text()
         t0 = time.perf_counter()
         self.lexical_hits = self.p.lexical.search(self.flt, text, self.k) if text else []
         self.lexical_ms = (time.perf_counter() - t0) * 1000
         self.strategy, self.strategy_reason = choose_strategy(self.req, text, self.p.embedder is not None)
-        if self.strategy in ("semantic", "hybrid"):
+        if self.strategy == "semantic" or (self.strategy == "hybrid" and not defer_query_embedding):
             self._semantic_leg()
+        elif self.strategy == "hybrid":
+            self.semantic.vector = self._cached_query_vector()
+            if self.semantic.vector is not None:
+                self._semantic_leg()
+            else:
+                self.semantic.state = "embedding_query"
         self._rank()
+
+    @property
+    def semantic_deferred(self) -> bool:
+        return self.semantic.state == "embedding_query"
+
+    def complete_semantic(self) -> bool:
+        """Run the deferred semantic leg; True if the visible ranking changed."""
+        if not self.semantic_deferred:
+            return False
+        before = self._visible()
+        self._semantic_leg()
+        self._rank()
+        return self._visible() != before
 
     def _lexical_text(self) -> str:
         if self.req.q.strip():
@@ -175,17 +197,31 @@ class ReadSession:
         self.queued_by_us = len(jobs)
         self.pending |= moved
 
+    def _query_text(self) -> str:
+        return self.req.query_text or self.req.q or self._lexical_text()
+
+    def _cached_query_vector(self) -> list[float] | None:
+        emb = self.p.embedder
+        if emb is None:
+            return None
+        return self.p.query_cache.get(self.principal.tenant, emb.model_id, self._query_text())
+
     def _query_vector(self) -> list[float] | None:
         emb = self.p.embedder
         if emb is None:
             self.semantic.state, self.semantic.reason = "degraded", "no_embedder"
             return None
-        text = self.req.query_text or self.req.q or self._lexical_text()
+        cached = self._cached_query_vector()
+        if cached is not None:
+            return cached
+        text = self._query_text()
         try:
-            return emb.embed_query(text)
+            vec = emb.embed_query(text)
         except EmbedderError as e:
             self.semantic.state, self.semantic.reason = "degraded", f"embedder_unavailable: {str(e)[:80]}"
             return None
+        self.p.query_cache.put(self.principal.tenant, emb.model_id, text, vec)
+        return vec
 
     def _semantic_leg(self) -> None:
         t0 = time.perf_counter()

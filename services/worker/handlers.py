@@ -13,13 +13,12 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
-from shared.policy.eligibility import EligibilityPolicy
-from shared.text.hashing import doc_text
-from shared.text.redaction import redact, select_fields
-
 from shared.metrics import METRICS
 from shared.model import DocKey, EmbedJob, SemanticStatus, SidecarEntry, StoredDoc
+from shared.policy.eligibility import EligibilityPolicy
 from shared.ports import DocumentStore, Embedder, EmbedderError
+from shared.text.hashing import doc_text
+from shared.text.redaction import redact, select_fields
 
 log = logging.getLogger("vibe.worker")
 
