@@ -20,7 +20,7 @@ class ApiKey(BaseModel):
     key: str
     tenant: str
     principals: list[str] = Field(default_factory=list)
-    scopes: list[Literal["read", "write", "admin"]] = Field(default_factory=lambda: ["read"])
+    scopes: list[Literal["read", "write", "admin"]] = Field(default_factory=lambda: ["read"])  # type: ignore[arg-type]
 
 
 class Settings(BaseSettings):

@@ -13,7 +13,7 @@ from services.api.bodies import json_body
 from services.api.writes import WriteResult, check_collection, check_doc_id
 from services.planner.planner import semantic_projection
 from shared.errors import ErrorCode, VibeError, invalid
-from shared.model import DocKey, Principal
+from shared.model import DocKey, Principal, StoredDoc
 from shared.wiring import Container
 
 router = APIRouter()
@@ -57,7 +57,7 @@ async def bulk(collection: str, request: Request, p: Principal = Depends(require
 def _bulk(c: Container, p: Principal, collection: str, items: list[Any]) -> list[WriteResult]:
     """Validate each document on its own; store every valid one in one transaction."""
     results: list[WriteResult] = []
-    good = []
+    good: list[StoredDoc | None] = []
     seen: dict[str, int] = {}
     for i, item in enumerate(items):
         raw_id = item.get("_id") if isinstance(item, dict) else None

@@ -121,7 +121,8 @@ class EmbedHandler:
             self._failed(work, out, e)
             return
         METRICS.embed_seconds.observe(time.perf_counter() - started)
-        good, wrong_dim = [], []
+        good: list[tuple[_Work, list[float]]] = []
+        wrong_dim: list[tuple[_Work, list[float]]] = []
         for w, vec in zip(work, vectors, strict=True):
             (good if len(vec) == self.embedder.dim else wrong_dim).append((w, vec))
         for w, _ in wrong_dim:  # dim safety (seed 000): refused, never compared

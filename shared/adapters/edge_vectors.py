@@ -85,7 +85,8 @@ class EdgeVectorIndex:
 
     @staticmethod
     def _filter(flt: SearchFilter, only: Sequence[DocKey] | None) -> qe.Filter:
-        must: list[object] = [
+        must: list[qe.FieldCondition | qe.IsEmptyCondition | qe.IsNullCondition | qe.HasIdCondition
+                   | qe.HasVectorCondition | qe.NestedCondition | qe.Filter] = [
             qe.FieldCondition("tenant", match=qe.MatchValue(flt.tenant)),
             qe.FieldCondition("acl", match=qe.MatchAny(list(flt.acl))),
         ]

@@ -26,7 +26,8 @@ def doc(tenant: str, coll: str, i: str, title: str, body: str, acl: list[str] | 
     return StoredDoc(DocKey(tenant, coll, i), {"title": title, "body": body}, acl or [PUBLIC_PRINCIPAL], None, "h", 0.0)
 
 
-def flt(tenant: str = "t", acl: tuple[str, ...] = (PUBLIC_PRINCIPAL,), cols: tuple[str, ...] | None = None) -> SearchFilter:
+def flt(tenant: str = "t", acl: tuple[str, ...] = (PUBLIC_PRINCIPAL,),
+        cols: tuple[str, ...] | None = None) -> SearchFilter:
     return SearchFilter(tenant, cols, acl)
 
 
@@ -76,7 +77,8 @@ def test_update_and_delete(index: LexicalIndex) -> None:
 
 
 def test_highlights_only_for_permitted_docs(index: LexicalIndex) -> None:
-    index.apply([doc("t", "c", "1", "Icing", "rotor icing test"), doc("t", "c", "2", "Icing", "secret icing", ["g:x"])], [])
+    index.apply([doc("t", "c", "1", "Icing", "rotor icing test"),
+                 doc("t", "c", "2", "Icing", "secret icing", ["g:x"])], [])
     keys = [DocKey("t", "c", "1"), DocKey("t", "c", "2")]
     hl = index.highlights(flt(acl=("*",)), "icing", keys)
     assert set(hl) == {DocKey("t", "c", "1")}

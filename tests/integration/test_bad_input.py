@@ -94,7 +94,8 @@ def test_bad_reads(server: Served, body: dict, needle: str) -> None:
 
 
 def test_more_like_this_of_a_forbidden_doc_is_not_found(server: Served) -> None:
-    server.put("k-admin-a", "mlt", "secret", {"title": "Hidden", "body": "classified wing design", "_acl": ["user:admin"]})
+    server.put("k-admin-a", "mlt", "secret",
+               {"title": "Hidden", "body": "classified wing design", "_acl": ["user:admin"]})
     r = server.call("POST", "/v1/read", "k-alice",
                     {"collection": "mlt", "semantic": {"query": {"doc": {"collection": "mlt", "_id": "secret"}}}})
     _error(r, 404, "not_found")
