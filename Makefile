@@ -20,6 +20,8 @@ run: setup
 	HF_HUB_OFFLINE=1 $(BIN)/vibe-semantic serve
 
 test: setup
+	$(BIN)/ruff check shared services tests bench
+	$(BIN)/mypy
 	HF_HUB_OFFLINE=1 $(BIN)/pytest -q
 
 lint: setup
