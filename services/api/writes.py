@@ -16,10 +16,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from shared.policy.eligibility import EligibilityPolicy
-from shared.text.hashing import content_hash, doc_text
-from shared.text.redaction import select_fields
-
 from shared.errors import ErrorCode, VibeError, invalid
 from shared.indexing import IndexFollower
 from shared.metrics import METRICS
@@ -32,7 +28,10 @@ from shared.model import (
     SidecarEntry,
     StoredDoc,
 )
+from shared.policy.eligibility import EligibilityPolicy
 from shared.ports import DocumentStore, JobQueue
+from shared.text.hashing import content_hash, doc_text
+from shared.text.redaction import select_fields
 
 COLLECTION_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
 RESERVED_COLLECTIONS = {"any"}
