@@ -49,7 +49,8 @@ class LocalEmbedder:
             self._model = SentenceTransformer(str(model_path(model_name)), device="cpu")
         except Exception as e:  # fail at start-up, never at call time
             raise RuntimeError(f"cannot load the local model {model_name!r}: {e}") from e
-        self._dim = int(self._model.get_sentence_embedding_dimension() or 0)
+        dim_of = getattr(self._model, "get_embedding_dimension", None) or self._model.get_sentence_embedding_dimension
+        self._dim = int(dim_of() or 0)
         self.precision = "fp32"
         if _native_bf16() and self._bf16_matches():
             self.precision = "bf16"

@@ -1,0 +1,27 @@
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from shared.adapters.embedders.hash_embedder import HashEmbedder
+
+
+def test_hash_embedder_is_deterministic_unit_and_similar_for_shared_words() -> None:
+    e = HashEmbedder(128)
+    a, b, c = e.embed(["rotor blade icing", "icing on the rotor blade", "quarterly tax filing"])
+    assert a == HashEmbedder(128).embed_query("rotor blade icing")
+    assert np.linalg.norm(a) == pytest.approx(1.0, abs=1e-6)
+    assert np.dot(a, b) > 0.5 > abs(np.dot(a, c))
+    assert e.embed_query("   ") == [0.0] * 128
+
+
+@pytest.mark.model
+def test_local_model_paraphrase_and_batch_consistency() -> None:
+    from shared.adapters.embedders.local_embedder import LocalEmbedder
+
+    e = LocalEmbedder()
+    assert e.dim == 384 and e.model_id == "local:all-MiniLM-L6-v2"
+    a, b, c = e.embed(["How do I fix a flat bicycle tire?", "Repairing a punctured bike tyre",
+                       "Quarterly revenue grew by eight percent"])
+    assert np.dot(a, b) > np.dot(a, c) + 0.3
+    assert np.dot(a, e.embed_query("How do I fix a flat bicycle tire?")) > 0.999
