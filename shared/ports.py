@@ -87,7 +87,11 @@ class DocumentStore(Protocol):
 
     def promoted(self) -> set[tuple[str, str]]: ...
 
-    def queued_count(self, space: str) -> int: ...
+    def queued_count(self, space: str, tenant: str) -> int: ...
+
+    def oldest_queued(self, space: str, tenant: str) -> float | None: ...
+
+    def vector_count(self, tenant: str, space: str) -> int: ...
 
     def close(self) -> None: ...
 
@@ -158,7 +162,9 @@ class JobQueue(Protocol):
     def enqueue(self, jobs: Sequence[EmbedJob]) -> int:
         """Enqueue jobs not already pending; returns how many were newly enqueued."""
 
-    def depth(self) -> dict[str, int]: ...
+    def depth(self, tenant: str | None = None) -> dict[str, int]:
+        """Jobs by lane; with `tenant`, only that tenant's (admin endpoints never show
+        another tenant's activity)."""
 
     def on_done(self, callback: Callable[[list[DocKey]], None]) -> None:
         """Register a callback run after jobs complete (keys that changed state)."""

@@ -102,19 +102,20 @@ async def get_coverage(request: Request, collection: str | None = None,
 @router.get("/semantic/queueDepth")
 async def get_queue_depth(request: Request, p: Principal = Depends(require("admin"))) -> JSONResponse:
     c = _c(request)
-    depth = c.queue.depth()
+    depth = c.queue.depth(p.tenant)  # this tenant's jobs only
     return JSONResponse({**depth, "total": sum(depth.values()),
-                         "queuedInStore": c.store.queued_count(c.settings.space)})
+                         "queuedInStore": c.store.queued_count(c.settings.space, p.tenant)})
 
 
 @router.get("/semantic/lag")
 async def get_lag(request: Request, p: Principal = Depends(require("admin"))) -> JSONResponse:
     c = _c(request)
-    oldest = c.store.keys_in_status(c.settings.space, [SemanticStatus.QUEUED], limit=1)
-    latest = c.store.changes_since(c.follower.seq, limit=1_000_000)
+    oldest = c.store.oldest_queued(c.settings.space, p.tenant)
+    pending = [ch for ch in c.store.changes_since(c.follower.seq, limit=100_000) if ch.key.tenant == p.tenant]
     return JSONResponse({
-        "oldestQueuedAgeSeconds": round(time.time() - oldest[0].updated_at, 3) if oldest else 0.0,
-        "indexFollowerLag": len(latest),
+        "oldestQueuedAgeSeconds": round(time.time() - oldest, 3) if oldest else 0.0,
+        "queued": c.store.queued_count(c.settings.space, p.tenant),
+        "indexFollowerLag": len(pending),
     })
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Protocol
@@ -44,8 +44,8 @@ class InProcessQueue:
         self._backoff = backoff_seconds
         self._lanes: dict[str, deque[EmbedJob]] = {"interactive": deque(), "bulk": deque()}
         self._pending: set[tuple[str, ...]] = set()
-        self._inflight = 0
-        self._retrying = 0
+        self._inflight: Counter[str] = Counter()  # by tenant
+        self._retrying: Counter[str] = Counter()
         self._cv = threading.Condition()
         self._threads: list[threading.Thread] = []
         self._stopping = False
@@ -68,14 +68,13 @@ class InProcessQueue:
             self._cv.notify_all()
         return added
 
-    def depth(self) -> dict[str, int]:
+    def depth(self, tenant: str | None = None) -> dict[str, int]:
         with self._cv:
-            return {
-                "interactive": len(self._lanes["interactive"]),
-                "bulk": len(self._lanes["bulk"]),
-                "inflight": self._inflight,
-                "retrying": self._retrying,
-            }
+            if tenant is None:
+                lanes = {lane: len(q) for lane, q in self._lanes.items()}
+                return {**lanes, "inflight": self._inflight.total(), "retrying": self._retrying.total()}
+            lanes = {lane: sum(1 for j in q if j.key.tenant == tenant) for lane, q in self._lanes.items()}
+            return {**lanes, "inflight": self._inflight[tenant], "retrying": self._retrying[tenant]}
 
     def idle(self) -> bool:
         d = self.depth()
@@ -112,7 +111,7 @@ class InProcessQueue:
             batch: list[EmbedJob] = []
             while lane and len(batch) < self._batch_size and lane[0].space == space:
                 batch.append(lane.popleft())
-            self._inflight += len(batch)
+            self._inflight.update(j.key.tenant for j in batch)
             self._publish_depth()
             return batch
 
@@ -135,10 +134,10 @@ class InProcessQueue:
 
     def _finish(self, batch: list[EmbedJob], retry: list[EmbedJob], delay: float) -> None:
         with self._cv:
-            self._inflight -= len(batch)
+            self._inflight.subtract(j.key.tenant for j in batch)
             for j in batch:
                 self._pending.discard(j.job_key)
-            self._retrying += len(retry)
+            self._retrying.update(j.key.tenant for j in retry)
         if retry:
             METRICS.jobs_retried.inc(len(retry))
             attempt = max(j.attempt for j in retry)
@@ -147,7 +146,7 @@ class InProcessQueue:
 
     def _requeue(self, jobs: list[EmbedJob]) -> None:
         with self._cv:
-            self._retrying -= len(jobs)
+            self._retrying.subtract(j.key.tenant for j in jobs)
         self.enqueue(jobs)
 
     def wait_idle(self, timeout: float) -> bool:

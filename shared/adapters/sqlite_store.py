@@ -187,10 +187,18 @@ class SqliteStore:
                 yield from self._conn().execute(sql, [*args, tenant, collection, *chunk])
 
     def delete_doc(self, key: DocKey) -> bool:
+        """Document, sidecar and its vectors go together; a vector stays only while another
+        document of the tenant has the same content."""
         args = (key.tenant, key.collection, key.doc_id)
         with self._tx() as c:
+            row = c.execute("SELECT content_hash FROM docs WHERE tenant=? AND collection=? AND doc_id=?",
+                            args).fetchone()
             cur = c.execute("DELETE FROM docs WHERE tenant=? AND collection=? AND doc_id=?", args)
             c.execute("DELETE FROM sidecar WHERE tenant=? AND collection=? AND doc_id=?", args)
+            if row is not None:
+                c.execute("DELETE FROM vectors WHERE tenant=? AND content_hash=? AND NOT EXISTS "
+                          "(SELECT 1 FROM docs WHERE tenant=? AND content_hash=?)",
+                          (key.tenant, row["content_hash"], key.tenant, row["content_hash"]))
             if cur.rowcount:
                 self._log(c, [(key, "delete", None)])
             return cur.rowcount > 0
@@ -334,9 +342,21 @@ class SqliteStore:
         rows = self._conn().execute("SELECT tenant, collection FROM promotions")
         return {(r["tenant"], r["collection"]) for r in rows}
 
-    def queued_count(self, space: str) -> int:
+    def queued_count(self, space: str, tenant: str) -> int:
         r = self._conn().execute(
-            "SELECT COUNT(*) AS n FROM sidecar WHERE space=? AND status='queued'", (space,)
+            "SELECT COUNT(*) AS n FROM sidecar WHERE space=? AND status='queued' AND tenant=?", (space, tenant)
         ).fetchone()
+        return int(r["n"])
+
+    def oldest_queued(self, space: str, tenant: str) -> float | None:
+        r = self._conn().execute(
+            "SELECT MIN(updated_at) AS t FROM sidecar WHERE space=? AND status='queued' AND tenant=?",
+            (space, tenant),
+        ).fetchone()
+        return r["t"] if r and r["t"] is not None else None
+
+    def vector_count(self, tenant: str, space: str) -> int:
+        r = self._conn().execute("SELECT COUNT(*) AS n FROM vectors WHERE tenant=? AND space=?",
+                                 (tenant, space)).fetchone()
         return int(r["n"])
 

@@ -101,3 +101,25 @@ def test_a_failed_transaction_changes_nothing(store: DocumentStore) -> None:
     with pytest.raises(Exception):  # noqa: B017 - any adapter error will do; what matters is atomicity
         store.put_docs([StoredDoc(k, {"x": object()}, ["*"], None, "h", 1.0)], [bad])
     assert store.get_doc(k) is None and store.sidecar(k, "core") is None and store.changes_since(0) == []
+
+
+def test_delete_removes_the_vector_unless_shared_content_remains(store: DocumentStore) -> None:
+    put(store, "a", "h1", S.QUEUED)
+    put(store, "b", "h1", S.QUEUED)  # same content in another document of the tenant
+    for k in ("a", "b"):
+        side = store.sidecar(key(k), "core")
+        assert side is not None
+        store.commit_vectors([(side, [1.0, 0.0])], "m")
+    store.delete_doc(key("a"))
+    assert store.vector_for_hash("t", "h1", "core") is not None  # b still uses it
+    store.delete_doc(key("b"))
+    assert store.vector_for_hash("t", "h1", "core") is None
+    assert store.vector_count("t", "core") == 0
+
+
+def test_queue_counts_are_per_tenant(store: DocumentStore) -> None:
+    put(store, "a", status=S.QUEUED)
+    put(store, "x", status=S.QUEUED, tenant="other")
+    put(store, "y", status=S.QUEUED, tenant="other")
+    assert store.queued_count("core", "t") == 1 and store.queued_count("core", "other") == 2
+    assert store.oldest_queued("core", "t") is not None and store.oldest_queued("core", "nobody") is None

@@ -87,3 +87,11 @@ def test_worker_survives_a_crashing_handler() -> None:
     assert q.wait_idle(10)
     q.stop()
     assert len(attempts) == 2
+
+
+def test_depth_by_tenant_shows_only_that_tenant() -> None:
+    q = InProcessQueue(lambda batch: Out(), workers=1)
+    q.enqueue([job(1), EmbedJob(DocKey("u", "c", "9"), "core", "h9")])
+    assert q.depth("t")["interactive"] == 1 and q.depth("u")["interactive"] == 1
+    assert q.depth("nobody") == {"interactive": 0, "bulk": 0, "inflight": 0, "retrying": 0}
+    assert q.depth()["interactive"] == 2
