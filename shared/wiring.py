@@ -92,6 +92,16 @@ def _check_supported(s: Settings) -> None:
         raise RuntimeError(f"{names}: the distributed adapters are not built yet (issue #3)")
 
 
+def _check_space(store: SqliteStore, space: str, emb: Embedder) -> None:
+    """Dim safety (seed 000) across restarts: a space's vectors are only ever compared with
+    vectors of the same model and dimension."""
+    model_id, dim = store.bind_space(space, emb.model_id, emb.dim)
+    if (model_id, dim) != (emb.model_id, emb.dim):
+        raise RuntimeError(
+            f"space {space!r} holds vectors of {model_id} ({dim} dims) but the configured embedder is "
+            f"{emb.model_id} ({emb.dim} dims); choose another VIBE_SPACE for the new model or use the old one")
+
+
 def build(settings: Settings, embedder: Embedder | None = None) -> Container:
     from shared.adapters.embedders import build_embedder
 
@@ -102,6 +112,7 @@ def build(settings: Settings, embedder: Embedder | None = None) -> Container:
     lexical = TantivyLexicalIndex(data / "lexical")
     vectors = EdgeVectorIndex(data / "vectors")
     emb = embedder or build_embedder(settings)
+    _check_space(store, settings.space, emb)
     follower = IndexFollower(store, lexical, vectors, data / "index.seq", settings.space)
     policy = EligibilityPolicy(settings.index_policy)
     handler = EmbedHandler(store, emb, policy, settings.embed_fields, settings.job_max_attempts)

@@ -38,6 +38,8 @@ CREATE TABLE IF NOT EXISTS vectors(
   tenant TEXT NOT NULL, content_hash TEXT NOT NULL, space TEXT NOT NULL,
   model_id TEXT NOT NULL, dim INTEGER NOT NULL, vec BLOB NOT NULL, created_at REAL NOT NULL,
   PRIMARY KEY(tenant, content_hash, space)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS spaces(
+  space TEXT PRIMARY KEY, model_id TEXT NOT NULL, dim INTEGER NOT NULL, created_at REAL NOT NULL);
 CREATE TABLE IF NOT EXISTS promotions(
   tenant TEXT NOT NULL, collection TEXT NOT NULL, promoted_at REAL NOT NULL,
   PRIMARY KEY(tenant, collection)) WITHOUT ROWID;
@@ -333,6 +335,14 @@ class SqliteStore:
         pct = round(100.0 * states["ready"] / total, 2) if total else 0.0
         return {"total": total, "ready": states["ready"], "indexedPct": pct, "states": states,
                 "skipped": skipped}
+
+    def bind_space(self, space: str, model_id: str, dim: int) -> tuple[str, int]:
+        """Record which model and dimension a space is built with (first use wins) and
+        return the recorded pair, so the caller can refuse an embedder that differs."""
+        with self._tx() as c:
+            c.execute("INSERT OR IGNORE INTO spaces VALUES (?,?,?,?)", (space, model_id, dim, time.time()))
+            r = c.execute("SELECT model_id, dim FROM spaces WHERE space=?", (space,)).fetchone()
+        return str(r["model_id"]), int(r["dim"])
 
     def promote(self, tenant: str, collection: str) -> None:
         with self._tx() as c:

@@ -1,0 +1,30 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from shared.config import Settings
+from shared.wiring import build
+
+
+def test_a_space_refuses_an_embedder_of_another_model_or_dimension(tmp_path: Path) -> None:
+    c = build(Settings(data_dir=tmp_path, embedder="hash", embed_dim=64))
+    c.store.close()
+    with pytest.raises(RuntimeError, match="holds vectors of hash:v1@64"):
+        build(Settings(data_dir=tmp_path, embedder="hash", embed_dim=32))
+    other = build(Settings(data_dir=tmp_path, embedder="hash", embed_dim=32, space="core-v2"))
+    assert other.embedder.dim == 32
+    other.store.close()
+
+
+def test_distributed_adapters_fail_loudly_until_built(tmp_path: Path) -> None:
+    with pytest.raises(RuntimeError, match="VIBE_QUEUE=celery"):
+        build(Settings(data_dir=tmp_path, embedder="hash", queue="celery"))
+
+
+def test_profile_sets_adapter_defaults() -> None:
+    s = Settings(profile="distributed")
+    assert (s.queue, s.lexical, s.vectors) == ("celery", "opensearch", "qdrant")
+    s = Settings(profile="distributed", queue="embedded")
+    assert s.queue == "embedded" and s.lexical == "opensearch"
