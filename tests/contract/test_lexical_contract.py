@@ -83,3 +83,14 @@ def test_highlights_only_for_permitted_docs(index: LexicalIndex) -> None:
     hl = index.highlights(flt(acl=("*",)), "icing", keys)
     assert set(hl) == {DocKey("t", "c", "1")}
     assert any("<b>icing</b>" in s.lower() for s in hl[DocKey("t", "c", "1")])
+
+
+def test_many_tenants_keep_few_writers_open(tmp_path: Path) -> None:
+    idx = TantivyLexicalIndex(tmp_path / "lex", max_writers=2)
+    for t in ("a", "b", "c", "a"):
+        idx.apply([doc(t, "c", "1", "rotor", f"rotor {t}")], [])
+    open_writers = [t for t, ti in idx._tenants.items() if ti.writer is not None]
+    assert sorted(open_writers) == ["a", "c"]
+    idx.apply([doc("b", "c", "2", "rotor", "rotor again")], [])  # a closed writer reopens on demand
+    assert {h.key.doc_id for h in idx.search(flt("b"), "rotor", 10)} == {"1", "2"}
+    idx.close()
