@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 # Every principal of a tenant may read a document stored without `_acl`.
 PUBLIC_PRINCIPAL = "*"
@@ -44,8 +44,10 @@ class Principal:
         return scope in self.scopes
 
 
-@dataclass(frozen=True)
-class DocKey:
+class DocKey(NamedTuple):
+    """A value type built ~500 times per query: a NamedTuple is created and hashed in C,
+    several times faster than a frozen dataclass on this hot path."""
+
     tenant: str
     collection: str
     doc_id: str
@@ -103,8 +105,7 @@ class EmbedJob:
         return (self.key.tenant, self.key.collection, self.key.doc_id, self.space, self.content_hash)
 
 
-@dataclass(frozen=True)
-class Hit:
+class Hit(NamedTuple):
     """One engine hit: a document reference and the engine's own score."""
 
     key: DocKey

@@ -155,7 +155,7 @@ class DocumentService:
     def _transition(self, d: StoredDoc, old: SidecarEntry | None) -> SidecarEntry:
         allow = self.embed_fields.get(d.key.collection)
         text = doc_text(select_fields(d.fields, allow), allow)
-        decision = self.policy.decide(d.key.collection, d.fields, d.intent, text)
+        decision = self.policy.decide(d.key.collection, d.fields, d.intent, text, vibe=d.vibe)
         new = SidecarEntry(d.key, self.space, SemanticStatus.NONE, d.content_hash, updated_at=time.time())
         if decision.action != "embed":
             new.status = SemanticStatus.DENIED if decision.action == "ignore" else SemanticStatus.DEFERRED

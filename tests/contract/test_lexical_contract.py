@@ -77,10 +77,9 @@ def test_update_and_delete(index: LexicalIndex) -> None:
 
 
 def test_highlights_only_for_permitted_docs(index: LexicalIndex) -> None:
-    index.apply([doc("t", "c", "1", "Icing", "rotor icing test"),
-                 doc("t", "c", "2", "Icing", "secret icing", ["g:x"])], [])
-    keys = [DocKey("t", "c", "1"), DocKey("t", "c", "2")]
-    hl = index.highlights(flt(acl=("*",)), "icing", keys)
+    docs = [doc("t", "c", "1", "Icing", "rotor icing test"), doc("t", "c", "2", "Icing", "secret icing", ["g:x"])]
+    index.apply(docs, [])
+    hl = index.highlights(flt(acl=("*",)), "icing", docs)
     assert set(hl) == {DocKey("t", "c", "1")}
     assert any("<b>icing</b>" in s.lower() for s in hl[DocKey("t", "c", "1")])
 

@@ -1,0 +1,100 @@
+"""Content normalization and hashing (seed 000 "Content Normalization"), text extraction."""
+
+from __future__ import annotations
+
+import blake3
+import pytest
+
+from shared.text.hashing import cap_text, content_hash, doc_text, normalize, token_count
+
+
+@pytest.mark.parametrize("raw, expected", [
+    ("Ｈｅｌｌｏ　Ｗｏｒｌｄ", "hello world"),  # NFKC folds fullwidth letters and the ideographic space
+    ("ﬁne ①", "fine 1"),  # NFKC compatibility ligature and circled digit
+    ("MiXeD CaSe", "mixed case"),
+    ("tab\tnew\nline\r\nend", "tab new line end"),
+    ("  padded \u00a0 out  ", "padded out"),  # NBSP folds to a space under NFKC
+    ("nul\x00bell\x07", "nulbell"),  # Cc controls are removed, not turned into spaces
+    ("zero\u200bwidth\ufeff", "zerowidth"),  # Cf format characters are removed
+    ("a \u200b b", "a b"),  # removal happens before collapsing: no double space left behind
+    ("lone \ud800 surrogate", "lone surrogate"),
+    ("", ""),
+])
+def test_normalize(raw: str, expected: str) -> None:
+    assert normalize(raw) == expected
+
+
+def test_equivalent_texts_hash_identically() -> None:
+    variants = ["Hello World", "  hello   world\n", "ＨＥＬＬＯ\tＷＯＲＬＤ", "hello\u200b world\x00"]
+    assert len({content_hash(v) for v in variants}) == 1
+
+
+@pytest.mark.parametrize("a, b", [
+    ("hello world", "hello world!"),
+    ("hello world", "helloworld"),  # whitespace collapses but never disappears between words
+    ("café", "cafe"),  # accents are content, not formatting
+])
+def test_different_texts_hash_differently(a: str, b: str) -> None:
+    assert content_hash(a) != content_hash(b)
+
+
+def test_content_hash_is_blake3_of_the_normalized_utf8_text() -> None:
+    expected = blake3.blake3("ünïcode text".encode()).hexdigest()
+    assert content_hash("  ÜNÏCODE\tTEXT ") == "blake3:" + expected
+    assert len(expected) == 64
+
+
+def test_doc_text_default_order_title_then_sorted_keys() -> None:
+    fields = {"zeta": "Z", "body": "B", "title": "T", "abstract": "A"}
+    assert doc_text(fields, None) == "T\nA\nB\nZ"
+
+
+def test_doc_text_default_skips_private_nested_and_non_string_values() -> None:
+    fields = {"title": "T", "_secret": "S", "meta": {"inner": "I"}, "n": 3, "flag": True,
+              "tags": ["x", 4, "y"], "empty": "  ", "none": None}
+    assert doc_text(fields, None) == "T\nx\ny"
+
+
+def test_doc_text_without_title_starts_with_the_first_sorted_key() -> None:
+    assert doc_text({"b": "second", "a": "first"}, None) == "first\nsecond"
+
+
+def test_doc_text_does_not_depend_on_key_insertion_order() -> None:
+    one = {"title": "T", "body": "B", "notes": "N"}
+    two = {"notes": "N", "body": "B", "title": "T"}
+    assert doc_text(one, None) == doc_text(two, None)
+
+
+def test_doc_text_allowlist_keeps_its_own_order_and_only_listed_fields() -> None:
+    fields = {"title": "T", "body": "B", "notes": "N", "tags": ["x", "y"]}
+    assert doc_text(fields, ["body", "tags", "title"]) == "B\nx\ny\nT"
+    assert doc_text(fields, ["missing", "notes"]) == "N"
+    assert doc_text(fields, []) == ""
+
+
+@pytest.mark.parametrize("text, count", [
+    ("one two, three!", 3),
+    ("", 0),
+    ("   \n\t ", 0),
+    ("snake_case counts once", 3),
+    ("这是中文", 4),  # one token per ideograph: unspaced scripts are not "one word"
+    ("price 3.5 million", 4),
+])
+def test_token_count(text: str, count: int) -> None:
+    assert token_count(text) == count
+
+
+def test_cap_text_cuts_on_the_last_sentence_boundary_in_the_window() -> None:
+    text = "A" * 650 + ". " + "B" * 100 + "! " + "C" * 200
+    capped = cap_text(text, 800)
+    assert capped == "A" * 650 + ". " + "B" * 100 + "!"
+    assert len(capped) <= 800
+
+
+def test_cap_text_hard_cuts_when_the_only_boundary_is_too_early() -> None:
+    text = "Short. " + "x" * 1000
+    assert cap_text(text, 800) == text[:800]
+
+
+def test_cap_text_leaves_short_text_alone() -> None:
+    assert cap_text("Fits. Fine.", 800) == "Fits. Fine."
