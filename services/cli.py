@@ -64,6 +64,32 @@ def ingest(
         raise typer.Exit(code=1)
 
 
+@app.command()
+def worker(
+    concurrency: int = typer.Option(None, "--concurrency", "-c", min=1, help="processes (default: VIBE_WORKERS)"),
+) -> None:
+    """Run a Celery worker (VIBE_QUEUE=celery) that embeds queued documents."""
+    from services.worker.celery_app import run_worker
+
+    run_worker(_settings(), concurrency)
+
+
+@app.command()
+def scheduler() -> None:
+    """Run Celery beat: the reconciler and the promotion/eviction scheduler."""
+    from services.worker.celery_app import run_scheduler
+
+    run_scheduler(_settings())
+
+
+@app.command()
+def mcp() -> None:
+    """Serve the MCP tools over stdio; the caller's key comes from VIBE_MCP_KEY."""
+    from services.mcp.server import run_stdio
+
+    run_stdio(_settings())
+
+
 def _default_key(settings) -> str:  # noqa: ANN001
     if settings.api_keys:
         return str(settings.api_keys[0].key)

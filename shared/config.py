@@ -73,6 +73,12 @@ class Settings(BaseSettings):
     index_policy: list[dict[str, Any]] = Field(default_factory=list)
     embed_fields: dict[str, list[str]] = Field(default_factory=dict)
 
+    # --- distributed (issue #3): Celery/Redis, reconciler, breaker ---
+
+    # --- MCP and agent tools (issue #4) ---
+    mcp_key: str | None = None  # the key `vibe-semantic mcp` (stdio) acts as
+    enable_inner_voice: bool = False
+
     @model_validator(mode="after")
     def _profile_defaults(self) -> Settings:
         distributed = self.profile == "distributed"

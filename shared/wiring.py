@@ -1,13 +1,14 @@
 """The one wiring module: reads `Settings`, builds every adapter and the core services.
 
-Adapters are imported here and nowhere in the core. Distributed adapters (Celery, OpenSearch,
-Qdrant server) are not built yet; choosing them fails at start-up with a clear message
-rather than silently running something else.
+Adapters are imported here and nowhere in the core. Each port has one `_build_*` function that
+picks its adapter from `Settings`; distributed adapters are imported lazily so the embedded
+profile never loads their clients.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,7 +25,7 @@ from shared.config import Settings
 from shared.indexing import IndexFollower
 from shared.model import DocKey, EmbedJob, SemanticStatus
 from shared.policy.eligibility import EligibilityPolicy
-from shared.ports import Embedder
+from shared.ports import Budget, DocumentStore, Embedder, JobQueue, LexicalIndex, VectorIndex
 
 log = logging.getLogger("vibe.wiring")
 
@@ -51,12 +52,12 @@ class Signal:
 @dataclass
 class Container:
     settings: Settings
-    store: SqliteStore
-    lexical: TantivyLexicalIndex
-    vectors: EdgeVectorIndex
+    store: DocumentStore
+    lexical: LexicalIndex
+    vectors: VectorIndex
     embedder: Embedder
     follower: IndexFollower
-    queue: InProcessQueue
+    queue: JobQueue
     planner: Planner
     docs: DocumentService
     handler: EmbedHandler
@@ -82,17 +83,7 @@ class Container:
         self.store.close()
 
 
-def _check_supported(s: Settings) -> None:
-    unsupported = [
-        (name, value) for name, value in (("VIBE_QUEUE", s.queue), ("VIBE_LEXICAL", s.lexical),
-                                          ("VIBE_VECTORS", s.vectors)) if value != "embedded"
-    ]
-    if unsupported:
-        names = ", ".join(f"{n}={v}" for n, v in unsupported)
-        raise RuntimeError(f"{names}: the distributed adapters are not built yet (issue #3)")
-
-
-def _check_space(store: SqliteStore, space: str, emb: Embedder) -> None:
+def _check_space(store: DocumentStore, space: str, emb: Embedder) -> None:
     """Dim safety (seed 000) across restarts: a space's vectors are only ever compared with
     vectors of the same model and dimension."""
     model_id, dim = store.bind_space(space, emb.model_id, emb.dim)
@@ -102,20 +93,62 @@ def _check_space(store: SqliteStore, space: str, emb: Embedder) -> None:
             f"{emb.model_id} ({emb.dim} dims); choose another VIBE_SPACE for the new model or use the old one")
 
 
+def _build_lexical(settings: Settings) -> LexicalIndex:
+    if settings.lexical == "opensearch":
+        from shared.adapters.opensearch_lexical import OpenSearchLexicalIndex
+
+        return OpenSearchLexicalIndex.from_settings(settings)
+    return TantivyLexicalIndex(settings.data_dir / "lexical")
+
+
+def _build_vectors(settings: Settings) -> VectorIndex:
+    if settings.vectors == "qdrant":
+        from shared.adapters.qdrant_vectors import QdrantVectorIndex
+
+        return QdrantVectorIndex.from_settings(settings)
+    return EdgeVectorIndex(settings.data_dir / "vectors")
+
+
+def _build_queue(settings: Settings, run_batch: Callable[[list[EmbedJob]], BatchOutcome]) -> JobQueue:
+    if settings.queue == "celery":
+        from shared.adapters.celery_queue import CeleryQueue
+
+        return CeleryQueue.from_settings(settings)
+    return InProcessQueue(run_batch, settings.workers, settings.embed_batch_size, settings.job_backoff_seconds,
+                          settings.job_max_attempts)
+
+
+def _build_budget(settings: Settings) -> Budget:
+    if settings.queue == "celery":  # several API processes share one budget
+        from shared.adapters.redis_budget import RedisBudget
+
+        return RedisBudget.from_settings(settings)
+    return MemoryBudget(settings.per_tenant_per_min)
+
+
+def build_store(settings: Settings) -> DocumentStore:
+    """The system of record. SQLite in the data dir for both profiles for now: several
+    processes (API, Celery workers) open it together (WAL)."""
+    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    return SqliteStore(settings.data_dir / "vibe.sqlite3")
+
+
+def build_handler(settings: Settings, store: DocumentStore, emb: Embedder) -> EmbedHandler:
+    """The embedding job handler, the same in the API's worker threads and in Celery workers."""
+    _check_space(store, settings.space, emb)
+    policy = EligibilityPolicy(settings.index_policy)
+    return EmbedHandler(store, emb, policy, settings.embed_fields, settings.job_max_attempts)
+
+
 def build(settings: Settings, embedder: Embedder | None = None) -> Container:
     from shared.adapters.embedders import build_embedder
 
-    _check_supported(settings)
-    data = settings.data_dir
-    data.mkdir(parents=True, exist_ok=True)
-    store = SqliteStore(data / "vibe.sqlite3")
-    lexical = TantivyLexicalIndex(data / "lexical")
-    vectors = EdgeVectorIndex(data / "vectors")
+    store = build_store(settings)
+    lexical = _build_lexical(settings)
+    vectors = _build_vectors(settings)
     emb = embedder or build_embedder(settings)
-    _check_space(store, settings.space, emb)
-    follower = IndexFollower(store, lexical, vectors, data / "index.seq", settings.space)
-    policy = EligibilityPolicy(settings.index_policy)
-    handler = EmbedHandler(store, emb, policy, settings.embed_fields, settings.job_max_attempts)
+    handler = build_handler(settings, store, emb)
+    follower = IndexFollower(store, lexical, vectors, settings.data_dir / "index.seq", settings.space)
     signal = Signal()
 
     def run_batch(jobs: list[EmbedJob]) -> BatchOutcome:
@@ -124,13 +157,11 @@ def build(settings: Settings, embedder: Embedder | None = None) -> Container:
             follower.sync()
         return out
 
-    queue = InProcessQueue(run_batch, settings.workers, settings.embed_batch_size, settings.job_backoff_seconds,
-                           settings.job_max_attempts)
+    queue = _build_queue(settings, run_batch)
     queue.on_done(signal.fire)
     cfg = PlannerConfig(settings.space, settings.lexical_candidates, settings.per_query_max_embeds,
                         settings.rrf_k)
-    planner = Planner(cfg, store, lexical, vectors, emb, queue, MemoryBudget(settings.per_tenant_per_min),
-                      follower, ExplainCache())
-    docs = DocumentService(store, follower, queue, policy, settings.embed_fields, settings.space,
+    planner = Planner(cfg, store, lexical, vectors, emb, queue, _build_budget(settings), follower, ExplainCache())
+    docs = DocumentService(store, follower, queue, handler.policy, settings.embed_fields, settings.space,
                            settings.max_doc_bytes, store.promoted())
     return Container(settings, store, lexical, vectors, emb, follower, queue, planner, docs, handler, signal)

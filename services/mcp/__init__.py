@@ -1,0 +1,1 @@
+"""MCP server: agent retrieval tools over the same core (issue #4)."""

@@ -1,0 +1,13 @@
+"""Placeholder for the distributed-profile adapter (issue #3): choosing it fails at start-up
+with a clear message instead of silently running something else."""
+
+from __future__ import annotations
+
+from shared.config import Settings
+from shared.ports import VectorIndex
+
+
+class QdrantVectorIndex:
+    @classmethod
+    def from_settings(cls, settings: Settings) -> VectorIndex:
+        raise RuntimeError("VIBE_VECTORS=qdrant: this adapter is not built yet (issue #3)")
