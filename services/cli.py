@@ -90,6 +90,53 @@ def mcp() -> None:
     run_stdio(_settings())
 
 
+bench_app = typer.Typer(help="Benchmarks over the HTTP API of a served instance (results in bench/results/).",
+                        no_args_is_help=True)
+app.add_typer(bench_app, name="bench")
+
+
+def _bench_importable() -> None:
+    # bench/ lives in the repository beside the product packages and is not installed:
+    # make it importable when the CLI runs from a clone (the only place it can run from).
+    root = str(Path(__file__).resolve().parents[1])
+    if root not in sys.path:
+        sys.path.insert(0, root)
+
+
+def _bench_dir(data_dir: Path | None, name: str) -> Path:
+    import tempfile
+
+    return data_dir or Path(tempfile.mkdtemp(prefix=f"vibe-bench-{name}-")) / "data"
+
+
+@bench_app.command("quality")
+def bench_quality(
+    data: Path = typer.Option(..., "--data", exists=True, file_okay=False, help="a BEIR-layout folder"),
+    data_dir: Path = typer.Option(None, "--data-dir", help="instance data dir (default: a fresh temp dir)"),
+    embedder: str = typer.Option("local", "--embedder", help="local|hash"),
+) -> None:
+    """Eager quality: embed everything, then nDCG@10 / recall@100 / MRR@10 per strategy."""
+    _bench_importable()
+    from bench.quality import main
+
+    main(data, _bench_dir(data_dir, "quality"), embedder)
+
+
+@bench_app.command("lazy")
+def bench_lazy(
+    data: Path = typer.Option(..., "--data", exists=True, file_okay=False, help="a BEIR-layout folder"),
+    seeds: str = typer.Option("1,2,3", "--seeds", help="stream seeds, comma-separated"),
+    length: int = typer.Option(500, "--length", min=10, help="queries in each stream"),
+    settings: str = typer.Option("", "--settings", help="planner settings to compare (default: all)"),
+) -> None:
+    """Lazy economics: embedded fraction and quality vs eager over a Zipfian query stream."""
+    _bench_importable()
+    from bench.lazy import SETTINGS, main
+
+    chosen = [x for x in settings.split(",") if x] or list(SETTINGS)
+    main(data, [int(x) for x in seeds.split(",")], length, chosen)
+
+
 def _default_key(settings) -> str:  # noqa: ANN001
     if settings.api_keys:
         return str(settings.api_keys[0].key)

@@ -58,6 +58,12 @@ class Settings(BaseSettings):
     per_tenant_per_min: int = 200
     stream_wait_seconds: float = 15.0
     rrf_k: int = 60
+    # What a query spends embedding on (services/planner/touch.py; tuned with `bench lazy`).
+    touch_policy: Literal["depth", "fixed"] = "depth"
+    touch_depth_factor: float = 1.0
+    touch_min_depth: int = 10
+    speculate_neighbors: int = 0
+    speculate_sources: int = 3
 
     # Workers.
     workers: int = 2
@@ -74,10 +80,47 @@ class Settings(BaseSettings):
     embed_fields: dict[str, list[str]] = Field(default_factory=dict)
 
     # --- distributed (issue #3): Celery/Redis, reconciler, breaker ---
+    # A message a worker took but did not ack comes back after this long; it must exceed the
+    # longest batch plus the longest retry countdown, or a slow batch would run twice.
+    celery_visibility_timeout: float = 3600.0
+    celery_restore_interval: int = 10  # how often workers sweep for messages past the visibility timeout
+    worker_queues: str = "interactive,control,bulk"  # lanes a worker consumes, strictly in this order
+    redis_timeout_seconds: float = 0.5  # a dead broker must not stall a read or a write
+    redis_down_backoff_seconds: float = 2.0  # after a Redis error, skip Redis this long (no per-call timeouts)
+    job_dedupe_ttl_seconds: float = 3600.0  # a pending job key older than this no longer blocks a re-enqueue
+    job_backoff_max_seconds: float = 60.0
+    reconcile_interval_seconds: float = 30.0
+    reconcile_stuck_seconds: float = 300.0  # `queued` longer than this without progress = a lost job
+    reconcile_batch: int = 10_000
+    queue_pubsub: bool = True  # workers announce finished jobs on Redis pub/sub (faster stream wake-ups)
+    breaker_failures: int = 5  # consecutive non-429 provider failures that open the circuit
+    breaker_cooldown_seconds: float = 30.0  # open → half-open (one probe call) after this long
+    embed_timeout_seconds: float = 30.0  # per provider call (openai embedder)
 
     # --- MCP and agent tools (issue #4) ---
     mcp_key: str | None = None  # the key `vibe-semantic mcp` (stdio) acts as
     enable_inner_voice: bool = False
+    mcp_collection: str = "kb"  # where `reindex` stores chunks and `search` looks by default
+    mcp_reindex_roots: list[Path] = Field(default_factory=list)  # empty = the server's working directory
+    mcp_max_file_bytes: int = 2_000_000
+    mcp_chunk_chars: int = 1200
+    mcp_chunk_overlap: int = 200
+    mcp_max_top_k: int = 100
+    mcp_no_log: bool = False  # seed 000 `MCP_NO_LOG`: counters only, no detail logs
+    mcp_precall_check: str | None = None  # "module:attr" of a PreCallCheck (seed 004 billing hook)
+    inner_voice_kg_collection: str = "kg"
+    inner_voice_thoughts_collection: str = "thoughts"
+    inner_voice_mix: float = 0.6
+    inner_voice_topk_default: int = 10
+    inner_voice_floor: float = 0.25
+    inner_voice_min_floor: float = 0.15
+    inner_voice_max_candidates_per_source: int = 150
+    extract_top_k_default: int = 5
+    extract_max_top_k: int = 20
+    extract_max_materials_chars: int = 200_000
+    extract_max_query_chars: int = 2_000
+    extract_max_chunk_chars: int = 1_500
+    extract_fusion: Literal["rrf", "weighted"] = "rrf"  # seed 004 weighted 0.65/0.35 on request
 
     @model_validator(mode="after")
     def _profile_defaults(self) -> Settings:

@@ -15,6 +15,7 @@ from services.planner.explain import ExplainCache
 from services.planner.fusion import Fused, rrf, single
 from services.planner.query_cache import QueryVectorCache
 from services.planner.strategy import choose_strategy
+from services.planner.touch import TouchPolicy, neighbours
 from shared.errors import ErrorCode, VibeError
 from shared.indexing import IndexFollower
 from shared.metrics import METRICS
@@ -53,6 +54,7 @@ class PlannerConfig:
     lexical_candidates: int
     per_query_max_embeds: int
     rrf_k: int
+    touch: TouchPolicy = field(default_factory=TouchPolicy)
 
 
 @dataclass
@@ -173,18 +175,31 @@ class ReadSession:
 
     def touch(self) -> None:
         """Split the top candidates into ready and cold; queue cold, eligible ones within
-        budget. Every strategy touches, so the next query finds these ready. Only the top
-        2x the per-query ceiling are looked at: deeper ones could not be queued anyway."""
-        keys = [h.key for h in self.lexical_hits[: 2 * self.p.cfg.per_query_max_embeds]]
-        sides = self.p.store.sidecars(keys, self.p.cfg.space)
+        the per-query ceiling and the tenant budget (policy: services/planner/touch.py).
+        Every strategy touches, so the next query finds these ready."""
+        cfg = self.p.cfg
+        keys = [h.key for h in self.lexical_hits[: cfg.touch.depth(self.req.limit, cfg.per_query_max_embeds)]]
+        keys += self._neighbour_keys(keys)
+        sides = self.p.store.sidecars(keys, cfg.space)
         cold = [sides[k] for k in keys if k in sides and sides[k].status in COLD]
         self.pending = {k for k in keys if k in sides and sides[k].status == SemanticStatus.QUEUED}
-        wanted = cold[: self.p.cfg.per_query_max_embeds]
+        wanted = cold[: cfg.per_query_max_embeds]
         granted = self.p.budget.take(self.principal.tenant, len(wanted))
         self.budget_limited = len(wanted) - granted
         if self.budget_limited:
             METRICS.budget_denied.labels(budget="tenant").inc(self.budget_limited)
         self._enqueue(wanted[:granted])
+
+    def _neighbour_keys(self, keys: list[DocKey]) -> list[DocKey]:
+        """Speculation: lexical neighbours of the top results, searched inside the caller's
+        filter (so only documents the caller may read are ever considered)."""
+        policy = self.p.cfg.touch
+        if not policy.neighbours or not keys:
+            return []
+        docs = self.p.store.get_docs(keys[: policy.neighbour_sources])
+        sources = [docs[k] for k in keys[: policy.neighbour_sources] if k in docs]
+        return neighbours(sources, lambda text, n: self.p.lexical.search(self.flt, text, n),
+                          policy.neighbours, set(keys))
 
     def _enqueue(self, entries: Sequence[SidecarEntry]) -> None:
         if not entries:

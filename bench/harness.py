@@ -1,0 +1,90 @@
+"""Drives a served instance the way a user does: HTTP only (bulk ingest, reindex, reads).
+
+The instance is `vibe-semantic serve` in a subprocess (tests/support/server.py), embedded
+profile, with one admin key for the benchmark tenant.
+"""
+
+from __future__ import annotations
+
+import platform
+import sys
+import time
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from tests.support.server import Served
+
+KEY = "k-bench"
+TENANT = "bench"
+KEYS = [{"key": KEY, "tenant": TENANT, "principals": ["user:bench"], "scopes": ["read", "write", "admin"]}]
+
+
+def progress() -> Progress:
+    return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+
+
+@contextmanager
+def instance(data_dir: Path, embedder: str = "local", env: dict[str, str] | None = None) -> Iterator[Served]:
+    s = Served(data_dir, env={"VIBE_EMBEDDER": embedder, **(env or {})}, keys=KEYS)
+    try:
+        yield s
+    finally:
+        s.stop()
+
+
+def _chunks(items: list[dict[str, Any]], n: int) -> Iterable[list[dict[str, Any]]]:
+    for i in range(0, len(items), n):
+        yield items[i:i + n]
+
+
+def ingest(s: Served, collection: str, docs: list[dict[str, Any]], batch: int = 1000) -> float:
+    """Bulk-load documents; returns seconds. Any rejected document aborts the benchmark."""
+    t0 = time.perf_counter()
+    with progress() as bar:
+        task = bar.add_task(f"ingest {collection}", total=len(docs))
+        for part in _chunks(docs, batch):
+            r = s.bulk(KEY, collection, part)
+            r.raise_for_status()
+            if r.json()["rejected"]:
+                raise RuntimeError(f"rejected documents: {[x for x in r.json()['results'] if 'error' in x][:3]}")
+            bar.advance(task, len(part))
+    return time.perf_counter() - t0
+
+
+def coverage(s: Served, collection: str) -> dict[str, Any]:
+    r = s.call("GET", f"/semantic/coverage?collection={collection}", KEY)
+    r.raise_for_status()
+    return dict(r.json())
+
+
+def embed_all(s: Served, collection: str, timeout: float = 1800) -> float:
+    """POST /semantic/reindex and wait until nothing is queued; returns seconds."""
+    t0 = time.perf_counter()
+    s.call("POST", "/semantic/reindex", KEY, {"collection": collection}).raise_for_status()
+    with progress() as bar:
+        cov = coverage(s, collection)
+        task = bar.add_task(f"embed {collection}", total=cov["total"])
+        while time.perf_counter() - t0 < timeout:
+            cov = coverage(s, collection)
+            bar.update(task, completed=cov["ready"])
+            if cov["states"].get("queued", 0) == 0:
+                return time.perf_counter() - t0
+            time.sleep(0.5)
+    raise TimeoutError(f"embedding did not finish in {timeout}s: {cov}")
+
+
+def read_ids(s: Served, collection: str, q: str, strategy: str, limit: int = 100) -> list[str]:
+    r = s.read(KEY, collection=collection, q=q, limit=limit, semantic={"strategy": strategy})
+    r.raise_for_status()
+    return [str(x["id"]) for x in r.json()["results"]]
+
+
+def machine() -> dict[str, Any]:
+    import os
+
+    return {"python": sys.version.split()[0], "platform": platform.platform(), "cpus": os.cpu_count(),
+            "processor": platform.processor() or platform.machine()}

@@ -1,0 +1,145 @@
+"""Lazy economics: how much of the corpus gets embedded, and how close quality gets to eager.
+
+    vibe-semantic bench lazy --data ../shared/data/cranfield
+
+A fresh instance per planner setting, nothing embedded. A seeded Zipfian stream of the
+judged queries (repeats included) is replayed with `auto` over SSE. After every tenth of
+the stream: the embedded fraction (`/semantic/coverage`), embedding jobs run (`/metrics`),
+and nDCG@10 of the first (`lexical`) and final (`done`) rankings, averaged over the distinct
+queries seen so far (each counted once, at its latest answer) and divided by eager hybrid
+on the same queries (everything embedded, measured in the same run with the same vectors).
+"""
+
+from __future__ import annotations
+
+import random
+import statistics
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from bench import harness, ir, plots, report
+from bench.datasets import Dataset, load
+from bench.embed_server import model_server
+from bench.quality import COLLECTION, corpus_docs
+
+LIMIT = 10
+
+# Planner settings compared on the frontier. `fixed-*` is the naive policy: K cold
+# candidates embedded on every query, wherever they rank.
+SETTINGS: dict[str, dict[str, str]] = {
+    "fixed-K10": {"VIBE_TOUCH_POLICY": "fixed", "VIBE_PER_QUERY_MAX_EMBEDS": "10"},
+    "fixed-K20": {"VIBE_TOUCH_POLICY": "fixed", "VIBE_PER_QUERY_MAX_EMBEDS": "20"},
+    "depth-5": {"VIBE_TOUCH_MIN_DEPTH": "5", "VIBE_TOUCH_DEPTH_FACTOR": "0.5"},
+    "depth-10": {"VIBE_TOUCH_MIN_DEPTH": "10"},
+    "depth-20": {"VIBE_TOUCH_MIN_DEPTH": "20", "VIBE_TOUCH_DEPTH_FACTOR": "2"},
+    "depth-10+nb2": {"VIBE_TOUCH_MIN_DEPTH": "10", "VIBE_SPECULATE_NEIGHBORS": "2"},
+    "depth-10+nb4": {"VIBE_TOUCH_MIN_DEPTH": "10", "VIBE_SPECULATE_NEIGHBORS": "4"},
+}
+# The stream is replayed far faster than users type; the per-tenant minute budget would
+# throttle it and measure the budget instead of the policy.
+COMMON_ENV = {"VIBE_PER_TENANT_PER_MIN": "1000000", "VIBE_EMBEDDER": "openai",
+              "VIBE_EMBED_MODEL": "all-MiniLM-L6-v2"}
+
+
+def zipf_stream(qids: list[str], length: int, seed: int, s: float = 1.0) -> list[str]:
+    rng = random.Random(seed)
+    order = qids[:]
+    rng.shuffle(order)  # which query is popular is itself random
+    weights = [1 / (r + 1) ** s for r in range(len(order))]
+    return rng.choices(order, weights, k=length)
+
+
+@dataclass
+class Replay:
+    first: dict[str, list[str]] = field(default_factory=dict)
+    final: dict[str, list[str]] = field(default_factory=dict)
+    points: list[dict[str, Any]] = field(default_factory=list)
+
+
+def _ratio(run: dict[str, list[str]], ds: Dataset, eager: dict[str, float]) -> float:
+    got = ir.per_query(run, ds.qrels)
+    base = statistics.fmean(eager[q] for q in got)
+    return round(statistics.fmean(got.values()) / base, 4) if base else 0.0
+
+
+def _jobs_completed(s: Any) -> float:
+    for line in s.call("GET", "/metrics", None).text.splitlines():
+        if line.startswith("vibe_embed_jobs_completed_total "):
+            return float(line.split()[1])
+    return 0.0
+
+
+def _checkpoint(s: Any, ds: Dataset, rep: Replay, served: int, eager: dict[str, float]) -> dict[str, Any]:
+    cov = harness.coverage(s, COLLECTION)
+    return {"queries_served": served, "distinct": len(rep.final),
+            "embedded_fraction": round(cov["ready"] / max(1, cov["total"]), 4),
+            "jobs_completed": _jobs_completed(s),
+            "ratio_first": _ratio(rep.first, ds, eager), "ratio_done": _ratio(rep.final, ds, eager)}
+
+
+def replay(s: Any, ds: Dataset, stream: list[str], eager: dict[str, float]) -> Replay:
+    rep = Replay()
+    tenth = max(1, len(stream) // 10)
+    queries = ds.judged_queries()
+    for i, qid in enumerate(stream, 1):
+        events = s.stream(harness.KEY, timeout=120, collection=COLLECTION, q=queries[qid], limit=LIMIT,
+                          semantic={"strategy": "auto"})
+        rankings = [d for e, d in events if e in ("lexical", "semantic", "done") and "results" in d]
+        rep.first[qid] = [str(r["id"]) for r in rankings[0]["results"]]
+        rep.final[qid] = [str(r["id"]) for r in rankings[-1]["results"]]
+        if i % tenth == 0 or i == len(stream):
+            rep.points.append(_checkpoint(s, ds, rep, i, eager))
+    return rep
+
+
+def eager_baseline(ds: Dataset, env: dict[str, str]) -> dict[str, dict[str, float]]:
+    """Per-query nDCG@10 of each strategy with everything embedded (same vectors)."""
+    out: dict[str, dict[str, float]] = {}
+    with harness.instance(Path(tempfile.mkdtemp(prefix="vibe-eager-")) / "data", env["VIBE_EMBEDDER"], env) as s:
+        harness.ingest(s, COLLECTION, corpus_docs(ds))
+        harness.embed_all(s, COLLECTION)
+        for strategy in ("keyword", "hybrid", "auto"):
+            run = {q: harness.read_ids(s, COLLECTION, t, strategy, limit=LIMIT) for q, t in ds.judged_queries().items()}
+            out[strategy] = ir.per_query(run, ds.qrels)
+    return out
+
+
+def run_setting(ds: Dataset, env: dict[str, str], stream: list[str], eager: dict[str, float]) -> Replay:
+    with harness.instance(Path(tempfile.mkdtemp(prefix="vibe-lazy-")) / "data", env["VIBE_EMBEDDER"], env) as s:
+        harness.ingest(s, COLLECTION, corpus_docs(ds))
+        return replay(s, ds, stream, eager)
+
+
+def main(data: Path, seeds: list[int], length: int, settings: list[str]) -> Path:
+    ds = load(data)
+    qids = sorted(ds.judged_queries())
+    runs: dict[str, list[dict[str, Any]]] = {}
+    with model_server() as server:
+        env = {**COMMON_ENV, "VIBE_OPENAI_BASE_URL": server.base_url}
+        eager = eager_baseline(ds, env)
+        for name in settings:
+            for seed in seeds if name in ("depth-10", "fixed-K10") else seeds[:1]:
+                rep = run_setting(ds, {**env, **SETTINGS[name]}, zipf_stream(qids, length, seed), eager["hybrid"])
+                runs.setdefault(name, []).append({"seed": seed, "points": rep.points})
+                print(name, seed, rep.points[-1])
+    doc = {"name": f"lazy-{ds.name}", "machine": harness.machine(), "dataset": ds.name, "docs": len(ds.corpus),
+           "stream_length": length, "seeds": seeds, "limit": LIMIT, "settings": {k: SETTINGS[k] for k in runs},
+           "eager_ndcg10": {k: round(statistics.fmean(v.values()), 4) for k, v in eager.items()}, "runs": runs}
+    doc["plots"] = plots.lazy(doc)
+    return report.write(doc, _markdown(doc))
+
+
+def _final(runs: list[dict[str, Any]], key: str) -> float:
+    return round(statistics.fmean(r["points"][-1][key] for r in runs), 4)
+
+
+def _markdown(doc: dict[str, Any]) -> str:
+    head = ["setting", "seeds", "embedded fraction", "jobs", "quality ratio (done)", "quality ratio (first)"]
+    rows = [[name, len(runs), _final(runs, "embedded_fraction"), _final(runs, "jobs_completed"),
+             _final(runs, "ratio_done"), _final(runs, "ratio_first")] for name, runs in doc["runs"].items()]
+    return (f"# Lazy economics: {doc['dataset']} ({doc['docs']} docs, stream of {doc['stream_length']} "
+            f"Zipfian queries, limit {doc['limit']})\n\nEager nDCG@10: {doc['eager_ndcg10']}\n\n"
+            "Quality ratio = mean nDCG@10 over the distinct queries served / eager hybrid on the same "
+            "queries.\n\n" + report.table(head, rows))
