@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from services.planner.explain import ExplainCache
-from services.planner.fusion import Fused, rrf, single
+from services.planner.fusion import Fused, rrf, single, zscore
 from services.planner.query_cache import QueryVectorCache
 from services.planner.strategy import choose_strategy
 from services.planner.touch import TouchPolicy, neighbours
@@ -54,6 +54,8 @@ class PlannerConfig:
     lexical_candidates: int
     per_query_max_embeds: int
     rrf_k: int
+    fusion: str = "zscore"  # zscore | rrf (services/planner/fusion.py)
+    semantic_weight: float = 0.8
     touch: TouchPolicy = field(default_factory=TouchPolicy)
 
 
@@ -255,7 +257,13 @@ class ReadSession:
         elif self.strategy == "semantic":
             self.ranking = single(self.semantic.hits, "semantic")
         else:
-            self.ranking = rrf(self.lexical_hits, self.semantic.hits, self.p.cfg.rrf_k)
+            self.ranking = self._fuse()
+
+    def _fuse(self) -> list[Fused]:
+        cfg = self.p.cfg
+        if cfg.fusion == "rrf":
+            return rrf(self.lexical_hits, self.semantic.hits, cfg.rrf_k)
+        return zscore(self.lexical_hits, self.semantic.hits, cfg.semantic_weight)
 
     # -- backfill ----------------------------------------------------------------------
 
@@ -333,6 +341,7 @@ class ReadSession:
         return {
             "strategy": self.strategy,
             "strategyReason": self.strategy_reason,
+            "fusion": self.p.cfg.fusion if self.strategy == "hybrid" else None,
             "space": self.p.cfg.space,
             "model": self.p.embedder.model_id if self.p.embedder else None,
             "lexical": {"candidates": len(self.lexical_hits), "tookMs": round(self.lexical_ms, 3)},

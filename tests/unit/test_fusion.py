@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from services.planner.fusion import rrf, single
+from services.planner.fusion import rrf, single, zscore
 from shared.model import DocKey, Hit
 
 
@@ -31,3 +31,30 @@ def test_rrf_ties_are_deterministic() -> None:
 def test_single_keeps_engine_scores() -> None:
     out = single([Hit(k("a"), 3.5)], "lexical")
     assert out[0].score == 3.5 and out[0].lexical_rank == 1 and out[0].matched_by == ["keyword"]
+
+
+def test_zscore_weighs_standardised_scores() -> None:
+    lex = [Hit(k("a"), 10.0), Hit(k("b"), 6.0), Hit(k("c"), 2.0)]  # mean 6, sd ~3.27
+    sem = [Hit(k("c"), 0.9), Hit(k("b"), 0.5), Hit(k("a"), 0.1)]  # mean 0.5, sd ~0.33
+    out = {f.key.doc_id: f for f in zscore(lex, sem, semantic_weight=0.8)}
+    # c: lexical z -1.22, semantic z +1.22 -> 0.2*-1.22 + 0.8*1.22 = +0.73
+    assert out["c"].score == pytest.approx(0.6 * 1.2247, abs=1e-3)
+    assert out["b"].score == pytest.approx(0.0, abs=1e-9)
+    assert [f.key.doc_id for f in zscore(lex, sem, 0.8)] == ["c", "b", "a"]
+    assert [f.key.doc_id for f in zscore(lex, sem, 0.2)] == ["a", "b", "c"]
+
+
+def test_zscore_document_missing_from_a_leg_gets_that_legs_floor() -> None:
+    lex = [Hit(k("a"), 10.0), Hit(k("b"), 2.0)]
+    sem = [Hit(k("b"), 0.9), Hit(k("c"), 0.1)]
+    out = {f.key.doc_id: f for f in zscore(lex, sem, semantic_weight=0.5)}
+    # a has no semantic score: it gets the semantic floor (c's z = -1), c the lexical floor (b's z = -1)
+    assert out["a"].score == pytest.approx(0.5 * 1 + 0.5 * -1)
+    assert out["c"].score == pytest.approx(0.5 * -1 + 0.5 * -1)
+    assert out["a"].semantic_rank is None and out["c"].lexical_rank is None
+    assert out["b"].matched_by == ["keyword", "semantic"]
+
+
+def test_zscore_with_an_empty_leg_keeps_the_other_legs_order() -> None:
+    lex = [Hit(k("a"), 3.0), Hit(k("b"), 2.0), Hit(k("c"), 1.0)]
+    assert [f.key.doc_id for f in zscore(lex, [], 0.8)] == ["a", "b", "c"]
