@@ -31,5 +31,6 @@ def per_query(run: Run, qrels: Mapping[str, Mapping[str, int]], measure: str = "
     full = {q: list(run.get(q, [])) for q in qrels if q in run}
     out = {q: 0.0 for q in full}
     for m in ir_measures.iter_calc([MEASURES[measure]], qrels, _run_dict(full)):
-        out[m.query_id] = float(m.value)
+        if m.query_id in out:  # the evaluator also reports judged queries absent from the run
+            out[m.query_id] = float(m.value)
     return out

@@ -137,6 +137,29 @@ def bench_lazy(
     main(data, [int(x) for x in seeds.split(",")], length, chosen)
 
 
+@bench_app.command("peers")
+def bench_peers(
+    data: Path = typer.Option(..., "--data", exists=True, file_okay=False, help="a BEIR-layout folder"),
+) -> None:
+    """Peers side by side (LanceDB, Chroma, qdrant-client local, bm25s) on the same data and vectors."""
+    _bench_importable()
+    from bench.peers import main
+
+    main(data)
+
+
+@bench_app.command("latency")
+def bench_latency(
+    docs: int = typer.Option(100_000, "--docs", min=100),
+    queries: int = typer.Option(200, "--queries", min=10),
+) -> None:
+    """First-event and `done` latency over HTTP per strategy at N synthetic docs, as ratios to baselines."""
+    _bench_importable()
+    from bench.latency import main
+
+    main(docs, queries)
+
+
 def _default_key(settings) -> str:  # noqa: ANN001
     if settings.api_keys:
         return str(settings.api_keys[0].key)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -58,6 +58,9 @@ class Settings(BaseSettings):
     per_tenant_per_min: int = 200
     stream_wait_seconds: float = 15.0
     rrf_k: int = 60
+    # Hybrid fusion (services/planner/fusion.py; chosen with `bench quality`).
+    fusion: Literal["zscore", "rrf"] = "zscore"
+    semantic_weight: Annotated[float, Field(ge=0.0, le=1.0)] = 0.8
     # What a query spends embedding on (services/planner/touch.py; tuned with `bench lazy`).
     touch_policy: Literal["depth", "fixed"] = "depth"
     touch_depth_factor: float = 1.0

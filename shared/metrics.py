@@ -37,6 +37,30 @@ class _Metrics:
             "vibe_http_request_seconds", "HTTP request time", ["route", "status"], buckets=_LATENCY_BUCKETS
         )
         self.explain_cache = Gauge("vibe_explain_cache_entries", "Entries in the explain cache")
+        # Distributed profile (issue #3): Celery/Redis queue, reconciler, provider breaker.
+        self.jobs_deduped = Counter("vibe_embed_jobs_deduped_total", "Enqueues dropped: the job key was pending")
+        self.jobs_postponed = Counter(
+            "vibe_embed_jobs_postponed_total", "Jobs put back without spending an attempt", ["reason"]
+        )
+        self.enqueue_errors = Counter(
+            "vibe_enqueue_errors_total", "Enqueues not sent because the broker was unreachable (left `queued`)"
+        )
+        self.redis_errors = Counter("vibe_redis_errors_total", "Redis calls that failed", ["component"])
+        self.celery_batch_seconds = Histogram(
+            "vibe_celery_batch_seconds", "Worker time per embedding task", ["queue"], buckets=_LATENCY_BUCKETS
+        )
+        self.broker_messages = Gauge("vibe_celery_broker_messages", "Task messages waiting in the broker", ["queue"])
+        self.reconciler_requeued = Counter(
+            "vibe_reconciler_requeued_total", "Stuck `queued` sidecar rows the reconciler re-enqueued"
+        )
+        self.reconciler_runs = Counter("vibe_reconciler_runs_total", "Reconciler runs", ["outcome"])
+        self.breaker_state = Gauge("vibe_embedder_breaker_state", "1 for the provider breaker's state", ["state"])
+        self.breaker_transitions = Counter(
+            "vibe_embedder_breaker_transitions_total", "Provider breaker state changes", ["to"]
+        )
+        self.breaker_rejected = Counter(
+            "vibe_embedder_breaker_rejected_total", "Embedding calls refused while the circuit was open"
+        )
 
 
 METRICS = _Metrics()

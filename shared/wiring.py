@@ -15,6 +15,7 @@ from typing import Any
 from services.api.writes import DocumentService
 from services.planner.explain import ExplainCache
 from services.planner.planner import Planner, PlannerConfig
+from services.planner.touch import TouchPolicy
 from services.worker.handlers import BatchOutcome, EmbedHandler
 from shared.adapters.edge_vectors import EdgeVectorIndex
 from shared.adapters.memory_budget import MemoryBudget
@@ -140,6 +141,11 @@ def build_handler(settings: Settings, store: DocumentStore, emb: Embedder) -> Em
     return EmbedHandler(store, emb, policy, settings.embed_fields, settings.job_max_attempts)
 
 
+def _touch_policy(s: Settings) -> TouchPolicy:
+    return TouchPolicy(s.touch_policy, s.touch_depth_factor, s.touch_min_depth, s.speculate_neighbors,
+                       s.speculate_sources)
+
+
 def build(settings: Settings, embedder: Embedder | None = None) -> Container:
     from shared.adapters.embedders import build_embedder
 
@@ -160,7 +166,7 @@ def build(settings: Settings, embedder: Embedder | None = None) -> Container:
     queue = _build_queue(settings, run_batch)
     queue.on_done(signal.fire)
     cfg = PlannerConfig(settings.space, settings.lexical_candidates, settings.per_query_max_embeds,
-                        settings.rrf_k)
+                        settings.rrf_k, settings.fusion, settings.semantic_weight, _touch_policy(settings))
     planner = Planner(cfg, store, lexical, vectors, emb, queue, _build_budget(settings), follower, ExplainCache())
     docs = DocumentService(store, follower, queue, handler.policy, settings.embed_fields, settings.space,
                            settings.max_doc_bytes, store.promoted())

@@ -11,9 +11,11 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import Route
 
 from services.api import routes_admin, routes_docs, routes_read
 from services.api.auth import KeyRing
+from services.mcp.http import McpHttp
 from shared.errors import ErrorCode, VibeError
 from shared.metrics import METRICS
 from shared.wiring import Container
@@ -54,11 +56,15 @@ async def _unexpected(_: Request, exc: Exception) -> JSONResponse:
 
 
 def create_app(container: Container, keys: KeyRing) -> FastAPI:
+    mcp = McpHttp(container, keys)
+
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         container.start()
-        yield
+        async with mcp.lifespan():  # the MCP session manager's task group (issue #4)
+            yield
         container.stop()
+        mcp.close()
 
     app = FastAPI(title="vibe-semantic", version="0.1.0", lifespan=lifespan)
     app.state.container = container
@@ -69,6 +75,7 @@ def create_app(container: Container, keys: KeyRing) -> FastAPI:
     app.add_exception_handler(Exception, _unexpected)
     for r in (routes_docs.router, routes_read.router, routes_admin.router):
         app.include_router(r)
+    app.router.routes.append(Route("/mcp", endpoint=mcp, methods=["GET", "POST", "DELETE"]))
     app.middleware("http")(_timed)
     return app
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 from fastapi import APIRouter, Depends, Request
 from fastapi.concurrency import run_in_threadpool
@@ -15,7 +15,7 @@ from services.api.bodies import json_body
 from services.api.writes import check_collection
 from services.planner.planner import semantic_projection
 from shared.errors import ErrorCode, VibeError, invalid
-from shared.model import DocKey, EmbedJob, Principal, SemanticStatus
+from shared.model import DocKey, EmbedJob, Principal, SemanticStatus, SidecarEntry
 from shared.wiring import Container
 
 router = APIRouter()
@@ -99,35 +99,75 @@ async def get_coverage(request: Request, collection: str | None = None,
     return JSONResponse({"collection": collection, "space": c.settings.space, **cov})
 
 
+@runtime_checkable
+class _ReconciledQueue(Protocol):
+    """What the Celery queue can tell about the reconciler (the in-process queue has no
+    lost messages to reconcile: its `queued` rows are re-enqueued on start)."""
+
+    def reconcile_report(self, tenant: str) -> dict[str, object]: ...
+
+    def pending_job_keys(self, tenant: str) -> set[tuple[str, ...]] | None: ...
+
+
+def _stuck(c: Container, tenant: str) -> list[SidecarEntry]:
+    """This tenant's `queued` rows with no progress for longer than the reconciler's bound."""
+    rows = c.store.keys_in_status(c.settings.space, [SemanticStatus.QUEUED], limit=c.settings.reconcile_batch)
+    cutoff = time.time() - c.settings.reconcile_stuck_seconds
+    return [r for r in rows if r.key.tenant == tenant and r.updated_at < cutoff]
+
+
 @router.get("/semantic/queueDepth")
 async def get_queue_depth(request: Request, p: Principal = Depends(require("admin"))) -> JSONResponse:
     c = _c(request)
-    depth = c.queue.depth(p.tenant)  # this tenant's jobs only
-    return JSONResponse({**depth, "total": sum(depth.values()),
-                         "queuedInStore": c.store.queued_count(c.settings.space, p.tenant)})
+    depth = await run_in_threadpool(c.queue.depth, p.tenant)  # this tenant's jobs only
+    broker = "unreachable" if depth.pop("unreachable", 0) else "ok"
+    queued = await run_in_threadpool(c.store.queued_count, c.settings.space, p.tenant)
+    return JSONResponse({**depth, "total": sum(depth.values()), "queuedInStore": queued, "broker": broker})
+
+
+def _lag(c: Container, tenant: str) -> dict[str, object]:
+    oldest = c.store.oldest_queued(c.settings.space, tenant)
+    pending = [ch for ch in c.store.changes_since(c.follower.seq, limit=100_000) if ch.key.tenant == tenant]
+    out: dict[str, object] = {
+        "oldestQueuedAgeSeconds": round(time.time() - oldest, 3) if oldest else 0.0,
+        "queued": c.store.queued_count(c.settings.space, tenant),
+        "indexFollowerLag": len(pending),
+        "stuckQueued": len(_stuck(c, tenant)),
+        "stuckAfterSeconds": c.settings.reconcile_stuck_seconds,
+    }
+    if isinstance(c.queue, _ReconciledQueue):
+        out["reconciler"] = c.queue.reconcile_report(tenant)
+    return out
 
 
 @router.get("/semantic/lag")
 async def get_lag(request: Request, p: Principal = Depends(require("admin"))) -> JSONResponse:
-    c = _c(request)
-    oldest = c.store.oldest_queued(c.settings.space, p.tenant)
-    pending = [ch for ch in c.store.changes_since(c.follower.seq, limit=100_000) if ch.key.tenant == p.tenant]
-    return JSONResponse({
-        "oldestQueuedAgeSeconds": round(time.time() - oldest, 3) if oldest else 0.0,
-        "queued": c.store.queued_count(c.settings.space, p.tenant),
-        "indexFollowerLag": len(pending),
-    })
+    return JSONResponse(await run_in_threadpool(_lag, _c(request), p.tenant))
+
+
+def _mismatch(c: Container, tenant: str) -> dict[str, object]:
+    """Sidecar says ready but no vector of record exists (should never happen); and, with the
+    Celery queue, `queued` rows that no pending job covers (what the reconciler will re-enqueue)."""
+    space = c.settings.space
+    ready = c.store.keys_in_status(space, [SemanticStatus.READY], limit=1_000_000)
+    mine = [s for s in ready if s.key.tenant == tenant]
+    missing = [s.key.ref for s in mine if c.store.vector_for_hash(tenant, s.content_hash, space) is None]
+    out: dict[str, object] = {"ready": len(mine), "missingVectors": len(missing), "examples": missing[:20]}
+    if isinstance(c.queue, _ReconciledQueue):
+        pending = c.queue.pending_job_keys(tenant)
+        if pending is None:
+            out["queuedWithoutJob"] = None  # the broker cannot be asked right now
+            return out
+        queued = c.store.keys_in_status(space, [SemanticStatus.QUEUED], limit=c.settings.reconcile_batch)
+        orphans = [r.key.ref for r in queued if r.key.tenant == tenant
+                   and EmbedJob(r.key, space, r.content_hash).job_key not in pending]
+        out.update(queuedWithoutJob=len(orphans), queuedWithoutJobExamples=orphans[:20])
+    return out
 
 
 @router.get("/semantic/mismatch")
 async def get_mismatch(request: Request, p: Principal = Depends(require("admin"))) -> JSONResponse:
-    """Sidecar says ready but no vector of record exists (should never happen)."""
-    c = _c(request)
-    ready = c.store.keys_in_status(c.settings.space, [SemanticStatus.READY], limit=1_000_000)
-    mine = [s for s in ready if s.key.tenant == p.tenant]
-    missing = [s.key.ref for s in mine
-               if c.store.vector_for_hash(p.tenant, s.content_hash, c.settings.space) is None]
-    return JSONResponse({"ready": len(mine), "missingVectors": len(missing), "examples": missing[:20]})
+    return JSONResponse(await run_in_threadpool(_mismatch, _c(request), p.tenant))
 
 
 @router.get("/healthz")

@@ -1,13 +1,99 @@
-"""Placeholder (issue #3): the Celery worker and beat are not built yet."""
+"""The Celery app (distributed profile): embedding tasks, the reconciler, worker and beat.
+
+Configuration comes from `Settings` only (`shared.adapters.celery_queue.celery_config`:
+acks_late, reject on worker lost, prefetch 1, visibility timeout, lane order). `vibe-semantic
+worker` and `vibe-semantic scheduler` call `run_worker` / `run_scheduler`.
+"""
 
 from __future__ import annotations
 
+import logging
+import os
+import socket
+from typing import Any
+
+from celery import Celery, Task
+
+from services.worker.reconciler import reconcile
+from services.worker.tasks import Runtime, backoff_delay, build_runtime, runtime
+from shared.adapters.celery_queue import EMBED_TASK, QUEUES, RECONCILE_TASK, make_celery
 from shared.config import Settings
+from shared.logging import configure_logging
+
+log = logging.getLogger("vibe.worker")
+
+
+def create_app(settings: Settings, dim: int | None = None) -> Celery:
+    app = make_celery(settings)
+    # A hard limit below the visibility timeout: a batch can never still be running when its
+    # message is handed to another worker. (The provider timeout bounds it long before.)
+    limit = max(1.0, settings.celery_visibility_timeout * 0.9)
+
+    def rt(task: Task) -> Runtime:
+        """The process's runtime; if it cannot be built (store locked, Redis away), the
+        message is re-sent later rather than failed and acked (which would drop the batch)."""
+        try:
+            return runtime(settings, app, dim)
+        except Exception as e:
+            log.exception("worker runtime unavailable")
+            delay = backoff_delay(task.request.retries + 1, settings.job_backoff_seconds,
+                                  settings.job_backoff_max_seconds, None)
+            raise task.retry(exc=e, countdown=delay, max_retries=None) from e
+
+    @app.task(name=EMBED_TASK, bind=True, time_limit=limit)
+    def embed(self: Task, payload: list[Any]) -> dict[str, int]:
+        lane = (self.request.delivery_info or {}).get("routing_key") or "?"
+        return rt(self).run_batch(payload, lane)
+
+    @app.task(name=RECONCILE_TASK, bind=True, time_limit=limit)
+    def reconcile_task(self: Task) -> dict[str, int]:
+        r = rt(self)
+        return reconcile(r.store, r.queue, settings)
+
+    return app
+
+
+def worker_queues(settings: Settings) -> str:
+    names = [q.strip() for q in settings.worker_queues.split(",") if q.strip()]
+    unknown = [q for q in names if q not in QUEUES]
+    if unknown or not names:
+        raise SystemExit(f"VIBE_WORKER_QUEUES: unknown lane(s) {unknown}; choose from {sorted(QUEUES)}")
+    return ",".join(QUEUES[q] for q in names)
+
+
+def _preflight(settings: Settings) -> int:
+    """Fail at start-up, not on the first message: the store opens, the embedder answers and
+    matches the space's model and dimension. Everything is closed again before the pool forks;
+    the dimension is handed to the pool children so they need no probe call of their own."""
+    rt = build_runtime(settings)
+    rt.store.close()
+    return rt.handler.embedder.dim
+
+
+def _logging(settings: Settings) -> None:
+    """JSON logs; Celery's per-task lines carry task arguments (document ids and content
+    hashes), so they are only shown in debug."""
+    configure_logging(settings.debug)
+    if not settings.debug:
+        for name in ("celery.worker.strategy", "celery.app.trace"):
+            logging.getLogger(name).setLevel(logging.WARNING)
 
 
 def run_worker(settings: Settings, concurrency: int | None) -> None:
-    raise SystemExit("the Celery worker is not built yet (issue #3)")
+    if settings.queue != "celery":
+        raise SystemExit("vibe-semantic worker needs VIBE_QUEUE=celery (or VIBE_PROFILE=distributed)")
+    _logging(settings)
+    app = create_app(settings, _preflight(settings))
+    app.worker_main([
+        "worker", "--concurrency", str(concurrency or settings.workers), "--queues", worker_queues(settings),
+        "--hostname", f"vibe-{os.getpid()}@{socket.gethostname()}", "--loglevel", "INFO", "--pool", "prefork",
+        # no cluster chatter: workers coordinate through the broker and the store only
+        "--without-gossip", "--without-mingle", "--without-heartbeat",
+    ])
 
 
 def run_scheduler(settings: Settings) -> None:
-    raise SystemExit("the Celery scheduler is not built yet (issue #3)")
+    if settings.queue != "celery":
+        raise SystemExit("vibe-semantic scheduler needs VIBE_QUEUE=celery (or VIBE_PROFILE=distributed)")
+    _logging(settings)
+    create_app(settings).start(["beat", "--loglevel", "INFO"])

@@ -1,13 +1,316 @@
-"""Placeholder for the distributed-profile adapter (issue #3): choosing it fails at start-up
-with a clear message instead of silently running something else."""
+"""BM25 on OpenSearch (distributed profile): one index per tenant, ACL and collection inside the query.
+
+Semantics mirror the embedded adapter (tantivy_lexical.py): `title` is boosted x2, `body` is every
+other text field (shared.text.hashing.doc_text), both analysed with English stop words and the
+Snowball English stemmer; the tenant/ACL/collection filter sits in `bool.filter`, which selects
+documents before scoring and adds nothing to the score. Never `post_filter`: that runs after
+scoring, so hits, counts, aggregations and highlights would have seen unreadable documents.
+
+Why one index per tenant: BM25's IDF and average field length are per shard. Sharing an index
+(even with routing by tenant, which only picks the shard) lets one tenant's writes move another
+tenant's scores, the STRESS side channel of DESIGN.md §6. Each tenant index has ONE primary
+shard, so its statistics are exactly the tenant's and `query_then_fetch` needs no DFS phase.
+Requests still carry `routing=<tenant>` and a `tenant` term filter: harmless here, and they keep
+a tenant on one shard and inside its own documents should the layout ever be changed.
+
+What it costs at 10k tenants: 10k indices = 10k primaries, plus 10k replicas on a multi-node
+cluster (`auto_expand_replicas: 0-1`). OpenSearch's default `cluster.max_shards_per_node` is
+1,000, so 20k shards need >= 20 data nodes or a raised limit; the usual sizing rule (<= 20-25
+shards per GB of heap) asks for ~1 TB of heap across the cluster, although small, idle shards
+cost far less (`index.search.idle.after` stops refreshing them). Every index's settings and
+mapping live in the cluster state (~3-5 KB each: ~30-50 MB published to every node), and index
+creation is serialised through the cluster manager, so a burst of new tenants queues there.
+The alternatives: (a) cells — several smaller clusters, each holding 1-2k tenant indices, with a
+tenant -> cluster map in the wiring; keeps the property and scales out, at the price of one more
+lookup. (b) One shared index with routing: cheap (a handful of shards) but shard-level statistics
+mix tenants, so it breaks DESIGN.md §6 and is only acceptable for tenants that accept the leak.
+(c) Close or snapshot-and-delete indices of dormant tenants (closed indices cost no heap) and
+rebuild them from the document store's change log on their next write.
+
+Refresh semantics: `apply` sends its bulk request with `refresh=wait_for`. The call returns once
+the next scheduled refresh (`index.refresh_interval`, 1 s) has made the writes searchable, which
+the port requires ("visible to searches when it returns"), without forcing a refresh per write as
+`refresh=true` would (one tiny segment per call, merge pressure under bulk load). The price is up
+to one refresh interval of latency per `apply`; pass `refresh="true"` for tests that want none.
+
+Errors: a bulk response is checked item by item; any failed item raises `OpenSearchBulkError`
+(and is logged with id, status and error type, never document text). The index follower then
+does not advance its position in the store's change log, so the batch is replayed (writes are
+idempotent: same `_id`), and an accepted write is never dropped.
+
+Not mapped: certificates. The domain model (shared/model.py Principal, SearchFilter) carries
+tenant, collections and ACL tokens only; a certs field joins the mapping when the model has one.
+"""
 
 from __future__ import annotations
 
+import hashlib
+import logging
+import re
+from collections.abc import Sequence
+from typing import Any
+
+from opensearchpy import OpenSearch
+from opensearchpy.exceptions import RequestError
+
 from shared.config import Settings
-from shared.ports import LexicalIndex
+from shared.model import DocKey, Hit, StoredDoc
+from shared.ports import SearchFilter
+from shared.text.hashing import doc_text
+
+log = logging.getLogger("vibe.opensearch")
+
+INDEX_PREFIX = "vibe-lex-"
+ANALYZER = "vibe_en"
+TITLE_BOOST = 2.0  # the embedded adapter's boost: both profiles rank alike
+BULK_ACTIONS = 1000  # actions per bulk request: bounded request size (~MBs), few round trips
+MAX_ID_BYTES = 512  # OpenSearch's limit on `_id`
+HIGHLIGHT = {"pre_tags": ["<b>"], "post_tags": ["</b>"]}  # the embedded adapter's markup
+KEY_FIELDS = ["collection", "doc_id"]
+
+
+class OpenSearchBulkError(RuntimeError):
+    """Some items of a bulk request failed; `items` lists (id, status, error type)."""
+
+    def __init__(self, items: list[tuple[str, int, str]]):
+        shown = ", ".join(f"{i} ({s} {t})" for i, s, t in items[:5])
+        super().__init__(f"{len(items)} OpenSearch bulk item(s) failed: {shown}")
+        self.items = items
+
+
+def index_name(tenant: str, prefix: str = INDEX_PREFIX) -> str:
+    """A valid (lowercase, no `*?,/\\"<>| #`), collision-free index name for any tenant string:
+    a readable part plus a hash of the exact tenant, since lowercasing alone would merge
+    tenants "Acme" and "acme"."""
+    safe = re.sub(r"[^a-z0-9_-]", "_", tenant.lower())[:40]
+    return f"{prefix}{safe}-{hashlib.blake2b(tenant.encode(), digest_size=8).hexdigest()}"
+
+
+def doc_id(key: DocKey) -> str:
+    """`collection/id` when it fits OpenSearch's 512-byte `_id`, else a hash of it (ids may be
+    256 characters of up to 4 bytes each). Hits are read from doc values, never from `_id`."""
+    ref = key.ref
+    if len(ref.encode()) <= MAX_ID_BYTES:
+        return ref
+    return "~" + hashlib.blake2b(ref.encode(), digest_size=20).hexdigest()
+
+
+def template_name(prefix: str = INDEX_PREFIX) -> str:
+    return prefix + "template"
+
+
+def template_body(prefix: str = INDEX_PREFIX) -> dict[str, Any]:
+    """Settings and mappings of every tenant index (a composable index template)."""
+    analysis = {
+        "filter": {
+            "vibe_long": {"type": "length", "max": 40},
+            "vibe_stop": {"type": "stop", "stopwords": "_english_"},
+            "vibe_stem": {"type": "snowball", "language": "English"},
+        },
+        "analyzer": {
+            ANALYZER: {
+                "type": "custom",
+                "tokenizer": "standard",
+                "filter": ["vibe_long", "lowercase", "vibe_stop", "vibe_stem"],
+            }
+        },
+    }
+    keyword = {"type": "keyword"}
+    mappings = {
+        "dynamic": "strict",  # documents carry only these fields; anything else is a bug
+        "properties": {
+            "tenant": keyword,
+            "collection": keyword,
+            "doc_id": keyword,
+            "acl": keyword,
+            "title": {"type": "text", "analyzer": ANALYZER},
+            "body": {"type": "text", "analyzer": ANALYZER},
+        },
+    }
+    settings = {
+        "number_of_shards": 1,  # per-tenant BM25 statistics (module docstring)
+        "auto_expand_replicas": "0-1",  # green on one node, one replica once a second node joins
+        "refresh_interval": "1s",
+        "analysis": analysis,
+    }
+    # Priority: composable templates whose patterns overlap must differ in priority; ours is
+    # above the built-in ones (which stay below 100) so it wins for its own prefix.
+    return {"index_patterns": [f"{prefix}*"], "priority": 200,
+            "template": {"settings": settings, "mappings": mappings}}
+
+
+def text_fields(d: StoredDoc) -> tuple[str, str]:
+    """(title, body) exactly as the embedded adapter splits a document."""
+    title = d.fields.get("title")
+    rest = {k: v for k, v in d.fields.items() if k != "title"}
+    return (title if isinstance(title, str) else ""), doc_text(rest, None)
+
+
+def source(d: StoredDoc) -> dict[str, Any]:
+    title, body = text_fields(d)
+    k = d.key
+    return {"tenant": k.tenant, "collection": k.collection, "doc_id": k.doc_id, "acl": list(d.acl),
+            "title": title, "body": body}
+
+
+def filter_clauses(flt: SearchFilter) -> list[dict[str, Any]]:
+    """Tenant, ACL and collections: `bool.filter` clauses (select before scoring, score 0)."""
+    clauses: list[dict[str, Any]] = [{"term": {"tenant": flt.tenant}}, {"terms": {"acl": list(flt.acl)}}]
+    if flt.collections is not None:
+        clauses.append({"terms": {"collection": list(flt.collections)}})
+    return clauses
+
+
+def bm25_query(flt: SearchFilter, text: str, extra: Sequence[dict[str, Any]] = ()) -> dict[str, Any]:
+    # minimum_should_match is required: next to a filter, `should` clauses become optional and
+    # every permitted document would match with score 0.
+    should = [{"match": {"title": {"query": text, "boost": TITLE_BOOST}}}, {"match": {"body": {"query": text}}}]
+    return {"bool": {"should": should, "minimum_should_match": 1, "filter": [*filter_clauses(flt), *extra]}}
+
+
+def search_body(flt: SearchFilter, text: str, limit: int) -> dict[str, Any]:
+    return {
+        "size": limit,
+        "track_total_hits": False,  # nobody reads a total; skipping it lets Lucene stop early
+        "_source": False,
+        "docvalue_fields": KEY_FIELDS,
+        "query": bm25_query(flt, text),
+    }
+
+
+def highlight_body(flt: SearchFilter, text: str, ids: Sequence[str]) -> dict[str, Any]:
+    """The highlight request is the BM25 query itself, restricted to the given ids: a document
+    outside the caller's filter cannot match, so it is never highlighted."""
+    fields = {"title": {"number_of_fragments": 0}, "body": {"fragment_size": 150, "number_of_fragments": 1}}
+    return {
+        "size": len(ids),
+        "track_total_hits": False,
+        "_source": False,
+        "docvalue_fields": KEY_FIELDS,
+        "query": bm25_query(flt, text, [{"ids": {"values": list(ids)}}]),
+        "highlight": {**HIGHLIGHT, "fields": fields},
+    }
+
+
+def bulk_actions(docs: Sequence[StoredDoc], deletes: Sequence[DocKey], prefix: str) -> list[list[dict[str, Any]]]:
+    """The bulk request's actions, each a group of NDJSON lines (`delete`: one line, `index`:
+    action + source). Deletes come first, so a key in both lists ends up indexed, as in the
+    embedded adapter."""
+    groups: list[list[dict[str, Any]]] = []
+    for k in deletes:
+        groups.append([{"delete": {"_index": index_name(k.tenant, prefix), "_id": doc_id(k), "routing": k.tenant}}])
+    for d in docs:
+        k = d.key
+        meta = {"_index": index_name(k.tenant, prefix), "_id": doc_id(k), "routing": k.tenant}
+        groups.append([{"index": meta}, source(d)])
+    return groups
+
+
+def failed_items(response: dict[str, Any]) -> list[tuple[str, int, str]]:
+    """(id, status, error type) of every failed item; deleting a missing document is not a
+    failure (the delete is already true)."""
+    out = []
+    for item in response.get("items", []):
+        (op, res), = item.items()
+        if "error" in res and not (op == "delete" and res.get("status") == 404):
+            err = res["error"]
+            kind = err.get("type", "unknown") if isinstance(err, dict) else str(err)
+            out.append((str(res.get("_id")), int(res.get("status", 0)), kind))
+    return out
+
+
+def _key(tenant: str, hit: dict[str, Any]) -> DocKey:
+    f = hit["fields"]
+    return DocKey(tenant, str(f["collection"][0]), str(f["doc_id"][0]))
+
+
+def _permitted(flt: SearchFilter, d: StoredDoc) -> bool:
+    if d.key.tenant != flt.tenant or not set(flt.acl) & set(d.acl):
+        return False
+    return flt.collections is None or d.key.collection in flt.collections
 
 
 class OpenSearchLexicalIndex:
+    """LexicalIndex port on OpenSearch; `client` is any opensearch-py `OpenSearch`."""
+
+    def __init__(self, client: OpenSearch, prefix: str = INDEX_PREFIX, refresh: str = "wait_for"):
+        self.client = client
+        self.prefix = prefix
+        self.refresh = refresh
+        self._template_ready = False
+        self._indices: set[str] = set()  # created (or found) by this process
+
     @classmethod
-    def from_settings(cls, settings: Settings) -> LexicalIndex:
-        raise RuntimeError("VIBE_LEXICAL=opensearch: this adapter is not built yet (issue #3)")
+    def from_settings(cls, settings: Settings) -> OpenSearchLexicalIndex:
+        if not settings.opensearch_url:
+            raise RuntimeError("VIBE_LEXICAL=opensearch needs VIBE_OPENSEARCH_URL (e.g. http://opensearch:9200)")
+        client = OpenSearch(hosts=[settings.opensearch_url], timeout=30, max_retries=3, retry_on_timeout=True)
+        return cls(client)
+
+    def _ensure_index(self, tenant: str) -> None:
+        name = index_name(tenant, self.prefix)
+        if name in self._indices:
+            return
+        if not self._template_ready:
+            self.client.indices.put_index_template(name=template_name(self.prefix), body=template_body(self.prefix))
+            self._template_ready = True
+        try:
+            self.client.indices.create(index=name)  # settings and mappings come from the template
+        except RequestError as e:
+            if e.error != "resource_already_exists_exception":  # another process made it first
+                raise
+        self._indices.add(name)
+
+    def apply(self, docs: Sequence[StoredDoc], deletes: Sequence[DocKey]) -> None:
+        for tenant in dict.fromkeys(d.key.tenant for d in docs):
+            self._ensure_index(tenant)
+        groups = bulk_actions(docs, deletes, self.prefix)
+        for start in range(0, len(groups), BULK_ACTIONS):
+            self._bulk([line for g in groups[start:start + BULK_ACTIONS] for line in g])
+
+    def _bulk(self, lines: list[dict[str, Any]]) -> None:
+        response = self.client.bulk(body=lines, refresh=self.refresh)
+        failed = failed_items(response) if response.get("errors") else []
+        for item_id, status, kind in failed:
+            log.error("bulk item failed", extra={"doc": item_id, "status": status, "error_type": kind})
+        if failed:
+            raise OpenSearchBulkError(failed)
+
+    def _search(self, tenant: str, body: dict[str, Any]) -> list[dict[str, Any]]:
+        # ignore_unavailable: a tenant that never wrote has no index and simply no hits.
+        resp = self.client.search(index=index_name(tenant, self.prefix), body=body, routing=tenant,
+                                  ignore_unavailable=True)
+        return list(resp["hits"]["hits"])
+
+    def search(self, flt: SearchFilter, text: str, limit: int) -> list[Hit]:
+        if not text.strip() or limit <= 0 or not flt.acl:
+            return []
+        hits = self._search(flt.tenant, search_body(flt, text, limit))
+        return [Hit(_key(flt.tenant, h), float(h["_score"])) for h in hits]
+
+    def highlights(
+        self, flt: SearchFilter, text: str, docs: Sequence[StoredDoc]
+    ) -> dict[DocKey, list[str]]:
+        """Snippets for the given documents, from a request that carries the caller's filter;
+        documents outside the filter are not even asked for."""
+        permitted = [d for d in docs if _permitted(flt, d)]
+        if not permitted or not text.strip():
+            return {}
+        body = highlight_body(flt, text, [doc_id(d.key) for d in permitted])
+        out: dict[DocKey, list[str]] = {}
+        for h in self._search(flt.tenant, body):
+            hl = h.get("highlight", {})
+            snippets = [s for f in ("title", "body") for s in hl.get(f, [])]
+            if snippets:
+                out[_key(flt.tenant, h)] = snippets
+        return out
+
+    def drop(self) -> None:
+        """Delete every index under this prefix and the template (tests, rebuilds from the store)."""
+        self.client.indices.delete(index=self.prefix + "*", ignore_unavailable=True, allow_no_indices=True)
+        self.client.indices.delete_index_template(name=template_name(self.prefix), ignore=[404])
+        self._indices.clear()
+        self._template_ready = False
+
+    def close(self) -> None:
+        self.client.close()

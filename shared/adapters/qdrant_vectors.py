@@ -1,13 +1,163 @@
-"""Placeholder for the distributed-profile adapter (issue #3): choosing it fails at start-up
-with a clear message instead of silently running something else."""
+"""ANN on a Qdrant server (distributed profile): one collection per space, tenants by payload.
+
+Semantics mirror the embedded adapter (edge_vectors.py): the same point ids and payload
+(tenant, collection, doc_id, acl), cosine distance, and the tenant/ACL/collection filter (plus
+`HasIdCondition` for `only`) inside the query, so a vector the caller may not read is never
+scored. Tests run this same code through qdrant-client's local mode (`QdrantClient(path=...)`
+or `":memory:"`), which ignores HNSW and payload-index settings but honours every filter.
+
+Why payload-based multitenancy rather than shard keys: every search already carries a tenant
+filter, and cosine similarity involves only the query and the point, so sharing a collection
+leaks no statistics between tenants (unlike BM25, see opensearch_lexical.py). Qdrant's
+recommended layout for many tenants is one collection with a keyword payload index marked
+`is_tenant=True` (points of a tenant are stored together, so filtered searches read few
+segments) and `hnsw_config(m=0, payload_m=16)`: no global graph, a graph per tenant built from
+that index. Shard keys (user-defined sharding) give each key a physical shard: worth it for a
+few large tenants that need placement or isolation, but each shard has a fixed cost (files,
+WAL, optimizer threads), so 10k tenants as 10k shards would cost far more than one collection.
+A large tenant can later be moved to a dedicated shard key ("tiered multitenancy") without
+changing this port.
+
+Collections are created on the first upsert of a space with that vector's dimension; a
+collection that exists with another dimension is refused (dim safety, seed 000). Upserts and
+deletes wait for the server to apply them (`wait=True`): the port promises search visibility
+when they return.
+"""
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Sequence
+
+from qdrant_client import QdrantClient, models
+
+from shared.adapters.edge_vectors import _payload as payload  # same payload in both profiles
+from shared.adapters.edge_vectors import point_id
 from shared.config import Settings
-from shared.ports import VectorIndex
+from shared.model import DocKey, Hit, StoredDoc
+from shared.ports import SearchFilter
+
+COLLECTION_PREFIX = "vibe-"
+UPSERT_BATCH = 256  # points per request: ~400 KB at 384 dims, well under the 32 MB request cap
+KEY_PAYLOAD = ["tenant", "collection", "doc_id"]
+
+
+def search_filter(flt: SearchFilter, only: Sequence[DocKey] | None) -> models.Filter:
+    """Tenant, ACL, collections and the `only` ids, all `must`: evaluated inside the search."""
+    must: list[models.Condition] = [
+        models.FieldCondition(key="tenant", match=models.MatchValue(value=flt.tenant)),
+        models.FieldCondition(key="acl", match=models.MatchAny(any=list(flt.acl))),
+    ]
+    if flt.collections is not None:
+        must.append(models.FieldCondition(key="collection", match=models.MatchAny(any=list(flt.collections))))
+    if only is not None:
+        must.append(models.HasIdCondition(has_id=[point_id(k) for k in only]))
+    return models.Filter(must=must)
 
 
 class QdrantVectorIndex:
+    """VectorIndex port on qdrant-client: a server URL in production, local mode in tests."""
+
+    def __init__(self, client: QdrantClient, prefix: str = COLLECTION_PREFIX):
+        self.client = client
+        self.prefix = prefix
+        self._dims: dict[str, int] = {}  # spaces known to exist, with their dimension
+        self._lock = threading.Lock()
+
     @classmethod
-    def from_settings(cls, settings: Settings) -> VectorIndex:
-        raise RuntimeError("VIBE_VECTORS=qdrant: this adapter is not built yet (issue #3)")
+    def from_settings(cls, settings: Settings) -> QdrantVectorIndex:
+        if not settings.qdrant_url:
+            raise RuntimeError("VIBE_VECTORS=qdrant needs VIBE_QDRANT_URL (e.g. http://qdrant:6333)")
+        return cls(QdrantClient(url=settings.qdrant_url, timeout=30))
+
+    def collection(self, space: str) -> str:
+        return self.prefix + space
+
+    def _known(self, space: str) -> bool:
+        """Whether the space's collection exists. Only a positive answer is cached: another
+        process may create the collection at any time."""
+        if space in self._dims:
+            return True
+        name = self.collection(space)
+        if not self.client.collection_exists(name):
+            return False
+        params = self.client.get_collection(name).config.params.vectors
+        assert isinstance(params, models.VectorParams), f"{name}: expected one unnamed vector"
+        self._dims[space] = params.size
+        return True
+
+    def ensure_space(self, space: str, dim: int) -> None:
+        """Create the space's collection and payload indexes unless they exist; refuse a
+        dimension that differs from the existing one."""
+        with self._lock:
+            if not self._known(space):
+                self._create(space, dim)
+            if self._dims[space] != dim:
+                raise ValueError(f"space {space!r} holds {self._dims[space]}-dim vectors; got {dim}")
+
+    def _create(self, space: str, dim: int) -> None:
+        name = self.collection(space)
+        try:
+            self.client.create_collection(
+                name,
+                vectors_config=models.VectorParams(size=dim, distance=models.Distance.COSINE),
+                hnsw_config=models.HnswConfigDiff(m=0, payload_m=16),  # per-tenant graphs (module doc)
+            )
+        except Exception:
+            if not self.client.collection_exists(name):  # not a lost race with another process
+                raise
+        tenant = models.KeywordIndexParams(type=models.KeywordIndexType.KEYWORD, is_tenant=True)
+        self.client.create_payload_index(name, "tenant", field_schema=tenant, wait=True)
+        for field in ("collection", "acl"):
+            self.client.create_payload_index(name, field, field_schema=models.PayloadSchemaType.KEYWORD, wait=True)
+        self._dims[space] = dim
+
+    def upsert(self, space: str, items: Sequence[tuple[StoredDoc, list[float]]]) -> None:
+        if not items:
+            return
+        self.ensure_space(space, len(items[0][1]))
+        name = self.collection(space)
+        for start in range(0, len(items), UPSERT_BATCH):
+            points = [models.PointStruct(id=point_id(d.key), vector=vec, payload=payload(d))
+                      for d, vec in items[start:start + UPSERT_BATCH]]
+            self.client.upsert(name, points=points, wait=True)
+
+    def delete(self, space: str, keys: Sequence[DocKey]) -> None:
+        if not keys or not self._known(space):
+            return
+        selector = models.PointIdsList(points=[point_id(k) for k in keys])
+        self.client.delete(self.collection(space), points_selector=selector, wait=True)
+
+    def search(
+        self,
+        space: str,
+        flt: SearchFilter,
+        vector: list[float],
+        limit: int,
+        only: Sequence[DocKey] | None = None,
+    ) -> list[Hit]:
+        if limit <= 0 or (only is not None and not only) or not self._known(space):
+            return []
+        resp = self.client.query_points(
+            self.collection(space), query=vector, query_filter=search_filter(flt, only), limit=limit,
+            with_payload=KEY_PAYLOAD,
+        )
+        hits = []
+        for p in resp.points:
+            pl = p.payload or {}
+            hits.append(Hit(DocKey(str(pl["tenant"]), str(pl["collection"]), str(pl["doc_id"])), p.score))
+        return hits
+
+    def count(self, space: str) -> int:
+        if not self._known(space):
+            return 0
+        return int(self.client.count(self.collection(space), exact=True).count)
+
+    def drop(self, space: str) -> None:
+        """Delete the space's collection (tests, and a rebuild from the document store)."""
+        with self._lock:
+            self.client.delete_collection(self.collection(space))
+            self._dims.pop(space, None)
+
+    def close(self) -> None:
+        self.client.close()

@@ -1,4 +1,8 @@
-"""VectorIndex contract: every adapter must pass it (Qdrant server adapter joins in #3)."""
+"""VectorIndex contract: every adapter must pass it.
+
+The Qdrant server adapter runs here through qdrant-client's local mode (`path=`): the same
+adapter code as against a server; local mode ignores HNSW and payload-index settings only.
+"""
 
 from __future__ import annotations
 
@@ -7,12 +11,22 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from qdrant_client import QdrantClient
 
 from shared.adapters.edge_vectors import EdgeVectorIndex
+from shared.adapters.qdrant_vectors import QdrantVectorIndex
 from shared.model import PUBLIC_PRINCIPAL, DocKey, StoredDoc
 from shared.ports import SearchFilter, VectorIndex
 
-ADAPTERS: dict[str, Callable[[Path], VectorIndex]] = {"qdrant-edge": EdgeVectorIndex}
+# Local mode warns once that payload indexes have no effect there; the server uses them.
+pytestmark = pytest.mark.filterwarnings("ignore:Payload indexes have no effect:UserWarning")
+
+
+def _qdrant_local(path: Path) -> VectorIndex:
+    return QdrantVectorIndex(QdrantClient(path=str(path)))
+
+
+ADAPTERS: dict[str, Callable[[Path], VectorIndex]] = {"qdrant-edge": EdgeVectorIndex, "qdrant-client": _qdrant_local}
 
 
 @pytest.fixture(params=sorted(ADAPTERS))

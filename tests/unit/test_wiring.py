@@ -18,9 +18,14 @@ def test_a_space_refuses_an_embedder_of_another_model_or_dimension(tmp_path: Pat
     other.store.close()
 
 
-def test_distributed_adapters_fail_loudly_until_built(tmp_path: Path) -> None:
-    with pytest.raises(RuntimeError, match="VIBE_QUEUE=celery"):
-        build(Settings(data_dir=tmp_path, embedder="hash", queue="celery"))
+def test_celery_queue_and_redis_budget_are_chosen_without_a_reachable_broker(tmp_path: Path) -> None:
+    from shared.adapters.celery_queue import CeleryQueue
+    from shared.adapters.redis_budget import RedisBudget
+
+    c = build(Settings(data_dir=tmp_path, embedder="hash", queue="celery", redis_url="redis://127.0.0.1:1/0"))
+    assert isinstance(c.queue, CeleryQueue) and isinstance(c.planner.budget, RedisBudget)
+    assert c.queue.enqueue([]) == 0 and c.planner.budget.take("t", 3) == 0  # Redis down: no raise
+    c.store.close()
 
 
 def test_profile_sets_adapter_defaults() -> None:

@@ -1,0 +1,79 @@
+"""Small helpers the agent tools share, written against the Container's ports only."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+from services.planner.planner import ReadRequest, ReadSession
+from shared.model import DocKey, EmbedJob, Hit, Principal, SemanticStatus, StoredDoc
+from shared.ports import EmbedderError, SearchFilter
+from shared.wiring import Container
+
+
+def cosine(a: Sequence[float], b: Sequence[float]) -> float:
+    """Cosine similarity; a zero denominator gives 0.0 (seed 002 SEM-002), never NaN."""
+    if len(a) != len(b):
+        raise ValueError("cosine of vectors of different dimensions")
+    dot = sum(x * y for x, y in zip(a, b, strict=True))
+    na = math.sqrt(sum(x * x for x in a))
+    nb = math.sqrt(sum(y * y for y in b))
+    return 0.0 if na == 0.0 or nb == 0.0 else dot / (na * nb)
+
+
+def query_vector(c: Container, text: str) -> list[float] | None:
+    """The query's vector, or None when the embedder is unavailable (seed 002 SEM-001)."""
+    try:
+        vec = c.embedder.embed_query(text)
+    except EmbedderError:
+        return None
+    return vec if len(vec) == c.embedder.dim else None
+
+
+def exact_semantic(c: Container, flt: SearchFilter, qvec: list[float], limit: int,
+                   only: Sequence[DocKey] | None = None) -> list[Hit]:
+    """ANN candidates inside the filter, re-scored with exact cosine over the stored vectors
+    of the active space. Vectors of another dimension are skipped, never compared (seed 000
+    dim safety); the order is by descending cosine (SEM-003)."""
+    if limit <= 0 or not any(qvec):
+        return []  # a zero-norm query has no direction: no semantic ranking exists
+    c.follower.sync()
+    hits = c.vectors.search(c.settings.space, flt, qvec, limit, only=only)
+    stored = c.store.vectors_for([h.key for h in hits], c.settings.space)
+    scored = [Hit(h.key, cosine(qvec, v)) for h in hits if (v := stored.get(h.key)) is not None
+              and len(v) == len(qvec)]
+    scored.sort(key=lambda h: (-h.score, h.key.collection, h.key.doc_id))
+    return scored
+
+
+def embed_now(c: Container, docs: Sequence[StoredDoc]) -> int:
+    """Embed freshly written documents through the same EmbedHandler the workers run
+    (eligibility, redaction, dim safety, idempotency), synchronously, then let the vector
+    index follow. Tools that ingest (reindex, extract_key_info) answer right after, so their
+    vectors must exist when they return. Returns how many are ready."""
+    space = c.settings.space
+    sides = c.store.sidecars([d.key for d in docs], space)
+    jobs = [EmbedJob(d.key, space, d.content_hash, priority="bulk") for d in docs
+            if (s := sides.get(d.key)) is None or s.status != SemanticStatus.READY]
+    batch = max(1, c.settings.embed_batch_size)
+    for i in range(0, len(jobs), batch):
+        c.handler.run(jobs[i:i + batch])
+    c.follower.sync()
+    after = c.store.sidecars([d.key for d in docs], space)
+    return sum(1 for s in after.values() if s.status == SemanticStatus.READY)
+
+
+def touch(c: Container, principal: Principal, collection: str, query: str, hits: list[Hit]) -> int:
+    """Lazy on-touch embedding (V§4.2) for candidates a tool's lexical leg found cold: the
+    planner's own budgeted touch, so the next semantic query finds them ready."""
+    session = ReadSession(c.planner, principal, ReadRequest(collection=collection, q=query, strategy="keyword"))
+    session.lexical_hits = hits
+    session.touch()
+    return session.queued_by_us
+
+
+def readable(c: Container, principal: Principal, keys: Sequence[DocKey]) -> dict[DocKey, StoredDoc]:
+    """Documents re-checked against the caller after the engines' filtered queries: defence
+    in depth, so nothing outside the caller's tenant and ACL is ever rendered."""
+    docs = c.store.get_docs(list(keys))
+    return {k: d for k, d in docs.items() if d.readable_by(principal)}

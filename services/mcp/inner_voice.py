@@ -1,0 +1,241 @@
+"""`inner_voice.retrieve` (seed 000): retrieval-only, provenance-rich snippets from two
+sources, behind `VIBE_ENABLE_INNER_VOICE=1`.
+
+Sources are collections of the caller's tenant: the knowledge graph is
+`VIBE_INNER_VOICE_KG_COLLECTION` (default `kg`; a document with `kind: "observation"` is a
+`kg_observation`, any other a `kg_entity`), the thoughts are
+`VIBE_INNER_VOICE_THOUGHTS_COLLECTION` (default `thoughts`; fields `text`, `origin`
+human|logged|tool|model, `is_private`, `tags`, `created_at`). `table` is the collection name
+and `id` is `kg:<doc id>` or `t:<doc id>`. Each source is a separate engine query (no
+UNION), filtered by tenant and ACL inside the engine; privacy and tag filters apply to an
+over-fetched candidate list, which is then cut to `min(3 x top_k, max candidates)`.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from services.mcp import core
+from services.mcp.errors import FEATURE_DISABLED, ToolFailure, invalid
+from shared.config import Settings
+from shared.errors import ErrorCode
+from shared.model import Hit, Principal, StoredDoc
+from shared.ports import EmbedderError, SearchFilter
+from shared.text.hashing import SNIPPET_LIMIT, cap_text, content_hash, doc_text
+from shared.wiring import Container
+
+log = logging.getLogger("vibe.mcp.inner_voice")
+
+TRUST = {"human": "green", "logged": "green", "tool": "amber", "model": "red"}
+MAX_TOP_K = 50
+DEFAULT_MIN_FLOOR = 0.15
+
+
+@dataclass(frozen=True)
+class IVConfig:
+    mix: float
+    top_k: int
+    floor: float
+    min_floor: float
+    max_candidates: int
+
+
+def _clamp(name: str, v: float, lo: float, hi: float, warnings: list[str]) -> float:
+    if lo <= v <= hi:
+        return v
+    warnings.append(f"{name}={v} out of range; clamped to [{lo}, {hi}]")
+    return min(max(v, lo), hi)
+
+
+def config(s: Settings) -> tuple[IVConfig, list[str]]:
+    """Seed 000 "Config validation": clamp (or fall back) with a warning, never refuse to start."""
+    warns: list[str] = []
+    mix = _clamp("inner_voice_mix", s.inner_voice_mix, 0.0, 1.0, warns)
+    top_k = int(_clamp("inner_voice_topk_default", s.inner_voice_topk_default, 1, MAX_TOP_K, warns))
+    min_floor = s.inner_voice_min_floor
+    if not 0.0 < min_floor < 1.0:
+        warns.append(f"inner_voice_min_floor={min_floor} invalid; using {DEFAULT_MIN_FLOOR}")
+        min_floor = DEFAULT_MIN_FLOOR
+    cands = s.inner_voice_max_candidates_per_source
+    if cands < top_k:
+        warns.append(f"inner_voice_max_candidates_per_source={cands} < top_k; using {max(3 * top_k, 150)}")
+        cands = max(3 * top_k, 150)
+    floor = _clamp("inner_voice_floor", s.inner_voice_floor, 0.0, 1.0, warns)
+    return IVConfig(mix, top_k, floor, min_floor, cands), warns
+
+
+@dataclass
+class Cand:
+    table: str
+    doc: StoredDoc
+    score: float
+    kg: bool
+    text: str = ""
+    hash: str = ""
+
+
+@dataclass
+class Params:
+    query: str
+    top_k: int
+    floor: float
+    mix: float
+    include_private: bool
+    include_tags: list[str] = field(default_factory=list)
+    exclude_tags: list[str] = field(default_factory=list)
+
+
+def allocate(top_k: int, mix: float, n_kg: int, n_t: int) -> tuple[int, int]:
+    """Slots by mix (round half up), ≥1 per source when both are non-empty and 0 < mix < 1,
+    then backfill: a source that underflows gives its slots to the other."""
+    n_kg, n_t = (n_kg, 0) if mix >= 1.0 else ((0, n_t) if mix <= 0.0 else (n_kg, n_t))  # single-source mixes
+    kg = math.floor(mix * top_k + 0.5)
+    th = top_k - kg
+    if n_kg and n_t and 0.0 < mix < 1.0 and top_k >= 2:
+        kg, th = (1, top_k - 1) if kg == 0 else (kg, th)
+        kg, th = (top_k - 1, 1) if th == 0 else (kg, th)
+    take_kg, take_t = min(kg, n_kg), min(th, n_t)
+    spare = top_k - take_kg - take_t
+    take_kg += min(spare, n_kg - take_kg)
+    take_t += min(top_k - take_kg - take_t, n_t - take_t)
+    return take_kg, take_t
+
+
+def adapt_floor(floor: float, min_floor: float, sources: list[list[Cand]]) -> float:
+    """Lower the floor (never below `min_floor`) just enough that every non-empty source keeps
+    at least one candidate."""
+    used = floor
+    for cands in sources:
+        if cands and not any(c.score >= floor for c in cands):
+            best = max(c.score for c in cands)
+            used = min(used, max(best, min_floor))
+    return used
+
+
+def dedupe(kg: list[Cand], th: list[Cand]) -> tuple[list[Cand], list[Cand]]:
+    """By (table, id), then by content hash across sources, keeping the higher score."""
+    best: dict[str, Cand] = {}
+    seen: set[tuple[str, str]] = set()
+    for c in sorted(kg + th, key=lambda c: -c.score):
+        ident = (c.table, c.doc.key.doc_id)
+        if ident in seen or c.hash in best:
+            continue
+        seen.add(ident)
+        best[c.hash] = c
+    keep = {id(c) for c in best.values()}
+    return [c for c in kg if id(c) in keep], [c for c in th if id(c) in keep]
+
+
+def _tags(doc: StoredDoc) -> set[str]:
+    raw = doc.fields.get("tags")
+    return {t for t in raw if isinstance(t, str)} if isinstance(raw, list) else set()
+
+
+def passes(doc: StoredDoc, p: Params, thought: bool) -> bool:
+    if thought and doc.fields.get("is_private") is True and not p.include_private:
+        return False
+    tags = _tags(doc)
+    if p.include_tags and not tags & set(p.include_tags):
+        return False
+    return not (p.exclude_tags and tags & set(p.exclude_tags))
+
+
+def snippet_text(doc: StoredDoc) -> str:
+    for name in ("text", "content", "observation"):
+        v = doc.fields.get(name)
+        if isinstance(v, str) and v.strip():
+            return v
+    return doc_text(doc.fields, None)
+
+
+def _iso(ts: float) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(ts))
+
+
+def snippet(c: Cand) -> dict[str, Any]:
+    f = c.doc.fields
+    origin = str(f.get("origin") or "human")
+    capped = cap_text(c.text, SNIPPET_LIMIT)
+    return {
+        "id": f"{'kg' if c.kg else 't'}:{c.doc.key.doc_id}",
+        "table": c.table,
+        "source_type": ("kg_observation" if f.get("kind") == "observation" else "kg_entity") if c.kg else "thought",
+        "origin": origin,
+        "trust_tier": "green" if c.kg else TRUST.get(origin, "amber"),
+        "created_at": f["created_at"] if isinstance(f.get("created_at"), str) else _iso(c.doc.updated_at),
+        "text": capped,
+        "score": round(c.score, 6),
+        "content_hash": c.hash,
+        "span_start": 0,
+        "span_end": len(capped),
+    }
+
+
+class InnerVoice:
+    def __init__(self, c: Container):
+        self.c = c
+        self.cfg, warnings = config(c.settings)
+        for w in warnings:
+            log.warning("inner_voice config", extra={"problem": w})
+
+    def params(self, query: str, top_k: int | None, floor: float | None, mix: float | None, include_private: bool,
+               include_tags: list[str], exclude_tags: list[str]) -> Params:
+        if not self.c.settings.enable_inner_voice:
+            raise ToolFailure(FEATURE_DISABLED, "inner_voice.retrieve is disabled (VIBE_ENABLE_INNER_VOICE=1)")
+        q = query.strip()
+        if not q:
+            raise invalid("query must not be empty")
+        k = min(max(self.cfg.top_k if top_k is None else top_k, 1), MAX_TOP_K)  # seed 000: clamp 1-50
+        m = self.cfg.mix if mix is None else mix
+        fl = self.cfg.floor if floor is None else floor
+        if not (0.0 <= m <= 1.0 and 0.0 <= fl <= 1.0):
+            raise invalid("mix and floor must be between 0.0 and 1.0")
+        return Params(q, k, fl, m, include_private, include_tags, exclude_tags)
+
+    def embed(self, query: str) -> list[float]:
+        try:
+            vec = self.c.embedder.embed_query(query)
+        except EmbedderError as e:
+            raise ToolFailure(ErrorCode.EMBEDDER_UNAVAILABLE.code, f"the embedder failed: {str(e)[:120]}") from e
+        if len(vec) != self.c.embedder.dim:
+            raise ToolFailure(ErrorCode.EMBEDDER_UNAVAILABLE.code, "the embedder returned another dimension")
+        return vec
+
+    def candidates(self, p: Principal, prm: Params, qvec: list[float], collection: str, kg: bool) -> list[Cand]:
+        flt = SearchFilter(p.tenant, (collection,), tuple(p.readable_acl))
+        core.touch(self.c, p, collection, prm.query, self.c.lexical.search(flt, prm.query, 2 * prm.top_k))
+        cap = min(3 * prm.top_k, self.cfg.max_candidates)
+        hits: list[Hit] = core.exact_semantic(self.c, flt, qvec, 3 * cap)
+        docs = core.readable(self.c, p, [h.key for h in hits])
+        out = [Cand(collection, docs[h.key], h.score, kg) for h in hits
+               if h.key in docs and passes(docs[h.key], prm, thought=not kg)][:cap]
+        for cand in out:
+            cand.text = snippet_text(cand.doc)
+            cand.hash = content_hash(cand.text)
+        return out
+
+    def retrieve(self, p: Principal, prm: Params) -> tuple[list[Cand], dict[str, Any]]:
+        started = time.perf_counter()
+        qvec = self.embed(prm.query)
+        s = self.c.settings
+        kg = self.candidates(p, prm, qvec, s.inner_voice_kg_collection, kg=True)
+        th = self.candidates(p, prm, qvec, s.inner_voice_thoughts_collection, kg=False)
+        floor_used = adapt_floor(prm.floor, self.cfg.min_floor, [kg, th])
+        kg_hits, th_hits = dedupe([c for c in kg if c.score >= floor_used], [c for c in th if c.score >= floor_used])
+        take_kg, take_t = allocate(prm.top_k, prm.mix, len(kg_hits), len(th_hits))
+        picked = sorted(kg_hits[:take_kg] + th_hits[:take_t], key=lambda c: -c.score)[: prm.top_k]
+        emb = self.c.embedder
+        diag: dict[str, Any] = {
+            "provider": s.embedder, "model": emb.model_id, "dim": emb.dim, "k_req": prm.top_k, "k_ret": len(picked),
+            "kg_candidates": len(kg), "thought_candidates": len(th), "floor_used": round(floor_used, 6),
+            "latency_ms": round((time.perf_counter() - started) * 1000, 3)}
+        if not picked:
+            diag["no_results"] = True
+            diag["reason"] = "no_candidates" if not (kg or th) else "floor_excluded_all"
+        if not s.mcp_no_log:  # seed 000: non-content metrics only at info
+            log.info("inner_voice.retrieve", extra={**diag, "floor": prm.floor})
+        return picked, diag

@@ -1,0 +1,86 @@
+"""The tools' bodies, called by services/mcp/server.py through `invoke` once the caller is
+known. Each returns the tool's JSON body."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from services.mcp.citations import Passage, cite, cited_numbers, normalize, render_context, resolve_numbers
+from services.mcp.errors import invalid
+from services.mcp.extract import KeyInfo
+from services.mcp.inner_voice import InnerVoice, snippet
+from services.mcp.reindex import Reindexer
+from services.mcp.runtime import ToolRuntime, owner_id
+from services.mcp.search import ChunkSearch
+from shared.agent_ports import CitationEntry
+from shared.model import DocKey, Principal
+
+MAX_CONVERSATION_ID = 256
+
+
+def _conversation(cid: str | None) -> str | None:
+    if cid is None:
+        return None
+    if not 0 < len(cid.strip()) <= MAX_CONVERSATION_ID:
+        raise invalid(f"conversation_id must be 1-{MAX_CONVERSATION_ID} characters")
+    return cid.strip()
+
+
+class Tools:
+    def __init__(self, rt: ToolRuntime):
+        self.rt = rt
+        c = rt.container
+        self.searcher = ChunkSearch(c, rt.citations)
+        self.reindexer = Reindexer(c)
+        self.key_info = KeyInfo(c)
+        self.voice = InnerVoice(c)
+
+    def search(self, p: Principal, query: str, top_k: int, mode: str, collection: str | None,
+               scope: dict[str, Any] | None, conversation_id: str | None) -> dict[str, Any]:
+        return self.searcher.answer(p, owner_id(p), query, mode, top_k, collection, scope,
+                                    _conversation(conversation_id))
+
+    def reindex(self, p: Principal, path: str | None, paths: list[str] | None, force: bool,
+                collection: str | None) -> dict[str, Any]:
+        return self.reindexer.run(p, path, paths, force, collection)
+
+    def extract(self, p: Principal, query: str, materials: str, top_k: int | None, task_id: str,
+                fusion: str | None) -> dict[str, Any]:
+        return self.key_info.run(p, owner_id(p), query, materials, top_k, task_id, fusion)
+
+    def inner_voice(self, p: Principal, query: str, top_k: int | None, floor: float | None, mix: float | None,
+                    include_private: bool, include_tags: list[str], exclude_tags: list[str],
+                    conversation_id: str | None) -> dict[str, Any]:
+        prm = self.voice.params(query, top_k, floor, mix, include_private, include_tags, exclude_tags)
+        cid = _conversation(conversation_id)
+        picked, diag = self.voice.retrieve(p, prm)
+        snippets = [snippet(c) for c in picked]
+        body: dict[str, Any] = {"snippets": snippets, "diagnostics": diag}
+        if cid:
+            passages = []
+            for c, s in zip(picked, snippets, strict=True):
+                locator = {"collection": c.doc.key.collection, "id": c.doc.key.doc_id}
+                s["n"] = cite(self.rt.citations, owner_id(p), cid, s["source_type"], locator,
+                              {"title": s["table"], "created_at": s["created_at"]})
+                passages.append(Passage(s["n"], s["table"], s["trust_tier"], s["text"]))
+            body["conversation_id"], body["context"] = cid, render_context(passages)
+        return body
+
+    def resolve(self, p: Principal, conversation_id: str, numbers: list[int] | None,
+                text: str | None) -> dict[str, Any]:
+        cid = _conversation(conversation_id)
+        assert cid is not None
+        wanted = list(dict.fromkeys([*(numbers or []), *cited_numbers(text or "")]))
+        found = resolve_numbers(self.rt.citations, owner_id(p), cid, wanted, lambda e: self._readable(p, e))
+        body: dict[str, Any] = {"conversation_id": cid,
+                                "citations": {str(n): e.body() for n, e in found.items()},
+                                "unknown": [n for n in wanted if n not in found]}
+        if text is not None:
+            body["normalized_text"] = normalize(text)
+        return body
+
+    def _readable(self, p: Principal, e: CitationEntry) -> bool:
+        """A source the caller can no longer read (deleted, ACL changed) resolves to nothing."""
+        loc = e.locator
+        doc = self.rt.container.store.get_doc(DocKey(p.tenant, str(loc.get("collection")), str(loc.get("id"))))
+        return doc is not None and doc.readable_by(p)

@@ -1,0 +1,55 @@
+"""The reconciler (a Celery beat task): sidecar rows stuck in `queued` are jobs nobody holds
+any more (a message lost with its broker, a worker killed past the visibility timeout, an
+enqueue refused while Redis was down). It re-enqueues them; jobs still pending in the
+dedupe set are left alone, so a long but healthy backlog is not sent twice.
+
+A Redis lock (SET NX PX, not released early) makes it run at most once per interval however
+many schedulers send the task."""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+
+from shared.adapters.celery_queue import CeleryQueue
+from shared.config import Settings
+from shared.metrics import METRICS
+from shared.model import EmbedJob, SemanticStatus, SidecarEntry
+from shared.ports import DocumentStore
+
+log = logging.getLogger("vibe.reconciler")
+LOCK = "vibe:lock:reconcile"
+
+
+def lock_ms(settings: Settings) -> int:
+    return max(500, int(settings.reconcile_interval_seconds * 900))
+
+
+def stuck_rows(store: DocumentStore, settings: Settings, now: float) -> list[SidecarEntry]:
+    rows = store.keys_in_status(settings.space, [SemanticStatus.QUEUED], limit=settings.reconcile_batch)
+    cutoff = now - settings.reconcile_stuck_seconds
+    return [r for r in rows if r.updated_at < cutoff]
+
+
+def reconcile(store: DocumentStore, queue: CeleryQueue, settings: Settings) -> dict[str, int]:
+    if not queue.try_lock(LOCK, uuid.uuid4().hex, lock_ms(settings)):
+        METRICS.reconciler_runs.labels(outcome="locked").inc()
+        return {"skipped": 1}
+    now = time.time()
+    by_tenant: dict[str, list[SidecarEntry]] = {}
+    for r in stuck_rows(store, settings, now):
+        by_tenant.setdefault(r.key.tenant, []).append(r)
+    total = {"stuck": 0, "requeued": 0}
+    for tenant, rows in by_tenant.items():
+        jobs = [EmbedJob(r.key, r.space, r.content_hash, priority="bulk") for r in rows]
+        sent = queue.enqueue(jobs)
+        queue.record_reconcile(tenant, now, stuck=len(rows), requeued=sent)
+        total["stuck"] += len(rows)
+        total["requeued"] += sent
+    queue.record_reconcile(None, now, **total)
+    METRICS.reconciler_requeued.inc(total["requeued"])
+    METRICS.reconciler_runs.labels(outcome="ran").inc()
+    if total["stuck"]:
+        log.info("reconciled", extra=total)
+    return total

@@ -1,0 +1,79 @@
+"""Ports of the agent tools (issue #4): the citation registry, the tool audit log and the
+pre-call check. Kept apart from shared/ports.py, which holds the retrieval core's ports.
+
+Adapters: shared/adapters/citations_sqlite.py (embedded; a Redis registry for the
+distributed profile is a later step), shared/adapters/mcp_audit_sqlite.py.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+
+@dataclass(frozen=True)
+class CitationEntry:
+    """One registered citable unit (seed 001 §3.2). `n` never changes meaning within its
+    conversation."""
+
+    n: int
+    source_type: str  # "kb_chunk" | "kb_document" | "thought" | "kg_entity" | ...
+    locator: dict[str, Any]
+    display: dict[str, Any]
+
+    def body(self) -> dict[str, Any]:
+        return {"n": self.n, "source_type": self.source_type, "locator": self.locator, "display": self.display}
+
+
+@runtime_checkable
+class CitationRegistry(Protocol):
+    """Per-conversation find-or-create numbering (seed 001 §3.3–3.4). `owner` scopes a
+    conversation to the caller that opened it, so another key naming the same conversation id
+    sees a different (empty) registry."""
+
+    def register(self, owner: str, conversation: str, source_type: str, locator: dict[str, Any],
+                 display: dict[str, Any]) -> int:
+        """Find-or-create by the stable source key; returns the entry's [n]."""
+
+    def resolve(self, owner: str, conversation: str, n: int) -> CitationEntry | None:
+        """Unknown n → None (the caller drops it)."""
+
+    def close(self) -> None: ...
+
+
+@dataclass
+class AuditRecord:
+    """One tool call (seed 004 "Audit Call"): parameters (sizes and ids, never material
+    text), timing and outcome."""
+
+    tool: str
+    tenant: str
+    user: str
+    params: dict[str, Any]
+    outcome: str  # "ok" or an error code
+    duration_ms: float
+    task: str | None = None
+    result_count: int | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+@runtime_checkable
+class AuditLog(Protocol):
+    def record(self, rec: AuditRecord) -> None: ...
+
+    def recent(self, tenant: str, limit: int = 100) -> list[dict[str, Any]]: ...
+
+    def close(self) -> None: ...
+
+
+class PreCallDenied(Exception):
+    """Raised by a PreCallCheck to refuse a call before any embedding or storage work."""
+
+
+@runtime_checkable
+class PreCallCheck(Protocol):
+    """Seed 004's billing check, made pluggable: no billing system exists here, so the default
+    allows everything and deployments plug their own (`VIBE_MCP_PRECALL_CHECK=module:attr`)."""
+
+    def __call__(self, tenant: str, user: str, tool: str, params: dict[str, Any]) -> None:
+        """Return to allow; raise PreCallDenied to refuse."""

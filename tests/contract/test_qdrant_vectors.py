@@ -1,0 +1,133 @@
+"""The Qdrant server adapter beyond the shared contract, through qdrant-client's local mode:
+congruence with the embedded adapter, collection layout, batching, dimension safety, reopen."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, cast
+
+import numpy as np
+import pytest
+from qdrant_client import QdrantClient, models
+
+from shared.adapters import qdrant_vectors as qv
+from shared.adapters.edge_vectors import EdgeVectorIndex
+from shared.adapters.qdrant_vectors import QdrantVectorIndex
+from shared.config import Settings
+from shared.model import DocKey, StoredDoc
+from shared.ports import SearchFilter, VectorIndex
+
+pytestmark = pytest.mark.filterwarnings("ignore:Payload indexes have no effect:UserWarning")
+
+
+class Spy:
+    """Delegates to a real client and records which methods were called with what: the
+    calls are the real ones, the record shows the layout a server would receive."""
+
+    def __init__(self, client: QdrantClient):
+        self._client = client
+        self.calls: list[tuple[str, tuple[Any, ...], dict[str, Any]]] = []
+
+    def __getattr__(self, name: str) -> Any:
+        target = getattr(self._client, name)
+        if not callable(target):
+            return target
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            self.calls.append((name, args, kwargs))
+            return target(*args, **kwargs)
+
+        return call
+
+
+def _corpus(n: int, dim: int, seed: int) -> list[tuple[StoredDoc, list[float]]]:
+    rng = np.random.default_rng(seed)
+    vecs = rng.standard_normal((n, dim))
+    vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
+    acls = [["*"], ["g:a"], ["g:b"], ["g:a", "g:b"]]
+    items = []
+    for i in range(n):
+        key = DocKey(f"t{i % 3}", f"c{i % 4}", f"d{i}")
+        items.append((StoredDoc(key, {}, acls[i % 4], None, "h", 0.0), vecs[i].tolist()))
+    return items
+
+
+def test_same_top_k_as_the_embedded_adapter(tmp_path: Path) -> None:
+    """Exact search on small data: both adapters must return the same ids in the same order
+    for every filter shape (tenant, ACL, collections, `only`)."""
+    items = _corpus(300, 24, seed=11)
+    edge: VectorIndex = EdgeVectorIndex(tmp_path / "edge")
+    server: VectorIndex = QdrantVectorIndex(QdrantClient(location=":memory:"))
+    for idx in (edge, server):
+        idx.upsert("core", items)
+    rng = np.random.default_rng(5)
+    filters = [SearchFilter("t0", None, ("*",)), SearchFilter("t1", None, ("*", "g:a")),
+               SearchFilter("t2", ("c1", "c2"), ("*", "g:a", "g:b")), SearchFilter("t0", ("c3",), ("g:b",))]
+    only = [k for k in (d.key for d, _ in items[:120]) if k.tenant == "t0"]
+    compared = 0
+    for _ in range(12):
+        vec = rng.standard_normal(24)
+        query = (vec / np.linalg.norm(vec)).tolist()
+        for flt in filters:
+            for subset in (None, only):
+                a = edge.search("core", flt, query, 10, subset)
+                b = server.search("core", flt, query, 10, subset)
+                assert [h.key for h in a] == [h.key for h in b]
+                assert [h.score for h in a] == pytest.approx([h.score for h in b], abs=1e-5)
+                compared += len(a)
+    assert compared > 500  # the filters really select something
+    edge.close()
+    server.close()
+
+
+def test_collection_per_space_with_cosine_tenant_index_and_per_tenant_graphs() -> None:
+    spy = Spy(QdrantClient(location=":memory:"))
+    idx = QdrantVectorIndex(cast(QdrantClient, spy))
+    idx.upsert("core", _corpus(3, 8, seed=1))
+    created = [(a, k) for n, a, k in spy.calls if n == "create_collection"]
+    assert created == [(("vibe-core",), {
+        "vectors_config": models.VectorParams(size=8, distance=models.Distance.COSINE),
+        "hnsw_config": models.HnswConfigDiff(m=0, payload_m=16)})]
+    indexes = [(a[1], k["field_schema"]) for n, a, k in spy.calls if n == "create_payload_index"]
+    assert indexes == [
+        ("tenant", models.KeywordIndexParams(type=models.KeywordIndexType.KEYWORD, is_tenant=True)),
+        ("collection", models.PayloadSchemaType.KEYWORD), ("acl", models.PayloadSchemaType.KEYWORD)]
+    spy.calls.clear()
+    idx.upsert("core", _corpus(3, 8, seed=2))  # the space is known: no more setup calls
+    assert [n for n, _, _ in spy.calls] == ["upsert"]
+    assert spy.calls[0][2]["wait"] is True
+
+
+def test_upserts_are_batched(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(qv, "UPSERT_BATCH", 4)
+    spy = Spy(QdrantClient(location=":memory:"))
+    idx = QdrantVectorIndex(cast(QdrantClient, spy))
+    idx.upsert("core", _corpus(10, 8, seed=3))
+    assert [len(k["points"]) for n, _, k in spy.calls if n == "upsert"] == [4, 4, 2]
+    assert idx.count("core") == 10
+
+
+def test_a_space_keeps_its_dimension(tmp_path: Path) -> None:
+    idx = QdrantVectorIndex(QdrantClient(path=str(tmp_path / "q")))
+    idx.upsert("core", _corpus(2, 8, seed=4))
+    with pytest.raises(ValueError, match="8-dim"):
+        idx.upsert("core", _corpus(2, 16, seed=4))
+    idx.close()
+    reopened = QdrantVectorIndex(QdrantClient(path=str(tmp_path / "q")))  # another process, later
+    with pytest.raises(ValueError, match="8-dim"):
+        reopened.upsert("core", _corpus(2, 16, seed=4))
+    assert reopened.count("core") == 2
+    reopened.close()
+
+
+def test_delete_in_an_unknown_space_and_drop() -> None:
+    idx = QdrantVectorIndex(QdrantClient(location=":memory:"))
+    idx.delete("nope", [DocKey("t", "c", "1")])  # nothing to delete, no error
+    idx.upsert("core", _corpus(3, 8, seed=5))
+    idx.drop("core")
+    assert idx.count("core") == 0 and idx.search("core", SearchFilter("t0", None, ("*",)), [1.0] * 8, 5) == []
+
+
+def test_from_settings_needs_a_url() -> None:
+    with pytest.raises(RuntimeError, match="VIBE_QDRANT_URL"):
+        QdrantVectorIndex.from_settings(Settings(vectors="qdrant", qdrant_url=None))

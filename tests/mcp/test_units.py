@@ -1,0 +1,178 @@
+"""Pure logic of the agent tools: chunking, cosine, RRF/score breakdowns, citation
+normalization, inner_voice allocation/floor/dedupe, reindex precedence, config clamping."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from services.mcp.chunking import markdown_chunks, material_chunks, windows
+from services.mcp.citations import CitationNormalizer, Passage, cited_numbers, normalize, render_context
+from services.mcp.core import cosine
+from services.mcp.extract import sanitize_task, weighted
+from services.mcp.inner_voice import Cand, adapt_floor, allocate, config, dedupe
+from services.mcp.reindex import locations
+from services.mcp.search import breakdown
+from services.planner.fusion import rrf, single
+from shared.adapters.citations_sqlite import SqliteCitationRegistry
+from shared.config import Settings
+from shared.model import DocKey, Hit, StoredDoc
+from shared.text.hashing import cap_text
+
+
+def k(i: str) -> DocKey:
+    return DocKey("t", "kb", i)
+
+
+def test_cosine_zero_denominator_is_zero() -> None:
+    assert cosine([0.0, 0.0], [1.0, 0.0]) == 0.0
+    assert cosine([1.0, 0.0], [0.0, 0.0]) == 0.0
+    assert cosine([1.0, 0.0], [1.0, 0.0]) == pytest.approx(1.0)
+    assert cosine([1.0, 0.0], [0.0, 1.0]) == pytest.approx(0.0)
+
+
+def test_rrf_matches_seed_002_example() -> None:
+    # lexical c1=1, c2=2; semantic c2=1, c3=2 (seed 002 §9)
+    fused = rrf([Hit(k("c1"), 5.0), Hit(k("c2"), 4.0)], [Hit(k("c2"), 0.9), Hit(k("c3"), 0.8)], 60)
+    scores = {f.key.doc_id: f.score for f in fused}
+    assert scores["c2"] == pytest.approx(1 / 62 + 1 / 61)
+    assert scores["c1"] == pytest.approx(1 / 61)
+    assert scores["c3"] == pytest.approx(1 / 62)
+    assert [f.key.doc_id for f in fused] == ["c2", "c1", "c3"]  # descending RRF, not raw-score averaging
+    by = {f.key.doc_id: breakdown("hybrid", f) for f in fused}
+    assert by["c2"] == {"rrf": pytest.approx(1 / 62 + 1 / 61), "lexical_rank": 2, "semantic_rank": 1}
+    assert by["c1"]["semantic_rank"] is None and by["c3"]["lexical_rank"] is None
+
+
+def test_rrf_edge_cases_one_or_both_lists_empty() -> None:
+    assert rrf([], [], 60) == []
+    only_sem = rrf([], [Hit(k("a"), 0.5)], 60)
+    assert breakdown("hybrid", only_sem[0]) == {"rrf": pytest.approx(1 / 61), "lexical_rank": None,
+                                                "semantic_rank": 1}
+    only_lex = rrf([Hit(k("a"), 2.0)], [], 60)
+    assert breakdown("hybrid", only_lex[0])["semantic_rank"] is None
+
+
+def test_breakdown_shapes_per_mode() -> None:
+    assert breakdown("lexical", single([Hit(k("a"), 3.5)], "lexical")[0]) == {"bm25": 3.5}
+    assert breakdown("semantic", single([Hit(k("a"), 0.7)], "semantic")[0]) == {"cosine": 0.7}
+
+
+def test_markdown_chunks_follow_headings_and_overlap() -> None:
+    text = "# A\nintro\n## B\n" + " ".join(f"word{i}." for i in range(400)) + "\n```\n# not a heading\n```\n# C\nend"
+    chunks = markdown_chunks(text, size=300, overlap=60)
+    assert [c.index for c in chunks] == list(range(len(chunks)))
+    assert chunks[0].heading_path == "A"
+    assert {c.heading_path for c in chunks} == {"A", "A > B", "C"}  # fenced '#' line is not a heading
+    b = [c.content for c in chunks if c.heading_path == "A > B"]
+    assert len(b) > 2 and all(len(x) <= 300 for x in b)
+    assert b[0].split()[-1] in b[1]  # consecutive windows overlap
+
+
+def test_windows_short_text_is_one_window() -> None:
+    assert windows("short", 100, 20) == ["short"]
+
+
+def test_material_chunks_paragraphs_then_sentences() -> None:
+    long_para = " ".join(f"Sentence number {i} is here." for i in range(100))
+    mats = material_chunks("First para.\n\n  second\tpara \x07 text \n\n" + long_para, cap=200)
+    assert mats[0].cleaned == "First para."
+    assert mats[1].original.startswith("second\tpara") and mats[1].cleaned == "second para text"
+    rest = mats[2:]
+    assert len(rest) > 5 and all(len(m.cleaned) <= 200 for m in rest)
+    assert all(m.cleaned.endswith(".") for m in rest)  # split on sentence boundaries
+
+
+def test_normalizer_handles_tokens_split_across_chunks() -> None:
+    n = CitationNormalizer()
+    out = "".join(n.feed(part) for part in ["March 10 [", "1", "2] and [3", "] end [", "x] [9"]) + n.flush()
+    assert out == "March 10 [citation:12] and [citation:3] end [x] [9"
+    assert normalize("a [1] b [citation:2] c [] d") == "a [citation:1] b [citation:2] c [] d"
+    assert cited_numbers("x [3] y [citation:1] z [3]") == [3, 1]
+
+
+def test_retrieved_context_puts_only_n_next_to_passages() -> None:
+    text = render_context([Passage(1, "Q3 Notes", "", "We agreed on March."), Passage(2, "Q3 Notes", "", "Next"),
+                           Passage(3, "Timeline", "", "Dates floated")])
+    lines = text.splitlines()
+    assert lines[0] == "<retrieved_context>" and lines[-1] == "</retrieved_context>"
+    assert "  [1] We agreed on March." in lines and "  [3] Dates floated" in lines
+    assert sum(1 for line in lines if line.startswith("Document:")) == 2
+
+
+def test_registry_find_or_create_monotonic_and_durable(tmp_path: Path) -> None:
+    reg = SqliteCitationRegistry(tmp_path / "c.sqlite3")
+    a = reg.register("o", "conv", "kb_chunk", {"collection": "kb", "id": "1"}, {"title": "A"})
+    b = reg.register("o", "conv", "kb_chunk", {"id": "2", "collection": "kb"}, {"title": "B"})
+    assert (a, b) == (1, 2)
+    assert reg.register("o", "conv", "kb_chunk", {"id": "1", "collection": "kb"}, {"title": "changed"}) == 1
+    assert reg.register("o", "other", "kb_chunk", {"collection": "kb", "id": "2"}, {}) == 1  # per conversation
+    assert reg.register("o2", "conv", "kb_chunk", {"collection": "kb", "id": "9"}, {}) == 1  # per owner
+    reg.close()
+    again = SqliteCitationRegistry(tmp_path / "c.sqlite3")
+    entry = again.resolve("o", "conv", 1)
+    assert entry is not None and entry.locator == {"collection": "kb", "id": "1"} and entry.display == {"title": "A"}
+    assert again.resolve("o", "conv", 99) is None
+    assert again.register("o", "conv", "web_result", {"url": "u"}, {}) == 3
+
+
+def test_reindex_location_precedence(tmp_path: Path) -> None:
+    assert locations("a", ["b", "c"], tmp_path) == [tmp_path / "b", tmp_path / "c"]
+    assert locations("a", [], tmp_path) == [tmp_path / "a"]
+    assert locations(None, None, tmp_path) == [tmp_path]
+
+
+def _cand(table: str, i: str, score: float, h: str, kg: bool) -> Cand:
+    return Cand(table, StoredDoc(DocKey("t", table, i), {}, ["*"], None, h, 0.0), score, kg, "x", h)
+
+
+def test_allocate_mix_guarantee_and_backfill() -> None:
+    assert allocate(10, 0.6, 20, 20) == (6, 4)
+    assert allocate(10, 0.6, 2, 20) == (2, 8)  # KG underflows: thoughts backfill
+    assert allocate(10, 0.6, 20, 1) == (9, 1)
+    assert allocate(10, 0.99, 20, 20) == (9, 1)  # ≥1 per source when 0 < mix < 1
+    assert allocate(10, 0.01, 20, 20) == (1, 9)
+    assert allocate(10, 1.0, 20, 20) == (10, 0)  # KG-only
+    assert allocate(10, 0.0, 20, 20) == (0, 10)
+    assert allocate(10, 1.0, 3, 20) == (3, 0)  # no backfill from an excluded source
+
+
+def test_floor_adapts_down_to_min_floor_only() -> None:
+    kg = [_cand("kg", "a", 0.5, "h1", True)]
+    th = [_cand("thoughts", "b", 0.2, "h2", False)]
+    assert adapt_floor(0.3, 0.15, [kg, th]) == pytest.approx(0.2)
+    low = [_cand("thoughts", "b", 0.05, "h2", False)]
+    assert adapt_floor(0.3, 0.15, [kg, low]) == pytest.approx(0.15)
+    assert adapt_floor(0.3, 0.15, [kg, []]) == pytest.approx(0.3)
+
+
+def test_dedupe_by_table_id_then_content_hash() -> None:
+    kg = [_cand("kg", "a", 0.9, "same", True), _cand("kg", "b", 0.5, "hb", True)]
+    th = [_cand("thoughts", "c", 0.8, "same", False), _cand("thoughts", "d", 0.4, "hd", False)]
+    kg2, th2 = dedupe(kg, th)
+    assert [c.doc.key.doc_id for c in kg2] == ["a", "b"] and [c.doc.key.doc_id for c in th2] == ["d"]
+
+
+def test_cap_text_sentence_boundary_800() -> None:
+    text = " ".join(["This is a sentence that goes on."] * 60)
+    capped = cap_text(text, 800)
+    assert len(capped) <= 800 and capped.endswith(".")
+    assert cap_text("x" * 900, 800) == "x" * 800
+
+
+def test_inner_voice_config_clamps_and_warns() -> None:
+    cfg, warns = config(Settings(inner_voice_mix=1.7, inner_voice_topk_default=99, inner_voice_min_floor=0.0,
+                                 inner_voice_max_candidates_per_source=3))
+    assert (cfg.mix, cfg.top_k, cfg.min_floor, cfg.max_candidates) == (1.0, 50, 0.15, 150)
+    assert len(warns) == 4
+
+
+def test_weighted_fusion_and_task_ids() -> None:
+    lex = [Hit(k("a"), 10.0), Hit(k("b"), 5.0)]
+    sem = [Hit(k("b"), 0.9), Hit(k("a"), 0.1)]
+    out = weighted(lex, sem, {k("a"): 1.0, k("b"): 2.0})
+    assert [f.key.doc_id for f in out] == ["b", "a"]  # 0.65 semantic outweighs 0.35 lexical
+    assert sanitize_task("  t-1 ") == "t-1"
+    with pytest.raises(Exception, match="task_id"):
+        sanitize_task("../etc")

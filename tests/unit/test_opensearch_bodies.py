@@ -1,0 +1,328 @@
+"""The exact HTTP requests the OpenSearch adapter sends (no server can run here).
+
+The stand-in is the lowest layer only: a real opensearch-py `OpenSearch` client whose connection
+class records each request (method, path, query parameters, the serialized body) and answers
+with canned JSON. Everything above it (client API, serializer, bulk NDJSON, error mapping) is the
+real library. The shared contract suite runs the adapter against a real server when
+VIBE_OPENSEARCH_URL is set.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+from opensearchpy import OpenSearch
+from opensearchpy.connection import Connection
+from opensearchpy.exceptions import RequestError
+
+from shared.adapters import opensearch_lexical as osl
+from shared.adapters.opensearch_lexical import OpenSearchBulkError, OpenSearchLexicalIndex, index_name
+from shared.config import Settings
+from shared.model import PUBLIC_PRINCIPAL, DocKey, StoredDoc
+from shared.ports import LexicalIndex, SearchFilter
+
+Responder = Callable[[str, str, dict[str, Any], Any], tuple[int, dict[str, Any]]]
+
+
+@dataclass
+class Call:
+    method: str
+    path: str
+    params: dict[str, Any]
+    body: Any
+
+
+def _decode(path: str, body: bytes | str | None) -> Any:
+    if body is None:
+        return None
+    text = body.decode() if isinstance(body, bytes) else body
+    if path.endswith("/_bulk"):
+        assert text.endswith("\n"), "bulk bodies end with a newline"
+        return [json.loads(line) for line in text.splitlines()]
+    return json.loads(text)
+
+
+def _bulk_ok(lines: list[dict[str, Any]]) -> dict[str, Any]:
+    items = []
+    for line in lines:
+        op = next(iter(line))
+        if op in ("index", "delete"):
+            items.append({op: {"_index": line[op]["_index"], "_id": line[op]["_id"], "status": 200}})
+    return {"took": 1, "errors": False, "items": items}
+
+
+def default_responder(method: str, path: str, params: dict[str, Any], body: Any) -> tuple[int, dict[str, Any]]:
+    if path.endswith("/_bulk"):
+        return 200, _bulk_ok(body)
+    if path.endswith("/_search"):
+        return 200, {"hits": {"hits": []}}
+    return 200, {"acknowledged": True}
+
+
+def recording_client(responder: Responder = default_responder) -> tuple[OpenSearch, list[Call]]:
+    calls: list[Call] = []
+
+    class RecordingConnection(Connection):
+        def perform_request(self, method: str, url: str, params: Any = None, body: Any = None,
+                            timeout: Any = None, ignore: Any = (), headers: Any = None) -> Any:
+            # The client escapes query parameters to bytes before this layer; compare as text.
+            query = {k: v.decode() if isinstance(v, bytes) else v for k, v in (params or {}).items()}
+            call = Call(method, url, query, _decode(url, body))
+            calls.append(call)
+            status, payload = responder(call.method, call.path, call.params, call.body)
+            raw = json.dumps(payload)
+            if not 200 <= status < 300 and status not in ignore:
+                self._raise_error(status, raw, "application/json")
+            return status, {"content-type": "application/json"}, raw
+
+    client = OpenSearch(hosts=[{"host": "opensearch.invalid", "port": 9200}], connection_class=RecordingConnection,
+                        max_retries=0)
+    return client, calls
+
+
+def doc(tenant: str, coll: str, i: str, fields: dict[str, Any], acl: list[str] | None = None) -> StoredDoc:
+    return StoredDoc(DocKey(tenant, coll, i), fields, acl or [PUBLIC_PRINCIPAL], None, "h", 0.0)
+
+
+IDX_T = index_name("t")
+
+TEMPLATE = {
+    "index_patterns": ["vibe-lex-*"],
+    "priority": 200,
+    "template": {
+        "settings": {
+            "number_of_shards": 1,
+            "auto_expand_replicas": "0-1",
+            "refresh_interval": "1s",
+            "analysis": {
+                "filter": {
+                    "vibe_long": {"type": "length", "max": 40},
+                    "vibe_stop": {"type": "stop", "stopwords": "_english_"},
+                    "vibe_stem": {"type": "snowball", "language": "English"},
+                },
+                "analyzer": {
+                    "vibe_en": {"type": "custom", "tokenizer": "standard",
+                                "filter": ["vibe_long", "lowercase", "vibe_stop", "vibe_stem"]},
+                },
+            },
+        },
+        "mappings": {
+            "dynamic": "strict",
+            "properties": {
+                "tenant": {"type": "keyword"},
+                "collection": {"type": "keyword"},
+                "doc_id": {"type": "keyword"},
+                "acl": {"type": "keyword"},
+                "title": {"type": "text", "analyzer": "vibe_en"},
+                "body": {"type": "text", "analyzer": "vibe_en"},
+            },
+        },
+    },
+}
+
+
+def _keys_anywhere(obj: Any) -> set[str]:
+    if isinstance(obj, dict):
+        return set(obj) | {k for v in obj.values() for k in _keys_anywhere(v)}
+    if isinstance(obj, list):
+        return {k for v in obj for k in _keys_anywhere(v)}
+    return set()
+
+
+def test_implements_the_port() -> None:
+    client, _ = recording_client()
+    assert isinstance(OpenSearchLexicalIndex(client), LexicalIndex)
+
+
+def test_first_write_installs_template_creates_tenant_index_then_bulk_waits_for_refresh() -> None:
+    client, calls = recording_client()
+    idx = OpenSearchLexicalIndex(client)
+    d1 = doc("t", "c", "1", {"title": "Rotor icing", "body": "ice on blades", "tags": ["wind", "cold"], "n": 3},
+             ["g:eng"])
+    idx.apply([d1], [DocKey("t", "c", "old")])
+    assert [(c.method, c.path, c.params) for c in calls] == [
+        ("PUT", "/_index_template/vibe-lex-template", {}),
+        ("PUT", f"/{IDX_T}", {}),
+        ("POST", "/_bulk", {"refresh": "wait_for"}),
+    ]
+    assert calls[0].body == TEMPLATE
+    assert calls[1].body is None  # settings and mappings come from the template
+    assert calls[2].body == [
+        {"delete": {"_index": IDX_T, "_id": "c/old", "routing": "t"}},
+        {"index": {"_index": IDX_T, "_id": "c/1", "routing": "t"}},
+        # body = every other text field in doc_text order (as tantivy); numbers carry no prose
+        {"tenant": "t", "collection": "c", "doc_id": "1", "acl": ["g:eng"], "title": "Rotor icing",
+         "body": "ice on blades\nwind\ncold"},
+    ]
+    calls.clear()
+    idx.apply([doc("t", "c", "2", {"title": "x"})], [])
+    assert [(c.method, c.path) for c in calls] == [("POST", "/_bulk")]  # index known: no more setup
+
+
+def test_index_already_created_by_another_process_is_fine_other_errors_are_not() -> None:
+    def exists(method: str, path: str, params: dict[str, Any], body: Any) -> tuple[int, dict[str, Any]]:
+        if method == "PUT" and path == f"/{IDX_T}":
+            return 400, {"error": {"type": "resource_already_exists_exception", "reason": "exists"}, "status": 400}
+        return default_responder(method, path, params, body)
+
+    client, calls = recording_client(exists)
+    OpenSearchLexicalIndex(client).apply([doc("t", "c", "1", {"title": "a"})], [])
+    assert calls[-1].path == "/_bulk"
+
+    def broken(method: str, path: str, params: dict[str, Any], body: Any) -> tuple[int, dict[str, Any]]:
+        if method == "PUT" and path == f"/{IDX_T}":
+            return 400, {"error": {"type": "illegal_argument_exception", "reason": "bad"}, "status": 400}
+        return default_responder(method, path, params, body)
+
+    client, calls = recording_client(broken)
+    with pytest.raises(RequestError):
+        OpenSearchLexicalIndex(client).apply([doc("t", "c", "1", {"title": "a"})], [])
+    assert all(c.path != "/_bulk" for c in calls)
+
+
+def test_search_body_acl_in_bool_filter_never_post_filter() -> None:
+    client, calls = recording_client()
+    idx = OpenSearchLexicalIndex(client)
+    idx.search(SearchFilter("t", ("a", "b"), ("*", "g:eng")), "wing flutter", 50)
+    (call,) = calls
+    assert (call.method, call.path) == ("POST", f"/{IDX_T}/_search")
+    assert call.params == {"routing": "t", "ignore_unavailable": "true"}
+    assert call.body == {
+        "size": 50,
+        "track_total_hits": False,
+        "_source": False,
+        "docvalue_fields": ["collection", "doc_id"],
+        "query": {"bool": {
+            "should": [{"match": {"title": {"query": "wing flutter", "boost": 2.0}}},
+                       {"match": {"body": {"query": "wing flutter"}}}],
+            "minimum_should_match": 1,
+            "filter": [{"term": {"tenant": "t"}}, {"terms": {"acl": ["*", "g:eng"]}},
+                       {"terms": {"collection": ["a", "b"]}}],
+        }},
+    }
+    assert "post_filter" not in _keys_anywhere(call.body)
+
+
+def test_search_without_collections_filters_tenant_and_acl_only() -> None:
+    client, calls = recording_client()
+    OpenSearchLexicalIndex(client).search(SearchFilter("t", None, ("*",)), "rotor", 5)
+    assert calls[0].body["query"]["bool"]["filter"] == [{"term": {"tenant": "t"}}, {"terms": {"acl": ["*"]}}]
+
+
+def test_search_reads_keys_from_doc_values_not_from_id() -> None:
+    def answer(method: str, path: str, params: dict[str, Any], body: Any) -> tuple[int, dict[str, Any]]:
+        hits = [{"_id": "~abc", "_score": 3.5, "fields": {"collection": ["c/x"], "doc_id": ["id/with/slash"]}},
+                {"_id": "c/2", "_score": 1.25, "fields": {"collection": ["c"], "doc_id": ["2"]}}]
+        return 200, {"hits": {"hits": hits}}
+
+    client, _ = recording_client(answer)
+    hits = OpenSearchLexicalIndex(client).search(SearchFilter("t", None, ("*",)), "rotor", 5)
+    assert [(h.key, h.score) for h in hits] == [(DocKey("t", "c/x", "id/with/slash"), 3.5),
+                                               (DocKey("t", "c", "2"), 1.25)]
+
+
+def test_empty_query_or_acl_sends_nothing() -> None:
+    client, calls = recording_client()
+    idx = OpenSearchLexicalIndex(client)
+    assert idx.search(SearchFilter("t", None, ("*",)), "   ", 5) == []
+    assert idx.search(SearchFilter("t", None, ()), "rotor", 5) == []
+    assert calls == []
+
+
+def test_highlight_request_carries_the_filter_and_only_permitted_ids() -> None:
+    def answer(method: str, path: str, params: dict[str, Any], body: Any) -> tuple[int, dict[str, Any]]:
+        hits = [{"_id": "a/1", "_score": 1.0, "fields": {"collection": ["a"], "doc_id": ["1"]},
+                 "highlight": {"title": ["Rotor <b>icing</b>"], "body": ["the <b>icing</b> test"]}},
+                {"_id": "a/4", "_score": 0.5, "fields": {"collection": ["a"], "doc_id": ["4"]}}]
+        return 200, {"hits": {"hits": hits}}
+
+    client, calls = recording_client(answer)
+    docs = [doc("t", "a", "1", {"title": "Rotor icing"}), doc("t", "a", "2", {"title": "icing"}, ["g:secret"]),
+            doc("t", "b", "3", {"title": "icing"}), doc("u", "a", "9", {"title": "icing"}),
+            doc("t", "a", "4", {"title": "icing"}, ["g:eng"])]
+    hl = OpenSearchLexicalIndex(client).highlights(SearchFilter("t", ("a",), ("*", "g:eng")), "icing", docs)
+    assert hl == {DocKey("t", "a", "1"): ["Rotor <b>icing</b>", "the <b>icing</b> test"]}
+    (call,) = calls
+    assert (call.path, call.params) == (f"/{IDX_T}/_search", {"routing": "t", "ignore_unavailable": "true"})
+    assert call.body == {
+        "size": 2,
+        "track_total_hits": False,
+        "_source": False,
+        "docvalue_fields": ["collection", "doc_id"],
+        "query": {"bool": {
+            "should": [{"match": {"title": {"query": "icing", "boost": 2.0}}},
+                       {"match": {"body": {"query": "icing"}}}],
+            "minimum_should_match": 1,
+            "filter": [{"term": {"tenant": "t"}}, {"terms": {"acl": ["*", "g:eng"]}},
+                       {"terms": {"collection": ["a"]}}, {"ids": {"values": ["a/1", "a/4"]}}],
+        }},
+        "highlight": {"pre_tags": ["<b>"], "post_tags": ["</b>"], "fields": {
+            "title": {"number_of_fragments": 0}, "body": {"fragment_size": 150, "number_of_fragments": 1}}},
+    }
+    assert "post_filter" not in _keys_anywhere(call.body)
+
+
+def test_highlights_of_only_unreadable_docs_send_nothing() -> None:
+    client, calls = recording_client()
+    docs = [doc("t", "a", "2", {"title": "icing"}, ["g:secret"]), doc("u", "a", "9", {"title": "icing"})]
+    assert OpenSearchLexicalIndex(client).highlights(SearchFilter("t", None, ("*",)), "icing", docs) == {}
+    assert calls == []
+
+
+def test_bulk_item_failures_raise_and_are_logged_without_text(caplog: pytest.LogCaptureFixture) -> None:
+    def partial(method: str, path: str, params: dict[str, Any], body: Any) -> tuple[int, dict[str, Any]]:
+        if not path.endswith("/_bulk"):
+            return default_responder(method, path, params, body)
+        items = [
+            {"delete": {"_index": IDX_T, "_id": "c/gone", "status": 404, "result": "not_found"}},
+            {"index": {"_index": IDX_T, "_id": "c/1", "status": 201, "result": "created"}},
+            {"index": {"_index": IDX_T, "_id": "c/2", "status": 429,
+                       "error": {"type": "es_rejected_execution_exception", "reason": "queue full"}}},
+        ]
+        return 200, {"took": 1, "errors": True, "items": items}
+
+    client, _ = recording_client(partial)
+    idx = OpenSearchLexicalIndex(client)
+    with caplog.at_level(logging.ERROR, logger="vibe.opensearch"), pytest.raises(OpenSearchBulkError) as info:
+        idx.apply([doc("t", "c", "1", {"title": "secret words"}), doc("t", "c", "2", {"title": "secret words"})],
+                  [DocKey("t", "c", "gone")])
+    assert info.value.items == [("c/2", 429, "es_rejected_execution_exception")]
+    assert [(r.__dict__["doc"], r.__dict__["status"]) for r in caplog.records] == [("c/2", 429)]
+    assert "secret" not in caplog.text and "secret" not in str(info.value)
+
+
+def test_large_batches_are_split_on_action_boundaries(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(osl, "BULK_ACTIONS", 2)
+    client, calls = recording_client()
+    docs = [doc("t", "c", str(i), {"title": f"d{i}"}) for i in range(3)]
+    OpenSearchLexicalIndex(client).apply(docs, [DocKey("t", "c", "x")])
+    bulks = [c.body for c in calls if c.path == "/_bulk"]
+    assert [[next(iter(line)) for line in b] for b in bulks] == [
+        ["delete", "index", "tenant"], ["index", "tenant", "index", "tenant"]]
+
+
+def test_index_names_are_valid_and_collision_free() -> None:
+    names = {index_name(t) for t in ("Acme", "acme", "a b", "a_b", "x" * 300, "Ünï/*?")}
+    assert len(names) == 6
+    for n in names:
+        assert n == n.lower() and n.startswith("vibe-lex-") and len(n.encode()) < 255
+        assert not set(n) & set(' "*\\<|,>/?#:')
+
+
+def test_long_refs_get_a_hashed_id_within_the_limit() -> None:
+    long_key = DocKey("t", "c", "é" * 256)
+    assert len(osl.doc_id(long_key).encode()) <= 512 and osl.doc_id(long_key).startswith("~")
+    assert osl.doc_id(DocKey("t", "c", "1")) == "c/1"
+
+
+def test_from_settings_needs_a_url() -> None:
+    with pytest.raises(RuntimeError, match="VIBE_OPENSEARCH_URL"):
+        OpenSearchLexicalIndex.from_settings(Settings(lexical="opensearch", opensearch_url=None))
+    idx = OpenSearchLexicalIndex.from_settings(Settings(opensearch_url="http://opensearch.invalid:9200"))
+    assert isinstance(idx, OpenSearchLexicalIndex)
+    idx.close()
