@@ -20,12 +20,12 @@ run: setup
 	HF_HUB_OFFLINE=1 $(BIN)/vibe-semantic serve
 
 test: setup
-	$(BIN)/ruff check --no-cache shared services tests bench
+	$(BIN)/ruff check --no-cache shared services tests bench deploy
 	$(BIN)/mypy
 	HF_HUB_OFFLINE=1 $(BIN)/pytest -q
 
 lint: setup
-	$(BIN)/ruff check --no-cache shared services tests bench
+	$(BIN)/ruff check --no-cache shared services tests bench deploy
 	$(BIN)/mypy
 
 checks: setup

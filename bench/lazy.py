@@ -35,7 +35,6 @@ SETTINGS: dict[str, dict[str, str]] = {
     "depth-10": {"VIBE_TOUCH_MIN_DEPTH": "10"},
     "depth-20": {"VIBE_TOUCH_MIN_DEPTH": "20", "VIBE_TOUCH_DEPTH_FACTOR": "2"},
     "depth-10+nb2": {"VIBE_TOUCH_MIN_DEPTH": "10", "VIBE_SPECULATE_NEIGHBORS": "2"},
-    "depth-10+nb4": {"VIBE_TOUCH_MIN_DEPTH": "10", "VIBE_SPECULATE_NEIGHBORS": "4"},
 }
 # The stream is replayed far faster than users type; the per-tenant minute budget would
 # throttle it and measure the budget instead of the policy.

@@ -7,11 +7,11 @@ is a later step (DESIGN.md §1 table).
 from __future__ import annotations
 
 import json
-import sqlite3
 import threading
 from pathlib import Path
 from typing import Any
 
+from shared.adapters.sqlite_wal import open_wal
 from shared.agent_ports import CitationEntry
 
 SCHEMA = """
@@ -32,10 +32,7 @@ def source_key(source_type: str, locator: dict[str, Any]) -> str:
 
 class SqliteCitationRegistry:
     def __init__(self, path: Path):
-        path.parent.mkdir(parents=True, exist_ok=True)
-        self._db = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None, timeout=30)
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.executescript(SCHEMA)
+        self._db = open_wal(path, SCHEMA)
         self._lock = threading.Lock()
 
     def register(self, owner: str, conversation: str, source_type: str, locator: dict[str, Any],

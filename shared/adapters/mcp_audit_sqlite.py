@@ -4,12 +4,12 @@ parameters (sizes, ids and hashes, never material text), timing and outcome."""
 from __future__ import annotations
 
 import json
-import sqlite3
 import threading
 import time
 from pathlib import Path
 from typing import Any
 
+from shared.adapters.sqlite_wal import open_wal
 from shared.agent_ports import AuditRecord
 
 SCHEMA = """
@@ -23,10 +23,7 @@ CREATE INDEX IF NOT EXISTS tool_calls_by_tenant ON tool_calls(tenant, id);
 
 class SqliteAuditLog:
     def __init__(self, path: Path):
-        path.parent.mkdir(parents=True, exist_ok=True)
-        self._db = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None, timeout=30)
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.executescript(SCHEMA)
+        self._db = open_wal(path, SCHEMA)
         self._lock = threading.Lock()
 
     def record(self, rec: AuditRecord) -> None:
