@@ -20,13 +20,14 @@ def _pyplot() -> Any:
 def lazy(doc: dict[str, Any]) -> list[str]:
     plt = _pyplot()
     RESULTS.mkdir(parents=True, exist_ok=True)
-    stem = f"{doc['name']}-{doc['dataset']}"
+    stem = doc["name"]
     fig, ax = plt.subplots(figsize=(7, 4))
-    for name, runs in doc["runs"].items():
+    for i, (name, runs) in enumerate(doc["runs"].items()):
         pts = runs[0]["points"]
         xs = [p["queries_served"] for p in pts]
-        ax.plot(xs, [p["ratio_done"] for p in pts], label=f"{name} quality")
-        ax.plot(xs, [p["embedded_fraction"] for p in pts], "--", label=f"{name} embedded")
+        color = f"C{i}"  # one colour per setting: quality solid, embedded fraction dashed
+        ax.plot(xs, [p["ratio_done"] for p in pts], color=color, label=f"{name} quality")
+        ax.plot(xs, [p["embedded_fraction"] for p in pts], "--", color=color, label=f"{name} embedded")
     ax.set_xlabel("queries served")
     ax.set_ylabel("ratio to eager / fraction embedded")
     ax.legend(fontsize=6, ncol=2)

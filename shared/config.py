@@ -72,6 +72,9 @@ class Settings(BaseSettings):
     workers: int = 2
     job_max_attempts: int = 4
     job_backoff_seconds: float = 0.5
+    # Threads the local model may use; 0 = all cores but one, so background embedding leaves
+    # a core to the read path (bench latency: first events wait behind a busy model otherwise).
+    embed_threads: int = 0
 
     # Input limits.
     max_doc_bytes: int = 1_048_576

@@ -25,7 +25,7 @@ def _build_raw(settings: Settings, dim: int | None) -> Embedder:
     if settings.embedder == "local":
         from shared.adapters.embedders.local_embedder import LocalEmbedder
 
-        return LocalEmbedder(settings.embed_model, settings.embed_batch_size)
+        return LocalEmbedder(settings.embed_model, settings.embed_batch_size, settings.embed_threads)
     from shared.adapters.embedders.openai_embedder import OpenAIEmbedder
 
     if not settings.openai_base_url:

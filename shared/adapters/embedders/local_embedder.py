@@ -37,12 +37,12 @@ def _native_bf16() -> bool:
 
 
 class LocalEmbedder:
-    def __init__(self, model_name: str = "all-MiniLM-L6-v2", batch_size: int = 32):
+    def __init__(self, model_name: str = "all-MiniLM-L6-v2", batch_size: int = 32, threads: int = 0):
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         import torch
         from sentence_transformers import SentenceTransformer
 
-        torch.set_num_threads(max(1, os.cpu_count() or 1))
+        torch.set_num_threads(threads or max(1, (os.cpu_count() or 1) - 1))
         self._name = model_name
         self.batch_size = batch_size
         try:
