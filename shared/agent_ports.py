@@ -1,8 +1,8 @@
 """Ports of the agent tools (issue #4): the citation registry, the tool audit log and the
 pre-call check. Kept apart from shared/ports.py, which holds the retrieval core's ports.
 
-Adapters: shared/adapters/citations_sqlite.py (embedded; a Redis registry for the
-distributed profile is a later step), shared/adapters/mcp_audit_sqlite.py.
+Adapters: shared/adapters/citations_sqlite.py (embedded), citations_redis.py (when the
+queue is Celery: several API processes), shared/adapters/mcp_audit_sqlite.py.
 """
 
 from __future__ import annotations

@@ -10,6 +10,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
+import redis
 from mcp_types import CallToolResult, TextContent
 
 from services.mcp.errors import DB_ERROR, ToolFailure, forbidden
@@ -40,7 +41,7 @@ def _failure(e: Exception, tool: str) -> ToolFailure:
         return ToolFailure.of(e)
     if isinstance(e, PreCallDenied):
         return forbidden(f"refused by the pre-call check: {str(e)[:200]}")
-    if isinstance(e, sqlite3.Error):
+    if isinstance(e, sqlite3.Error | redis.RedisError):  # the registry's or audit log's store
         log.warning("tool storage error", extra={"tool": tool, "error": type(e).__name__})
         return ToolFailure(DB_ERROR, "the store failed; try again")
     log.exception("tool crashed", extra={"tool": tool})

@@ -80,7 +80,17 @@ class ToolRuntime:
         self.audit.close()
 
 
+def _citations(s: Settings) -> CitationRegistry:
+    """Redis when API processes scale out (the Celery queue means Redis is there anyway);
+    SQLite in the data dir otherwise. Both keep numbers across restarts."""
+    if s.queue == "celery":
+        from shared.adapters.citations_redis import RedisCitationRegistry
+
+        return RedisCitationRegistry.from_settings(s)
+    return SqliteCitationRegistry(s.data_dir / "mcp_citations.sqlite3")
+
+
 def build_runtime(container: Container, keys: KeyRing, fixed: Principal | None = None) -> ToolRuntime:
     s = container.settings
-    return ToolRuntime(container, keys, SqliteCitationRegistry(s.data_dir / "mcp_citations.sqlite3"),
+    return ToolRuntime(container, keys, _citations(s),
                        SqliteAuditLog(s.data_dir / "mcp_audit.sqlite3"), load_precall(s.mcp_precall_check), fixed)

@@ -176,3 +176,11 @@ def test_weighted_fusion_and_task_ids() -> None:
     assert sanitize_task("  t-1 ") == "t-1"
     with pytest.raises(Exception, match="task_id"):
         sanitize_task("../etc")
+
+
+def test_a_registry_store_outage_is_a_typed_db_error() -> None:
+    import redis
+
+    from services.mcp.invoke import _failure
+
+    assert _failure(redis.ConnectionError("refused"), "search").code == "db_error"
