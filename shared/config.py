@@ -60,7 +60,7 @@ class Settings(BaseSettings):
     rrf_k: int = 60
     # Hybrid fusion (services/planner/fusion.py; chosen with `bench quality`).
     fusion: Literal["zscore", "rrf"] = "zscore"
-    semantic_weight: Annotated[float, Field(ge=0.0, le=1.0)] = 0.8
+    semantic_weight: Annotated[float, Field(ge=0.0, le=1.0)] = 0.7
     # What a query spends embedding on (services/planner/touch.py; tuned with `bench lazy`).
     touch_policy: Literal["depth", "fixed"] = "depth"
     touch_depth_factor: float = 1.0

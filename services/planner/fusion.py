@@ -70,7 +70,7 @@ def _standardised(hits: Sequence[Hit], depth: int) -> tuple[float, float]:
     return statistics.fmean(top), statistics.pstdev(top) or 1.0
 
 
-def zscore(lexical: Sequence[Hit], semantic: Sequence[Hit], semantic_weight: float = 0.8,
+def zscore(lexical: Sequence[Hit], semantic: Sequence[Hit], semantic_weight: float = 0.7,
            depth: int = 200) -> list[Fused]:
     """Weighted sum of standardised scores; ties broken by key for a deterministic order."""
     (lm, ls), (sm, ss) = _standardised(lexical, depth), _standardised(semantic, depth)

@@ -55,7 +55,7 @@ class PlannerConfig:
     per_query_max_embeds: int
     rrf_k: int
     fusion: str = "zscore"  # zscore | rrf (services/planner/fusion.py)
-    semantic_weight: float = 0.8
+    semantic_weight: float = 0.7
     touch: TouchPolicy = field(default_factory=TouchPolicy)
 
 

@@ -1,6 +1,6 @@
 """BM25 on OpenSearch (distributed profile): one index per tenant, ACL and collection inside the query.
 
-Semantics mirror the embedded adapter (tantivy_lexical.py): `title` is boosted x2, `body` is every
+Semantics mirror the embedded adapter (tantivy_lexical.py): `title` and `body` weigh alike, `body` is every
 other text field (shared.text.hashing.doc_text), both analysed with English stop words and the
 Snowball English stemmer; the tenant/ACL/collection filter sits in `bool.filter`, which selects
 documents before scoring and adds nothing to the score. Never `post_filter`: that runs after
@@ -62,7 +62,7 @@ log = logging.getLogger("vibe.opensearch")
 
 INDEX_PREFIX = "vibe-lex-"
 ANALYZER = "vibe_en"
-TITLE_BOOST = 2.0  # the embedded adapter's boost: both profiles rank alike
+TITLE_BOOST = 1.0  # the embedded adapter's boost: both profiles rank alike
 BULK_ACTIONS = 1000  # actions per bulk request: bounded request size (~MBs), few round trips
 MAX_ID_BYTES = 512  # OpenSearch's limit on `_id`
 HIGHLIGHT = {"pre_tags": ["<b>"], "post_tags": ["</b>"]}  # the embedded adapter's markup

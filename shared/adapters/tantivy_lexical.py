@@ -27,7 +27,10 @@ from shared.ports import SearchFilter
 from shared.text.hashing import doc_text
 
 ANALYZER = "vibe_en"
-TITLE_BOOST = 2.0
+# Title and body are separate BM25 fields (each with its own length normalisation) summed with
+# equal weight: a x2 title boost cost 0.02 nDCG@10 on Cranfield and 0.01 on CISI
+# (bench/results/quality-*; measured with `bench quality` and `bench peers`).
+TITLE_BOOST = 1.0
 WRITER_HEAP = 15_000_000
 
 

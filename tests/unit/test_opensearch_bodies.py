@@ -198,7 +198,7 @@ def test_search_body_acl_in_bool_filter_never_post_filter() -> None:
         "_source": False,
         "docvalue_fields": ["collection", "doc_id"],
         "query": {"bool": {
-            "should": [{"match": {"title": {"query": "wing flutter", "boost": 2.0}}},
+            "should": [{"match": {"title": {"query": "wing flutter", "boost": 1.0}}},
                        {"match": {"body": {"query": "wing flutter"}}}],
             "minimum_should_match": 1,
             "filter": [{"term": {"tenant": "t"}}, {"terms": {"acl": ["*", "g:eng"]}},
@@ -255,7 +255,7 @@ def test_highlight_request_carries_the_filter_and_only_permitted_ids() -> None:
         "_source": False,
         "docvalue_fields": ["collection", "doc_id"],
         "query": {"bool": {
-            "should": [{"match": {"title": {"query": "icing", "boost": 2.0}}},
+            "should": [{"match": {"title": {"query": "icing", "boost": 1.0}}},
                        {"match": {"body": {"query": "icing"}}}],
             "minimum_should_match": 1,
             "filter": [{"term": {"tenant": "t"}}, {"terms": {"acl": ["*", "g:eng"]}},
