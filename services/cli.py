@@ -69,9 +69,13 @@ def worker(
     concurrency: int = typer.Option(None, "--concurrency", "-c", min=1, help="processes (default: VIBE_WORKERS)"),
 ) -> None:
     """Run a Celery worker (VIBE_QUEUE=celery) that embeds queued documents."""
+    from services.worker import metrics_server
+
+    settings = _settings()
+    metrics_server.prepare(settings)  # before anything imports prometheus_client
     from services.worker.celery_app import run_worker
 
-    run_worker(_settings(), concurrency)
+    run_worker(settings, concurrency)
 
 
 @app.command()

@@ -86,6 +86,9 @@ class Settings(BaseSettings):
     embed_fields: dict[str, list[str]] = Field(default_factory=dict)
 
     # --- distributed (issue #3): Celery/Redis, reconciler, breaker ---
+    # `vibe-semantic worker` serves Prometheus metrics for the whole worker (prefork children
+    # included) on this port; None = off.
+    metrics_port: int | None = None
     # A message a worker took but did not ack comes back after this long; it must exceed the
     # longest batch plus the longest retry countdown, or a slow batch would run twice.
     celery_visibility_timeout: float = 3600.0

@@ -10,10 +10,13 @@ from __future__ import annotations
 import logging
 import os
 import socket
+from pathlib import Path
 from typing import Any
 
 from celery import Celery, Task
+from celery.signals import worker_process_shutdown
 
+from services.worker import metrics_server
 from services.worker.reconciler import reconcile
 from services.worker.tasks import Runtime, backoff_delay, build_runtime, runtime
 from shared.adapters.celery_queue import EMBED_TASK, QUEUES, RECONCILE_TASK, make_celery
@@ -84,12 +87,24 @@ def run_worker(settings: Settings, concurrency: int | None) -> None:
         raise SystemExit("vibe-semantic worker needs VIBE_QUEUE=celery (or VIBE_PROFILE=distributed)")
     _logging(settings)
     app = create_app(settings, _preflight(settings))
+    _serve_metrics(settings)
     app.worker_main([
         "worker", "--concurrency", str(concurrency or settings.workers), "--queues", worker_queues(settings),
         "--hostname", f"vibe-{os.getpid()}@{socket.gethostname()}", "--loglevel", "INFO", "--pool", "prefork",
         # no cluster chatter: workers coordinate through the broker and the store only
         "--without-gossip", "--without-mingle", "--without-heartbeat",
     ])
+
+
+def _serve_metrics(settings: Settings) -> None:
+    path = os.environ.get(metrics_server.ENV)
+    if settings.metrics_port is None or not path:
+        return
+    metrics_server.serve(settings.metrics_port, Path(path))
+
+    @worker_process_shutdown.connect  # type: ignore[misc]
+    def _child_exited(pid: int | None = None, **_: Any) -> None:
+        metrics_server.child_exited(pid or os.getpid())
 
 
 def run_scheduler(settings: Settings) -> None:
