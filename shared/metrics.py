@@ -2,7 +2,15 @@
 
 from __future__ import annotations
 
+from typing import Final
+
 from prometheus_client import Counter, Gauge, Histogram
+
+# How a Gauge combines across processes when a Celery worker serves its prefork children's
+# values (prometheus_client multiprocess mode, services/worker/metrics_server.py; ignored in the
+# single-process API). `live*`: a child's value is dropped when it exits, not kept forever.
+_ANY_PROCESS: Final = "livemax"  # 1 if any live process is in that state
+_SUM_PROCESSES: Final = "livesum"
 
 _LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
 
@@ -17,7 +25,8 @@ class _Metrics:
         self.jobs_reused = Counter(
             "vibe_embed_vectors_reused_total", "Jobs satisfied from a stored vector (no provider call)"
         )
-        self.queue_depth = Gauge("vibe_queue_depth", "Jobs waiting in the queue", ["queue"])
+        self.queue_depth = Gauge("vibe_queue_depth", "Jobs waiting in the queue", ["queue"],
+                                 multiprocess_mode=_ANY_PROCESS)
         self.embed_seconds = Histogram(
             "vibe_embed_batch_seconds", "Provider time per embedding batch", buckets=_LATENCY_BUCKETS
         )
@@ -36,7 +45,8 @@ class _Metrics:
         self.http_requests = Histogram(
             "vibe_http_request_seconds", "HTTP request time", ["route", "status"], buckets=_LATENCY_BUCKETS
         )
-        self.explain_cache = Gauge("vibe_explain_cache_entries", "Entries in the explain cache")
+        self.explain_cache = Gauge("vibe_explain_cache_entries", "Entries in the explain cache",
+                                   multiprocess_mode=_SUM_PROCESSES)
         # Distributed profile (issue #3): Celery/Redis queue, reconciler, provider breaker.
         self.jobs_deduped = Counter("vibe_embed_jobs_deduped_total", "Enqueues dropped: the job key was pending")
         self.jobs_postponed = Counter(
@@ -49,12 +59,15 @@ class _Metrics:
         self.celery_batch_seconds = Histogram(
             "vibe_celery_batch_seconds", "Worker time per embedding task", ["queue"], buckets=_LATENCY_BUCKETS
         )
-        self.broker_messages = Gauge("vibe_celery_broker_messages", "Task messages waiting in the broker", ["queue"])
+        self.broker_messages = Gauge("vibe_celery_broker_messages", "Task messages waiting in the broker", ["queue"],
+                                     multiprocess_mode=_ANY_PROCESS)
         self.reconciler_requeued = Counter(
             "vibe_reconciler_requeued_total", "Stuck `queued` sidecar rows the reconciler re-enqueued"
         )
         self.reconciler_runs = Counter("vibe_reconciler_runs_total", "Reconciler runs", ["outcome"])
-        self.breaker_state = Gauge("vibe_embedder_breaker_state", "1 for the provider breaker's state", ["state"])
+        # Each process has its own breaker; a worker reports 1 for every state one of its children is in.
+        self.breaker_state = Gauge("vibe_embedder_breaker_state", "1 for the provider breaker's state", ["state"],
+                                   multiprocess_mode=_ANY_PROCESS)
         self.breaker_transitions = Counter(
             "vibe_embedder_breaker_transitions_total", "Provider breaker state changes", ["to"]
         )

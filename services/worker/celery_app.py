@@ -10,7 +10,6 @@ from __future__ import annotations
 import logging
 import os
 import socket
-from pathlib import Path
 from typing import Any
 
 from celery import Celery, Task
@@ -97,14 +96,21 @@ def run_worker(settings: Settings, concurrency: int | None) -> None:
 
 
 def _serve_metrics(settings: Settings) -> None:
-    path = os.environ.get(metrics_server.ENV)
-    if settings.metrics_port is None or not path:
+    """/metrics for the whole worker (VIBE_METRICS_PORT). Runs after the preflight and before
+    the pool forks: the children inherit the multiprocess mode and the signal handler."""
+    if settings.metrics_port is None or not metrics_server.enabled():
         return
-    metrics_server.serve(settings.metrics_port, Path(path))
+    # The preflight's throw-away embedder published a breaker state from this (main) process,
+    # which runs no task; left in place it would read as a live `closed` breaker forever.
+    metrics_server.process_gone(os.getpid())
+    metrics_server.serve(settings.metrics_port)
+    worker_process_shutdown.connect(_child_exited, weak=False)
 
-    @worker_process_shutdown.connect  # type: ignore[misc]
-    def _child_exited(pid: int | None = None, **_: Any) -> None:
-        metrics_server.child_exited(pid or os.getpid())
+
+def _child_exited(pid: int | None = None, **_: Any) -> None:
+    """Celery sends this in a pool child just before it exits (not after a kill -9: that
+    child's live gauges stay until the worker restarts with a fresh directory)."""
+    metrics_server.process_gone(pid or os.getpid())
 
 
 def run_scheduler(settings: Settings) -> None:

@@ -1,48 +1,81 @@
 """Prometheus metrics for a Celery worker and its prefork children.
 
 Each child counts its own jobs; prometheus_client's multiprocess mode has every process write
-its values to files in one directory, and the parent's HTTP endpoint sums them. The mode is
-chosen when prometheus_client is *imported*, so `prepare()` must run before anything imports
-it (the CLI calls it first thing in `vibe-semantic worker`). The directory is private to the
-worker process and created fresh, so a restarted worker never adds up a dead one's files.
+its values to files in one directory, and the parent's HTTP endpoint sums them
+(`MultiProcessCollector`; how each Gauge combines is its `multiprocess_mode` in
+shared/metrics.py). The mode is chosen when prometheus_client is *imported*, so `prepare()`
+must run before anything imports it (the CLI calls it first thing in `vibe-semantic worker`).
+The directory is private to this worker and created fresh, so a restarted worker never adds up
+a dead one's files; it is removed when the worker exits.
+
+The API process never calls `prepare()`: it stays in prometheus_client's ordinary
+single-process mode.
 """
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
 import sys
 import tempfile
 from pathlib import Path
 
 from shared.config import Settings
 
-ENV = "PROMETHEUS_MULTIPROC_DIR"  # prometheus_client's own switch, read at its import
+# prometheus_client's own switch, read once when it is imported.
+ENV = "PROMETHEUS_MULTIPROC_DIR"
+
+_dir: Path | None = None  # set by prepare(); inherited by the pool children through fork
 
 
 def prepare(settings: Settings) -> Path | None:
+    """Switch prometheus_client to multiprocess mode for this worker, if metrics are on.
+
+    Settings is the only reader of the environment; this is the one write to it, because
+    PROMETHEUS_MULTIPROC_DIR is how prometheus_client itself learns the mode: it reads the
+    variable once at import and then keeps every metric value in per-process files there. It
+    must be in os.environ before the first import of prometheus_client (shared.metrics creates
+    the metrics at import), and the forked pool children inherit both the variable and the
+    already-chosen mode."""
+    global _dir
     if settings.metrics_port is None:
         return None
     if "prometheus_client" in sys.modules:
         raise RuntimeError("worker metrics must be prepared before prometheus_client is imported")
-    path = Path(tempfile.mkdtemp(prefix="vibe-worker-metrics-"))
-    os.environ[ENV] = str(path)
-    return path
+    _dir = Path(tempfile.mkdtemp(prefix="vibe-worker-metrics-"))
+    os.environ[ENV] = str(_dir)
+    atexit.register(_remove, _dir, os.getpid())
+    return _dir
 
 
-def serve(port: int, path: Path) -> None:
+def _remove(path: Path, owner: int) -> None:
+    # atexit handlers are inherited by forked children; only the worker that made it removes it.
+    if os.getpid() == owner:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def enabled() -> bool:
+    return _dir is not None
+
+
+def serve(port: int) -> None:
     """Start the /metrics endpoint in the parent, before the pool forks (threads do not
     survive a fork, so the children never run a second server)."""
     from prometheus_client import CollectorRegistry, start_http_server
-    from prometheus_client.multiprocess import MultiProcessCollector
 
+    from services.worker.metrics_collector import WorkerCollector
+
+    assert _dir is not None, "prepare() first"
     registry = CollectorRegistry()
-    MultiProcessCollector(registry, path=str(path))
+    registry.register(WorkerCollector(_dir))
     start_http_server(port, registry=registry)
 
 
-def child_exited(pid: int) -> None:
-    """Drop a dead child's live gauges (its counters stay: they are history)."""
+def process_gone(pid: int) -> None:
+    """Drop a process's live gauges (`live*` multiprocess modes); its counters and histograms
+    stay: they are history, and the worker's totals must not go down when a child is replaced."""
     from prometheus_client import multiprocess
 
-    if os.environ.get(ENV):
-        multiprocess.mark_process_dead(pid)
+    if _dir is not None:
+        multiprocess.mark_process_dead(pid, path=str(_dir))

@@ -19,7 +19,9 @@ from shared.adapters.citations_sqlite import source_key
 from shared.agent_ports import CitationEntry
 from shared.config import Settings
 
-# KEYS: next, by_source, by_n. ARGV: source key, entry JSON without n (n is spliced in).
+# KEYS: next, by_source, by_n. ARGV: source key, entry JSON (n is its field in by_n, so the
+# JSON need not know it before INCR). redis-py's Script re-loads it on NOSCRIPT, so a Redis
+# restart that empties the script cache is harmless.
 _REGISTER = """
 local n = redis.call('HGET', KEYS[2], ARGV[1])
 if n then return tonumber(n) end
