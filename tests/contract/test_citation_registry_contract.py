@@ -9,11 +9,15 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
+import redis
 
+from services.mcp.runtime import _citations
 from shared.adapters.citations_redis import RedisCitationRegistry
 from shared.adapters.citations_sqlite import SqliteCitationRegistry
 from shared.agent_ports import CitationRegistry
+from shared.config import Settings
 from tests.support.redis_server import RedisServer, redis_server
+from tests.support.server import free_port
 
 Opener = Callable[[], CitationRegistry]
 
@@ -87,8 +91,6 @@ def test_concurrent_registration_of_one_source_yields_one_number(opener: Opener)
 
 
 def _register_in_child(url: str, prefix: str, q: multiprocessing.Queue) -> None:  # type: ignore[type-arg]
-    import redis
-
     r = RedisCitationRegistry(redis.Redis.from_url(url), prefix)
     q.put([_reg(r, "shared", f"d{i % 7}") for i in range(50)])
 
@@ -104,3 +106,35 @@ def test_two_processes_agree_on_numbers(redis_srv: RedisServer, tmp_path: Path) 
     for p in procs:
         p.join(30)
     assert a == b and sorted(set(a)) == list(range(1, 8))
+
+
+def test_redis_registry_reloads_its_script_after_the_cache_is_flushed(redis_srv: RedisServer,
+                                                                      tmp_path: Path) -> None:
+    r = RedisCitationRegistry(redis_srv.client(), f"f:{tmp_path.name}")
+    assert _reg(r, "c1", "a") == 1
+    redis_srv.client().script_flush()  # what a Redis restart does to loaded scripts
+    assert (_reg(r, "c1", "b"), _reg(r, "c1", "a")) == (2, 1)
+    r.close()
+
+
+def test_redis_down_is_a_redis_error_not_a_hang_or_a_crash(tmp_path: Path) -> None:
+    # Built while Redis is down (the API must start); each call then raises redis.RedisError,
+    # which services/mcp/invoke.py turns into the typed `db_error`.
+    dead = f"redis://127.0.0.1:{free_port()}/0"
+    r = RedisCitationRegistry.from_settings(Settings(data_dir=tmp_path, redis_url=dead))
+    with pytest.raises(redis.RedisError):
+        _reg(r, "c1", "a")
+    with pytest.raises(redis.RedisError):
+        r.resolve("alice", "c1", 1)
+    r.close()
+
+
+def test_runtime_picks_redis_with_the_celery_queue_and_sqlite_otherwise(redis_srv: RedisServer,
+                                                                        tmp_path: Path) -> None:
+    distributed = _citations(Settings(data_dir=tmp_path, queue="celery", redis_url=redis_srv.url))
+    embedded = _citations(Settings(data_dir=tmp_path, queue="embedded"))
+    assert isinstance(distributed, RedisCitationRegistry) and isinstance(embedded, SqliteCitationRegistry)
+    assert _reg(distributed, "sel", "a") == 1
+    assert any(k.startswith(b"vibe:cite:") for k in redis_srv.client().keys("*"))  # default namespace
+    distributed.close()
+    embedded.close()
