@@ -7,13 +7,19 @@ Two methods, chosen by `Settings.fusion`:
   the fusion that beats both single strategies on both (RRF k=60 loses to semantic on CISI).
 - `rrf`: Reciprocal Rank Fusion, k=60, ranks from 1 (seed 002), kept for clients that want it.
 A document missing from a leg gets that leg's lowest standardised score: below every hit
-the leg did return.
+the leg did return. Except a lexical candidate that has no vector yet (`unembedded`: lazy
+embedding has not reached it): its semantic score is unknown, not low, so it stands in with
+its lexical one (z-score: its lexical z; RRF: its lexical rank). Scoring it at the semantic
+floor would rank a strong keyword match below every weak document that happens to be
+embedded; on the lazy benchmark that made the fused answer worse than the keyword one when
+little was embedded (bench/results/lazy-*: depth-5 `done` 0.85 vs `first` 0.88 of eager).
 """
 
 from __future__ import annotations
 
 import statistics
 from collections.abc import Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 
 from shared.model import DocKey, Hit
@@ -30,13 +36,15 @@ class Fused:
     matched_by: list[str] = field(default_factory=list)
 
 
-def rrf(lexical: Sequence[Hit], semantic: Sequence[Hit], k: int = 60) -> list[Fused]:
+def rrf(lexical: Sequence[Hit], semantic: Sequence[Hit], k: int = 60,
+        unembedded: AbstractSet[DocKey] = frozenset()) -> list[Fused]:
     """Sum of 1/(k + rank) over the lists a document appears in; ties broken by key so the
     order is deterministic. One pass per list: this runs on every answer, with ~500
     lexical candidates, so it avoids hashing each key more than once or twice."""
     out: dict[DocKey, Fused] = {}
     for rank, h in enumerate(lexical, 1):
-        out[h.key] = Fused(h.key, 1.0 / (k + rank), rank, h.score, matched_by=["keyword"])
+        share = 2.0 if h.key in unembedded else 1.0  # its lexical rank stands in for the semantic one
+        out[h.key] = Fused(h.key, share / (k + rank), rank, h.score, matched_by=["keyword"])
     for rank, h in enumerate(semantic, 1):
         f = out.get(h.key)
         if f is None:
@@ -71,7 +79,7 @@ def _standardised(hits: Sequence[Hit], depth: int) -> tuple[float, float]:
 
 
 def zscore(lexical: Sequence[Hit], semantic: Sequence[Hit], semantic_weight: float = 0.7,
-           depth: int = 200) -> list[Fused]:
+           depth: int = 200, unembedded: AbstractSet[DocKey] = frozenset()) -> list[Fused]:
     """Weighted sum of standardised scores; ties broken by key for a deterministic order."""
     (lm, ls), (sm, ss) = _standardised(lexical, depth), _standardised(semantic, depth)
     lex_floor = (min((h.score for h in lexical), default=lm) - lm) / ls
@@ -86,7 +94,8 @@ def zscore(lexical: Sequence[Hit], semantic: Sequence[Hit], semantic_weight: flo
     w = semantic_weight
     for f in out.values():
         lz = (f.lexical_score - lm) / ls if f.lexical_score is not None else lex_floor
-        sz = (f.semantic_score - sm) / ss if f.semantic_score is not None else sem_floor
+        unknown = lz if f.key in unembedded else sem_floor  # no vector yet vs. not among the hits
+        sz = (f.semantic_score - sm) / ss if f.semantic_score is not None else unknown
         f.score = (1 - w) * lz + w * sz
     fused = list(out.values())
     fused.sort(key=lambda f: (-f.score, f.key.collection, f.key.doc_id))

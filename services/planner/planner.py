@@ -33,6 +33,7 @@ from shared.ports import (
 from shared.text.hashing import doc_text
 
 COLD = (SemanticStatus.NONE, SemanticStatus.STALE)
+IMPUTE_DEPTH = 200  # lexical candidates checked for a missing vector before fusion
 
 
 @dataclass
@@ -180,7 +181,7 @@ class ReadSession:
         the per-query ceiling and the tenant budget (policy: services/planner/touch.py).
         Every strategy touches, so the next query finds these ready."""
         cfg = self.p.cfg
-        keys = [h.key for h in self.lexical_hits[: cfg.touch.depth(self.req.limit, cfg.per_query_max_embeds)]]
+        keys = [h.key for h in self.lexical_hits[: cfg.touch.depth(self.req.limit, len(self.lexical_hits))]]
         keys += self._neighbour_keys(keys)
         sides = self.p.store.sidecars(keys, cfg.space)
         cold = [sides[k] for k in keys if k in sides and sides[k].status in COLD]
@@ -261,9 +262,20 @@ class ReadSession:
 
     def _fuse(self) -> list[Fused]:
         cfg = self.p.cfg
+        unembedded = self._unembedded()
         if cfg.fusion == "rrf":
-            return rrf(self.lexical_hits, self.semantic.hits, cfg.rrf_k)
-        return zscore(self.lexical_hits, self.semantic.hits, cfg.semantic_weight)
+            return rrf(self.lexical_hits, self.semantic.hits, cfg.rrf_k, unembedded)
+        return zscore(self.lexical_hits, self.semantic.hits, cfg.semantic_weight, unembedded=unembedded)
+
+    def _unembedded(self) -> set[DocKey]:
+        """Top lexical candidates with no vector in this space yet: fusion stands their lexical
+        score in for the unknown semantic one. Candidates below IMPUTE_DEPTH keep the floor:
+        they cannot reach a page whatever they are given, and the lookup stays one batch."""
+        keys = [h.key for h in self.lexical_hits[:IMPUTE_DEPTH]]
+        if not keys or self.semantic.state != "ready":
+            return set()
+        sides = self.p.store.sidecars(keys, self.p.cfg.space)
+        return {k for k in keys if (s := sides.get(k)) is None or s.status != SemanticStatus.READY}
 
     # -- backfill ----------------------------------------------------------------------
 

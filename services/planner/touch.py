@@ -9,7 +9,7 @@ Two policies, chosen by `Settings.touch_policy`:
   Optionally, part of the ceiling goes to lexical neighbours of the top results (documents
   that share the top hits' vocabulary are likely to be semantically close to the query).
 - `fixed`: the naive policy, kept for comparison in `bench lazy`: embed the first K cold
-  candidates wherever they sit in the ranking, so every repeat digs deeper.
+  candidates wherever they sit in the whole candidate list, so every repeat digs deeper.
 
 Everything here runs inside the caller's tenant + ACL filter: a query never spends
 embedding on a document its caller may not read.
@@ -35,9 +35,9 @@ class TouchPolicy:
     neighbours: int = 0  # neighbours queued per top result (0 = off)
     neighbour_sources: int = 3  # how many top results lend their neighbours
 
-    def depth(self, limit: int, ceiling: int) -> int:
+    def depth(self, limit: int, candidates: int) -> int:
         if self.policy == "fixed":
-            return 2 * ceiling  # the whole window a query may look at
+            return candidates  # the whole list: a repeat finds its top embedded and digs deeper
         return max(self.min_depth, math.ceil(limit * self.depth_factor))
 
 

@@ -127,3 +127,20 @@ def test_explain_is_tenant_and_acl_checked(server: Served) -> None:
     assert ok.status_code == 200 and ok.json()["reasons"][0]["leg"] == "keyword"
     assert server.call("GET", f"/v1/explain/{d4['explainId']}", "k-alice").status_code == 404
     assert server.call("GET", f"/v1/explain/{d4['explainId']}", "k-admin-b").status_code == 404
+
+
+def test_unembedded_keyword_match_is_not_ranked_as_semantically_poor(server: Served) -> None:
+    """Lazy fusion: a candidate with no vector yet stands in with its lexical score; at the
+    semantic floor the strongest keyword match would sink below weaker embedded documents."""
+    weak = [{"_id": f"e{i}", "title": f"Note {i}", "body": f"icing mentioned once, topic {t}." + FILLER}
+            for i, t in enumerate(("rotor blades", "cafeteria cakes", "parking rules"))]
+    assert server.bulk("k-admin-a", "lazyfuse", weak).json()["accepted"] == 3
+    server.read("k-admin-a", collection="lazyfuse", q="icing", semantic={"strategy": "keyword"})
+    for d in weak:
+        assert server.wait_status("k-admin-a", "lazyfuse", d["_id"], "ready") == "ready"
+    server.put("k-admin-a", "lazyfuse", "u1", {"title": "Icing icing", "body": "Icing, icing and more icing."})
+    out = server.read("k-admin-a", collection="lazyfuse", q="icing", semantic={"strategy": "hybrid"}).json()
+    assert out["diagnostics"]["semantic"]["state"] in ("ready", "warming", "partial"), out["diagnostics"]
+    top = out["results"][0]
+    assert top["id"] == "u1" and top["matchedBy"] == ["keyword"], out["results"]
+    assert {r["id"] for r in out["results"][1:]} == {"e0", "e1", "e2"}

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import statistics
+
 import pytest
 
 from services.planner.fusion import rrf, single, zscore
@@ -58,3 +60,25 @@ def test_zscore_document_missing_from_a_leg_gets_that_legs_floor() -> None:
 def test_zscore_with_an_empty_leg_keeps_the_other_legs_order() -> None:
     lex = [Hit(k("a"), 3.0), Hit(k("b"), 2.0), Hit(k("c"), 1.0)]
     assert [f.key.doc_id for f in zscore(lex, [], 0.8)] == ["a", "b", "c"]
+
+
+def test_zscore_unembedded_candidate_stands_in_with_its_lexical_score() -> None:
+    # a: the best keyword match, not embedded yet; b, c embedded; d found by the semantic leg only.
+    lex = [Hit(k("a"), 10.0), Hit(k("b"), 6.0), Hit(k("c"), 2.0)]
+    sem = [Hit(k("b"), 0.9), Hit(k("c"), 0.5), Hit(k("d"), 0.1)]
+    floor = [f.key.doc_id for f in zscore(lex, sem, 0.7)]
+    lazy = {f.key.doc_id: f for f in zscore(lex, sem, 0.7, unembedded={k("a")})}
+    assert floor.index("a") == 2  # at the semantic floor a sinks below the weaker embedded c
+    lz_a = lazy["a"].score
+    assert lz_a == pytest.approx((10.0 - 6.0) / statistics.pstdev([10.0, 6.0, 2.0]))  # weights sum to 1
+    assert [d for d, _ in sorted(((d, f.score) for d, f in lazy.items()), key=lambda x: -x[1])][0] == "a"
+    assert lazy["a"].semantic_rank is None and lazy["a"].matched_by == ["keyword"]
+
+
+def test_rrf_unembedded_candidate_counts_its_lexical_rank_twice() -> None:
+    lex = [Hit(k("a"), 9.0), Hit(k("b"), 5.0)]
+    sem = [Hit(k("b"), 0.9)]
+    out = {f.key.doc_id: f.score for f in rrf(lex, sem, 60, unembedded={k("a")})}
+    assert out["a"] == pytest.approx(2 / 61) and out["b"] == pytest.approx(1 / 62 + 1 / 61)
+    assert rrf(lex, sem, 60, unembedded={k("a")})[0].key.doc_id == "a"
+    assert rrf(lex, sem, 60)[0].key.doc_id == "b"
