@@ -1,7 +1,7 @@
 """The one Settings object (DESIGN.md §1: nothing else reads the environment).
 
 Every name in DESIGN.md §5 is here with the `VIBE_` prefix. `profile` sets the defaults of
-`queue`, `lexical` and `vectors`; each can still be chosen on its own.
+`queue`, `lexical`, `vectors` and `store`; each can still be chosen on its own.
 """
 
 from __future__ import annotations
@@ -105,6 +105,12 @@ class Settings(BaseSettings):
     breaker_failures: int = 5  # consecutive non-429 provider failures that open the circuit
     breaker_cooldown_seconds: float = 30.0  # open → half-open (one probe call) after this long
     embed_timeout_seconds: float = 30.0  # per provider call (openai embedder)
+    # The system of record (documents, sidecar state, vectors by content hash, change log):
+    # SQLite in the data dir (one host) or PostgreSQL (API and workers on any host; each API
+    # process keeps its embedded indexes in its own data dir). None = the profile's default.
+    store: Literal["sqlite", "postgres"] | None = None
+    postgres_url: str = "postgresql://vibe:vibe@postgres:5432/vibe"  # libpq URL or key=value DSN
+    postgres_pool_size: int = 10  # connections per process (API threads, or one Celery pool child)
 
     # --- MCP and agent tools (issue #4) ---
     mcp_key: str | None = None  # the key `vibe-semantic mcp` (stdio) acts as
@@ -140,6 +146,8 @@ class Settings(BaseSettings):
             self.lexical = "opensearch" if distributed else "embedded"
         if self.vectors is None:
             self.vectors = "qdrant" if distributed else "embedded"
+        if self.store is None:
+            self.store = "postgres" if distributed else "sqlite"
         return self
 
     def keys_json(self) -> str:

@@ -128,9 +128,13 @@ def _build_budget(settings: Settings) -> Budget:
 
 
 def build_store(settings: Settings) -> DocumentStore:
-    """The system of record. SQLite in the data dir for both profiles for now: several
-    processes (API, Celery workers) open it together (WAL)."""
+    """The system of record: PostgreSQL, shared by API and workers on any host, or SQLite in
+    the data dir, which several processes of one host open together (WAL)."""
     settings.data_dir.mkdir(parents=True, exist_ok=True)
+    if settings.store == "postgres":
+        from shared.adapters.postgres_store import PostgresStore
+
+        return PostgresStore(settings.postgres_url, settings.postgres_pool_size)
     return SqliteStore(settings.data_dir / "vibe.sqlite3")
 
 

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
+from shared.adapters.store_reports import coverage_report
 from shared.model import DocKey, SemanticStatus, SidecarEntry, StoredDoc
 from shared.ports import Change
 
@@ -325,16 +326,8 @@ class SqliteStore:
         args: list[object] = [tenant, space]
         if collection:
             sql, args = sql + " AND collection=?", [*args, collection]
-        states = {s.value: 0 for s in SemanticStatus}
-        skipped: dict[str, int] = {}
-        for r in self._conn().execute(sql + " GROUP BY status, reason", args):
-            states[r["status"]] += r["n"]
-            if r["status"] in ("denied", "deferred", "failed") and r["reason"]:
-                skipped[r["reason"]] = skipped.get(r["reason"], 0) + r["n"]
-        total = sum(states.values())
-        pct = round(100.0 * states["ready"] / total, 2) if total else 0.0
-        return {"total": total, "ready": states["ready"], "indexedPct": pct, "states": states,
-                "skipped": skipped}
+        rows = self._conn().execute(sql + " GROUP BY status, reason", args)
+        return coverage_report((r["status"], r["reason"], r["n"]) for r in rows)
 
     def bind_space(self, space: str, model_id: str, dim: int) -> tuple[str, int]:
         """Record which model and dimension a space is built with (first use wins) and

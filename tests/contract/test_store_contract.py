@@ -1,9 +1,10 @@
-"""DocumentStore contract: every adapter must pass it (the OpenSearch-backed store joins in #3)."""
+"""DocumentStore contract: every adapter must pass it (SQLite for the embedded profile,
+PostgreSQL for the distributed one; PostgreSQL-only concurrency tests are in
+test_postgres_store.py)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from pathlib import Path
 
 import pytest
 
@@ -11,13 +12,33 @@ from shared.adapters.sqlite_store import SqliteStore
 from shared.model import PUBLIC_PRINCIPAL, DocKey, SemanticStatus, SidecarEntry, StoredDoc
 from shared.ports import DocumentStore
 
-ADAPTERS: dict[str, Callable[[Path], DocumentStore]] = {"sqlite": lambda p: SqliteStore(p / "s.sqlite3")}
+Opener = Callable[[], DocumentStore]  # opens the adapter on the same durable location each call
+
+
+def _sqlite(request: pytest.FixtureRequest) -> Opener:
+    path = request.getfixturevalue("tmp_path") / "s.sqlite3"
+    return lambda: SqliteStore(path)
+
+
+def _postgres(request: pytest.FixtureRequest) -> Opener:
+    from shared.adapters.postgres_store import PostgresStore
+
+    url = request.getfixturevalue("postgres_url")  # a fresh database of a private server
+    return lambda: PostgresStore(url, pool_size=4)
+
+
+ADAPTERS: dict[str, Callable[[pytest.FixtureRequest], Opener]] = {"sqlite": _sqlite, "postgres": _postgres}
 S = SemanticStatus
 
 
 @pytest.fixture(params=sorted(ADAPTERS))
-def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[DocumentStore]:
-    s = ADAPTERS[request.param](tmp_path)
+def opener(request: pytest.FixtureRequest) -> Opener:
+    return ADAPTERS[request.param](request)
+
+
+@pytest.fixture
+def store(opener: Opener) -> Iterator[DocumentStore]:
+    s = opener()
     yield s
     s.close()
 
@@ -123,3 +144,40 @@ def test_queue_counts_are_per_tenant(store: DocumentStore) -> None:
     put(store, "y", status=S.QUEUED, tenant="other")
     assert store.queued_count("core", "t") == 1 and store.queued_count("core", "other") == 2
     assert store.oldest_queued("core", "t") is not None and store.oldest_queued("core", "nobody") is None
+
+
+def test_an_accepted_write_survives_a_reopen(opener: Opener) -> None:
+    first = opener()
+    put(first, "a", "h1", S.QUEUED)
+    side = first.sidecar(key("a"), "core")
+    assert side is not None and first.commit_vectors([(side, [0.25, -0.5, 1.0])], "m") == [key("a")]
+    first.promote("t", "c")
+    first.close()
+    again = opener()
+    try:
+        doc = again.get_doc(key("a"))
+        assert doc is not None and doc.fields == {"title": "a"} and doc.content_hash == "h1"
+        assert again.sidecar(key("a"), "core").status == S.READY  # type: ignore[union-attr]
+        assert again.vectors_for([key("a")], "core") == {key("a"): [0.25, -0.5, 1.0]}
+        assert [c.op for c in again.changes_since(0)] == ["doc", "vector"]
+        assert again.promoted() == {("t", "c")} and again.bind_space("core", "m", 3) == ("m", 3)
+        assert again.bind_space("core", "other", 4) == ("m", 3)  # first use wins, across reopens
+    finally:
+        again.close()
+
+
+def test_batch_reads_answer_for_many_keys_across_collections(store: DocumentStore) -> None:
+    keys = [DocKey("t", f"c{i % 3}", f"d{i}") for i in range(1200)]
+    store.put_docs([StoredDoc(k, {"n": i}, ["*"], None, f"h{i}", 1.0) for i, k in enumerate(keys)],
+                   [SidecarEntry(k, "core", S.QUEUED, f"h{i}", updated_at=1.0) for i, k in enumerate(keys)])
+    wanted = [*keys[::7], DocKey("t", "c0", "missing"), DocKey("other", "c1", "d1")]
+    assert set(store.get_docs(wanted)) == set(keys[::7])
+    assert set(store.sidecars(wanted, "core")) == set(keys[::7]) and store.sidecars(wanted, "other-space") == {}
+    ready = [(e, [float(i), 1.0]) for i, e in enumerate(store.sidecars(keys[:10], "core").values())]
+    assert sorted(store.commit_vectors(ready, "m")) == sorted(keys[:10])
+    assert set(store.vectors_for(keys[:20], "core")) == set(keys[:10])
+    moved = store.set_status(keys[5:15], "core", S.STALE, only_from=[S.READY])
+    assert moved == keys[5:10]  # in the caller's order, only the rows that were ready
+    assert store.vectors_for(keys[:20], "core").keys() == set(keys[:5])
+    assert sorted(store.collection_keys("t", "c1")) == sorted(k for k in keys if k.collection == "c1")
+    assert len(list(store.collection_keys("t", None))) == 1200

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import redis
 
-from tests.support.server import free_port
+from tests.support.server import end_process, free_port
 
 
 class RedisServer:
@@ -56,12 +56,7 @@ class RedisServer:
     def stop(self) -> None:
         if self.proc is None:
             return
-        self.proc.terminate()
-        try:
-            self.proc.wait(10)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait(5)
+        end_process(self.proc)
         self.proc = None
 
 

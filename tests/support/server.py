@@ -33,6 +33,17 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def end_process(proc: subprocess.Popen[bytes], sig: int = signal.SIGTERM, grace: float = 10) -> None:
+    """Ask a server process to exit with `sig`; kill it if it has not within `grace` seconds."""
+    with contextlib.suppress(ProcessLookupError):
+        proc.send_signal(sig)
+    try:
+        proc.wait(grace)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(5)
+
+
 class Served:
     """A running `vibe-semantic serve` and an HTTP client for it."""
 

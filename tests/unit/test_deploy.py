@@ -16,6 +16,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
 import yaml
@@ -77,7 +78,7 @@ def _cli_commands() -> set[str]:
 
 
 def test_compose_has_every_service(compose: dict[str, Any]) -> None:
-    assert set(_services(compose)) == {"api", "worker", "scheduler", "redis", "opensearch", "qdrant",
+    assert set(_services(compose)) == {"api", "worker", "scheduler", "postgres", "redis", "opensearch", "qdrant",
                                        "prometheus", "grafana"}
 
 
@@ -103,8 +104,8 @@ def test_every_vibe_variable_is_a_settings_field(compose: dict[str, Any]) -> Non
                 seen.add(var)
     for var in re.findall(r"\b(VIBE_\w+)=", (DEPLOY / "Dockerfile").read_text()):
         assert var.removeprefix("VIBE_").lower() in fields, f"Dockerfile: {var} is not in Settings"
-    assert {"VIBE_PROFILE", "VIBE_REDIS_URL", "VIBE_OPENSEARCH_URL", "VIBE_QDRANT_URL", "VIBE_API_KEYS",
-            "VIBE_EMBEDDER", "VIBE_DATA_DIR", "VIBE_HOST", "VIBE_PORT"} <= seen
+    assert {"VIBE_PROFILE", "VIBE_POSTGRES_URL", "VIBE_REDIS_URL", "VIBE_OPENSEARCH_URL", "VIBE_QDRANT_URL",
+            "VIBE_API_KEYS", "VIBE_EMBEDDER", "VIBE_DATA_DIR", "VIBE_HOST", "VIBE_PORT"} <= seen
 
 
 def _settings_for(service: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> Settings:
@@ -123,9 +124,16 @@ def test_app_services_configure_the_distributed_profile(compose: dict[str, Any],
     services = _services(compose)
     for name in sorted(APP_SERVICES):
         s = _settings_for(services[name], monkeypatch)
-        assert (s.profile, s.queue, s.lexical, s.vectors) == ("distributed", "celery", "opensearch", "qdrant")
-        hosts = {u.split("//")[1].split(":")[0] for u in (s.redis_url, str(s.opensearch_url), str(s.qdrant_url))}
+        assert (s.profile, s.queue, s.lexical, s.vectors, s.store) == ("distributed", "celery", "opensearch",
+                                                                        "qdrant", "postgres")
+        urls = (s.postgres_url, s.redis_url, str(s.opensearch_url), str(s.qdrant_url))
+        hosts = {urlsplit(u).hostname for u in urls}
         assert hosts <= set(services), f"{name}: URLs must name compose services, got {hosts}"
+        pg = urlsplit(s.postgres_url)
+        pg_env = _env(services["postgres"])
+        assert (pg.username, pg.path) == (pg_env["POSTGRES_USER"], "/" + pg_env["POSTGRES_DB"])
+        assert pg.password == _resolve(pg_env["POSTGRES_PASSWORD"], {})
+        assert services[name]["depends_on"]["postgres"] == {"condition": "service_healthy"}
         assert str(s.data_dir) == "/data"
     api = _settings_for(services["api"], monkeypatch)
     assert api.host == "0.0.0.0" and api.api_keys[0].tenant == "t"
@@ -180,8 +188,10 @@ def test_named_volumes_and_shared_data_dir(compose: dict[str, Any]) -> None:
                 used.add(source)
     assert used == declared
     services = _services(compose)
-    data = {n: [v for v in services[n]["volumes"] if str(v).endswith(":/data")] for n in ("api", "worker")}
-    assert data["api"] == data["worker"] and len(data["api"]) == 1  # one SQLite system of record
+    assert [v for v in services["api"]["volumes"] if str(v).endswith(":/data")] == ["vibe-data:/data"]
+    # PostgreSQL is the system of record: workers and beat share no files with the API.
+    assert not services["worker"].get("volumes") and not services["scheduler"].get("volumes")
+    assert services["postgres"]["volumes"] == ["postgres-data:/var/lib/postgresql/data"]
 
 
 def test_opensearch_single_node_settings(compose: dict[str, Any]) -> None:

@@ -30,6 +30,20 @@ def test_celery_queue_and_redis_budget_are_chosen_without_a_reachable_broker(tmp
 
 def test_profile_sets_adapter_defaults() -> None:
     s = Settings(profile="distributed")
-    assert (s.queue, s.lexical, s.vectors) == ("celery", "opensearch", "qdrant")
+    assert (s.queue, s.lexical, s.vectors, s.store) == ("celery", "opensearch", "qdrant", "postgres")
     s = Settings(profile="distributed", queue="embedded")
     assert s.queue == "embedded" and s.lexical == "opensearch"
+    assert Settings().store == "sqlite" and Settings(profile="distributed", store="sqlite").store == "sqlite"
+
+
+def test_the_store_follows_settings(tmp_path: Path, postgres_url: str) -> None:
+    from shared.adapters.postgres_store import PostgresStore
+    from shared.adapters.sqlite_store import SqliteStore
+    from shared.wiring import build_store
+
+    pg = build_store(Settings(data_dir=tmp_path, store="postgres", postgres_url=postgres_url, postgres_pool_size=2))
+    assert isinstance(pg, PostgresStore) and not (tmp_path / "vibe.sqlite3").exists()
+    pg.close()
+    lite = build_store(Settings(data_dir=tmp_path))
+    assert isinstance(lite, SqliteStore)
+    lite.close()

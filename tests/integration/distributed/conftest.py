@@ -1,6 +1,7 @@
 """Fixtures for the distributed profile on one machine: a private redis-server, real Celery
 worker/beat processes and the served API, all on one VIBE_DATA_DIR (the SQLite store is the
-system of record the API and the workers share)."""
+system of record the API and the workers share), except in test_postgres_store.py, where
+PostgreSQL is, and each process has a data dir of its own."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import pytest
 
 from tests.support.openai_server import OpenAIProtocolServer
 from tests.support.redis_server import RedisServer
+from tests.support.server import Served
 
 PROBE = ["dimension probe"]  # what OpenAIEmbedder sends once at start-up
 
@@ -73,3 +75,16 @@ def wait_for(check: Callable[[], bool], timeout: float, what: str) -> None:
             return
         time.sleep(0.1)
     raise AssertionError(f"timed out waiting for {what}")
+
+
+def stream_semantic_hit(app: Served, q: str, doc_id: str, collection: str = "reports") -> dict[str, Any]:
+    """A hybrid SSE read (admin of tenant ta) that must go lexical → … → done and whose last
+    `semantic` event ranks `doc_id` as a semantic match; returns that result."""
+    events = app.stream("k-admin-a", collection=collection, q=q, semantic={"strategy": "hybrid"})
+    names = [e for e, _ in events]
+    assert names[0] == "lexical" and names[-1] == "done", names
+    semantic = [d for e, d in events if e == "semantic"]
+    assert semantic, names
+    hit = next(r for r in semantic[-1]["results"] if r["id"] == doc_id)
+    assert "semantic" in hit["matchedBy"]
+    return dict(hit)

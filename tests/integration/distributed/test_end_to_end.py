@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.integration.distributed.conftest import celery_env, wait_for
+from tests.integration.distributed.conftest import celery_env, stream_semantic_hit, wait_for
 from tests.support.celery_worker import start_worker
 from tests.support.redis_server import RedisServer
 from tests.support.server import Served, ids
@@ -34,14 +34,7 @@ def test_touched_cold_doc_becomes_ready_through_a_worker_and_is_streamed(redis_s
 
         worker = start_worker(env, tmp_path / "logs")
         app.put("k-admin-a", "reports", "cold", {"title": "Gust alleviation", "body": "gust load alleviation" + FILLER})
-        events = app.stream("k-admin-a", collection="reports", q="gust load alleviation",
-                            semantic={"strategy": "hybrid"})
-        names = [e for e, _ in events]
-        assert names[0] == "lexical" and names[-1] == "done", names
-        semantic = [d for e, d in events if e == "semantic"]
-        assert semantic, names
-        hit = next(r for r in semantic[-1]["results"] if r["id"] == "cold")
-        assert "semantic" in hit["matchedBy"]
+        stream_semantic_hit(app, "gust load alleviation", "cold")
         assert app.status("k-admin-a", "reports", "cold") == "ready"
 
         wait_for(lambda: all(app.status("k-admin-a", "reports", f"w{i}") == "ready" for i in range(5)), 30,

@@ -1,0 +1,394 @@
+"""Distributed durable store: documents, sidecar state, vectors and the change log in PostgreSQL.
+
+The system of record of the distributed profile (DESIGN.md §1, "another durable store you
+justify"): the sidecar state machine needs multi-row transactions — a status compare-and-set,
+vectors and `ready` committed together (pgai's vectorizer rule) — which OpenSearch does not
+offer. API and Celery workers on any host share it; each API process keeps its own embedded
+indexes in its own data dir and follows `changes`. Same semantics as `SqliteStore`, method by
+method (tests/contract/test_store_contract.py runs against both).
+
+Locks are always taken in one global order, so concurrent writers wait but never deadlock:
+docs rows (sorted by key) < sidecar rows (sorted) < vectors rows (sorted) < the change-log lock.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+
+import numpy as np
+from psycopg import Connection, Cursor
+from psycopg.rows import DictRow, dict_row
+from psycopg.types.json import Json
+from psycopg_pool import ConnectionPool
+
+from shared.adapters.store_reports import coverage_report
+from shared.model import DocKey, SemanticStatus, SidecarEntry, StoredDoc
+from shared.ports import Change
+
+# pg_advisory_xact_lock keys (any constant bigint; they only have to differ from each other).
+SCHEMA_LOCK = 0x7669_6265_0001  # concurrent first starts must not race on CREATE TABLE
+CHANGES_LOCK = 0x7669_6265_0002  # see `_log`
+
+# JSON fields are `json`, not `jsonb`: `json` keeps the text as written, so a document comes
+# back with its keys in the writer's order, as from SqliteStore. Vectors are `bytea` (float32,
+# little-endian): the store never computes on them (search is the vector index's job), so SQL
+# arrays would buy nothing, while bytea is compact (4 bytes a dimension, no per-element header),
+# byte-identical to the SQLite blob, and decodes with one numpy.frombuffer instead of a Python
+# float per element.
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS docs(
+  tenant text NOT NULL, collection text NOT NULL, doc_id text NOT NULL,
+  fields json NOT NULL, acl json NOT NULL, intent text, vibe json NOT NULL,
+  content_hash text NOT NULL, updated_at double precision NOT NULL,
+  PRIMARY KEY(tenant, collection, doc_id));
+CREATE INDEX IF NOT EXISTS docs_by_hash ON docs(tenant, content_hash);
+CREATE TABLE IF NOT EXISTS sidecar(
+  tenant text NOT NULL, collection text NOT NULL, doc_id text NOT NULL, space text NOT NULL,
+  status text NOT NULL, content_hash text NOT NULL, reason text, model_id text,
+  last_embedded_at double precision, attempts integer NOT NULL DEFAULT 0,
+  updated_at double precision NOT NULL, cold_ref text,
+  PRIMARY KEY(tenant, collection, doc_id, space));
+CREATE INDEX IF NOT EXISTS sidecar_by_status ON sidecar(space, status, updated_at);
+CREATE TABLE IF NOT EXISTS vectors(
+  tenant text NOT NULL, content_hash text NOT NULL, space text NOT NULL,
+  model_id text NOT NULL, dim integer NOT NULL, vec bytea NOT NULL, created_at double precision NOT NULL,
+  PRIMARY KEY(tenant, content_hash, space));
+CREATE TABLE IF NOT EXISTS spaces(
+  space text PRIMARY KEY, model_id text NOT NULL, dim integer NOT NULL, created_at double precision NOT NULL);
+CREATE TABLE IF NOT EXISTS promotions(
+  tenant text NOT NULL, collection text NOT NULL, promoted_at double precision NOT NULL,
+  PRIMARY KEY(tenant, collection));
+CREATE TABLE IF NOT EXISTS changes(
+  seq bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY, tenant text NOT NULL, collection text NOT NULL,
+  doc_id text NOT NULL, op text NOT NULL, space text);
+"""
+
+_SIDECAR_COLS = ("tenant", "collection", "doc_id", "space", "status", "content_hash", "reason", "model_id",
+                 "last_embedded_at", "attempts", "updated_at", "cold_ref")
+_DOC_COLS = ("tenant", "collection", "doc_id", "fields", "acl", "intent", "vibe", "content_hash", "updated_at")
+
+# Many keys in one statement: three parallel arrays joined as a relation (one index probe per
+# key, and one round trip however many keys).
+_KEYS = "unnest(%s::text[], %s::text[], %s::text[]) AS k(tenant, collection, doc_id)"
+_ON_KEY = "USING (tenant, collection, doc_id)"
+
+Conn = Connection[DictRow]
+
+
+def _upsert(table: str, cols: Sequence[str], key: Sequence[str]) -> str:
+    """INSERT that replaces the whole row on a key conflict (SQLite's INSERT OR REPLACE)."""
+    updates = ", ".join(f"{c}=EXCLUDED.{c}" for c in cols if c not in key)
+    return (f"INSERT INTO {table} ({', '.join(cols)}) VALUES ({', '.join(['%s'] * len(cols))}) "
+            f"ON CONFLICT ({', '.join(key)}) DO UPDATE SET {updates}")
+
+
+_UPSERT_DOC = _upsert("docs", _DOC_COLS, ("tenant", "collection", "doc_id"))
+_UPSERT_SIDECAR = _upsert("sidecar", _SIDECAR_COLS, ("tenant", "collection", "doc_id", "space"))
+_UPSERT_VECTOR = _upsert("vectors", ("tenant", "content_hash", "space", "model_id", "dim", "vec", "created_at"),
+                         ("tenant", "content_hash", "space"))
+
+
+def _key_arrays(keys: Iterable[DocKey]) -> list[list[str]]:
+    """The three arrays `_KEYS` unnests."""
+    ks = list(keys)
+    return [[k.tenant for k in ks], [k.collection for k in ks], [k.doc_id for k in ks]]
+
+
+def _key(r: DictRow) -> DocKey:
+    return DocKey(r["tenant"], r["collection"], r["doc_id"])
+
+
+def _row_to_sidecar(r: DictRow) -> SidecarEntry:
+    return SidecarEntry(
+        key=_key(r), space=r["space"], status=SemanticStatus(r["status"]), content_hash=r["content_hash"],
+        reason=r["reason"], model_id=r["model_id"], last_embedded_at=r["last_embedded_at"],
+        attempts=r["attempts"], updated_at=r["updated_at"], cold_ref=r["cold_ref"],
+    )
+
+
+def _row_to_doc(r: DictRow) -> StoredDoc:
+    return StoredDoc(key=_key(r), fields=r["fields"], acl=r["acl"], intent=r["intent"],
+                     content_hash=r["content_hash"], updated_at=r["updated_at"], vibe=r["vibe"])
+
+
+def _doc_params(d: StoredDoc) -> tuple[object, ...]:
+    return (d.key.tenant, d.key.collection, d.key.doc_id, Json(d.fields), Json(d.acl), d.intent, Json(d.vibe),
+            d.content_hash, d.updated_at)
+
+
+def _sidecar_params(s: SidecarEntry) -> tuple[object, ...]:
+    return (s.key.tenant, s.key.collection, s.key.doc_id, s.space, s.status.value, s.content_hash, s.reason,
+            s.model_id, s.last_embedded_at, s.attempts, s.updated_at or time.time(), s.cold_ref)
+
+
+def _to_bytes(vec: Sequence[float]) -> bytes:
+    return np.asarray(vec, dtype="<f4").tobytes()
+
+
+def _from_bytes(raw: bytes) -> list[float]:
+    return np.frombuffer(raw, dtype="<f4").tolist()
+
+
+def _log(conn: Conn, rows: Sequence[tuple[DocKey, str, str | None]]) -> None:
+    """Append to the change log, making seq order equal commit order.
+
+    An identity column hands out numbers when rows are inserted, not when they commit: were
+    T1 to take seq 10 and commit after T2 took 11 and committed, a follower reading
+    `seq > last` between the two commits would move to 11 and never see 10. So every writer
+    takes one transaction-scoped advisory lock right before its insert; it is held until
+    commit and released only after the commit is visible, so the next writer draws a higher
+    number and commits later. A lock rather than the xid8/pg_snapshot_xmin scheme: followers
+    stay a plain `seq > last` read and writers wait only for the insert and commit of another
+    writer (taken last, after every row lock, so it cannot be part of a deadlock)."""
+    if not rows:
+        return
+    conn.execute("SELECT pg_advisory_xact_lock(%s)", (CHANGES_LOCK,))
+    with conn.cursor() as cur:
+        cur.executemany("INSERT INTO changes(tenant, collection, doc_id, op, space) VALUES (%s,%s,%s,%s,%s)",
+                        [(k.tenant, k.collection, k.doc_id, op, space) for k, op, space in rows])
+
+
+class PostgresStore:
+    """DocumentStore over a PostgreSQL database, through a connection pool shared by threads."""
+
+    def __init__(self, url: str, pool_size: int = 10, connect_timeout: float = 30.0):
+        # autocommit: a read is one round trip (no BEGIN/COMMIT); writes open `transaction()`.
+        # check_connection on checkout: one cheap round trip, and a connection the server dropped
+        # (restart, failover) is replaced instead of failing a request.
+        self._pool = ConnectionPool[Conn](
+            url, connection_class=Conn, min_size=1, max_size=max(pool_size, 1), open=True, name="vibe-store",
+            kwargs={"autocommit": True, "row_factory": dict_row}, check=ConnectionPool.check_connection,
+        )
+        try:
+            self._pool.wait(timeout=connect_timeout)  # fail at start-up, not at the first request
+            with self._tx() as conn:
+                conn.execute("SELECT pg_advisory_xact_lock(%s)", (SCHEMA_LOCK,))
+                conn.execute(SCHEMA)  # idempotent DDL
+        except BaseException:
+            self._pool.close()
+            raise
+
+    # -- connections -------------------------------------------------------------------
+
+    @contextmanager
+    def _conn(self) -> Iterator[Conn]:
+        with self._pool.connection() as conn:
+            yield conn
+
+    @contextmanager
+    def _tx(self) -> Iterator[Conn]:
+        """One transaction: committed when the block ends, rolled back if it raises."""
+        with self._pool.connection() as conn, conn.transaction():
+            yield conn
+
+    def _all(self, sql: str, params: Sequence[object] = ()) -> list[DictRow]:
+        with self._conn() as conn:
+            return conn.execute(sql, params).fetchall()
+
+    def _one(self, sql: str, params: Sequence[object] = ()) -> DictRow | None:
+        with self._conn() as conn:
+            return conn.execute(sql, params).fetchone()
+
+    def close(self) -> None:
+        self._pool.close()
+
+    # -- documents ---------------------------------------------------------------------
+
+    def put_docs(self, docs: Sequence[StoredDoc], sidecar: Sequence[SidecarEntry]) -> None:
+        # Rows sorted for the lock order; a stable sort, so of two writes of one key the last
+        # still wins. A document that fails to serialise rolls the whole transaction back.
+        params = [_doc_params(d) for d in sorted(docs, key=lambda d: d.key)]
+        rows = [_sidecar_params(s) for s in sorted(sidecar, key=lambda s: (s.key, s.space))]
+        with self._tx() as conn, conn.cursor() as cur:
+            if params:
+                cur.executemany(_UPSERT_DOC, params)
+            if rows:
+                cur.executemany(_UPSERT_SIDECAR, rows)
+            _log(conn, [(d.key, "doc", None) for d in docs])
+
+    def get_doc(self, key: DocKey) -> StoredDoc | None:
+        r = self._one("SELECT * FROM docs WHERE tenant=%s AND collection=%s AND doc_id=%s", key)
+        return _row_to_doc(r) if r else None
+
+    def get_docs(self, keys: Sequence[DocKey]) -> dict[DocKey, StoredDoc]:
+        if not keys:
+            return {}
+        rows = self._all(f"SELECT d.* FROM docs d JOIN {_KEYS} {_ON_KEY}", _key_arrays(keys))
+        return {d.key: d for d in map(_row_to_doc, rows)}
+
+    def delete_doc(self, key: DocKey) -> bool:
+        """Document, sidecar and its vectors go together; a vector stays only while another
+        document of the tenant has the same content."""
+        with self._tx() as conn:
+            row = conn.execute("DELETE FROM docs WHERE tenant=%s AND collection=%s AND doc_id=%s "
+                               "RETURNING content_hash", key).fetchone()
+            conn.execute("DELETE FROM sidecar WHERE tenant=%s AND collection=%s AND doc_id=%s", key)
+            if row is None:
+                return False
+            conn.execute("DELETE FROM vectors WHERE tenant=%s AND content_hash=%s AND NOT EXISTS "
+                         "(SELECT 1 FROM docs WHERE tenant=%s AND content_hash=%s)",
+                         (key.tenant, row["content_hash"], key.tenant, row["content_hash"]))
+            _log(conn, [(key, "delete", None)])
+            return True
+
+    def collection_keys(self, tenant: str, collection: str | None) -> Iterable[DocKey]:
+        sql, args = "SELECT collection, doc_id FROM docs WHERE tenant=%s", [tenant]
+        if collection:
+            sql, args = sql + " AND collection=%s", [tenant, collection]
+        # Fetched whole: a lazy cursor would hold a pooled connection while the caller iterates.
+        return [DocKey(tenant, r["collection"], r["doc_id"]) for r in self._all(sql, args)]
+
+    # -- sidecar -----------------------------------------------------------------------
+
+    def sidecar(self, key: DocKey, space: str) -> SidecarEntry | None:
+        return self.sidecars([key], space).get(key)
+
+    def sidecars(self, keys: Sequence[DocKey], space: str) -> dict[DocKey, SidecarEntry]:
+        if not keys:
+            return {}
+        rows = self._all(f"SELECT s.* FROM sidecar s JOIN {_KEYS} {_ON_KEY} WHERE s.space=%s",
+                         [*_key_arrays(keys), space])
+        return {s.key: s for s in map(_row_to_sidecar, rows)}
+
+    def set_status(
+        self,
+        keys: Sequence[DocKey],
+        space: str,
+        status: SemanticStatus,
+        reason: str | None = None,
+        only_from: Sequence[SemanticStatus] | None = None,
+    ) -> list[DocKey]:
+        with self._tx() as conn:
+            return self._set_status(conn, keys, space, status, reason, only_from)
+
+    @staticmethod
+    def _set_status(conn: Conn, keys: Sequence[DocKey], space: str, status: SemanticStatus, reason: str | None,
+                    only_from: Sequence[SemanticStatus] | None) -> list[DocKey]:
+        """The compare-and-set: the guard is part of the UPDATE, so a row another transaction
+        is moving is waited for and its new status re-checked (READ COMMITTED re-evaluates the
+        WHERE on the committed row): of two workers racing `none → queued`, one wins."""
+        if not keys:
+            return []
+        guard = " AND status = ANY(%s)" if only_from else ""
+        now = time.time()
+        params = [[status.value, reason, now, *k, space, *([[s.value for s in only_from]] if only_from else [])]
+                  for k in sorted(keys)]  # sorted: the global lock order
+        with conn.cursor() as cur:
+            cur.executemany("UPDATE sidecar SET status=%s, reason=%s, updated_at=%s "
+                            f"WHERE tenant=%s AND collection=%s AND doc_id=%s AND space=%s{guard} "
+                            "RETURNING tenant, collection, doc_id", params, returning=True)
+            moved = _returned_keys(cur)
+        return [k for k in keys if k in moved]
+
+    def record_failure(self, key: DocKey, space: str, reason: str, final: bool) -> None:
+        status = SemanticStatus.FAILED if final else SemanticStatus.QUEUED
+        with self._tx() as conn:
+            conn.execute("UPDATE sidecar SET status=%s, reason=%s, attempts=attempts+1, updated_at=%s "
+                         "WHERE tenant=%s AND collection=%s AND doc_id=%s AND space=%s",
+                         (status.value, reason, time.time(), *key, space))
+
+    def keys_in_status(
+        self, space: str, statuses: Sequence[SemanticStatus], limit: int = 10_000
+    ) -> list[SidecarEntry]:
+        rows = self._all("SELECT * FROM sidecar WHERE space=%s AND status = ANY(%s) ORDER BY updated_at LIMIT %s",
+                         (space, [s.value for s in statuses], limit))
+        return [_row_to_sidecar(r) for r in rows]
+
+    # -- vectors -----------------------------------------------------------------------
+
+    def commit_vectors(
+        self, entries: Sequence[tuple[SidecarEntry, list[float]]], model_id: str
+    ) -> list[DocKey]:
+        """Job output and job state in one transaction (the pgai vectorizer's rule). The
+        content-hash guard is in the UPDATE: a document rewritten meanwhile is left to the
+        newer job, even when that rewrite commits while this transaction waits for the row."""
+        if not entries:
+            return []
+        space = entries[0][0].space
+        now = time.time()
+        in_order = sorted(entries, key=lambda e: (e[0].key, e[0].space))  # the lock order
+        with self._tx() as conn, conn.cursor() as cur:
+            cur.executemany(
+                "UPDATE sidecar SET status='ready', reason=NULL, model_id=%s, last_embedded_at=%s, updated_at=%s, "
+                "cold_ref=NULL WHERE tenant=%s AND collection=%s AND doc_id=%s AND space=%s AND content_hash=%s "
+                "RETURNING tenant, collection, doc_id",
+                [(model_id, now, now, *e.key, e.space, e.content_hash) for e, _ in in_order], returning=True)
+            moved = _returned_keys(cur)
+            vectors = sorted((e.key.tenant, e.content_hash, e.space, model_id, len(v), _to_bytes(v), now)
+                             for e, v in in_order if e.key in moved)
+            if vectors:
+                cur.executemany(_UPSERT_VECTOR, vectors)
+            ready = [e.key for e, _ in entries if e.key in moved]
+            _log(conn, [(k, "vector", space) for k in ready])
+        return ready
+
+    def vector_for_hash(self, tenant: str, content_hash: str, space: str) -> list[float] | None:
+        r = self._one("SELECT vec FROM vectors WHERE tenant=%s AND content_hash=%s AND space=%s",
+                      (tenant, content_hash, space))
+        return _from_bytes(r["vec"]) if r else None
+
+    def vectors_for(self, keys: Sequence[DocKey], space: str) -> dict[DocKey, list[float]]:
+        """The vector of each key whose sidecar is `ready`, in one join."""
+        if not keys:
+            return {}
+        rows = self._all(
+            f"SELECT s.tenant, s.collection, s.doc_id, v.vec FROM sidecar s JOIN {_KEYS} {_ON_KEY} "
+            "JOIN vectors v ON v.tenant=s.tenant AND v.content_hash=s.content_hash AND v.space=s.space "
+            "WHERE s.space=%s AND s.status='ready'", [*_key_arrays(keys), space])
+        return {_key(r): _from_bytes(r["vec"]) for r in rows}
+
+    # -- change log and reports --------------------------------------------------------
+
+    def changes_since(self, seq: int, limit: int = 1000) -> list[Change]:
+        rows = self._all("SELECT * FROM changes WHERE seq>%s ORDER BY seq LIMIT %s", (seq, limit))
+        return [Change(r["seq"], _key(r), r["op"], r["space"]) for r in rows]
+
+    def coverage(self, tenant: str, collection: str | None, space: str) -> dict[str, object]:
+        sql = "SELECT status, reason, COUNT(*) AS n FROM sidecar WHERE tenant=%s AND space=%s"
+        args: list[object] = [tenant, space]
+        if collection:
+            sql, args = sql + " AND collection=%s", [*args, collection]
+        rows = self._all(sql + " GROUP BY status, reason", args)
+        return coverage_report((r["status"], r["reason"], r["n"]) for r in rows)
+
+    def bind_space(self, space: str, model_id: str, dim: int) -> tuple[str, int]:
+        """Record which model and dimension a space is built with (first use wins) and
+        return the recorded pair, so the caller can refuse an embedder that differs."""
+        with self._tx() as conn:
+            conn.execute("INSERT INTO spaces VALUES (%s,%s,%s,%s) ON CONFLICT (space) DO NOTHING",
+                         (space, model_id, dim, time.time()))
+            r = conn.execute("SELECT model_id, dim FROM spaces WHERE space=%s", (space,)).fetchone()
+        assert r is not None
+        return str(r["model_id"]), int(r["dim"])
+
+    def promote(self, tenant: str, collection: str) -> None:
+        with self._tx() as conn:
+            conn.execute("INSERT INTO promotions VALUES (%s,%s,%s) "
+                         "ON CONFLICT (tenant, collection) DO UPDATE SET promoted_at=EXCLUDED.promoted_at",
+                         (tenant, collection, time.time()))
+
+    def promoted(self) -> set[tuple[str, str]]:
+        return {(r["tenant"], r["collection"]) for r in self._all("SELECT tenant, collection FROM promotions")}
+
+    def queued_count(self, space: str, tenant: str) -> int:
+        r = self._one("SELECT COUNT(*) AS n FROM sidecar WHERE space=%s AND status='queued' AND tenant=%s",
+                      (space, tenant))
+        return int(r["n"]) if r else 0
+
+    def oldest_queued(self, space: str, tenant: str) -> float | None:
+        r = self._one("SELECT MIN(updated_at) AS t FROM sidecar WHERE space=%s AND status='queued' AND tenant=%s",
+                      (space, tenant))
+        return r["t"] if r and r["t"] is not None else None
+
+    def vector_count(self, tenant: str, space: str) -> int:
+        r = self._one("SELECT COUNT(*) AS n FROM vectors WHERE tenant=%s AND space=%s", (tenant, space))
+        return int(r["n"]) if r else 0
+
+
+
+def _returned_keys(cur: Cursor[DictRow]) -> set[DocKey]:
+    """The keys in the RETURNING rows of an `executemany(..., returning=True)`, which leaves
+    one result set per parameter set."""
+    return {_key(r) for _ in cur.results() for r in cur.fetchall()}
