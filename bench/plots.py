@@ -17,6 +17,10 @@ def _pyplot() -> Any:
     return plt
 
 
+def _mean_last(runs: list[dict[str, Any]], key: str) -> float:
+    return sum(r["points"][-1][key] for r in runs) / len(runs)
+
+
 def lazy(doc: dict[str, Any]) -> list[str]:
     plt = _pyplot()
     RESULTS.mkdir(parents=True, exist_ok=True)
@@ -34,10 +38,15 @@ def lazy(doc: dict[str, Any]) -> list[str]:
     curve = RESULTS / f"{stem}-curve.png"
     fig.savefig(curve, dpi=110, bbox_inches="tight")
     fig, ax = plt.subplots(figsize=(5, 4))
-    for name, runs in doc["runs"].items():
-        last = runs[0]["points"][-1]
-        ax.scatter(last["embedded_fraction"], last["ratio_done"])
-        ax.annotate(name, (last["embedded_fraction"], last["ratio_done"]), fontsize=7)
+    for family, marker in (("fixed-", "s"), ("depth-", "o")):  # the naive policy vs the planner's
+        pts = sorted((_mean_last(runs, "embedded_fraction"), _mean_last(runs, "ratio_done"), name)
+                     for name, runs in doc["runs"].items() if name.startswith(family))
+        ax.plot([p[0] for p in pts], [p[1] for p in pts], marker=marker, linestyle="-" if family == "depth-" else "")
+        for x, y, name in pts:
+            ax.annotate(name, (x, y), fontsize=7)
+    if "oracle_fraction" in doc:
+        ax.axvline(doc["oracle_fraction"], linestyle=":", color="grey", label="oracle (eager top pages)")
+        ax.legend(fontsize=7)
     ax.set_xlabel("fraction of corpus embedded")
     ax.set_ylabel("quality ratio to eager hybrid")
     frontier = RESULTS / f"{stem}-frontier.png"

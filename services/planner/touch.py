@@ -30,7 +30,7 @@ Search = Callable[[str, int], list[Hit]]
 @dataclass(frozen=True)
 class TouchPolicy:
     policy: str = "depth"  # depth | fixed
-    depth_factor: float = 1.0
+    depth_factor: float = 2.0
     min_depth: int = 10
     neighbours: int = 0  # neighbours queued per top result (0 = off)
     neighbour_sources: int = 3  # how many top results lend their neighbours
