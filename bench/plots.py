@@ -38,15 +38,19 @@ def lazy(doc: dict[str, Any]) -> list[str]:
     curve = RESULTS / f"{stem}-curve.png"
     fig.savefig(curve, dpi=110, bbox_inches="tight")
     fig, ax = plt.subplots(figsize=(5, 4))
-    for family, marker in (("fixed-", "s"), ("depth-", "o")):  # the naive policy vs the planner's
+    families = {"naive fixed-K": lambda n: n.startswith("fixed-"),
+                "depth": lambda n: n.startswith("depth-") and "+" not in n,
+                "depth + neighbours": lambda n: "+" in n}
+    for (family, member), marker in zip(families.items(), "so^", strict=True):
         pts = sorted((_mean_last(runs, "embedded_fraction"), _mean_last(runs, "ratio_done"), name)
-                     for name, runs in doc["runs"].items() if name.startswith(family))
-        ax.plot([p[0] for p in pts], [p[1] for p in pts], marker=marker, linestyle="-" if family == "depth-" else "")
+                     for name, runs in doc["runs"].items() if member(name))
+        ax.plot([p[0] for p in pts], [p[1] for p in pts], marker=marker, label=family,
+                linestyle="-" if family == "depth" else "")
         for x, y, name in pts:
             ax.annotate(name, (x, y), fontsize=7)
     if "oracle_fraction" in doc:
         ax.axvline(doc["oracle_fraction"], linestyle=":", color="grey", label="oracle (eager top pages)")
-        ax.legend(fontsize=7)
+    ax.legend(fontsize=7)
     ax.set_xlabel("fraction of corpus embedded")
     ax.set_ylabel("quality ratio to eager hybrid")
     frontier = RESULTS / f"{stem}-frontier.png"
