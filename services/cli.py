@@ -94,6 +94,34 @@ def mcp() -> None:
     run_stdio(_settings())
 
 
+@app.command("reindex-follower")
+def reindex_follower(
+    index: str = typer.Argument(..., help="lexical | vectors: the configured shared index (OpenSearch, Qdrant)"),
+    wait: float = typer.Option(60.0, "--wait", min=0, help="seconds to wait while a replica is applying"),
+) -> None:
+    """Rebuild a shared index from the store's change log, here: reset its follower position
+    to 0 and replay the log, under the follower lease (replicas skip their syncs meanwhile)."""
+    from shared.wiring import build_shared_follower
+
+    if index not in ("lexical", "vectors"):
+        raise typer.BadParameter("lexical or vectors", param_hint="INDEX")
+    follower = build_shared_follower(_settings(), "lexical" if index == "lexical" else "vectors")
+    if follower is None:
+        typer.echo(f"the {index} index is embedded: stop the API, delete DATA_DIR/index.seq and the "
+                   "index folder, and start it again", err=True)
+        raise typer.Exit(code=2)
+    try:
+        applied, seq = follower.rebuild(wait), follower.seq
+    finally:
+        for part in (follower.lexical, follower.vectors, follower.store):
+            if part is not None:
+                part.close()
+    if applied is None:
+        typer.echo(f"another process kept the lease for {wait:g} s; try again", err=True)
+        raise typer.Exit(code=1)
+    typer.echo(json.dumps({"index": index, "applied": applied, "seq": seq}))
+
+
 bench_app = typer.Typer(help="Benchmarks over the HTTP API of a served instance (results in bench/results/).",
                         no_args_is_help=True)
 app.add_typer(bench_app, name="bench")

@@ -1,49 +1,157 @@
 """Keeps the lexical and vector indexes in step with the store's change log.
 
 The store is the system of record; indexes are followers. Each `sync()` applies the changes
-after the last applied sequence number and then records it, so a crash between the two
-replays a few idempotent upserts instead of losing a write, and a deleted index folder is
-rebuilt from the log on the next start.
+after the follower's position and then records the new position, so a crash between the two
+replays a few idempotent upserts instead of losing a write, and a deleted index is rebuilt from
+the log on the next start.
+
+Where the position lives depends on who else writes the index:
+- an EMBEDDED index (tantivy, qdrant-edge) is private to its process and data dir: the position
+  is a file beside it (`FilePosition`), and every process follows the log on its own;
+- a SHARED index (OpenSearch, a Qdrant server) is written by every API replica: the position
+  lives in the store (`StorePosition`), so a new replica starts where the others are instead
+  of replaying the whole log, and only the holder of a cross-process lease applies. One
+  applier at a time is not an optimisation but a correctness rule: the follower applies each
+  changed key's CURRENT state, and two appliers can interleave as A reads doc X (v1), B reads
+  X (v2) and writes v2, A writes v1: the index keeps v1 while both positions move past it.
 """
 
 from __future__ import annotations
 
 import threading
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
+from typing import Protocol
 
 from shared.model import DocKey, SemanticStatus, StoredDoc
 from shared.ports import Change, DocumentStore, LexicalIndex, VectorIndex
 
 
+class Position(Protocol):
+    """Where a follower has applied the change log up to, and who may apply next."""
+
+    def load(self) -> int: ...
+
+    def save(self, seq: int) -> None: ...
+
+    def reset(self) -> None:
+        """Back to 0: the index is rebuilt from the whole log."""
+
+    def lease(self) -> AbstractContextManager[bool]:
+        """Non-blocking: yields whether this process may apply now."""
+
+
+class FilePosition:
+    """Per-process position in a file of the data dir (embedded indexes); nobody else applies
+    to the index, so the lease is always granted."""
+
+    def __init__(self, path: Path):
+        self.path = path
+
+    def load(self) -> int:
+        return int(self.path.read_text()) if self.path.exists() else 0
+
+    def save(self, seq: int) -> None:
+        self.path.write_text(str(seq))
+
+    def reset(self) -> None:
+        self.path.unlink(missing_ok=True)
+
+    @contextmanager
+    def lease(self) -> Iterator[bool]:
+        yield True
+
+
+class StorePosition:
+    """Position shared by every process through the store (shared indexes). Read again at each
+    sync, since other processes advance it; saved only forward; the lease is the store's
+    cross-process lock for `name`."""
+
+    def __init__(self, store: DocumentStore, name: str):
+        self.store = store
+        self.name = name
+
+    def load(self) -> int:
+        return self.store.follower_position(self.name)
+
+    def save(self, seq: int) -> None:
+        self.store.advance_follower_position(self.name, seq)
+
+    def reset(self) -> None:
+        self.store.reset_follower_position(self.name)
+
+    def lease(self) -> AbstractContextManager[bool]:
+        return self.store.follower_lease(self.name)
+
+
 class IndexFollower:
+    """Follows the change log into one index set (a lexical index, a vector index or both)
+    from one position."""
+
     def __init__(
         self,
         store: DocumentStore,
         lexical: LexicalIndex | None,
         vectors: VectorIndex | None,
-        state_file: Path,
+        position: Position,
         space: str,
     ):
         self.store = store
         self.lexical = lexical
         self.vectors = vectors
         self.space = space
-        self.state_file = state_file
-        self._lock = threading.Lock()
-        self.seq = int(state_file.read_text()) if state_file.exists() else 0
+        self.position = position
+        self._lock = threading.Lock()  # threads of this process wait for each other, not skip
+
+    @property
+    def seq(self) -> int:
+        return self.position.load()
 
     def sync(self, batch: int = 5000) -> int:
-        """Apply every pending change; returns how many were applied."""
+        """Apply every pending change if this process holds the lease; returns how many were
+        applied (0 when another process is applying: its applier also applies ours).
+
+        After releasing the lease, look once more: a change committed after the holder's last
+        read, whose writer found the lease taken and skipped, would otherwise wait for the next
+        sync anywhere. Every release is followed by such a look, so the last holder sees it."""
         applied = 0
         with self._lock:
             while True:
-                changes = self.store.changes_since(self.seq, batch)
-                if not changes:
+                with self.position.lease() as granted:
+                    if not granted:
+                        return applied
+                    done, seq = self._drain(batch)
+                    applied += done
+                if not self.store.changes_since(seq, 1):
                     return applied
-                self._apply(changes)
-                self.seq = changes[-1].seq
-                self.state_file.write_text(str(self.seq))
-                applied += len(changes)
+
+    def rebuild(self, wait: float, batch: int = 5000) -> int | None:
+        """Reset the position and apply the whole log, both under one lease (waiting up to `wait`
+        seconds for it), so no applier saves an old position over the reset; returns how many
+        changes were applied, None if another process kept the lease. Run by an operator
+        (`vibe-semantic reindex-follower`), so the replay does not land in a replica's request."""
+        deadline = time.monotonic() + wait
+        with self._lock:
+            while True:
+                with self.position.lease() as granted:
+                    if granted:
+                        self.position.reset()
+                        return self._drain(batch)[0]
+                if time.monotonic() >= deadline:
+                    return None
+                time.sleep(0.1)
+
+    def _drain(self, batch: int) -> tuple[int, int]:
+        """Under the lease: apply from the current position to the end of the log."""
+        applied, seq = 0, self.position.load()
+        while changes := self.store.changes_since(seq, batch):
+            self._apply(changes)
+            seq = changes[-1].seq
+            self.position.save(seq)
+            applied += len(changes)
+        return applied, seq
 
     def _apply(self, changes: list[Change]) -> None:
         keys = list(dict.fromkeys(c.key for c in changes))
@@ -69,3 +177,31 @@ class IndexFollower:
         ]
         self.vectors.upsert(self.space, ready)
         self.vectors.delete(self.space, drop + gone)
+
+
+class Follower(Protocol):
+    """What writers and readers call: catch up now, and how far the log has been applied."""
+
+    @property
+    def seq(self) -> int: ...
+
+    def sync(self, batch: int = 5000) -> int: ...
+
+
+class Followers:
+    """A process's followers (one per position), synced one after the other."""
+
+    def __init__(self, members: Sequence[IndexFollower]):
+        self.members = list(members)
+
+    @property
+    def seq(self) -> int:
+        """The least advanced position: every change after it is pending in some index."""
+        return min((f.seq for f in self.members), default=0)
+
+    def sync(self, batch: int = 5000) -> int:
+        return sum(f.sync(batch) for f in self.members)
+
+    def of_vectors(self) -> IndexFollower:
+        """The follower of the vector index (what a semantic read must wait for)."""
+        return next(f for f in self.members if f.vectors is not None)

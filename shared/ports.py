@@ -4,6 +4,7 @@ implements each; the contract suite in tests/contract/ runs against every adapte
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
@@ -94,6 +95,23 @@ class DocumentStore(Protocol):
     def oldest_queued(self, space: str, tenant: str) -> float | None: ...
 
     def vector_count(self, tenant: str, space: str) -> int: ...
+
+    # Positions of the followers of SHARED indexes (OpenSearch, Qdrant server), which every API
+    # replica writes to: one position per index instance, kept here so that all replicas see it.
+
+    def follower_position(self, name: str) -> int:
+        """The change-log seq follower `name` has applied up to (0: nothing yet)."""
+
+    def advance_follower_position(self, name: str, seq: int) -> None:
+        """Record `seq` unless a higher one is recorded: a position never moves back."""
+
+    def reset_follower_position(self, name: str) -> None:
+        """Back to 0, so the index is rebuilt from the whole log (operators; under the lease)."""
+
+    def follower_lease(self, name: str) -> AbstractContextManager[bool]:
+        """Non-blocking cross-process lock for follower `name`: yields True to at most one
+        holder at a time (on any store instance of the same database), False at once to the
+        others; released when the block ends, also when it raises."""
 
     def close(self) -> None: ...
 

@@ -10,7 +10,8 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
+from urllib.parse import urlsplit
 
 from services.api.writes import DocumentService
 from services.planner.explain import ExplainCache
@@ -23,7 +24,7 @@ from shared.adapters.memory_queue import InProcessQueue
 from shared.adapters.sqlite_store import SqliteStore
 from shared.adapters.tantivy_lexical import TantivyLexicalIndex
 from shared.config import Settings
-from shared.indexing import IndexFollower
+from shared.indexing import FilePosition, Followers, IndexFollower, StorePosition
 from shared.model import DocKey, EmbedJob, SemanticStatus
 from shared.policy.eligibility import EligibilityPolicy
 from shared.ports import Budget, DocumentStore, Embedder, JobQueue, LexicalIndex, VectorIndex
@@ -57,7 +58,7 @@ class Container:
     lexical: LexicalIndex
     vectors: VectorIndex
     embedder: Embedder
-    follower: IndexFollower
+    follower: Followers
     queue: JobQueue
     planner: Planner
     docs: DocumentService
@@ -110,6 +111,57 @@ def _build_vectors(settings: Settings) -> VectorIndex:
     return EdgeVectorIndex(settings.data_dir / "vectors")
 
 
+def _server(url: str | None) -> str:
+    """host:port of a server URL, without the credentials it may carry."""
+    return urlsplit(url or "").netloc.rpartition("@")[2]
+
+
+def follower_name(settings: Settings, index: Literal["lexical", "vectors"]) -> str | None:
+    """The store-held position's name for a SHARED index, identifying the index instance (server,
+    index or collection prefix, and for vectors the space it holds), so that replicas configured
+    alike share one position and a new, empty server starts from 0; None for an embedded index.
+    Every replica must spell the server URL the same way."""
+    if index == "lexical" and settings.lexical == "opensearch":
+        from shared.adapters.opensearch_lexical import INDEX_PREFIX
+
+        return f"lexical:opensearch:{_server(settings.opensearch_url)}/{INDEX_PREFIX}"
+    if index == "vectors" and settings.vectors == "qdrant":
+        from shared.adapters.qdrant_vectors import COLLECTION_PREFIX
+
+        return f"vectors:qdrant:{_server(settings.qdrant_url)}/{COLLECTION_PREFIX}{settings.space}"
+    return None
+
+
+def _build_followers(settings: Settings, store: DocumentStore, lexical: LexicalIndex,
+                     vectors: VectorIndex) -> Followers:
+    """Embedded indexes (a copy per process) share one follower positioned by a file in the data
+    dir, as before; each shared index gets its own follower positioned in the store, applied by
+    one replica at a time (why: shared/indexing.py)."""
+    lex_name, vec_name = follower_name(settings, "lexical"), follower_name(settings, "vectors")
+    own_lexical, own_vectors = (lexical if lex_name is None else None), (vectors if vec_name is None else None)
+    members = []
+    if own_lexical is not None or own_vectors is not None:
+        members.append(IndexFollower(store, own_lexical, own_vectors, FilePosition(settings.data_dir / "index.seq"),
+                                     settings.space))
+    if lex_name is not None:
+        members.append(IndexFollower(store, lexical, None, StorePosition(store, lex_name), settings.space))
+    if vec_name is not None:
+        members.append(IndexFollower(store, None, vectors, StorePosition(store, vec_name), settings.space))
+    return Followers(members)
+
+
+def build_shared_follower(settings: Settings, index: Literal["lexical", "vectors"]) -> IndexFollower | None:
+    """The follower of the configured shared `index` alone, with its own store (operator
+    commands); None when that index is embedded. The caller closes `store` and the index."""
+    name = follower_name(settings, index)
+    if name is None:
+        return None
+    store = build_store(settings)
+    lexical = _build_lexical(settings) if index == "lexical" else None
+    vectors = _build_vectors(settings) if index == "vectors" else None
+    return IndexFollower(store, lexical, vectors, StorePosition(store, name), settings.space)
+
+
 def _build_queue(settings: Settings, run_batch: Callable[[list[EmbedJob]], BatchOutcome]) -> JobQueue:
     if settings.queue == "celery":
         from shared.adapters.celery_queue import CeleryQueue
@@ -158,7 +210,7 @@ def build(settings: Settings, embedder: Embedder | None = None) -> Container:
     vectors = _build_vectors(settings)
     emb = embedder or build_embedder(settings)
     handler = build_handler(settings, store, emb)
-    follower = IndexFollower(store, lexical, vectors, settings.data_dir / "index.seq", settings.space)
+    follower = _build_followers(settings, store, lexical, vectors)
     signal = Signal()
 
     def run_batch(jobs: list[EmbedJob]) -> BatchOutcome:
@@ -171,7 +223,9 @@ def build(settings: Settings, embedder: Embedder | None = None) -> Container:
     queue.on_done(signal.fire)
     cfg = PlannerConfig(settings.space, settings.lexical_candidates, settings.per_query_max_embeds,
                         settings.rrf_k, settings.fusion, settings.semantic_weight, _touch_policy(settings))
-    planner = Planner(cfg, store, lexical, vectors, emb, queue, _build_budget(settings), follower, ExplainCache())
+    # A semantic leg waits for the vector index only.
+    planner = Planner(cfg, store, lexical, vectors, emb, queue, _build_budget(settings), follower.of_vectors(),
+                      ExplainCache())
     docs = DocumentService(store, follower, queue, handler.policy, settings.embed_fields, settings.space,
                            settings.max_doc_bytes, store.promoted())
     return Container(settings, store, lexical, vectors, emb, follower, queue, planner, docs, handler, signal)

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from shared.errors import ErrorCode, VibeError, invalid
-from shared.indexing import IndexFollower
+from shared.indexing import Follower
 from shared.metrics import METRICS
 from shared.model import (
     PUBLIC_PRINCIPAL,
@@ -72,7 +72,7 @@ class DocumentService:
     def __init__(
         self,
         store: DocumentStore,
-        follower: IndexFollower,
+        follower: Follower,
         queue: JobQueue,
         policy: EligibilityPolicy,
         embed_fields: dict[str, list[str]],

@@ -3,9 +3,9 @@
 The system of record of the distributed profile (DESIGN.md §1, "another durable store you
 justify"): the sidecar state machine needs multi-row transactions — a status compare-and-set,
 vectors and `ready` committed together (pgai's vectorizer rule) — which OpenSearch does not
-offer. API and Celery workers on any host share it; each API process keeps its own embedded
-indexes in its own data dir and follows `changes`. Same semantics as `SqliteStore`, method by
-method (tests/contract/test_store_contract.py runs against both).
+offer. API and Celery workers on any host share it; the API's index followers read `changes`
+and keep the positions of shared indexes in `follower_positions`. Same semantics as
+`SqliteStore`, method by method (tests/contract/test_store_contract.py runs against both).
 
 Locks are always taken in one global order, so concurrent writers wait but never deadlock:
 docs rows (sorted by key) < sidecar rows (sorted) < vectors rows (sorted) < the change-log lock.
@@ -13,6 +13,7 @@ docs rows (sorted by key) < sidecar rows (sorted) < vectors rows (sorted) < the 
 
 from __future__ import annotations
 
+import hashlib
 import time
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
@@ -30,6 +31,10 @@ from shared.ports import Change
 # pg_advisory_xact_lock keys (any constant bigint; they only have to differ from each other).
 SCHEMA_LOCK = 0x7669_6265_0001  # concurrent first starts must not race on CREATE TABLE
 CHANGES_LOCK = 0x7669_6265_0002  # see `_log`
+# Follower leases use the two-int4 form of the advisory lock key, (FOLLOWER_LOCKS, hash of the
+# name), a key space apart from the one-bigint keys above. Two names whose 32-bit hashes
+# collide would only take turns, never apply concurrently.
+FOLLOWER_LOCKS = 0x7669_6265
 
 # JSON fields are `json`, not `jsonb`: `json` keeps the text as written, so a document comes
 # back with its keys in the writer's order, as from SqliteStore. Vectors are `bytea` (float32,
@@ -63,6 +68,7 @@ CREATE TABLE IF NOT EXISTS promotions(
 CREATE TABLE IF NOT EXISTS changes(
   seq bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY, tenant text NOT NULL, collection text NOT NULL,
   doc_id text NOT NULL, op text NOT NULL, space text);
+CREATE TABLE IF NOT EXISTS follower_positions(name text PRIMARY KEY, seq bigint NOT NULL);
 """
 
 _SIDECAR_COLS = ("tenant", "collection", "doc_id", "space", "status", "content_hash", "reason", "model_id",
@@ -158,7 +164,8 @@ class PostgresStore:
         # check_connection on checkout: one cheap round trip, and a connection the server dropped
         # (restart, failover) is replaced instead of failing a request.
         self._pool = ConnectionPool[Conn](
-            url, connection_class=Conn, min_size=1, max_size=max(pool_size, 1), open=True, name="vibe-store",
+            # At least 2: a follower lease holds one connection while the follower reads through another.
+            url, connection_class=Conn, min_size=1, max_size=max(pool_size, 2), open=True, name="vibe-store",
             kwargs={"autocommit": True, "row_factory": dict_row}, check=ConnectionPool.check_connection,
         )
         try:
@@ -386,6 +393,42 @@ class PostgresStore:
         r = self._one("SELECT COUNT(*) AS n FROM vectors WHERE tenant=%s AND space=%s", (tenant, space))
         return int(r["n"]) if r else 0
 
+    # -- followers of shared indexes -----------------------------------------------------
+
+    def follower_position(self, name: str) -> int:
+        r = self._one("SELECT seq FROM follower_positions WHERE name=%s", (name,))
+        return int(r["seq"]) if r else 0
+
+    def advance_follower_position(self, name: str, seq: int) -> None:
+        with self._conn() as conn:
+            conn.execute("INSERT INTO follower_positions VALUES (%s,%s) ON CONFLICT (name) "
+                         "DO UPDATE SET seq=GREATEST(follower_positions.seq, EXCLUDED.seq)", (name, seq))
+
+    def reset_follower_position(self, name: str) -> None:
+        with self._conn() as conn:
+            conn.execute("DELETE FROM follower_positions WHERE name=%s", (name,))
+
+    @contextmanager
+    def follower_lease(self, name: str) -> Iterator[bool]:
+        """A session advisory lock on a connection held for the block, so no transaction stays
+        open while the follower writes to its index (a long one would hold back vacuum). It is
+        released in `finally`, also when applying raises, before the connection goes back to the
+        pool; should the session die instead, the server releases it."""
+        key = (FOLLOWER_LOCKS, _int4(name))
+        with self._conn() as conn:
+            row = conn.execute("SELECT pg_try_advisory_lock(%s, %s) AS ok", key).fetchone()
+            if not (row and row["ok"]):
+                yield False
+                return
+            try:
+                yield True
+            finally:
+                conn.execute("SELECT pg_advisory_unlock(%s, %s)", key)
+
+
+def _int4(name: str) -> int:
+    """A stable signed 32-bit hash (Python's `hash` differs between processes)."""
+    return int.from_bytes(hashlib.sha256(name.encode()).digest()[:4], "big", signed=True)
 
 
 def _returned_keys(cur: Cursor[DictRow]) -> set[DocKey]:

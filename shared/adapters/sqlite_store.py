@@ -8,6 +8,8 @@ transaction, so a write is either fully accepted or changes nothing.
 
 from __future__ import annotations
 
+import fcntl
+import hashlib
 import json
 import sqlite3
 import threading
@@ -47,6 +49,7 @@ CREATE TABLE IF NOT EXISTS promotions(
 CREATE TABLE IF NOT EXISTS changes(
   seq INTEGER PRIMARY KEY AUTOINCREMENT, tenant TEXT NOT NULL, collection TEXT NOT NULL,
   doc_id TEXT NOT NULL, op TEXT NOT NULL, space TEXT);
+CREATE TABLE IF NOT EXISTS follower_positions(name TEXT PRIMARY KEY, seq INTEGER NOT NULL);
 """
 
 _SIDECAR_COLS = (
@@ -363,3 +366,35 @@ class SqliteStore:
                                  (tenant, space)).fetchone()
         return int(r["n"])
 
+    # -- followers of shared indexes -----------------------------------------------------
+
+    def follower_position(self, name: str) -> int:
+        r = self._conn().execute("SELECT seq FROM follower_positions WHERE name=?", (name,)).fetchone()
+        return int(r["seq"]) if r else 0
+
+    def advance_follower_position(self, name: str, seq: int) -> None:
+        self._conn().execute(
+            "INSERT INTO follower_positions VALUES (?,?) ON CONFLICT(name) DO UPDATE SET seq=max(seq, excluded.seq)",
+            (name, seq))
+
+    def reset_follower_position(self, name: str) -> None:
+        self._conn().execute("DELETE FROM follower_positions WHERE name=?", (name,))
+
+    @contextmanager
+    def follower_lease(self, name: str) -> Iterator[bool]:
+        """An exclusive `flock` on a lock file beside the database. The processes that share a
+        SQLite file share its host, where flock is exact, and the kernel drops the lock when its
+        holder dies, so a crashed applier never leaves a lease behind (a lease row in a table
+        would need an expiry instead). The file is opened per call: flock locks belong to an open
+        file, so two threads or two store instances exclude each other like two processes."""
+        digest = hashlib.sha256(name.encode()).hexdigest()[:16]
+        with open(self.path.with_name(f"{self.path.name}.follower-{digest}.lock"), "ab") as f:
+            try:
+                fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                yield False
+                return
+            try:
+                yield True
+            finally:
+                fcntl.flock(f, fcntl.LOCK_UN)

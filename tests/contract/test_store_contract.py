@@ -181,3 +181,50 @@ def test_batch_reads_answer_for_many_keys_across_collections(store: DocumentStor
     assert store.vectors_for(keys[:20], "core").keys() == set(keys[:5])
     assert sorted(store.collection_keys("t", "c1")) == sorted(k for k in keys if k.collection == "c1")
     assert len(list(store.collection_keys("t", None))) == 1200
+
+
+def test_a_follower_position_is_kept_per_name_and_never_lowered(opener: Opener) -> None:
+    first = opener()
+    assert first.follower_position("vectors:x") == 0
+    first.advance_follower_position("vectors:x", 7)
+    first.advance_follower_position("vectors:x", 3)  # a slower applier's late save
+    first.advance_follower_position("lexical:y", 2)
+    first.close()
+    again = opener()  # another process on the same database sees it
+    try:
+        assert again.follower_position("vectors:x") == 7 and again.follower_position("lexical:y") == 2
+        again.advance_follower_position("vectors:x", 9)
+        again.reset_follower_position("vectors:x")
+        assert again.follower_position("vectors:x") == 0 and again.follower_position("lexical:y") == 2
+    finally:
+        again.close()
+
+
+@pytest.fixture
+def two(opener: Opener) -> Iterator[tuple[DocumentStore, DocumentStore]]:
+    """Two instances on one database, as two processes have."""
+    a, b = opener(), opener()
+    yield a, b
+    a.close()
+    b.close()
+
+
+def granted(store: DocumentStore, name: str = "n") -> bool:
+    with store.follower_lease(name) as held:
+        return held
+
+
+def test_a_follower_lease_has_one_holder_across_store_instances(two: tuple[DocumentStore, DocumentStore]) -> None:
+    a, b = two
+    with a.follower_lease("n") as held:
+        assert held and not granted(b) and not granted(a)  # another instance, or another thread of this one
+        assert granted(b, "other name")
+    assert granted(b)
+
+
+def test_a_follower_lease_is_released_when_the_holder_raises(two: tuple[DocumentStore, DocumentStore]) -> None:
+    a, b = two
+    with pytest.raises(RuntimeError, match="index down"), a.follower_lease("n") as held:
+        assert held
+        raise RuntimeError("index down")
+    assert granted(b) and granted(a)

@@ -1,8 +1,10 @@
-"""The CLI as a user runs it: `ingest` through the bulk API with a progress bar, `--help`."""
+"""The CLI as a user runs it: `ingest` through the bulk API with a progress bar,
+`reindex-follower`, `--help`."""
 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -10,9 +12,9 @@ from pathlib import Path
 from tests.support.server import REPO, Served
 
 
-def cli(*args: str) -> subprocess.CompletedProcess[str]:
+def cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "services.cli", *args], cwd=REPO, capture_output=True,
-                          text=True, timeout=300)
+                          text=True, timeout=300, env={**os.environ, **(env or {})})
 
 
 def test_ingest_jsonl(server: Served, tmp_path: Path) -> None:
@@ -40,3 +42,27 @@ def test_ingest_reports_rejected_documents(server: Served, tmp_path: Path) -> No
 def test_help_lists_commands() -> None:
     out = cli("--help")
     assert out.returncode == 0 and "serve" in out.stdout and "ingest" in out.stdout
+
+
+def test_reindex_follower_resets_only_shared_indexes_and_only_under_the_lease(tmp_path: Path) -> None:
+    from shared.adapters.sqlite_store import SqliteStore
+    from shared.config import Settings
+    from shared.wiring import follower_name
+
+    env = {"VIBE_DATA_DIR": str(tmp_path), "VIBE_STORE": "sqlite", "VIBE_LEXICAL": "embedded"}
+    out = cli("reindex-follower", "lexical", env=env)
+    assert out.returncode == 2 and "embedded" in out.stderr
+    qdrant = {"VIBE_VECTORS": "qdrant", "VIBE_QDRANT_URL": "http://127.0.0.1:9"}  # never reached: lease busy
+    name = follower_name(Settings(vectors="qdrant", qdrant_url=qdrant["VIBE_QDRANT_URL"]), "vectors")
+    assert name is not None
+    store = SqliteStore(tmp_path / "vibe.sqlite3")
+    store.advance_follower_position(name, 5)
+    with store.follower_lease(name) as held:  # a replica is applying
+        out = cli("reindex-follower", "vectors", "--wait", "0.3", env={**env, **qdrant})
+    assert held and out.returncode == 1 and "another process kept the lease" in out.stderr
+    assert store.follower_position(name) == 5
+    out = cli("reindex-follower", "vectors", env={**env, **qdrant})  # an empty log: nothing to send
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout) == {"index": "vectors", "applied": 0, "seq": 0}
+    assert store.follower_position(name) == 0
+    store.close()

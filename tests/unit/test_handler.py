@@ -13,7 +13,7 @@ from shared.adapters.edge_vectors import EdgeVectorIndex
 from shared.adapters.embedders.hash_embedder import HashEmbedder
 from shared.adapters.sqlite_store import SqliteStore
 from shared.adapters.tantivy_lexical import TantivyLexicalIndex
-from shared.indexing import IndexFollower
+from shared.indexing import FilePosition, IndexFollower
 from shared.model import DocKey, EmbedJob, Principal, SemanticStatus, StoredDoc
 from shared.policy.eligibility import EligibilityPolicy
 from shared.ports import SearchFilter
@@ -48,7 +48,7 @@ class Rig:
         self.store = SqliteStore(root / "s.sqlite3")
         self.vectors = EdgeVectorIndex(root / "vec")
         self.follower = IndexFollower(self.store, TantivyLexicalIndex(root / "lex"), self.vectors,
-                                      root / "seq", "core")
+                                      FilePosition(root / "seq"), "core")
         self.embedder = CountingEmbedder()
         policy = EligibilityPolicy([])
         self.docs = DocumentService(self.store, self.follower, NullQueue(), policy, {}, "core",  # type: ignore[arg-type]
@@ -131,7 +131,7 @@ def test_follower_rebuilds_a_lost_index(rig: Rig, tmp_path: Path) -> None:
     rig.handler.run([rig.job(doc)])
     fresh = EdgeVectorIndex(tmp_path / "vec2")
     lex = TantivyLexicalIndex(tmp_path / "lex2")
-    IndexFollower(rig.store, lex, fresh, tmp_path / "seq2", "core").sync()
+    IndexFollower(rig.store, lex, fresh, FilePosition(tmp_path / "seq2"), "core").sync()
     flt = SearchFilter("t", None, ("*",))
     assert [h.key for h in fresh.search("core", flt, rig.embedder.embed_query(TEXT), 5)] == [doc.key]
     assert [h.key for h in lex.search(flt, "swept wings", 5)] == [doc.key]
