@@ -29,6 +29,8 @@ from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
 
+from redis import Redis
+
 from services.api.routes_admin import reindex
 from services.planner.planner import ReadRequest
 from shared.config import Settings
@@ -36,6 +38,7 @@ from shared.model import DocKey, EmbedJob, Principal
 from shared.wiring import Container, build
 from tests.support.celery_worker import start_worker
 from tests.support.openai_server import OpenAIProtocolServer
+from tests.support.postgres_server import postgres_server
 from tests.support.redis_server import RedisServer
 
 TENANT = "bench"
@@ -59,7 +62,7 @@ def pct(xs: list[float], p: float) -> float:
 
 def env_for(s: Settings) -> dict[str, str]:
     keep = ("queue", "redis_url", "data_dir", "embedder", "embed_dim", "embed_batch_size", "openai_base_url",
-            "embed_model", "per_tenant_per_min", "workers")
+            "embed_model", "per_tenant_per_min", "workers", "store", "postgres_url")
     return {f"VIBE_{k.upper()}": str(getattr(s, k)) for k in keep if getattr(s, k) is not None}
 
 
@@ -142,6 +145,16 @@ def _worker(s: Settings, workers: int, tmp: Path) -> Iterator[None]:
         w.stop()
 
 
+def _postgres_ratios(results: dict[str, Any]) -> dict[str, float]:
+    if "celery_postgres" not in results:
+        return {}
+    pg, sq = results["celery_postgres"], results["celery"]
+    read_pg, read_sq = pg["read_json_touch50"]["p50_ms"], sq["read_json_touch50"]["p50_ms"]
+    return {"celery_postgres_vs_celery_sqlite_throughput": round(pg["throughput"]["docs_per_s"]
+                                                                / sq["throughput"]["docs_per_s"], 3),
+            "postgres_read_p50_added_ms": round(read_pg - read_sq, 3)}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--docs", type=int, default=5000)
@@ -149,6 +162,8 @@ def main() -> None:
     ap.add_argument("--reads", type=int, default=200)
     ap.add_argument("--batch", type=int, default=32)
     ap.add_argument("--provider-ms", type=float, default=0.0, help="use the local OpenAI-protocol server")
+    ap.add_argument("--postgres", action="store_true",
+                    help="also Celery with the PostgreSQL store (a private cluster; the worker gets its own data dir)")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as d, ExitStack() as stack:
         tmp = Path(d)
@@ -159,9 +174,18 @@ def main() -> None:
         if args.provider_ms:
             provider = stack.enter_context(SlowProvider(384, args.provider_ms / 1000))
             common.update(embedder="openai", openai_base_url=provider.base_url, embed_model="bench-embed")
+        profiles: list[tuple[str, dict[str, Any]]] = [("in_process", {"queue": "embedded"}),
+                                                      ("celery", {"queue": "celery"})]
+        if args.postgres:
+            pg = stack.enter_context(postgres_server())
+            profiles.append(("celery_postgres", {"queue": "celery", "store": "postgres",
+                                                 "postgres_url": pg.create_database("bench")}))
         results: dict[str, Any] = {}
-        for name, queue in (("in_process", "embedded"), ("celery", "celery")):
-            s = Settings(queue=queue, redis_url=redis.url, data_dir=tmp / name, **common)
+        for name, chosen in profiles:
+            # A profile's reads leave messages nobody consumed; the next profile's worker must not
+            # find them (its store holds the same document ids and would embed them early).
+            Redis.from_url(redis.url).flushall()
+            s = Settings(redis_url=redis.url, data_dir=tmp / name, **common, **chosen)
             results[name] = run_profile(s, args.docs, args.reads, args.workers, tmp)
     report = {
         "bench": "celery_throughput", "when": time.strftime("%Y-%m-%dT%H:%M:%S"),
@@ -174,6 +198,7 @@ def main() -> None:
                                        - results["in_process"]["read_json_touch50"]["p50_ms"], 3),
             "enqueue50_p50_added_ms": round(results["celery"]["enqueue50"]["p50_ms"]
                                             - results["in_process"]["enqueue50"]["p50_ms"], 3),
+            **_postgres_ratios(results),
         },
     }
     out = Path(__file__).parent / "results" / f"celery-throughput-{time.strftime('%Y%m%d-%H%M%S')}.json"
