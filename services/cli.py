@@ -160,13 +160,15 @@ def bench_lazy(
     seeds: str = typer.Option("1,2,3", "--seeds", help="stream seeds, comma-separated"),
     length: int = typer.Option(500, "--length", min=10, help="queries in each stream"),
     settings: str = typer.Option("", "--settings", help="planner settings to compare (default: all)"),
+    queries: int | None = typer.Option(None, "--queries", min=1,
+                                       help="draw the stream from a fixed sample of this many distinct queries"),
 ) -> None:
     """Lazy economics: embedded fraction and quality vs eager over a Zipfian query stream."""
     _bench_importable()
     from bench.lazy import SETTINGS, main
 
     chosen = [x for x in settings.split(",") if x] or list(SETTINGS)
-    main(data, [int(x) for x in seeds.split(",")], length, chosen)
+    main(data, [int(x) for x in seeds.split(",")], length, chosen, queries)
 
 
 @bench_app.command("peers")

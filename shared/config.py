@@ -57,6 +57,10 @@ class Settings(BaseSettings):
     per_query_max_embeds: int = 50
     per_tenant_per_min: int = 200
     stream_wait_seconds: float = 15.0
+    # How long a write waits for a SHARED index (OpenSearch, Qdrant server) that another
+    # replica is applying to reach it, so a revoked ACL or a delete is searched no more once
+    # the write returns (shared/indexing.py). Embedded indexes apply in the writer's process.
+    write_sync_wait_seconds: float = 2.0
     rrf_k: int = 60
     # Hybrid fusion (services/planner/fusion.py; chosen with `bench quality`).
     fusion: Literal["zscore", "rrf"] = "zscore"

@@ -109,23 +109,33 @@ class IndexFollower:
     def seq(self) -> int:
         return self.position.load()
 
-    def sync(self, batch: int = 5000) -> int:
+    def sync(self, batch: int = 5000, wait: float = 0.0) -> int:
         """Apply every pending change if this process holds the lease; returns how many were
         applied (0 when another process is applying: its applier also applies ours).
 
         After releasing the lease, look once more: a change committed after the holder's last
         read, whose writer found the lease taken and skipped, would otherwise wait for the next
-        sync anywhere. Every release is followed by such a look, so the last holder sees it."""
+        sync anywhere. Every release is followed by such a look, so the last holder sees it.
+
+        `wait` (writers): when another process holds the lease, wait up to that many seconds
+        for the position to reach the log's head as it was at the call, so that a write (an ACL
+        that revokes a reader, a delete) is in the index before the write returns."""
         applied = 0
+        target = self.store.change_log_head() if wait > 0 else 0
+        deadline = time.monotonic() + wait
         with self._lock:
             while True:
                 with self.position.lease() as granted:
-                    if not granted:
+                    if granted:
+                        done, seq = self._drain(batch)
+                        applied += done
+                if granted:
+                    if not self.store.changes_since(seq, 1):
                         return applied
-                    done, seq = self._drain(batch)
-                    applied += done
-                if not self.store.changes_since(seq, 1):
+                elif wait <= 0 or time.monotonic() >= deadline or self.position.load() >= target:
                     return applied
+                else:
+                    time.sleep(0.01)  # the holder is applying; its final look covers our change
 
     def rebuild(self, wait: float, batch: int = 5000) -> int | None:
         """Reset the position and apply the whole log, both under one lease (waiting up to `wait`
@@ -185,7 +195,7 @@ class Follower(Protocol):
     @property
     def seq(self) -> int: ...
 
-    def sync(self, batch: int = 5000) -> int: ...
+    def sync(self, batch: int = 5000, wait: float = 0.0) -> int: ...
 
 
 class Followers:
@@ -199,8 +209,8 @@ class Followers:
         """The least advanced position: every change after it is pending in some index."""
         return min((f.seq for f in self.members), default=0)
 
-    def sync(self, batch: int = 5000) -> int:
-        return sum(f.sync(batch) for f in self.members)
+    def sync(self, batch: int = 5000, wait: float = 0.0) -> int:
+        return sum(f.sync(batch, wait) for f in self.members)
 
     def of_vectors(self) -> IndexFollower:
         """The follower of the vector index (what a semantic read must wait for)."""

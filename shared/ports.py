@@ -76,6 +76,11 @@ class DocumentStore(Protocol):
 
     def changes_since(self, seq: int, limit: int = 1000) -> list[Change]: ...
 
+    def change_log_head(self) -> int:
+        """The seq of the newest committed change (0: none): what a writer waits for a shared
+        follower to reach before its write is visible everywhere."""
+        ...
+
     def keys_in_status(
         self, space: str, statuses: Sequence[SemanticStatus], limit: int = 10_000
     ) -> list[SidecarEntry]: ...

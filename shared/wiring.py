@@ -227,5 +227,5 @@ def build(settings: Settings, embedder: Embedder | None = None) -> Container:
     planner = Planner(cfg, store, lexical, vectors, emb, queue, _build_budget(settings), follower.of_vectors(),
                       ExplainCache())
     docs = DocumentService(store, follower, queue, handler.policy, settings.embed_fields, settings.space,
-                           settings.max_doc_bytes, store.promoted())
+                           settings.max_doc_bytes, store.promoted(), settings.write_sync_wait_seconds)
     return Container(settings, store, lexical, vectors, emb, follower, queue, planner, docs, handler, signal)

@@ -68,6 +68,16 @@ def check_doc_id(doc_id: object) -> str:
     return doc_id
 
 
+def _has_nul(value: object) -> bool:
+    if isinstance(value, str):
+        return "\x00" in value
+    if isinstance(value, dict):
+        return any(_has_nul(k) or _has_nul(v) for k, v in value.items())
+    if isinstance(value, list):
+        return any(_has_nul(v) for v in value)
+    return False
+
+
 class DocumentService:
     def __init__(
         self,
@@ -79,6 +89,7 @@ class DocumentService:
         space: str,
         max_doc_bytes: int,
         eager: set[tuple[str, str]],
+        sync_wait: float = 0.0,
     ):
         self.store = store
         self.follower = follower
@@ -88,6 +99,7 @@ class DocumentService:
         self.space = space
         self.max_doc_bytes = max_doc_bytes
         self.eager = eager
+        self.sync_wait = sync_wait  # for a shared index another replica is applying
         self._lock = threading.Lock()  # read-decide-write of sidecars is one critical section
 
     # -- validation --------------------------------------------------------------------
@@ -99,6 +111,8 @@ class DocumentService:
         if size > self.max_doc_bytes:
             raise VibeError(ErrorCode.PAYLOAD_TOO_LARGE,
                             f"document is {size} bytes; the limit is {self.max_doc_bytes}")
+        if _has_nul(body):  # PostgreSQL's text and jsonb refuse U+0000; SQLite would keep it
+            raise invalid("a document must not contain NUL characters (U+0000)")
         unknown = [k for k in body if k.startswith("_") and k not in KNOWN_META]
         if unknown:
             raise invalid(f"unknown reserved field(s): {', '.join(sorted(unknown))[:200]}", fields=unknown)
@@ -143,7 +157,7 @@ class DocumentService:
             old = self.store.sidecars([d.key for d in docs], self.space)
             sidecars = [self._transition(d, old.get(d.key)) for d in docs]
             self.store.put_docs(docs, sidecars)
-        self.follower.sync()
+        self.follower.sync(wait=self.sync_wait)
         self.queue.enqueue([
             EmbedJob(s.key, self.space, s.content_hash, priority="bulk")
             for s in sidecars if s.status == SemanticStatus.QUEUED
@@ -173,7 +187,7 @@ class DocumentService:
 
     def delete(self, key: DocKey) -> bool:
         gone = self.store.delete_doc(key)
-        self.follower.sync()
+        self.follower.sync(wait=self.sync_wait)
         if gone:
             METRICS.docs_written.labels(op="delete").inc()
         return gone

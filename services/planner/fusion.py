@@ -94,7 +94,9 @@ def zscore(lexical: Sequence[Hit], semantic: Sequence[Hit], semantic_weight: flo
     w = semantic_weight
     for f in out.values():
         lz = (f.lexical_score - lm) / ls if f.lexical_score is not None else lex_floor
-        unknown = lz if f.key in unembedded else sem_floor  # no vector yet vs. not among the hits
+        # No vector yet: assume the legs agree, but never below a document known to miss the
+        # semantic hits (the floor), which a weak keyword match's z can be.
+        unknown = max(lz, sem_floor) if f.key in unembedded else sem_floor
         sz = (f.semantic_score - sm) / ss if f.semantic_score is not None else unknown
         f.score = (1 - w) * lz + w * sz
     fused = list(out.values())

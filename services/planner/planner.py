@@ -121,6 +121,7 @@ class ReadSession:
         self.strategy: str = req.strategy
         self.strategy_reason = "requested"
         self.pending: set[DocKey] = set()
+        self._vector_target: int | None = None  # log head the vector index must reach (refresh)
         self.queued_by_us = 0
         self.budget_limited = 0
         self.resolved: dict[str, int] = {}
@@ -293,6 +294,8 @@ class ReadSession:
         done = {k for k in self.pending if k not in sides or sides[k].status != SemanticStatus.QUEUED}
         if not done:
             return False
+        if any(sides[k].status == SemanticStatus.READY for k in done if k in sides) and not self._vectors_caught_up():
+            return False  # ready in the store, not yet searchable: look again at the next poll
         for k in done:
             status = sides[k].status.value if k in sides else "deleted"
             self.resolved[status] = self.resolved.get(status, 0) + 1
@@ -303,6 +306,19 @@ class ReadSession:
         self._semantic_leg()
         self._rank()
         return self._visible() != before
+
+    def _vectors_caught_up(self) -> bool:
+        """Whether the vector index has applied the log up to the head seen when documents
+        were first found ready. An embedded index is applied by this process at once; a shared
+        one (Qdrant server) by whichever replica holds its lease, and until then a ready
+        document would be neither searched nor imputed and would drop to the floor."""
+        if self._vector_target is None:
+            self._vector_target = self.p.store.change_log_head()  # includes their vector changes
+        self.p.follower.sync()
+        if self.p.follower.seq < self._vector_target:
+            return False
+        self._vector_target = None
+        return True
 
     def _visible(self) -> list[tuple[DocKey, float]]:
         return [(f.key, round(f.score, 9)) for f in self.ranking[: self.req.limit]]

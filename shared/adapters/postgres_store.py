@@ -16,15 +16,16 @@ from __future__ import annotations
 import hashlib
 import time
 from collections.abc import Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 
 import numpy as np
+import psycopg
 from psycopg import Connection, Cursor
 from psycopg.rows import DictRow, dict_row
 from psycopg.types.json import Json
 from psycopg_pool import ConnectionPool
 
-from shared.adapters.store_reports import coverage_report
+from shared.adapters.store_reports import KEEP_READY_SAME_CONTENT, coverage_report
 from shared.model import DocKey, SemanticStatus, SidecarEntry, StoredDoc
 from shared.ports import Change
 
@@ -91,7 +92,8 @@ def _upsert(table: str, cols: Sequence[str], key: Sequence[str]) -> str:
 
 
 _UPSERT_DOC = _upsert("docs", _DOC_COLS, ("tenant", "collection", "doc_id"))
-_UPSERT_SIDECAR = _upsert("sidecar", _SIDECAR_COLS, ("tenant", "collection", "doc_id", "space"))
+_UPSERT_SIDECAR = (_upsert("sidecar", _SIDECAR_COLS, ("tenant", "collection", "doc_id", "space"))
+                   + KEEP_READY_SAME_CONTENT)
 _UPSERT_VECTOR = _upsert("vectors", ("tenant", "content_hash", "space", "model_id", "dim", "vec", "created_at"),
                          ("tenant", "content_hash", "space"))
 
@@ -164,8 +166,9 @@ class PostgresStore:
         # check_connection on checkout: one cheap round trip, and a connection the server dropped
         # (restart, failover) is replaced instead of failing a request.
         self._pool = ConnectionPool[Conn](
-            # At least 2: a follower lease holds one connection while the follower reads through another.
-            url, connection_class=Conn, min_size=1, max_size=max(pool_size, 2), open=True, name="vibe-store",
+            # At least 3: a follower lease holds a connection while its follower reads through
+            # another, and two shared followers (OpenSearch, Qdrant) can hold leases at once.
+            url, connection_class=Conn, min_size=1, max_size=max(pool_size, 3), open=True, name="vibe-store",
             kwargs={"autocommit": True, "row_factory": dict_row}, check=ConnectionPool.check_connection,
         )
         try:
@@ -234,6 +237,12 @@ class PostgresStore:
             conn.execute("DELETE FROM sidecar WHERE tenant=%s AND collection=%s AND doc_id=%s", key)
             if row is None:
                 return False
+            # Two documents of one content deleted at once: under READ COMMITTED each NOT
+            # EXISTS would still see the other's uncommitted document and keep the vector.
+            # Locking the vector rows first makes the second wait for the first to commit;
+            # its next statement then sees that deletion.
+            conn.execute("SELECT 1 FROM vectors WHERE tenant=%s AND content_hash=%s FOR UPDATE",
+                         (key.tenant, row["content_hash"]))
             conn.execute("DELETE FROM vectors WHERE tenant=%s AND content_hash=%s AND NOT EXISTS "
                          "(SELECT 1 FROM docs WHERE tenant=%s AND content_hash=%s)",
                          (key.tenant, row["content_hash"], key.tenant, row["content_hash"]))
@@ -278,6 +287,7 @@ class PostgresStore:
         WHERE on the committed row): of two workers racing `none → queued`, one wins."""
         if not keys:
             return []
+        keys = list(dict.fromkeys(keys))  # a key named twice moves (and is reported) once
         guard = " AND status = ANY(%s)" if only_from else ""
         now = time.time()
         params = [[status.value, reason, now, *k, space, *([[s.value for s in only_from]] if only_from else [])]
@@ -352,6 +362,10 @@ class PostgresStore:
         rows = self._all("SELECT * FROM changes WHERE seq>%s ORDER BY seq LIMIT %s", (seq, limit))
         return [Change(r["seq"], _key(r), r["op"], r["space"]) for r in rows]
 
+    def change_log_head(self) -> int:
+        r = self._one("SELECT COALESCE(MAX(seq), 0) AS head FROM changes", ())
+        return int(r["head"]) if r else 0
+
     def coverage(self, tenant: str, collection: str | None, space: str) -> dict[str, object]:
         sql = "SELECT status, reason, COUNT(*) AS n FROM sidecar WHERE tenant=%s AND space=%s"
         args: list[object] = [tenant, space]
@@ -423,7 +437,10 @@ class PostgresStore:
             try:
                 yield True
             finally:
-                conn.execute("SELECT pg_advisory_unlock(%s, %s)", key)
+                # A session that died has released the lock already; its error must not hide
+                # the one that ended the block.
+                with suppress(psycopg.Error):
+                    conn.execute("SELECT pg_advisory_unlock(%s, %s)", key)
 
 
 def _int4(name: str) -> int:

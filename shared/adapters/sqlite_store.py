@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-from shared.adapters.store_reports import coverage_report
+from shared.adapters.store_reports import KEEP_READY_SAME_CONTENT, coverage_report
 from shared.model import DocKey, SemanticStatus, SidecarEntry, StoredDoc
 from shared.ports import Change
 
@@ -55,6 +55,12 @@ CREATE TABLE IF NOT EXISTS follower_positions(name TEXT PRIMARY KEY, seq INTEGER
 _SIDECAR_COLS = (
     "tenant, collection, doc_id, space, status, content_hash, reason, model_id, "
     "last_embedded_at, attempts, updated_at, cold_ref"
+)
+_UPSERT_SIDECAR = (
+    f"INSERT INTO sidecar ({_SIDECAR_COLS}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?) "
+    "ON CONFLICT(tenant, collection, doc_id, space) DO UPDATE SET "
+    + ", ".join(f"{c}=excluded.{c}" for c in _SIDECAR_COLS.split(", ")[4:])
+    + KEEP_READY_SAME_CONTENT
 )
 
 
@@ -151,7 +157,7 @@ class SqliteStore:
                 ],
             )
             c.executemany(
-                f"INSERT OR REPLACE INTO sidecar ({_SIDECAR_COLS}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+                _UPSERT_SIDECAR,
                 [self._sidecar_tuple(s) for s in sidecar],
             )
             self._log(c, [(d.key, "doc", None) for d in docs])
@@ -240,7 +246,7 @@ class SqliteStore:
             guard_args = [s.value for s in only_from]
         now = time.time()
         with self._tx() as c:
-            for k in keys:
+            for k in dict.fromkeys(keys):  # a key named twice moves (and is reported) once
                 cur = c.execute(
                     "UPDATE sidecar SET status=?, reason=?, updated_at=? "
                     f"WHERE tenant=? AND collection=? AND doc_id=? AND space=?{guard}",
@@ -323,6 +329,9 @@ class SqliteStore:
             Change(r["seq"], DocKey(r["tenant"], r["collection"], r["doc_id"]), r["op"], r["space"])
             for r in rows
         ]
+
+    def change_log_head(self) -> int:
+        return int(self._conn().execute("SELECT COALESCE(MAX(seq), 0) FROM changes").fetchone()[0])
 
     def coverage(self, tenant: str, collection: str | None, space: str) -> dict[str, object]:
         sql = "SELECT status, reason, COUNT(*) AS n FROM sidecar WHERE tenant=? AND space=?"

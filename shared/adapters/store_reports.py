@@ -1,10 +1,19 @@
-"""What the DocumentStore adapters compute the same way from their own query results."""
+"""What the DocumentStore adapters share: reports computed the same way from their own
+query results, and SQL rules both dialects (SQLite, PostgreSQL) spell alike."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 
 from shared.model import SemanticStatus
+
+# A write decides a document's sidecar from a read made before its transaction; a worker may
+# commit the vector for that same content in between. Re-writing `queued` over that `ready`
+# would strand the document (no job is queued for it, and the vector index drops it), so an
+# upsert of the sidecar keeps a `ready` row of the same content. Appended to
+# `INSERT ... ON CONFLICT ... DO UPDATE SET ...`.
+KEEP_READY_SAME_CONTENT = (" WHERE NOT (sidecar.status='ready' AND sidecar.content_hash=excluded.content_hash"
+                           " AND excluded.status='queued')")
 
 SKIPPED_STATES = ("denied", "deferred", "failed")  # states whose reasons /semantic/coverage lists
 

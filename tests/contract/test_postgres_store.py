@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterator
 import psycopg
 import pytest
 
+import shared.adapters.postgres_store as postgres_store
 from shared.adapters.postgres_store import PostgresStore, _log
 from shared.model import PUBLIC_PRINCIPAL, DocKey, SemanticStatus, SidecarEntry, StoredDoc
 
@@ -118,6 +119,34 @@ def test_concurrent_writers_in_opposite_key_orders_do_not_deadlock(stores: tuple
     assert errors == []
     seqs = [c.seq for c in api.changes_since(0, limit=10_000)]
     assert len(seqs) == 40 + 2 * 15 * 40 and seqs == sorted(seqs)
+
+
+def test_deleting_two_documents_of_one_content_at_once_removes_their_vector(
+        stores: tuple[PostgresStore, PostgresStore], postgres_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Under READ COMMITTED each delete's NOT EXISTS would still see the other's uncommitted
+    document and both would keep the vector: the embedding of deleted content outlives it."""
+    api, worker = stores
+    p, q = put(api, "p", S.QUEUED), put(api, "q", S.QUEUED)
+    api.commit_vectors([(SidecarEntry(k, "core", S.QUEUED, "h"), [1.0, 0.0]) for k in (p, q)], "m")
+    p_inside, release = threading.Event(), threading.Event()
+
+    def gated_log(conn: psycopg.Connection, rows: list[tuple[DocKey, str, str | None]]) -> None:
+        if rows and rows[0][0] == p:  # p's delete is mid-transaction, its vector decision made
+            p_inside.set()
+            release.wait(10)
+        _log(conn, rows)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(postgres_store, "_log", gated_log)
+    t1, _ = in_thread(lambda: api.delete_doc(p))
+    assert p_inside.wait(10)
+    t2, _ = in_thread(lambda: worker.delete_doc(q))
+    wait_blocked_or_done(postgres_url, t2)
+    release.set()
+    t1.join(10)
+    t2.join(10)
+    assert not t1.is_alive() and not t2.is_alive()
+    assert api.get_docs([p, q]) == {}
+    assert api.vector_for_hash("t", "h", "core") is None and api.vector_count("t", "core") == 0
 
 
 def test_start_against_an_unreachable_server_fails_fast() -> None:

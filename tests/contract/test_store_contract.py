@@ -78,11 +78,28 @@ def test_commit_vectors_is_guarded_by_content_hash(store: DocumentStore) -> None
     assert store.vector_for_hash("other-tenant", "h2", "core") is None
 
 
+def test_a_write_decided_before_a_commit_keeps_the_committed_vector(store: DocumentStore) -> None:
+    """A write reads the old sidecar outside its transaction; when a worker commits the
+    vector of that same content in between, re-writing `queued` must not strand it."""
+    put(store, "a", "h1", S.QUEUED)
+    side = store.sidecar(key("a"), "core")
+    assert side is not None
+    assert store.commit_vectors([(side, [1.0, 0.0])], "m") == [key("a")]
+    put(store, "a", "h1", S.QUEUED)  # the writer's stale decision: same content, still queued
+    after = store.sidecar(key("a"), "core")
+    assert after is not None and after.status == S.READY and after.model_id == "m"
+    put(store, "a", "h2", S.QUEUED)  # new content is always taken
+    assert store.sidecar(key("a"), "core").status == S.QUEUED  # type: ignore[union-attr]
+    put(store, "a", "h2", S.DENIED)  # so is a policy decision on the same content
+    assert store.sidecar(key("a"), "core").status == S.DENIED  # type: ignore[union-attr]
+
+
 def test_set_status_only_from(store: DocumentStore) -> None:
     put(store, "a", status=S.NONE)
     put(store, "b", status=S.DENIED)
-    moved = store.set_status([key("a"), key("b")], "core", S.QUEUED, only_from=[S.NONE, S.STALE])
+    moved = store.set_status([key("a"), key("b"), key("a")], "core", S.QUEUED, only_from=[S.NONE, S.STALE])
     assert moved == [key("a")]
+    assert store.set_status([key("a"), key("a")], "core", S.STALE) == [key("a")]
     assert store.sidecar(key("b"), "core").status == S.DENIED  # type: ignore[union-attr]
 
 
@@ -97,12 +114,14 @@ def test_record_failure_keeps_reason(store: DocumentStore) -> None:
 
 
 def test_change_log_is_ordered_and_complete(store: DocumentStore) -> None:
+    assert store.change_log_head() == 0
     put(store, "a")
     put(store, "b")
     store.delete_doc(key("a"))
     changes = store.changes_since(0)
     assert [(c.key.doc_id, c.op) for c in changes] == [("a", "doc"), ("b", "doc"), ("a", "delete")]
     assert store.changes_since(changes[1].seq) == changes[2:]
+    assert store.change_log_head() == changes[-1].seq
 
 
 def test_coverage_is_per_tenant(store: DocumentStore) -> None:

@@ -36,6 +36,7 @@ def test_malformed_json_changes_nothing(server: Served) -> None:
     ({"title": "x", "_acl": [""]}, "_acl"),
     ({"title": "x", "_vibe": {"semantic": {"intent": "maybe"}}}, "intent"),
     ([1, 2, 3], "object"),
+    ({"title": "x", "body": {"nested": ["ok", "a\u0000b"]}}, "NUL"),  # PostgreSQL cannot store it
 ])
 def test_invalid_documents(server: Served, doc: object, field: str) -> None:
     r = server.call("PUT", "/v1/collections/c/docs/bad", "k-admin-a", doc)

@@ -75,6 +75,19 @@ def test_zscore_unembedded_candidate_stands_in_with_its_lexical_score() -> None:
     assert lazy["a"].semantic_rank is None and lazy["a"].matched_by == ["keyword"]
 
 
+def test_zscore_unembedded_weak_keyword_match_is_not_put_below_the_semantic_floor() -> None:
+    # c: a weak keyword match with no vector; its lexical z (-1.22) is below the semantic
+    # floor (-0.71): it must not score below a document known to miss the semantic hits.
+    lex = [Hit(k("a"), 10.0), Hit(k("b"), 9.0), Hit(k("c"), 1.0)]
+    sem = [Hit(k("a"), 0.9), Hit(k("d"), 0.8), Hit(k("e"), 0.1)]
+    lm, ls = statistics.fmean([10.0, 9.0, 1.0]), statistics.pstdev([10.0, 9.0, 1.0])
+    sm, ss = statistics.fmean([0.9, 0.8, 0.1]), statistics.pstdev([0.9, 0.8, 0.1])
+    lz, floor = (1.0 - lm) / ls, (0.1 - sm) / ss
+    assert lz < floor
+    out = {f.key.doc_id: f.score for f in zscore(lex, sem, 0.7, unembedded={k("c")})}
+    assert out["c"] == pytest.approx(0.3 * lz + 0.7 * floor)
+
+
 def test_rrf_unembedded_candidate_counts_its_lexical_rank_twice() -> None:
     lex = [Hit(k("a"), 9.0), Hit(k("b"), 5.0)]
     sem = [Hit(k("b"), 0.9)]

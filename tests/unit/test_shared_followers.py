@@ -121,6 +121,45 @@ def test_one_applier_at_a_time_and_the_position_is_shared(opener: Opener) -> Non
     assert second.sync() == 0 and first.sync() == 0 and len(index.upserted) == 2
 
 
+class Refusals(StorePosition):
+    """A shared position that tells when its lease was refused (another replica holds it)."""
+
+    def __init__(self, store: DocumentStore):
+        super().__init__(store, NAME)
+        self.refused = threading.Event()
+
+    @contextmanager
+    def lease(self) -> Iterator[bool]:
+        with super().lease() as granted:
+            if not granted:
+                self.refused.set()
+            yield granted
+
+
+def test_a_writer_that_waits_returns_once_its_change_is_in_the_shared_index(opener: Opener) -> None:
+    """A write (an ACL that revokes a reader, a delete) must be searched no more once it
+    returns, even while another replica holds the lease."""
+    index = CountingQdrant()
+    first, store = replica(opener(), index), opener()
+    position = Refusals(store)
+    second = IndexFollower(store, None, index, position, "core")
+    ready(first.store, "a")
+    index.resume.clear()
+    applying = threading.Thread(target=first.sync)
+    applying.start()
+    assert index.entered.wait(10)  # `first` holds the lease, paused inside its upsert
+    ready(second.store, "b")
+    seen: list[set[str]] = []
+    writer = threading.Thread(target=lambda: (second.sync(wait=30), seen.append(searchable(index))))
+    writer.start()
+    assert position.refused.wait(10)  # the writer is inside its sync, the lease taken
+    index.resume.set()
+    applying.join(10)
+    writer.join(10)
+    assert seen == [{"a", "b"}]
+    assert second.sync(wait=0.05) == 0  # nothing pending: no wait at all
+
+
 class CommitBeforeRelease(StorePosition):
     """The holder's lease, with another replica writing (and skipping its sync) after the
     holder's last read of the log and before it lets go: the narrowest window."""
@@ -185,3 +224,32 @@ def test_build_gives_shared_indexes_their_own_store_position(tmp_path: Path) -> 
     finally:
         lexical.close()
         store.close()
+
+
+def test_a_read_waits_for_the_shared_vector_index_before_it_reranks(tmp_path: Path) -> None:
+    """A document found ready in the store while another replica holds the shared index's
+    lease is not searchable yet: the read keeps it pending (instead of ranking it at the
+    semantic floor, neither searched nor imputed) until the index has caught up."""
+    from services.planner.planner import ReadRequest
+    from shared.model import EmbedJob, Principal
+    from shared.wiring import build
+
+    c = build(Settings(data_dir=tmp_path, embedder="hash", embed_dim=32))
+    try:
+        c.follower.members[0].vectors = None  # the vector index becomes a shared one, as in wiring
+        shared = IndexFollower(c.store, None, c.vectors, StorePosition(c.store, NAME), "core")
+        c.follower.members.append(shared)
+        c.planner.follower = shared
+        who = Principal("t", ("user:a",), frozenset({"read", "write"}))
+        c.docs.put([c.docs.parse(who, "c", i, {"title": f"gliders and wings {i}"}) for i in ("a", "b")])
+        session = c.planner.open(who, ReadRequest("c", "gliders wings", "hybrid", limit=5))
+        assert session.pending == {DocKey("t", "c", "a"), DocKey("t", "c", "b")}
+        c.handler.run([EmbedJob(k, "core", c.store.get_doc(k).content_hash) for k in session.pending])  # type: ignore[union-attr]
+        with SqliteStore(tmp_path / "vibe.sqlite3").follower_lease(NAME) as held:  # another replica applies
+            assert held and session.refresh() is False
+            assert len(session.pending) == 2  # ready in the store, not yet in the index
+        session.refresh()
+        assert session.pending == set()
+        assert {f.key.doc_id for f in session.ranking if f.semantic_score is not None} == {"a", "b"}
+    finally:
+        c.stop()
