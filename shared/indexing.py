@@ -118,10 +118,11 @@ class IndexFollower:
         sync anywhere. Every release is followed by such a look, so the last holder sees it.
 
         `wait` (writers): when another process holds the lease, wait up to that many seconds
-        for the position to reach the log's head as it was at the call, so that a write (an ACL
-        that revokes a reader, a delete) is in the index before the write returns."""
+        for the position to reach the log's head as first refused (the caller's write is in
+        it), so that a write (an ACL that revokes a reader, a delete) is in the index before
+        the write returns."""
         applied = 0
-        target = self.store.change_log_head() if wait > 0 else 0
+        target: int | None = None
         deadline = time.monotonic() + wait
         with self._lock:
             while True:
@@ -132,9 +133,12 @@ class IndexFollower:
                 if granted:
                     if not self.store.changes_since(seq, 1):
                         return applied
-                elif wait <= 0 or time.monotonic() >= deadline or self.position.load() >= target:
+                elif wait <= 0 or time.monotonic() >= deadline:
                     return applied
                 else:
+                    target = self.store.change_log_head() if target is None else target
+                    if self.position.load() >= target:
+                        return applied
                     time.sleep(0.01)  # the holder is applying; its final look covers our change
 
     def rebuild(self, wait: float, batch: int = 5000) -> int | None:
