@@ -109,6 +109,19 @@ class IndexFollower:
     def seq(self) -> int:
         return self.position.load()
 
+    @property
+    def label(self) -> str:
+        """What metrics call this follower: a shared index's position name, or "embedded"."""
+        return self.position.name if isinstance(self.position, StorePosition) else "embedded"
+
+    def lag(self) -> float:
+        """Committed changes not applied yet (NaN when the store cannot be asked: a scrape
+        must not fail because the database is briefly away)."""
+        try:
+            return float(max(0, self.store.change_log_head() - self.seq))
+        except Exception:  # noqa: BLE001 - any store error reads as "unknown"
+            return float("nan")
+
     def sync(self, batch: int = 5000, wait: float = 0.0) -> int:
         """Apply every pending change if this process holds the lease; returns how many were
         applied (0 when another process is applying: its applier also applies ours).

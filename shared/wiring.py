@@ -25,6 +25,7 @@ from shared.adapters.sqlite_store import SqliteStore
 from shared.adapters.tantivy_lexical import TantivyLexicalIndex
 from shared.config import Settings
 from shared.indexing import FilePosition, Followers, IndexFollower, StorePosition
+from shared.metrics import METRICS
 from shared.model import DocKey, EmbedJob, SemanticStatus
 from shared.policy.eligibility import EligibilityPolicy
 from shared.ports import Budget, DocumentStore, Embedder, JobQueue, LexicalIndex, VectorIndex
@@ -67,6 +68,8 @@ class Container:
 
     def start(self) -> None:
         self.follower.sync()
+        for f in self.follower.members:  # the serving process reports its indexes' lag
+            METRICS.follower_lag.labels(follower=f.label).set_function(f.lag)
         self.queue.start()
         requeued = self.requeue_pending()
         log.info("started", extra={"requeued": requeued})

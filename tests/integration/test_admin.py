@@ -65,3 +65,5 @@ def test_metrics_expose_queue_and_latency(server: Served) -> None:
     for name in ("vibe_queue_depth", "vibe_embed_jobs_queued_total", "vibe_read_seconds_bucket",
                  "vibe_embed_jobs_completed_total"):
         assert name in text, name
+    lag = [ln for ln in text.splitlines() if ln.startswith('vibe_index_follower_lag_changes{follower="embedded"}')]
+    assert len(lag) == 1 and float(lag[0].split()[-1]) >= 0  # computed on scrape from the store

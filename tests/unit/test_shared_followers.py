@@ -6,6 +6,7 @@ instance), counting what it is asked to upsert."""
 
 from __future__ import annotations
 
+import math
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -92,6 +93,22 @@ def test_file_position_is_per_process_and_always_leased(tmp_path: Path) -> None:
         assert a and b
     pos.reset()
     assert pos.load() == 0
+
+
+def test_lag_counts_committed_changes_not_yet_applied(opener: Opener, monkeypatch: pytest.MonkeyPatch) -> None:
+    store = opener()
+    follower = replica(store, CountingQdrant())
+    assert follower.lag() == 0 and follower.label == NAME
+    ready(store, "a", "b")  # two `doc` and two `vector` changes
+    assert follower.lag() == 4
+    follower.sync()
+    assert follower.lag() == 0
+
+    def away() -> int:
+        raise ConnectionError("database restarting")
+
+    monkeypatch.setattr(store, "change_log_head", away)
+    assert math.isnan(follower.lag())  # a scrape while the store is away reads "unknown", never raises
 
 
 def test_a_new_replica_starts_at_the_shared_position(opener: Opener) -> None:
