@@ -121,14 +121,21 @@ def test_a_new_replica_starts_at_the_shared_position(opener: Opener) -> None:
     assert second.seq == first.seq == first.store.changes_since(0)[-1].seq
 
 
-def test_one_applier_at_a_time_and_the_position_is_shared(opener: Opener) -> None:
-    index = CountingQdrant()
-    first, second = replica(opener(), index), replica(opener(), index)
+def hold_lease_paused(first: IndexFollower, index: CountingQdrant) -> threading.Thread:
+    """`first` writes "a" and starts applying it; returns once it holds the lease, paused
+    inside its upsert until `index.resume` is set."""
     ready(first.store, "a")
     index.resume.clear()
     applying = threading.Thread(target=first.sync)
     applying.start()
-    assert index.entered.wait(10)  # `first` holds the lease, paused inside its upsert
+    assert index.entered.wait(10)
+    return applying
+
+
+def test_one_applier_at_a_time_and_the_position_is_shared(opener: Opener) -> None:
+    index = CountingQdrant()
+    first, second = replica(opener(), index), replica(opener(), index)
+    applying = hold_lease_paused(first, index)
     ready(second.store, "b")
     assert second.sync() == 0 and index.upserted == []  # skipped: `first` applies for both
     index.resume.set()
@@ -160,11 +167,7 @@ def test_a_writer_that_waits_returns_once_its_change_is_in_the_shared_index(open
     first, store = replica(opener(), index), opener()
     position = Refusals(store)
     second = IndexFollower(store, None, index, position, "core")
-    ready(first.store, "a")
-    index.resume.clear()
-    applying = threading.Thread(target=first.sync)
-    applying.start()
-    assert index.entered.wait(10)  # `first` holds the lease, paused inside its upsert
+    applying = hold_lease_paused(first, index)
     ready(second.store, "b")
     seen: list[set[str]] = []
     writer = threading.Thread(target=lambda: (second.sync(wait=30), seen.append(searchable(index))))
