@@ -59,7 +59,7 @@ _SIDECAR_COLS = (
 _UPSERT_SIDECAR = (
     f"INSERT INTO sidecar ({_SIDECAR_COLS}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?) "
     "ON CONFLICT(tenant, collection, doc_id, space) DO UPDATE SET "
-    + ", ".join(f"{c}=excluded.{c}" for c in _SIDECAR_COLS.split(", ")[4:])
+    + ", ".join(f"{c}=excluded.{c}" for c in _SIDECAR_COLS.split(", ")[4:])  # all but the 4 key columns
     + KEEP_READY_SAME_CONTENT
 )
 
