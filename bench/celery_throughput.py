@@ -35,7 +35,7 @@ from services.api.routes_admin import reindex
 from services.planner.planner import ReadRequest
 from shared.config import Settings
 from shared.model import DocKey, EmbedJob, Principal
-from shared.wiring import Container, build
+from services.wiring import Container, build
 from tests.support.celery_worker import start_worker
 from tests.support.openai_server import OpenAIProtocolServer
 from tests.support.postgres_server import postgres_server

@@ -27,7 +27,7 @@ def serve() -> None:
     from services.api.app import create_app
     from services.api.auth import KeyRing, dev_key
     from shared.logging import configure_logging
-    from shared.wiring import build
+    from services.wiring import build
 
     settings = _settings()
     configure_logging(settings.debug)
@@ -101,7 +101,7 @@ def reindex_follower(
 ) -> None:
     """Rebuild a shared index from the store's change log, here: reset its follower position
     to 0 and replay the log, under the follower lease (replicas skip their syncs meanwhile)."""
-    from shared.wiring import build_shared_follower
+    from services.wiring import build_shared_follower
 
     if index not in ("lexical", "vectors"):
         raise typer.BadParameter("lexical or vectors", param_hint="INDEX")

@@ -47,7 +47,7 @@ class _Metrics:
         )
         self.explain_cache = Gauge("vibe_explain_cache_entries", "Entries in the explain cache",
                                    multiprocess_mode=_SUM_PROCESSES)
-        # Computed on scrape in the API (shared/wiring.py): changes committed to the store's log
+        # Computed on scrape in the API (services/wiring.py): changes committed to the store's log
         # that an index has not applied yet; "embedded" is this process's own indexes.
         self.follower_lag = Gauge("vibe_index_follower_lag_changes", "Change-log entries an index has not applied",
                                   ["follower"], multiprocess_mode=_ANY_PROCESS)

@@ -18,7 +18,7 @@ from services.api.auth import KeyRing
 from services.mcp.http import McpHttp
 from shared.errors import ErrorCode, VibeError
 from shared.metrics import METRICS
-from shared.wiring import Container
+from services.wiring import Container
 
 log = logging.getLogger("vibe.api")
 

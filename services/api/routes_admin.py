@@ -16,7 +16,7 @@ from services.api.writes import check_collection
 from services.planner.planner import semantic_projection
 from shared.errors import ErrorCode, VibeError, invalid
 from shared.model import DocKey, EmbedJob, Principal, SemanticStatus, SidecarEntry
-from shared.wiring import Container
+from services.wiring import Container
 
 router = APIRouter()
 REQUEUE_FROM = (SemanticStatus.NONE, SemanticStatus.STALE, SemanticStatus.FAILED)

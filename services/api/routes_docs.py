@@ -14,7 +14,7 @@ from services.api.writes import WriteResult, check_collection, check_doc_id
 from services.planner.planner import semantic_projection
 from shared.errors import ErrorCode, VibeError, invalid
 from shared.model import DocKey, Principal, StoredDoc
-from shared.wiring import Container
+from services.wiring import Container
 
 router = APIRouter()
 

@@ -20,7 +20,7 @@ from services.planner.planner import ReadRequest, ReadSession
 from shared.errors import ErrorCode, VibeError, invalid
 from shared.metrics import METRICS
 from shared.model import DocKey, Principal
-from shared.wiring import Container
+from services.wiring import Container
 
 router = APIRouter()
 POLL_SECONDS = 0.25  # also catches jobs finished by other processes (Celery workers)

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from services.planner.planner import ReadRequest, ReadSession
 from shared.model import DocKey, EmbedJob, Hit, Principal, SemanticStatus, StoredDoc
 from shared.ports import EmbedderError, SearchFilter
-from shared.wiring import Container
+from services.wiring import Container
 
 
 def cosine(a: Sequence[float], b: Sequence[float]) -> float:

@@ -28,7 +28,7 @@ from services.planner.fusion import Fused, rrf
 from shared.errors import ErrorCode
 from shared.model import DocKey, Hit, Principal, StoredDoc
 from shared.ports import SearchFilter
-from shared.wiring import Container
+from services.wiring import Container
 
 TASK_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$")
 SEMANTIC_WEIGHT, LEXICAL_WEIGHT = 0.65, 0.35

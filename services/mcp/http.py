@@ -18,7 +18,7 @@ from services.api.auth import KeyRing
 from services.mcp.runtime import ToolRuntime, build_runtime
 from services.mcp.server import build_server
 from shared.errors import ErrorCode, VibeError
-from shared.wiring import Container
+from services.wiring import Container
 
 
 class McpHttp:

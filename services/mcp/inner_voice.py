@@ -26,7 +26,7 @@ from shared.errors import ErrorCode
 from shared.model import Hit, Principal, StoredDoc
 from shared.ports import EmbedderError, SearchFilter
 from shared.text.hashing import SNIPPET_LIMIT, cap_text, content_hash, doc_text
-from shared.wiring import Container
+from services.wiring import Container
 
 log = logging.getLogger("vibe.mcp.inner_voice")
 

@@ -29,7 +29,7 @@ from services.mcp.chunking import markdown_chunks
 from services.mcp.errors import invalid
 from services.mcp.search import CHUNK_SEP
 from shared.model import DocKey, Principal, StoredDoc
-from shared.wiring import Container
+from services.wiring import Container
 
 SUFFIXES = {".md", ".markdown", ".txt"}
 

@@ -23,7 +23,7 @@ from shared.agent_ports import AuditLog, CitationRegistry, PreCallCheck
 from shared.config import Settings
 from shared.errors import ErrorCode
 from shared.model import Principal
-from shared.wiring import Container
+from services.wiring import Container
 
 log = logging.getLogger("vibe.mcp")
 

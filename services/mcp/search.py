@@ -24,7 +24,7 @@ from shared.agent_ports import CitationRegistry
 from shared.model import DocKey, Hit, Principal, StoredDoc
 from shared.ports import SearchFilter
 from shared.text.hashing import doc_text
-from shared.wiring import Container
+from services.wiring import Container
 
 MODES = ("lexical", "semantic", "hybrid")
 SCOPE_KEYS = {"document_ids", "collection_ids", "folder_ids", "paths"}

@@ -91,7 +91,7 @@ def stdio_principal(settings: Settings) -> tuple[KeyRing, Principal]:
 
 def run_stdio(settings: Settings) -> None:
     from shared.logging import configure_logging
-    from shared.wiring import build
+    from services.wiring import build
 
     configure_logging(settings.debug)  # JSON lines on stderr; stdout carries the protocol
     ring, principal = stdio_principal(settings)

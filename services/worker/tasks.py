@@ -1,6 +1,6 @@
 """What a Celery worker process does with one embedding message.
 
-It runs the SAME `EmbedHandler` as the embedded runner (built by `shared.wiring`), then:
+It runs the SAME `EmbedHandler` as the embedded runner (built by `services.wiring`), then:
 finished jobs stop being pending (dedupe set) and are announced on pub/sub; jobs the handler
 wants retried are re-sent with exponential backoff and jitter, never sooner than the
 provider's Retry-After. A 429 or an open circuit postpones the whole batch without spending an
@@ -149,7 +149,7 @@ def runtime(settings: Settings, app: Celery, dim: int | None = None) -> Runtime:
 
 def build_runtime(settings: Settings, app: Celery | None = None, dim: int | None = None) -> Runtime:
     from shared.adapters.embedders import build_embedder
-    from shared.wiring import build_handler, build_store
+    from services.wiring import build_handler, build_store
 
     store = build_store(settings)
     # The circuit must open before a provider outage runs any job out of attempts: once it is

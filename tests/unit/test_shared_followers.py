@@ -22,7 +22,7 @@ from shared.config import Settings
 from shared.indexing import FilePosition, IndexFollower, StorePosition
 from shared.model import DocKey, SemanticStatus, SidecarEntry, StoredDoc
 from shared.ports import DocumentStore, SearchFilter
-from shared.wiring import _build_followers, follower_name
+from services.wiring import _build_followers, follower_name
 
 pytestmark = pytest.mark.filterwarnings("ignore:Payload indexes have no effect:UserWarning")
 
@@ -252,7 +252,7 @@ def test_a_read_waits_for_the_shared_vector_index_before_it_reranks(tmp_path: Pa
     semantic floor, neither searched nor imputed) until the index has caught up."""
     from services.planner.planner import ReadRequest
     from shared.model import EmbedJob, Principal
-    from shared.wiring import build
+    from services.wiring import build
 
     c = build(Settings(data_dir=tmp_path, embedder="hash", embed_dim=32))
     try:

@@ -1,4 +1,6 @@
-"""The one wiring module: reads `Settings`, builds every adapter and the core services.
+"""The composition root: reads `Settings`, builds every adapter and the core services, and
+wires every front door (HTTP, MCP, CLI, workers). It lives in `services/` because it imports
+the services; `shared/` never imports `services/`.
 
 Adapters are imported here and nowhere in the core. Each port has one `_build_*` function that
 picks its adapter from `Settings`; distributed adapters are imported lazily so the embedded
