@@ -143,6 +143,15 @@ class Settings(BaseSettings):
     extract_max_chunk_chars: int = 1_500
     extract_fusion: Literal["rrf", "weighted"] = "rrf"  # seed 004 weighted 0.65/0.35 on request
 
+    # --- lifecycle (issue 11): scheduler, promotion, eviction, cold store, spaces, cost caps ---
+    # (lead's block; DESIGN.md §5 "Lifecycle")
+
+    # --- touch economics (issue 11, bench lazy): helper B's block ---
+
+    # --- hardening (issue 12): input bounds, adapters, MCP: helper C's block ---
+
+    # --- hardening (issue 12): agent tools: helper E's block ---
+
     @model_validator(mode="after")
     def _profile_defaults(self) -> Settings:
         distributed = self.profile == "distributed"
