@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from services.api.reserved import is_reserved_collection
 from shared.errors import ErrorCode, VibeError, invalid
 from shared.indexing import Follower
 from shared.metrics import METRICS
@@ -56,7 +57,7 @@ class WriteResult:
 
 
 def check_collection(name: str) -> None:
-    if not COLLECTION_RE.match(name) or name in RESERVED_COLLECTIONS:
+    if not COLLECTION_RE.match(name) or name in RESERVED_COLLECTIONS or is_reserved_collection(name):
         raise invalid(f"invalid collection name {name[:64]!r}", field="collection")
 
 
