@@ -149,6 +149,25 @@ class Settings(BaseSettings):
     # --- touch economics (issue 11, bench lazy): helper B's block ---
 
     # --- hardening (issue 12): input bounds, adapters, MCP: helper C's block ---
+    # ACL bounds (services/api/writes.py DocumentService._acl): each principal is one keyword term
+    # in OpenSearch, whose `acl` field ignores terms over 1024 characters (fail closed: a dropped
+    # term matches nobody), so a principal stays below that; the total bounds a point's payload.
+    acl_max_principal_bytes: Annotated[int, Field(ge=1, le=1024)] = 512
+    acl_max_bytes: Annotated[int, Field(ge=1)] = 65_536
+    # Query text (POST /v1/read `q` and `semantic.query.text`), in characters.
+    max_query_chars: Annotated[int, Field(ge=1)] = 4_096
+    # Query-vector cache (services/planner/query_cache.py): bounded by bytes as well as entries.
+    query_cache_max_entries: Annotated[int, Field(ge=0)] = 10_000
+    query_cache_max_bytes: Annotated[int, Field(ge=0)] = 64 * 1_048_576
+    # Longest input the openai embedder sends, in UTF-8 bytes (longer ones are cut at a character
+    # boundary): a byte-level BPE token covers at least one byte, so 8,000 bytes stay under the
+    # 8,191-token input limit of OpenAI's embedding models whatever the script.
+    embed_max_input_bytes: Annotated[int, Field(ge=16)] = 8_000
+    # GET /metrics asks for `Authorization: Bearer <token>` when set (off by default).
+    metrics_token: str | None = None
+    # Per-tenant request rate (token bucket in the API process; 0 = no limit) and its burst.
+    per_tenant_requests_per_second: Annotated[float, Field(ge=0)] = 200.0
+    per_tenant_request_burst: Annotated[int, Field(ge=1)] = 400
 
     # --- hardening (issue 12): agent tools: helper E's block ---
 

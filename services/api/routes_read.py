@@ -17,10 +17,10 @@ from fastapi.responses import JSONResponse, Response, StreamingResponse
 from services.api.auth import require
 from services.api.bodies import ReadBody, json_body, parse_model
 from services.planner.planner import ReadRequest, ReadSession
+from services.wiring import Container
 from shared.errors import ErrorCode, VibeError, invalid
 from shared.metrics import METRICS
 from shared.model import DocKey, Principal
-from services.wiring import Container
 
 router = APIRouter()
 POLL_SECONDS = 0.25  # also catches jobs finished by other processes (Celery workers)
@@ -34,6 +34,9 @@ def to_request(body: ReadBody, c: Container) -> ReadRequest:
     query_doc = (qd.collection, qd.id, qd.fields) if qd else None
     if not body.q.strip() and not (query_text or "").strip() and query_doc is None:
         raise invalid("q must not be empty (or give semantic.query)", field="q")
+    for name, text in (("q", body.q), ("semantic.query.text", query_text), ("semantic.domainHint", sem.domainHint)):
+        if text is not None and len(text) > s.max_query_chars:
+            raise invalid(f"{name} must be at most {s.max_query_chars} characters", field=name)
     if body.limit > s.max_limit:
         raise invalid(f"limit must be at most {s.max_limit}", field="limit")
     if sem.k is not None and sem.k > s.max_k:

@@ -126,14 +126,26 @@ class DocumentService:
                          time.time(), vibe)
 
     @staticmethod
-    def _acl(raw: object) -> list[str]:
+    def _acl(raw: object, max_principal_bytes: int = 512, max_bytes: int = 65_536) -> list[str]:
+        """The document's readers. Each principal is one index term (an OpenSearch keyword, a
+        Qdrant payload value) and the list rides with every index write, so both are bounded
+        (VIBE_ACL_MAX_PRINCIPAL_BYTES, VIBE_ACL_MAX_BYTES; UTF-8 bytes): one huge ACL must not
+        fail the shared bulk or upsert request that carries other tenants' changes."""
         if raw is None:
             return [PUBLIC_PRINCIPAL]
         if not isinstance(raw, list) or not all(isinstance(p, str) and p for p in raw):
             raise invalid("_acl must be a list of non-empty principal strings", field="_acl")
         if len(raw) > 1000:
             raise invalid("_acl has more than 1000 principals", field="_acl")
-        return list(dict.fromkeys(raw))
+        acl = list(dict.fromkeys(raw))
+        sizes = [len(p.encode("utf-8", "surrogatepass")) for p in acl]
+        if max(sizes, default=0) > max_principal_bytes:
+            raise invalid(f"_acl principals must be at most {max_principal_bytes} bytes (UTF-8); "
+                          f"one is {max(sizes)}", field="_acl")
+        if sum(sizes) > max_bytes:
+            raise invalid(f"_acl must be at most {max_bytes} bytes in all (UTF-8); it is {sum(sizes)}",
+                          field="_acl")
+        return acl
 
     @staticmethod
     def _vibe(raw: object) -> tuple[dict[str, Any], str | None]:

@@ -45,6 +45,7 @@ tenant, collections and ACL tokens only; a certs field joins the mapping when th
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 import re
 from collections.abc import Sequence
@@ -63,9 +64,20 @@ log = logging.getLogger("vibe.opensearch")
 INDEX_PREFIX = "vibe-lex-"
 ANALYZER = "vibe_en"
 TITLE_BOOST = 1.0  # the embedded adapter's boost: both profiles rank alike
-BULK_ACTIONS = 1000  # actions per bulk request: bounded request size (~MBs), few round trips
+BULK_ACTIONS = 1000  # actions per bulk request at most, few round trips
+# ... and bytes per bulk request at most (NDJSON as sent): OpenSearch's guidance is 5-15 MB per
+# bulk, and `http.max_content_length` (100 MB) refuses the whole request, every tenant's
+# changes in it, above that. One action larger than this still goes, alone.
+BULK_MAX_BYTES = 5 * 1_048_576
+# Longest `acl` term indexed, in characters (Lucene refuses a term over 32,766 bytes, which
+# fails the bulk item). A longer principal is not indexed, so no filter term matches it: a
+# document whose ACL token was dropped is unreadable through it (fail closed), never readable.
+# The API bounds principals below this (VIBE_ACL_MAX_PRINCIPAL_BYTES <= 1024).
+ACL_IGNORE_ABOVE = 1024
 MAX_ID_BYTES = 512  # OpenSearch's limit on `_id`
-HIGHLIGHT = {"pre_tags": ["<b>"], "post_tags": ["</b>"]}  # the embedded adapter's markup
+# The embedded adapter's markup; `encoder: html` escapes the document's own text (`<`, `&`,
+# quotes) around the tags, as tantivy's snippets do: a highlight is HTML a page may render.
+HIGHLIGHT = {"pre_tags": ["<b>"], "post_tags": ["</b>"], "encoder": "html"}
 KEY_FIELDS = ["collection", "doc_id"]
 
 
@@ -122,7 +134,7 @@ def template_body(prefix: str = INDEX_PREFIX) -> dict[str, Any]:
             "tenant": keyword,
             "collection": keyword,
             "doc_id": keyword,
-            "acl": keyword,
+            "acl": {"type": "keyword", "ignore_above": ACL_IGNORE_ABOVE},
             "title": {"type": "text", "analyzer": ANALYZER},
             "body": {"type": "text", "analyzer": ANALYZER},
         },
@@ -206,6 +218,32 @@ def bulk_actions(docs: Sequence[StoredDoc], deletes: Sequence[DocKey], prefix: s
     return groups
 
 
+def ndjson_size(lines: Sequence[dict[str, Any]]) -> int:
+    """Bytes of these lines as NDJSON, serialised as opensearch-py does (compact, UTF-8)."""
+    return sum(len(json.dumps(line, ensure_ascii=False, separators=(",", ":")).encode()) + 1 for line in lines)
+
+
+def bulk_batches(groups: Sequence[list[dict[str, Any]]], max_actions: int,
+                 max_bytes: int) -> list[list[dict[str, Any]]]:
+    """Consecutive groups packed into bulk bodies of at most `max_actions` actions and
+    `max_bytes` bytes (a single larger action is sent alone). Order is kept, so a delete still
+    precedes the index of the same key."""
+    batches: list[list[dict[str, Any]]] = []
+    lines: list[dict[str, Any]] = []
+    actions = size = 0
+    for g in groups:
+        n = ndjson_size(g)
+        if lines and (actions + 1 > max_actions or size + n > max_bytes):
+            batches.append(lines)
+            lines, actions, size = [], 0, 0
+        lines += g
+        actions += 1
+        size += n
+    if lines:
+        batches.append(lines)
+    return batches
+
+
 def failed_items(response: dict[str, Any]) -> list[tuple[str, int, str]]:
     """(id, status, error type) of every failed item; deleting a missing document is not a
     failure (the delete is already true)."""
@@ -264,9 +302,8 @@ class OpenSearchLexicalIndex:
     def apply(self, docs: Sequence[StoredDoc], deletes: Sequence[DocKey]) -> None:
         for tenant in dict.fromkeys(d.key.tenant for d in docs):
             self._ensure_index(tenant)
-        groups = bulk_actions(docs, deletes, self.prefix)
-        for start in range(0, len(groups), BULK_ACTIONS):
-            self._bulk([line for g in groups[start:start + BULK_ACTIONS] for line in g])
+        for batch in bulk_batches(bulk_actions(docs, deletes, self.prefix), BULK_ACTIONS, BULK_MAX_BYTES):
+            self._bulk(batch)
 
     def _bulk(self, lines: list[dict[str, Any]]) -> None:
         response = self.client.bulk(body=lines, refresh=self.refresh)

@@ -26,8 +26,9 @@ when they return.
 
 from __future__ import annotations
 
+import json
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 from qdrant_client import QdrantClient, models
 
@@ -38,7 +39,12 @@ from shared.model import DocKey, Hit, StoredDoc
 from shared.ports import SearchFilter
 
 COLLECTION_PREFIX = "vibe-"
-UPSERT_BATCH = 256  # points per request: ~400 KB at 384 dims, well under the 32 MB request cap
+UPSERT_BATCH = 256  # points per request at most ...
+# ... and estimated bytes per request at most: Qdrant refuses a request over 32 MB (its
+# `service.max_request_size_mb`) whole, so a few points with large payloads (ACLs) must not add
+# up past it. A point larger than this still goes, alone.
+UPSERT_MAX_BYTES = 8 * 1_048_576
+FLOAT_JSON_BYTES = 24  # a float32 as JSON text (REST), at most "-1.2345678901234567e-05,"
 KEY_PAYLOAD = ["tenant", "collection", "doc_id"]
 
 
@@ -53,6 +59,28 @@ def search_filter(flt: SearchFilter, only: Sequence[DocKey] | None) -> models.Fi
     if only is not None:
         must.append(models.HasIdCondition(has_id=[point_id(k) for k in only]))
     return models.Filter(must=must)
+
+
+def point_bytes(doc: StoredDoc, vec: Sequence[float]) -> int:
+    """An upper estimate of one point's size in an upsert request (JSON over REST; gRPC is
+    smaller): the vector, the payload and the id with its framing."""
+    body = json.dumps(payload(doc), ensure_ascii=False, separators=(",", ":")).encode()
+    return FLOAT_JSON_BYTES * len(vec) + len(body) + 96
+
+
+def upsert_batches(items: Sequence[tuple[StoredDoc, list[float]]], max_points: int,
+                   max_bytes: int) -> Iterator[Sequence[tuple[StoredDoc, list[float]]]]:
+    """Consecutive runs of `items` of at most `max_points` points and `max_bytes` estimated
+    bytes each (a single larger point goes alone)."""
+    start, size = 0, 0
+    for i, (d, vec) in enumerate(items):
+        n = point_bytes(d, vec)
+        if i > start and (i - start >= max_points or size + n > max_bytes):
+            yield items[start:i]
+            start, size = i, 0
+        size += n
+    if start < len(items):
+        yield items[start:]
 
 
 class QdrantVectorIndex:
@@ -117,9 +145,8 @@ class QdrantVectorIndex:
             return
         self.ensure_space(space, len(items[0][1]))
         name = self.collection(space)
-        for start in range(0, len(items), UPSERT_BATCH):
-            points = [models.PointStruct(id=point_id(d.key), vector=vec, payload=payload(d))
-                      for d, vec in items[start:start + UPSERT_BATCH]]
+        for batch in upsert_batches(items, UPSERT_BATCH, UPSERT_MAX_BYTES):
+            points = [models.PointStruct(id=point_id(d.key), vector=vec, payload=payload(d)) for d, vec in batch]
             self.client.upsert(name, points=points, wait=True)
 
     def delete(self, space: str, keys: Sequence[DocKey]) -> None:

@@ -108,6 +108,22 @@ def test_highlights_only_for_permitted_docs(index: LexicalIndex) -> None:
     assert any("<b>icing</b>" in s.lower() for s in hl[DocKey("t", "c", "1")])
 
 
+def test_highlights_escape_the_documents_html(index: LexicalIndex) -> None:
+    """Finding 6 (issue 12): a snippet is HTML a page may render, so the document's own markup
+    comes back escaped and the only tags are the highlight's `<b>` (no stored XSS)."""
+    d = doc("t", "c", "x", "Icing <script>alert(1)</script>",
+            "rotor icing <img src=x onerror=alert(2)> & \"quoted\" icing")
+    index.apply([d], [])
+    hl = index.highlights(flt(), "icing", [d])
+    snippets = hl[DocKey("t", "c", "x")]
+    assert any("<b>icing</b>" in s.lower() for s in snippets)
+    for s in snippets:
+        bare = s.replace("<b>", "").replace("</b>", "")
+        assert "<" not in bare and ">" not in bare, s
+        assert "&lt;" in bare, s
+    assert any("&amp;" in s for s in snippets)
+
+
 def test_many_tenants_keep_few_writers_open(tmp_path: Path) -> None:
     idx = TantivyLexicalIndex(tmp_path / "lex", max_writers=2)
     for t in ("a", "b", "c", "a"):

@@ -107,6 +107,39 @@ def test_upserts_are_batched(monkeypatch: pytest.MonkeyPatch) -> None:
     assert idx.count("core") == 10
 
 
+def _request_bytes(points: list[models.PointStruct]) -> int:
+    """The upsert body as the REST client sends it."""
+    return len(models.PointsList(points=points).model_dump_json(exclude_unset=True).encode())
+
+
+def test_upserts_are_sized_by_bytes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Finding 1 (issue 12): points with large ACLs must not add up to a request over Qdrant's
+    size limit (which fails every tenant's change in it); each request stays under
+    UPSERT_MAX_BYTES as sent, a single larger point goes alone, and nothing is lost."""
+    monkeypatch.setattr(qv, "UPSERT_MAX_BYTES", 60_000)
+    items = _corpus(12, 16, seed=4)
+    big = [(StoredDoc(d.key, {}, [f"g:{i}-{j}-" + "x" * 200 for j in range(100)], None, "h", 0.0), v)
+           for i, (d, v) in enumerate(items)]  # ~20 kB of ACL per point
+    huge_doc = StoredDoc(DocKey("t0", "c0", "huge"), {}, ["g:" + "y" * 70_000], None, "h", 0.0)
+    big.append((huge_doc, items[0][1]))
+    spy = Spy(QdrantClient(location=":memory:"))
+    idx = QdrantVectorIndex(cast(QdrantClient, spy))
+    idx.upsert("core", big)
+    sent = [k["points"] for n, _, k in spy.calls if n == "upsert"]
+    assert [len(p) for p in sent] == [2] * 6 + [1]
+    for points in sent:
+        assert _request_bytes(points) <= 60_000 or len(points) == 1
+    assert idx.count("core") == 13
+
+
+def test_point_size_estimate_is_an_upper_bound() -> None:
+    (d, v), = _corpus(1, 384, seed=5)
+    doc = StoredDoc(d.key, {}, ["g:é" * 50, "user:ü"], None, "h", 0.0)
+    vec = [x * 1e-7 for x in v]  # long exponents
+    point = models.PointStruct(id=qv.point_id(doc.key), vector=vec, payload=qv.payload(doc))
+    assert _request_bytes([point]) <= qv.point_bytes(doc, vec)
+
+
 def test_a_space_keeps_its_dimension(tmp_path: Path) -> None:
     idx = QdrantVectorIndex(QdrantClient(path=str(tmp_path / "q")))
     idx.upsert("core", _corpus(2, 8, seed=4))

@@ -34,6 +34,8 @@ def test_malformed_json_changes_nothing(server: Served) -> None:
     ({"title": "x", "_secret": 1}, "_secret"),
     ({"title": "x", "_acl": "group:eng"}, "_acl"),
     ({"title": "x", "_acl": [""]}, "_acl"),
+    ({"title": "x", "_acl": ["user:" + "p" * 40_000]}, "bytes"),  # an "immense term" to OpenSearch
+    ({"title": "x", "_acl": [f"g:{i}:" + "p" * 400 for i in range(200)]}, "in all"),  # 80 kB in all
     ({"title": "x", "_vibe": {"semantic": {"intent": "maybe"}}}, "intent"),
     ([1, 2, 3], "object"),
     ({"title": "x", "body": {"nested": ["ok", "a\u0000b"]}}, "NUL"),  # PostgreSQL cannot store it
@@ -87,6 +89,8 @@ def test_bulk_with_bad_documents_keeps_the_good_ones(server: Served) -> None:
     ({"collection": "c", "q": "x", "strategy": "keyword"}, "strategy"),
     ({"collection": "c", "q": "x", "semantic": {"query": {"text": "a", "doc": {"collection": "c", "_id": "x"}}}},
      "exactly one"),
+    ({"collection": "c", "q": "x" * 4_097}, "q must be at most 4096 characters"),
+    ({"collection": "c", "q": "x", "semantic": {"query": {"text": "y" * 100_000}}}, "semantic.query.text"),
 ])
 def test_bad_reads(server: Served, body: dict, needle: str) -> None:
     r = server.call("POST", "/v1/read", "k-alice", body)

@@ -117,7 +117,7 @@ TEMPLATE = {
                 "tenant": {"type": "keyword"},
                 "collection": {"type": "keyword"},
                 "doc_id": {"type": "keyword"},
-                "acl": {"type": "keyword"},
+                "acl": {"type": "keyword", "ignore_above": 1024},
                 "title": {"type": "text", "analyzer": "vibe_en"},
                 "body": {"type": "text", "analyzer": "vibe_en"},
             },
@@ -261,7 +261,7 @@ def test_highlight_request_carries_the_filter_and_only_permitted_ids() -> None:
             "filter": [{"term": {"tenant": "t"}}, {"terms": {"acl": ["*", "g:eng"]}},
                        {"terms": {"collection": ["a"]}}, {"ids": {"values": ["a/1", "a/4"]}}],
         }},
-        "highlight": {"pre_tags": ["<b>"], "post_tags": ["</b>"], "fields": {
+        "highlight": {"pre_tags": ["<b>"], "post_tags": ["</b>"], "encoder": "html", "fields": {
             "title": {"number_of_fragments": 0}, "body": {"fragment_size": 150, "number_of_fragments": 1}}},
     }
     assert "post_filter" not in _keys_anywhere(call.body)
@@ -304,6 +304,47 @@ def test_large_batches_are_split_on_action_boundaries(monkeypatch: pytest.Monkey
     bulks = [c.body for c in calls if c.path == "/_bulk"]
     assert [[next(iter(line)) for line in b] for b in bulks] == [
         ["delete", "index", "tenant"], ["index", "tenant", "index", "tenant"]]
+
+
+def test_bulk_requests_are_sized_by_bytes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Finding 1 (issue 12): a few documents with large ACLs or bodies must not make one bulk
+    request over the size OpenSearch accepts; each request stays under BULK_MAX_BYTES (a
+    single larger action goes alone) and the order of actions is kept."""
+    monkeypatch.setattr(osl, "BULK_MAX_BYTES", 4_000)
+    client, calls = recording_client()
+    docs = [doc("t", "c", str(i), {"title": f"d{i}", "body": "x" * 1_500}) for i in range(6)]
+    docs.append(doc("t", "c", "huge", {"body": "y" * 9_000}))
+    OpenSearchLexicalIndex(client).apply(docs, [DocKey("t", "c", "gone")])
+    bulks = [c.body for c in calls if c.path == "/_bulk"]
+    assert len(bulks) > 2
+    for b in bulks:
+        size = osl.ndjson_size(b)
+        assert size <= 4_000 or len([line for line in b if "index" in line or "delete" in line]) == 1
+    sent = [line for b in bulks for line in b]
+    assert sent == [line for g in osl.bulk_actions(docs, [DocKey("t", "c", "gone")], osl.INDEX_PREFIX) for line in g]
+
+
+def test_ndjson_size_is_the_bytes_sent() -> None:
+    client, calls = recording_client()
+    OpenSearchLexicalIndex(client).apply([doc("t", "c", "é", {"title": "Ünï <b>", "body": "ß" * 10})], [])
+    (bulk,) = [c for c in calls if c.path == "/_bulk"]
+    sent = "".join(json.dumps(line, ensure_ascii=False, separators=(",", ":")) + "\n" for line in bulk.body)
+    assert osl.ndjson_size(bulk.body) == len(sent.encode())
+
+
+def test_acl_ignore_above_agrees_with_the_api_bound() -> None:
+    """A principal longer than `ignore_above` is not indexed, so it can never match (fail
+    closed); the API refuses principals that long, so no accepted ACL loses a token."""
+    acl_mapping = osl.template_body()["template"]["mappings"]["properties"]["acl"]
+    bound = Settings.model_fields["acl_max_principal_bytes"]
+    most = max(m.le for m in bound.metadata if hasattr(m, "le") and m.le is not None)
+    # ignore_above counts characters; a principal of N UTF-8 bytes has at most N characters.
+    assert acl_mapping == {"type": "keyword", "ignore_above": osl.ACL_IGNORE_ABOVE}
+    assert Settings().acl_max_principal_bytes <= most <= osl.ACL_IGNORE_ABOVE
+    with pytest.raises(ValueError):
+        Settings(acl_max_principal_bytes=osl.ACL_IGNORE_ABOVE + 1)
+    # ... and a principal of ACL_IGNORE_ABOVE 4-byte characters stays under Lucene's term limit.
+    assert osl.ACL_IGNORE_ABOVE * 4 < 32_766
 
 
 def test_index_names_are_valid_and_collision_free() -> None:
