@@ -1,7 +1,26 @@
-"""Documents (DESIGN.md §5): PUT, bulk, GET (optionally with `__semantic`), DELETE."""
+"""Documents (DESIGN.md §5): PUT, bulk, GET (optionally with `__semantic`), DELETE.
+
+Who may change an existing document (issue #12, finding 4): a key with the `write` scope
+may overwrite or delete a document only if it can read it under the document's CURRENT
+ACL. A writer outside that ACL is refused and nothing changes:
+- PUT (and each bulk item) answers 403 `forbidden` with one fixed message, whatever the
+  document holds (content, ACL, semantic state, age). Any refusal of a PUT tells the caller
+  that *something* exists at that id (an absent id would have been created); that one bit is
+  the residual signal README "Security" documents. Nothing else about the document is told.
+- DELETE answers 404 `not_found`, exactly as for an absent document (no signal at all).
+A new id may be created by any writer, with any ACL (even one that leaves the writer out).
+
+The check and the write run under a per-document lock of this process, so a concurrent ACL
+change through this process cannot slip between them. (Across processes the store would
+need a conditional write; see README "Security".)
+"""
 
 from __future__ import annotations
 
+import threading
+import zlib
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 from fastapi import APIRouter, Depends, Request
@@ -12,11 +31,43 @@ from services.api.auth import require
 from services.api.bodies import json_body
 from services.api.writes import WriteResult, check_collection, check_doc_id
 from services.planner.planner import semantic_projection
+from services.wiring import Container
 from shared.errors import ErrorCode, VibeError, invalid
 from shared.model import DocKey, Principal, StoredDoc
-from services.wiring import Container
 
 router = APIRouter()
+
+# The only answer a writer outside a document's ACL ever gets (PUT and bulk items).
+OVERWRITE_REFUSED = "this key may not overwrite this document"
+_STRIPES = [threading.Lock() for _ in range(256)]
+
+
+@contextmanager
+def _locked(keys: Sequence[DocKey]) -> Iterator[None]:
+    """Hold this process's locks of `keys` (striped; taken in a fixed order, so no deadlock)."""
+    stripes = sorted({zlib.crc32("\x1f".join(k).encode()) % len(_STRIPES) for k in keys})
+    held: list[threading.Lock] = []
+    try:
+        for i in stripes:
+            _STRIPES[i].acquire()
+            held.append(_STRIPES[i])
+        yield
+    finally:
+        for lock in reversed(held):
+            lock.release()
+
+
+def _refused() -> VibeError:
+    return VibeError(ErrorCode.FORBIDDEN, OVERWRITE_REFUSED)
+
+
+def _put_one(c: Container, p: Principal, doc: StoredDoc) -> str:
+    with _locked([doc.key]):
+        current = c.store.get_docs([doc.key]).get(doc.key)
+        if current is not None and not current.readable_by(p):
+            raise _refused()
+        [result] = c.docs.put([doc])
+    return result
 
 
 def _c(request: Request) -> Container:
@@ -33,7 +84,7 @@ async def put_doc(collection: str, doc_id: str, request: Request,
     if isinstance(body, dict) and "_id" in body and body["_id"] != doc_id:
         raise invalid("_id in the body differs from the id in the path", field="_id")
     doc = c.docs.parse(p, collection, doc_id, body)
-    [result] = await run_in_threadpool(c.docs.put, [doc])
+    result = await run_in_threadpool(_put_one, c, p, doc)
     return JSONResponse({"_id": doc_id, "collection": collection, "result": result},
                         status_code=201 if result == "created" else 200)
 
@@ -55,10 +106,11 @@ async def bulk(collection: str, request: Request, p: Principal = Depends(require
 
 
 def _bulk(c: Container, p: Principal, collection: str, items: list[Any]) -> list[WriteResult]:
-    """Validate each document on its own; store every valid one in one transaction."""
+    """Validate each document on its own; store every valid one the caller may write in one
+    transaction. Items apply as if sent one by one: the last accepted write of an id wins,
+    and an item is checked against the ACL the id has after the items before it."""
     results: list[WriteResult] = []
-    good: list[StoredDoc | None] = []
-    seen: dict[str, int] = {}
+    parsed: list[tuple[WriteResult, StoredDoc]] = []
     for i, item in enumerate(items):
         raw_id = item.get("_id") if isinstance(item, dict) else None
         try:
@@ -68,17 +120,30 @@ def _bulk(c: Container, p: Principal, collection: str, items: list[Any]) -> list
             results.append(WriteResult(str(raw_id) if raw_id is not None else f"#{i}", e.code.status,
                                        error={"code": e.code.code, "message": e.message}))
             continue
-        if doc_id in seen:  # last write wins within one bulk, as if sent one by one
-            good[seen[doc_id]] = None
-        seen[doc_id] = len(good)
-        good.append(doc)
-        results.append(WriteResult(doc_id, 0))
-    docs = [d for d in good if d is not None]
-    outcome = dict(zip([d.key.doc_id for d in docs], c.docs.put(docs), strict=True)) if docs else {}
-    for r in results:
-        if r.error is None:
-            r.result = outcome[r.id]
-            r.status = 201 if r.result == "created" else 200
+        r = WriteResult(doc_id, 0)
+        results.append(r)
+        parsed.append((r, doc))
+    if not parsed:
+        return results
+    keys = list(dict.fromkeys(d.key for _, d in parsed))
+    with _locked(keys):
+        stored = c.store.get_docs(keys)
+        current: dict[DocKey, StoredDoc] = dict(stored)
+        final: dict[DocKey, StoredDoc] = {}
+        accepted: list[tuple[WriteResult, StoredDoc, bool]] = []  # (result, doc, first accepted for its id)
+        for r, doc in parsed:
+            cur = current.get(doc.key)
+            if cur is not None and not cur.readable_by(p):
+                refused = _refused()
+                r.status, r.error = refused.code.status, {"code": refused.code.code, "message": refused.message}
+                continue
+            accepted.append((r, doc, doc.key not in final))
+            current[doc.key] = final[doc.key] = doc
+        docs = list(final.values())
+        outcome = dict(zip([d.key for d in docs], c.docs.put(docs), strict=True)) if docs else {}
+    for r, doc, first in accepted:
+        r.result = outcome[doc.key] if first else "updated"
+        r.status = 201 if r.result == "created" else 200
     return results
 
 
@@ -87,6 +152,13 @@ def _readable(c: Container, p: Principal, collection: str, doc_id: str) -> Any:
     if doc is None or not doc.readable_by(p):  # a forbidden document looks absent
         raise VibeError(ErrorCode.NOT_FOUND, "document not found")
     return doc
+
+
+def _delete_one(c: Container, p: Principal, collection: str, doc_id: str) -> None:
+    """Unreadable looks absent: 404 either way, and nothing changes."""
+    with _locked([DocKey(p.tenant, collection, doc_id)]):
+        doc = _readable(c, p, collection, doc_id)
+        c.docs.delete(doc.key)
 
 
 @router.get("/v1/collections/{collection}/docs/{doc_id}")
@@ -107,6 +179,5 @@ async def get_doc(collection: str, doc_id: str, request: Request, include: str |
 async def delete_doc(collection: str, doc_id: str, request: Request,
                      p: Principal = Depends(require("write"))) -> JSONResponse:
     c = _c(request)
-    doc = await run_in_threadpool(_readable, c, p, collection, doc_id)
-    await run_in_threadpool(c.docs.delete, doc.key)
+    await run_in_threadpool(_delete_one, c, p, collection, doc_id)
     return JSONResponse({"_id": doc_id, "collection": collection, "result": "deleted"})
