@@ -16,13 +16,17 @@ class Http429(Exception):
     status_code = 429
 
 
+class Http400(Exception):
+    status_code = 400
+
+
 class Flaky:
     model_id = "flaky"
     dim = 2
 
     def __init__(self) -> None:
         self.calls = 0
-        self.mode = "ok"  # ok | fail | 429 | block
+        self.mode = "ok"  # ok | fail | 429 | 400 | block
 
     def embed(self, texts: Sequence[str]) -> list[list[float]]:
         self.calls += 1
@@ -30,6 +34,8 @@ class Flaky:
             raise EmbedderError("provider answered 500")
         if self.mode == "429":
             raise EmbedderError("provider rate limit (429)", retry_after=2.0) from Http429()
+        if self.mode == "400":
+            raise EmbedderError("provider answered 400", transient=False) from Http400()
         return [[1.0, 0.0] for _ in texts]
 
     def embed_query(self, text: str) -> list[float]:
@@ -100,6 +106,34 @@ def test_429_is_never_counted_and_surfaces_as_rate_limited() -> None:
             b.embed(["x"])
         assert e.value.retry_after == 2.0
     assert b.state == "closed" and inner.calls == 5
+
+
+def test_a_4xx_refusal_is_never_counted() -> None:
+    """Issue 12 finding 8: a provider refusing one input (400: too long, bad parameter) is up;
+    counting it would let one tenant's bad documents open the circuit for every tenant."""
+    inner, _, b = _rig(failures=2)
+    inner.mode = "400"
+    for _ in range(10):
+        with pytest.raises(EmbedderError) as e:
+            b.embed(["x" * 100_000])
+        assert not isinstance(e.value, CircuitOpen | RateLimited) and not e.value.transient
+    assert b.state == "closed" and inner.calls == 10
+    inner.mode = "ok"
+    assert b.embed(["x"]) == [[1.0, 0.0]]
+
+
+def test_a_4xx_answer_to_the_probe_closes_the_circuit() -> None:
+    inner, clock, b = _rig(failures=1)
+    inner.mode = "fail"
+    with pytest.raises(EmbedderError):
+        b.embed(["x"])
+    assert b.state == "open"
+    clock.now += 10
+    inner.mode = "400"
+    with pytest.raises(EmbedderError) as e:
+        b.embed(["x"])
+    assert not isinstance(e.value, CircuitOpen)
+    assert b.state == "closed"  # the provider answered: it is up
 
 
 def test_only_one_probe_while_half_open() -> None:

@@ -31,4 +31,5 @@ def _build_raw(settings: Settings, dim: int | None) -> Embedder:
     if not settings.openai_base_url:
         raise RuntimeError("VIBE_EMBEDDER=openai needs VIBE_OPENAI_BASE_URL")
     return OpenAIEmbedder(settings.openai_base_url, settings.openai_api_key, settings.embed_model,
-                          settings.embed_batch_size, timeout=settings.embed_timeout_seconds, dim=dim)
+                          settings.embed_batch_size, timeout=settings.embed_timeout_seconds, dim=dim,
+                          max_input_bytes=settings.embed_max_input_bytes)

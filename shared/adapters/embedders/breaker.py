@@ -6,7 +6,10 @@ their usual speed and say the semantic leg is degraded. After `cooldown` one pro
 through (half-open); its success closes the circuit, its failure re-opens it. Nothing manual.
 
 A 429 is the provider pacing us, not failing: it never counts, and surfaces as `RateLimited`
-so job runners can postpone the batch instead of spending an attempt on it.
+so job runners can postpone the batch instead of spending an attempt on it. Any other 4xx is
+the provider refusing this request (an over-long input, a bad parameter): the provider is up,
+so it never counts either (issue 12 finding 8: one tenant's bad input must not open the circuit
+for every tenant), and a half-open probe answered with a 4xx closes the circuit.
 """
 
 from __future__ import annotations
@@ -36,6 +39,17 @@ def is_rate_limit(e: EmbedderError) -> bool:
     if isinstance(e, RateLimited):
         return True
     return getattr(e.__cause__, "status_code", None) == 429
+
+
+def status_of(e: EmbedderError) -> int | None:
+    status = getattr(e.__cause__, "status_code", None)
+    return status if isinstance(status, int) else None
+
+
+def is_refusal(e: EmbedderError) -> bool:
+    """The provider answered and refused this request (4xx other than 429): not an outage."""
+    status = status_of(e)
+    return status is not None and 400 <= status < 500 and status != 429
 
 
 class BreakerEmbedder:
@@ -112,8 +126,8 @@ class BreakerEmbedder:
     def _failed(self, e: EmbedderError) -> None:
         with self._lock:
             probing, self._probing = self._probing, False
-            if is_rate_limit(e):
-                if probing:  # the provider answered: it is up, just busy
+            if is_rate_limit(e) or is_refusal(e):
+                if probing:  # the provider answered: it is up, just busy or refusing this input
                     self._close_locked()
                 return
             self._consecutive += 1
