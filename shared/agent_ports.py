@@ -77,3 +77,29 @@ class PreCallCheck(Protocol):
 
     def __call__(self, tenant: str, user: str, tool: str, params: dict[str, Any]) -> None:
         """Return to allow; raise PreCallDenied to refuse."""
+
+
+class BudgetExceeded(Exception):
+    """A MaterialBudget refused a charge; nothing was added."""
+
+    def __init__(self, quota: str, limit: int, used: int, requested: int):
+        super().__init__(f"{quota}: {used} used of {limit}, {requested} requested")
+        self.quota = quota
+        self.limit = limit
+        self.used = used
+        self.requested = requested
+
+
+@runtime_checkable
+class MaterialBudget(Protocol):
+    """What one API key may feed `extract_key_info` per UTC day (issue 12, finding 7):
+    characters of materials submitted and new chunks stored (each of which is embedded)."""
+
+    def charge(self, key: str, day: str, chars: int, chunks: int, max_chars: int, max_chunks: int) -> None:
+        """Add both amounts atomically, or raise BudgetExceeded (adding nothing) when either
+        total would pass its limit."""
+
+    def used(self, key: str, day: str) -> tuple[int, int]:
+        """(characters, chunks) charged to the key on that day."""
+
+    def close(self) -> None: ...

@@ -10,8 +10,8 @@ import json
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, Field, model_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic import BaseModel, Field, field_validator, model_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 
 class ApiKey(BaseModel):
@@ -122,7 +122,6 @@ class Settings(BaseSettings):
     mcp_key: str | None = None  # the key `vibe-semantic mcp` (stdio) acts as
     enable_inner_voice: bool = False
     mcp_collection: str = "kb"  # where `reindex` stores chunks and `search` looks by default
-    mcp_reindex_roots: list[Path] = Field(default_factory=list)  # empty = the server's working directory
     mcp_max_file_bytes: int = 2_000_000
     mcp_chunk_chars: int = 1200
     mcp_chunk_overlap: int = 200
@@ -170,6 +169,61 @@ class Settings(BaseSettings):
     per_tenant_request_burst: Annotated[int, Field(ge=1)] = 400
 
     # --- hardening (issue 12): agent tools: helper E's block ---
+    # Folders `reindex` may read: a JSON list, one path, or an os.pathsep-separated list. Empty
+    # (the default) = reindex is off; the server's working directory is never a root by itself.
+    mcp_reindex_roots: Annotated[list[Path], NoDecode] = Field(default_factory=list)
+    mcp_reindex_max_paths: Annotated[int, Field(ge=1)] = 64  # locations per reindex call
+    mcp_reindex_max_files: Annotated[int, Field(ge=1)] = 10_000  # files per reindex call
+    mcp_max_path_chars: Annotated[int, Field(ge=1)] = 4096
+    mcp_max_query_chars: Annotated[int, Field(ge=1)] = 4_096  # search, inner_voice.retrieve (as POST /v1/read)
+    mcp_max_scope_ids: Annotated[int, Field(ge=1)] = 1_000  # ids across a search scope's lists
+    mcp_max_id_chars: Annotated[int, Field(ge=1)] = 1_024  # one scope id, tag or collection name
+    mcp_max_tags: Annotated[int, Field(ge=1)] = 100  # include_tags / exclude_tags each
+    mcp_max_resolve_numbers: Annotated[int, Field(ge=1)] = 1_000  # citations.resolve numbers
+    mcp_max_resolve_text_chars: Annotated[int, Field(ge=1)] = 200_000  # citations.resolve text
+    # extract_key_info task collections and ACL tokens are HMACs under this secret. None = a
+    # random secret kept in DATA_DIR/mcp_task_secret (created on first use, mode 0600); API
+    # replicas with separate data dirs must share one (set it) to share task materials.
+    mcp_task_secret: str | None = Field(default=None, repr=False, min_length=16)
+    # extract_key_info material budget per API key per UTC day: characters of materials
+    # submitted, and new chunks stored (and embedded). Refused with `quota_exceeded`.
+    extract_daily_chars_per_key: Annotated[int, Field(ge=1)] = 2_000_000
+    extract_daily_chunks_per_key: Annotated[int, Field(ge=1)] = 10_000
+
+    @field_validator("mcp_reindex_roots", mode="before")
+    @classmethod
+    def _reindex_roots(cls, raw: Any) -> Any:
+        """A JSON list of paths, a JSON string, one plain path, or paths joined by os.pathsep;
+        anything else is refused with a message naming the setting (never a decode traceback)."""
+        import os
+
+        if not isinstance(raw, str):
+            return raw
+        text = raw.strip()
+        if not text:
+            return []
+        if text[0] in '[{"':
+            try:
+                value = json.loads(text)
+            except json.JSONDecodeError:
+                value = None
+            if isinstance(value, str):
+                value = [value]
+            if not (isinstance(value, list) and all(isinstance(v, str) and v.strip() for v in value)):
+                raise ValueError("VIBE_MCP_REINDEX_ROOTS must be a JSON list of paths, one path, or paths "
+                                 f"separated by {os.pathsep!r}")
+            return value
+        parts = [p.strip() for p in text.split(os.pathsep)]
+        if any(not p for p in parts):
+            raise ValueError(f"VIBE_MCP_REINDEX_ROOTS has an empty entry between {os.pathsep!r} separators")
+        return parts
+
+    @field_validator("mcp_reindex_roots", mode="after")
+    @classmethod
+    def _no_nul_in_roots(cls, roots: list[Path]) -> list[Path]:
+        if any("\x00" in str(r) for r in roots):
+            raise ValueError("VIBE_MCP_REINDEX_ROOTS must not contain NUL characters")
+        return roots
 
     @model_validator(mode="after")
     def _profile_defaults(self) -> Settings:

@@ -14,7 +14,6 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-_HEADING = re.compile(r"^(#{1,6})\s+(.*?)\s*#*\s*$")
 _FENCE = re.compile(r"^\s*(```|~~~)")
 _PARAGRAPHS = re.compile(r"\n\s*\n")
 _SENTENCES = re.compile(r"(?<=[.!?])\s+")
@@ -29,6 +28,24 @@ class Chunk:
     content: str
 
 
+def heading(line: str) -> tuple[int, str] | None:
+    """An ATX heading's (level, title), or None. Plain string scans, linear in the line: the
+    regex this replaces (`^(#{1,6})\\s+(.*?)\\s*#*\\s*$`) backtracked cubically on a long
+    line of spaces that does not end the way it hoped (issue 12, finding 10). As before, the
+    '#'s start the line, whitespace follows them, and a closing run of '#'s is dropped; unlike
+    before, only when a space precedes it (CommonMark), so `# C#` keeps its '#'."""
+    level = len(line) - len(line.lstrip("#"))
+    if not 1 <= level <= 6 or level == len(line) or not line[level].isspace():
+        return None
+    title = line[level:].strip()
+    body = title.rstrip("#")
+    if not body:
+        return level, ""  # `## ##`: an empty heading
+    if len(body) < len(title) and body[-1].isspace():
+        title = body.rstrip()
+    return level, title
+
+
 def _sections(text: str) -> list[tuple[str, str]]:
     """(heading breadcrumb, section text) in document order; the heading line stays in its
     section so the chunk reads naturally and BM25 sees the heading words."""
@@ -38,10 +55,10 @@ def _sections(text: str) -> list[tuple[str, str]]:
     for line in text.splitlines():
         if _FENCE.match(line):
             fenced = not fenced
-        m = None if fenced else _HEADING.match(line)
-        if m:
-            level = len(m.group(1))
-            stack = [(lv, t) for lv, t in stack if lv < level] + [(level, m.group(2))]
+        h = None if fenced else heading(line)
+        if h:
+            level, title = h
+            stack = [(lv, t) for lv, t in stack if lv < level] + [(level, title)]
             out.append((" > ".join(t for _, t in stack), []))
         out[-1][1].append(line)
     return [(h, "\n".join(lines).strip()) for h, lines in out if "\n".join(lines).strip()]

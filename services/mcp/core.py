@@ -6,9 +6,9 @@ import math
 from collections.abc import Sequence
 
 from services.planner.planner import ReadRequest, ReadSession
+from services.wiring import Container
 from shared.model import DocKey, EmbedJob, Hit, Principal, SemanticStatus, StoredDoc
 from shared.ports import EmbedderError, SearchFilter
-from services.wiring import Container
 
 
 def cosine(a: Sequence[float], b: Sequence[float]) -> float:

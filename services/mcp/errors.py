@@ -1,8 +1,9 @@
 """Typed tool errors. A failed tool call answers `is_error` with the contract's error body
 `{"error": {"code", "message"}}` (DESIGN.md §5) as its JSON text and structured content.
 
-Codes are those of shared/errors.py plus seed 000's `feature_disabled` and `db_error`, which
-only agent tools use.
+Codes are those of shared/errors.py plus seed 000's `feature_disabled` and `db_error`, and
+`quota_exceeded` (a key's daily extract_key_info material budget is spent; details say which
+quota, its limit, what is used and `retry_after_seconds`), which only agent tools use.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from shared.errors import ErrorCode, VibeError
 
 FEATURE_DISABLED = "feature_disabled"
 DB_ERROR = "db_error"
+QUOTA_EXCEEDED = "quota_exceeded"
 
 
 class ToolFailure(Exception):

@@ -1,15 +1,24 @@
 """`extract_key_info` (seed 004): ad-hoc materials + query → the top-K context strings.
 
-Isolation: the materials of one (caller, task) live in their own collection
-`mcp-task-<h>` with `_acl = ["mcp-task:<h>"]`, where `h` hashes the caller's identity
-(tenant + principals) and the sanitised task id. Every engine query of this tool filters by
-that collection and that ACL token, so one task never sees another's materials; ordinary
-reads never match the token either (no key's principals contain it).
+Isolation (issue 12, finding 7): the materials of one (API key, task) live in their own
+collection `mcp-task-<HMAC>` with `_acl = ["mcp-task:<HMAC>"]`, both derived under the server
+secret from the caller's key ref (itself an HMAC of the bearer key) and the sanitised task id
+(services/mcp/secret.py). So two keys never share materials, even with the same tenant and
+principals; nobody without the secret can compute a name or a token; and the documents API
+refuses the `mcp-task-` prefix (services/api/reserved.py), so no key can plant a document in
+a task collection or read or delete one there. Every engine query of this tool filters by
+that collection and that ACL token; ordinary reads never match the token (no key's
+principals contain it).
+
+Budget: a read-only key may call the tool, so what it can store and have embedded is capped
+per key per UTC day (VIBE_EXTRACT_DAILY_CHARS_PER_KEY characters of materials submitted,
+VIBE_EXTRACT_DAILY_CHUNKS_PER_KEY new chunks); past either, the call is refused with
+`quota_exceeded` before anything is stored. The check and the charge are one transaction.
 
 Ingestion: paragraphs, then sentences above the cap (chunking.material_chunks); the cleaned
 text is indexed and embedded, the original is kept (in `meta`, which nothing indexes) and
 returned. A chunk's id is the hash of its cleaned text, so the same chunk of the same task
-is stored once (dedupe per user and task); one `put` writes the new chunks in one
+is stored once (dedupe per key and task); one `put` writes the new chunks in one
 transaction. Retrieval is hybrid: RRF (the Vibe default) or seed 004's weighted fusion
 (0.65 semantic + 0.35 lexical on min-max normalised scores, ties by recency).
 """
@@ -17,18 +26,21 @@ transaction. Retrieval is hybrid: RRF (the Vibe default) or seed 004's weighted 
 from __future__ import annotations
 
 import re
+import time
 from typing import Any
 
 import blake3
 
 from services.mcp import core
 from services.mcp.chunking import material_chunks
-from services.mcp.errors import ToolFailure, invalid
+from services.mcp.errors import QUOTA_EXCEEDED, ToolFailure, invalid
+from services.mcp.secret import task_names
 from services.planner.fusion import Fused, rrf
+from services.wiring import Container
+from shared.agent_ports import BudgetExceeded, MaterialBudget
 from shared.errors import ErrorCode
 from shared.model import DocKey, Hit, Principal, StoredDoc
 from shared.ports import SearchFilter
-from services.wiring import Container
 
 TASK_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$")
 SEMANTIC_WEIGHT, LEXICAL_WEIGHT = 0.65, 0.35
@@ -40,11 +52,6 @@ def sanitize_task(task_id: str) -> str:
     if not TASK_RE.match(t):
         raise invalid("task_id must be 1-128 characters of letters, digits, '_', '.', ':' or '-'")
     return t
-
-
-def task_space(owner: str, task: str) -> tuple[str, str]:
-    h = blake3.blake3(f"{owner}\x1f{task}".encode()).hexdigest()[:24]
-    return f"mcp-task-{h}", f"mcp-task:{h}"
 
 
 def _minmax(hits: list[Hit]) -> dict[DocKey, float]:
@@ -63,9 +70,17 @@ def weighted(lex: list[Hit], sem: list[Hit], recency: dict[DocKey, float]) -> li
     return out
 
 
+def _utc_day(now: float) -> tuple[str, int]:
+    """(YYYY-MM-DD, seconds until the next UTC midnight)."""
+    day = time.strftime("%Y-%m-%d", time.gmtime(now))
+    return day, int(86400 - now % 86400) + 1
+
+
 class KeyInfo:
-    def __init__(self, c: Container):
+    def __init__(self, c: Container, secret: bytes, budget: MaterialBudget):
         self.c = c
+        self.secret = secret
+        self.budget = budget
 
     def validate(self, query: str, materials: str, top_k: int | None, fusion: str | None) -> tuple[int, str]:
         s = self.c.settings
@@ -87,20 +102,32 @@ class KeyInfo:
             raise invalid("fusion must be 'rrf' or 'weighted'")
         return k, mode
 
-    def run(self, p: Principal, owner: str, query: str, materials: str, top_k: int | None, task_id: str,
+    def run(self, p: Principal, key: str, query: str, materials: str, top_k: int | None, task_id: str,
             fusion: str | None) -> dict[str, Any]:
         k, mode = self.validate(query, materials, top_k, fusion)
         task = sanitize_task(task_id)
-        col, token = task_space(owner, task)
+        col, token = task_names(self.secret, key, task)
         docs = self._docs(p, col, token, materials)
         existing = self.c.store.get_docs([d.key for d in docs])
         new = [d for d in docs if d.key not in existing]
+        self._charge(key, len(materials), len(new))
         if new:
             self.c.docs.put(new)  # one transaction: all new chunks or none
         core.embed_now(self.c, docs)
         contexts = self._retrieve(SearchFilter(p.tenant, (col,), (token,)), query.strip(), k, mode)
         return {"contexts": contexts, "count": len(contexts), "task_id": task, "fusion": mode,
                 "ingested_chunks": len(new), "duplicate_chunks": len(docs) - len(new)}
+
+    def _charge(self, key: str, chars: int, chunks: int) -> None:
+        s = self.c.settings
+        day, retry_after = _utc_day(time.time())
+        try:
+            self.budget.charge(key, day, chars, chunks, s.extract_daily_chars_per_key, s.extract_daily_chunks_per_key)
+        except BudgetExceeded as e:
+            raise ToolFailure(QUOTA_EXCEEDED, f"this key's daily extract_key_info budget is spent ({e.quota}: "
+                              f"{e.used} used of {e.limit}, this call needs {e.requested}); it resets at 00:00 UTC",
+                              {"quota": e.quota, "limit": e.limit, "used": e.used, "requested": e.requested,
+                               "retry_after_seconds": retry_after}) from e
 
     def _docs(self, p: Principal, col: str, token: str, materials: str) -> list[StoredDoc]:
         by_id: dict[str, StoredDoc] = {}

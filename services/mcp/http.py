@@ -17,8 +17,8 @@ from starlette.types import Receive, Scope, Send
 from services.api.auth import KeyRing
 from services.mcp.runtime import ToolRuntime, build_runtime
 from services.mcp.server import build_server
-from shared.errors import ErrorCode, VibeError
 from services.wiring import Container
+from shared.errors import ErrorCode, VibeError
 
 
 class McpHttp:

@@ -21,12 +21,12 @@ from typing import Any
 
 from services.mcp import core
 from services.mcp.errors import FEATURE_DISABLED, ToolFailure, invalid
+from services.wiring import Container
 from shared.config import Settings
 from shared.errors import ErrorCode
 from shared.model import Hit, Principal, StoredDoc
 from shared.ports import EmbedderError, SearchFilter
 from shared.text.hashing import SNIPPET_LIMIT, cap_text, content_hash, doc_text
-from services.wiring import Container
 
 log = logging.getLogger("vibe.mcp.inner_voice")
 
@@ -186,9 +186,15 @@ class InnerVoice:
                include_tags: list[str], exclude_tags: list[str]) -> Params:
         if not self.c.settings.enable_inner_voice:
             raise ToolFailure(FEATURE_DISABLED, "inner_voice.retrieve is disabled (VIBE_ENABLE_INNER_VOICE=1)")
+        s = self.c.settings
+        if len(query) > s.mcp_max_query_chars:
+            raise invalid(f"query is longer than {s.mcp_max_query_chars} characters")
         q = query.strip()
         if not q:
             raise invalid("query must not be empty")
+        for name, tags in (("include_tags", include_tags), ("exclude_tags", exclude_tags)):
+            if len(tags) > s.mcp_max_tags or any(len(t) > s.mcp_max_id_chars for t in tags):
+                raise invalid(f"{name} takes at most {s.mcp_max_tags} tags of at most {s.mcp_max_id_chars} characters")
         k = min(max(self.cfg.top_k if top_k is None else top_k, 1), MAX_TOP_K)  # seed 000: clamp 1-50
         m = self.cfg.mix if mix is None else mix
         fl = self.cfg.floor if floor is None else floor

@@ -14,14 +14,14 @@ import redis
 from mcp_types import CallToolResult, TextContent
 
 from services.mcp.errors import DB_ERROR, ToolFailure, forbidden
-from services.mcp.runtime import ToolRuntime, owner_id
+from services.mcp.runtime import Caller, ToolRuntime, owner_id
 from shared.agent_ports import AuditRecord, PreCallDenied
 from shared.errors import ErrorCode, VibeError
 from shared.model import Principal
 
 log = logging.getLogger("vibe.mcp")
 
-Work = Callable[[Principal], dict[str, Any]]
+Work = Callable[[Caller], dict[str, Any]]
 
 
 def ok(body: dict[str, Any]) -> CallToolResult:
@@ -52,11 +52,13 @@ def invoke(rt: ToolRuntime, headers: Mapping[str, str] | None, tool: str, scope:
            audit_params: dict[str, Any], work: Work, task: str | None = None) -> CallToolResult:
     started = time.perf_counter()
     principal: Principal | None = None
+    key = ""
     outcome, count = "ok", None
     try:
-        principal = rt.caller(headers, scope)
+        caller = rt.caller(headers, scope)
+        principal, key = caller.principal, caller.key
         rt.precall(principal.tenant, owner_id(principal), tool, audit_params)
-        body = work(principal)
+        body = work(caller)
         count = body.get("count") if isinstance(body.get("count"), int) else None
         return ok(body)
     except Exception as e:  # every failure leaves as a typed error, never a stack trace
@@ -68,7 +70,7 @@ def invoke(rt: ToolRuntime, headers: Mapping[str, str] | None, tool: str, scope:
         _log(rt, tool, outcome, ms, count)
         if principal is not None:
             rt.audit.record(AuditRecord(tool, principal.tenant, owner_id(principal), audit_params, outcome, ms,
-                                        task, count))
+                                        task, count, {"key": key[:16]}))
 
 
 def _log(rt: ToolRuntime, tool: str, outcome: str, ms: float, count: int | None) -> None:

@@ -1,10 +1,22 @@
 """`reindex` (seed 002 §4.5): index local folders of Markdown/text files into a collection.
 
+Roots (issue 12, finding 10): reindex reads only inside `VIBE_MCP_REINDEX_ROOTS`; with none
+configured (the default) it is off and says so (`feature_disabled`). The server's working
+directory is never a root by itself: a remote caller of /mcp must not be able to read
+whatever folder the server happened to start in.
+
 Locations: a non-empty `paths` wins over `path`; with neither, the server's working
-directory (CON-004..006). Every location must lie inside an allowed root
-(`VIBE_MCP_REINDEX_ROOTS`, default the working directory): a remote caller of /mcp must not
-be able to read arbitrary server files. All locations are validated before anything is
-written, so a bad one changes nothing.
+directory (CON-004..006), which must then lie inside a root like any location. A location
+that does not exist and one outside the roots get the same answer, naming only what the
+caller sent (never a resolved path), so the tool does not reveal which server paths exist.
+All locations are validated, and their files listed (at most VIBE_MCP_REINDEX_MAX_FILES),
+before anything is written, so a bad one changes nothing.
+
+Symlinks: a file or folder is judged by where it really is. A symlink whose target lies
+inside an allowed root is indexed under the link's path; one whose target leaves every root
+(or enters the data dir) is skipped and counted in `skipped_files`. The file is opened
+without following a final symlink, and the opened descriptor's real path is checked again
+(/proc/self/fd), so swapping a symlink in between the listing and the read gains nothing.
 
 Chunks are ordinary documents of the collection (id `<file id>~<chunk index>`, fields
 `path`, `heading_path`, `chunk_index`, `content`, and a `meta` object with the file hash,
@@ -16,6 +28,8 @@ once by the EmbedHandler (core.embed_now), as seed 002's reindex embeds at index
 
 from __future__ import annotations
 
+import os
+import stat
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,39 +40,98 @@ import blake3
 from services.api.writes import check_collection
 from services.mcp import core
 from services.mcp.chunking import markdown_chunks
-from services.mcp.errors import invalid
+from services.mcp.errors import FEATURE_DISABLED, ToolFailure, invalid
 from services.mcp.search import CHUNK_SEP
-from shared.model import DocKey, Principal, StoredDoc
 from services.wiring import Container
+from shared.model import DocKey, Principal, StoredDoc
 
 SUFFIXES = {".md", ".markdown", ".txt"}
 
 
+def chosen(path: str | None, paths: Sequence[str] | None) -> list[str] | None:
+    """Seed 002 precedence: non-empty `paths`, else `path`; None = the working directory."""
+    return list(paths) if paths else ([path] if path else None)
+
+
 def locations(path: str | None, paths: Sequence[str] | None, cwd: Path) -> list[Path]:
-    """Seed 002 precedence: non-empty `paths`, else `path`, else the working directory."""
-    chosen = list(paths) if paths else ([path] if path else [str(cwd)])
-    return [(cwd / p).resolve() for p in chosen]
+    return [(cwd / p).resolve() for p in (chosen(path, paths) or [str(cwd)])]
 
 
-def check_locations(locs: list[Path], roots: Sequence[Path]) -> None:
-    for loc in locs:
-        if not loc.exists():
-            raise invalid(f"no such file or folder: {loc}")
-        if not any(loc == r or r in loc.parents for r in roots):
-            raise invalid(f"{loc} is outside the allowed reindex roots")
+def inside(p: Path, roots: Sequence[Path]) -> bool:
+    return any(p == r or r in p.parents for r in roots)
 
 
-def files_of(loc: Path, skip: Path) -> list[Path]:
+def _unknown(given: str) -> ToolFailure:
+    """One answer for a path that does not exist and one the caller may not read."""
+    return invalid(f"{given[:256]!r} is not a file or folder inside the allowed reindex roots")
+
+
+def check_locations(given: Sequence[str], cwd: Path, roots: Sequence[Path]) -> list[Path]:
+    out = []
+    for g in given:
+        try:
+            loc = (cwd / g).resolve()
+            ok = inside(loc, roots) and loc.exists()
+        except (OSError, RuntimeError, ValueError):  # symlink loops, NUL bytes, unreadable parents
+            ok = False
+        if not ok:
+            raise _unknown(g)
+        out.append(loc)
+    return out
+
+
+def files_of(loc: Path, skip: Path, limit: int) -> list[Path]:
+    """Candidate files under `loc` (hidden parts and the data dir excluded), in order; at most
+    `limit + 1`, which the caller refuses. Folders reached through a symlink are not entered
+    (pathlib's rglob never follows them); symlinked files are judged when read."""
     if loc.is_file():
         return [loc] if loc.suffix.lower() in SUFFIXES else []
-    out = []
+    out: list[Path] = []
     for f in sorted(loc.rglob("*")):
         rel = f.relative_to(loc).parts
         if any(part.startswith(".") for part in rel) or skip == f or skip in f.parents:
             continue
-        if f.is_file() and f.suffix.lower() in SUFFIXES:
+        if f.suffix.lower() in SUFFIXES and f.is_file():
             out.append(f)
+            if len(out) > limit:
+                break
     return out
+
+
+def read_inside(f: Path, roots: Sequence[Path], skip: Path, max_bytes: int) -> bytes | None:
+    """The file's bytes when it really lies inside a root (and outside the data dir), is a
+    regular file and is at most `max_bytes`; None otherwise."""
+    try:
+        real = f.resolve(strict=True)
+    except (OSError, RuntimeError):
+        return None
+    if not inside(real, roots) or inside(real, [skip]):
+        return None
+    try:
+        fd = os.open(real, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
+    except OSError:
+        return None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_size > max_bytes:
+            return None
+        proc = Path(f"/proc/self/fd/{fd}")
+        if proc.parent.is_dir():  # Linux: where the opened file really is, after any swap
+            now = Path(os.readlink(proc))
+            if not inside(now, roots) or inside(now, [skip]):
+                return None
+        chunks, size = [], 0
+        while size <= max_bytes:
+            b = os.read(fd, 1 << 20)
+            if not b:
+                break
+            chunks.append(b)
+            size += len(b)
+        return b"".join(chunks) if size <= max_bytes else None
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
 
 
 def file_id(f: Path) -> str:
@@ -80,17 +153,39 @@ class Reindexer:
         self.cwd = cwd or Path.cwd()
 
     def roots(self) -> list[Path]:
-        return [r.resolve() for r in self.c.settings.mcp_reindex_roots] or [self.cwd.resolve()]
+        return [r.resolve() for r in self.c.settings.mcp_reindex_roots]
+
+    def validate(self, path: str | None, paths: list[str] | None) -> list[str]:
+        s = self.c.settings
+        if paths is not None and len(paths) > s.mcp_reindex_max_paths:
+            raise invalid(f"paths has {len(paths)} entries; the limit is {s.mcp_reindex_max_paths}")
+        given = chosen(path, paths)
+        for g in given or []:
+            if not isinstance(g, str) or not g.strip():
+                raise invalid("a path must be a non-empty string")
+            if len(g) > s.mcp_max_path_chars:
+                raise invalid(f"a path is longer than {s.mcp_max_path_chars} characters")
+        return given if given is not None else [str(self.cwd)]
 
     def run(self, p: Principal, path: str | None, paths: list[str] | None, force: bool,
             collection: str | None) -> dict[str, Any]:
+        roots = self.roots()
+        if not roots:
+            raise ToolFailure(FEATURE_DISABLED, "reindex is off on this server: set VIBE_MCP_REINDEX_ROOTS to the "
+                              "folders it may read (a JSON list, one path, or paths separated by "
+                              f"{os.pathsep!r})")
+        given = self.validate(path, paths)
         col = collection or self.c.settings.mcp_collection
         check_collection(col)
-        locs = locations(path, paths, self.cwd)
-        check_locations(locs, self.roots())
+        locs = check_locations(given, self.cwd, roots)
+        skip = self.c.settings.data_dir.resolve()
+        limit = self.c.settings.mcp_reindex_max_files
+        listed = [(loc, files_of(loc, skip, limit)) for loc in locs]
+        if sum(len(files) for _, files in listed) > limit:
+            raise invalid(f"the locations hold more than {limit} files; reindex fewer at a time")
         tally = Tally()
-        for loc in locs:
-            self._location(p, col, loc, force, tally)
+        for loc, files in listed:
+            self._location(p, col, loc, files, roots, force, tally)
             tally.paths.append(str(loc))
         out: dict[str, Any] = {"indexed_files": tally.indexed, "skipped_files": tally.skipped,
                                "embedding_model": self.c.embedder.model_id,
@@ -100,11 +195,13 @@ class Reindexer:
             out["indexed_paths"] = tally.paths
         return out
 
-    def _location(self, p: Principal, col: str, loc: Path, force: bool, tally: Tally) -> None:
+    def _location(self, p: Principal, col: str, loc: Path, files: list[Path], roots: list[Path], force: bool,
+                  tally: Tally) -> None:
         base = loc if loc.is_dir() else loc.parent
-        for f in files_of(loc, self.c.settings.data_dir.resolve()):
-            raw = f.read_bytes()
-            if len(raw) > self.c.settings.mcp_max_file_bytes:
+        skip = self.c.settings.data_dir.resolve()
+        for f in files:
+            raw = read_inside(f, roots, skip, self.c.settings.mcp_max_file_bytes)
+            if raw is None:  # too big, not a regular file, or really outside the roots
                 tally.skipped += 1
                 continue
             digest = blake3.blake3(raw).hexdigest()

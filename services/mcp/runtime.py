@@ -2,7 +2,9 @@
 the audit log and the pre-call check. One runtime per process (stdio or the API's /mcp).
 
 The caller is decided exactly as for HTTP: over streamable HTTP by the request's bearer key,
-over stdio by `VIBE_MCP_KEY` (or the local dev key when no keys are configured).
+over stdio by `VIBE_MCP_KEY` (or the local dev key when no keys are configured). A `Caller`
+also carries `key`, an HMAC of the bearer key under the server secret (services/mcp/secret.py):
+what a tool keeps per API key (extract_key_info materials, their budget) is keyed by it.
 """
 
 from __future__ import annotations
@@ -17,13 +19,14 @@ import blake3
 
 from services.api.auth import KeyRing
 from services.mcp.errors import ToolFailure, forbidden
+from services.mcp.secret import key_ref, server_secret
+from services.wiring import Container
 from shared.adapters.citations_sqlite import SqliteCitationRegistry
-from shared.adapters.mcp_audit_sqlite import SqliteAuditLog
-from shared.agent_ports import AuditLog, CitationRegistry, PreCallCheck
+from shared.adapters.mcp_audit_sqlite import SqliteAuditLog, SqliteMaterialBudget
+from shared.agent_ports import AuditLog, CitationRegistry, MaterialBudget, PreCallCheck
 from shared.config import Settings
 from shared.errors import ErrorCode
 from shared.model import Principal
-from services.wiring import Container
 
 log = logging.getLogger("vibe.mcp")
 
@@ -49,6 +52,12 @@ def load_precall(spec: str | None) -> PreCallCheck:
     return fn  # type: ignore[no-any-return]
 
 
+@dataclass(frozen=True)
+class Caller:
+    principal: Principal
+    key: str  # key_ref of the bearer key: opaque, per API key, never the key itself
+
+
 @dataclass
 class ToolRuntime:
     container: Container
@@ -56,28 +65,32 @@ class ToolRuntime:
     citations: CitationRegistry
     audit: AuditLog
     precall: PreCallCheck
-    fixed: Principal | None = None  # stdio: the one key this process acts as
+    budget: MaterialBudget
+    secret: bytes
+    fixed: Caller | None = None  # stdio: the one key this process acts as
 
     @property
     def settings(self) -> Settings:
         return self.container.settings
 
-    def caller(self, headers: Mapping[str, str] | None, scope: str) -> Principal:
-        p = self.fixed or self._from_headers(headers)
-        if not p.may(scope):
+    def caller(self, headers: Mapping[str, str] | None, scope: str) -> Caller:
+        c = self.fixed or self._from_headers(headers)
+        if not c.principal.may(scope):
             raise forbidden(f"this key lacks the '{scope}' scope")
-        return p
+        return c
 
-    def _from_headers(self, headers: Mapping[str, str] | None) -> Principal:
+    def _from_headers(self, headers: Mapping[str, str] | None) -> Caller:
         scheme, _, token = (headers or {}).get("authorization", "").partition(" ")
-        found = self.keys.lookup(token.strip()) if scheme.lower() == "bearer" and token.strip() else None
+        token = token.strip()
+        found = self.keys.lookup(token) if scheme.lower() == "bearer" and token else None
         if found is None:
             raise ToolFailure(ErrorCode.UNAUTHORIZED.code, "missing or unknown bearer key")
-        return found
+        return Caller(found, key_ref(self.secret, token))
 
     def close(self) -> None:
         self.citations.close()
         self.audit.close()
+        self.budget.close()
 
 
 def _citations(s: Settings) -> CitationRegistry:
@@ -90,7 +103,11 @@ def _citations(s: Settings) -> CitationRegistry:
     return SqliteCitationRegistry(s.data_dir / "mcp_citations.sqlite3")
 
 
-def build_runtime(container: Container, keys: KeyRing, fixed: Principal | None = None) -> ToolRuntime:
+def build_runtime(container: Container, keys: KeyRing, fixed: tuple[Principal, str] | None = None) -> ToolRuntime:
+    """`fixed`: the (principal, bearer key) a stdio server acts as."""
     s = container.settings
-    return ToolRuntime(container, keys, _citations(s),
-                       SqliteAuditLog(s.data_dir / "mcp_audit.sqlite3"), load_precall(s.mcp_precall_check), fixed)
+    secret = server_secret(s)
+    audit_path = s.data_dir / "mcp_audit.sqlite3"
+    caller = Caller(fixed[0], key_ref(secret, fixed[1])) if fixed else None
+    return ToolRuntime(container, keys, _citations(s), SqliteAuditLog(audit_path), load_precall(s.mcp_precall_check),
+                       SqliteMaterialBudget(audit_path), secret, caller)

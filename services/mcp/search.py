@@ -8,7 +8,13 @@ is exact cosine over the stored vectors of the ANN candidates.
 
 `scope` (seed 001 §4.2) narrows the haystack but still ranks: `collection_ids` go into the
 engine filter; `document_ids` and `paths` keep only matching chunks of a deeper candidate
-list, then take the top `top_k * 2` per modality.
+list, then take the top `top_k * 2` per modality. A collection may be `any` (every collection
+of the tenant, still filtered by ACL, as POST /v1/read); a reserved task collection
+(`mcp-task-…`, services/api/reserved.py) is refused.
+
+Bounds (issue 12, finding 8): the query (VIBE_MCP_MAX_QUERY_CHARS), top_k
+(VIBE_MCP_MAX_TOP_K) and the scope (VIBE_MCP_MAX_SCOPE_IDS ids of at most
+VIBE_MCP_MAX_ID_CHARS characters) are refused with `invalid_params` past their limit.
 """
 
 from __future__ import annotations
@@ -16,19 +22,22 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from services.api.writes import check_collection
 from services.mcp import core
 from services.mcp.citations import Passage, cite, render_context
 from services.mcp.errors import invalid
 from services.planner.fusion import Fused, rrf, single
+from services.wiring import Container
 from shared.agent_ports import CitationRegistry
+from shared.errors import VibeError
 from shared.model import DocKey, Hit, Principal, StoredDoc
 from shared.ports import SearchFilter
 from shared.text.hashing import doc_text
-from services.wiring import Container
 
 MODES = ("lexical", "semantic", "hybrid")
 SCOPE_KEYS = {"document_ids", "collection_ids", "folder_ids", "paths"}
 CHUNK_SEP = "~"  # chunk doc id = <file id>~<chunk index>
+ANY = "any"
 
 
 @dataclass
@@ -49,22 +58,41 @@ class Scope:
         return not self.paths or any(path == p or path.startswith(p.rstrip("/") + "/") for p in self.paths)
 
 
-def _strings(raw: dict[str, Any], name: str) -> list[str]:
+def _strings(raw: dict[str, Any], name: str, max_chars: int) -> list[str]:
     v = raw.get(name) or []
-    if not isinstance(v, list) or not all(isinstance(x, str | int) and str(x) for x in v):
+    if not isinstance(v, list) or not all(isinstance(x, str | int) and not isinstance(x, bool) and str(x) for x in v):
         raise invalid(f"scope.{name} must be a list of ids")
-    return [str(x) for x in v]
+    out = [str(x) for x in v]
+    if any(len(x) > max_chars for x in out):
+        raise invalid(f"scope.{name} has an id longer than {max_chars} characters")
+    return out
 
 
-def parse_scope(raw: dict[str, Any] | None, collection: str) -> Scope:
+def check_search_collection(name: str) -> str:
+    """A collection an agent may search: a valid name, never a reserved task collection, or
+    `any` (every collection of the tenant, as for POST /v1/read)."""
+    if name == ANY:
+        return name
+    try:
+        check_collection(name)
+    except VibeError as e:
+        raise invalid(f"invalid collection name {name[:64]!r}") from e
+    return name
+
+
+def parse_scope(raw: dict[str, Any] | None, collection: str, max_ids: int = 1_000, max_chars: int = 1_024) -> Scope:
     if raw is None:
-        return Scope((collection,))
+        return Scope((check_search_collection(collection),))
+    if not isinstance(raw, dict):
+        raise invalid("scope must be an object")
     unknown = set(raw) - SCOPE_KEYS
     if unknown:
-        raise invalid(f"unknown scope key(s): {', '.join(sorted(unknown))}")
-    cols = tuple(_strings(raw, "collection_ids")) or (collection,)
-    return Scope(cols, frozenset(_strings(raw, "document_ids")),
-                 tuple(_strings(raw, "folder_ids") + _strings(raw, "paths")))
+        raise invalid(f"unknown scope key(s): {', '.join(sorted(unknown))[:200]}")
+    lists = {name: _strings(raw, name, max_chars) for name in SCOPE_KEYS}
+    if sum(len(v) for v in lists.values()) > max_ids:
+        raise invalid(f"scope lists at most {max_ids} ids in all")
+    cols = tuple(check_search_collection(c) for c in lists["collection_ids"]) or (check_search_collection(collection),)
+    return Scope(cols, frozenset(lists["document_ids"]), tuple(lists["folder_ids"] + lists["paths"]))
 
 
 @dataclass
@@ -105,17 +133,20 @@ class ChunkSearch:
         self.citations = citations
 
     def validate(self, query: str, mode: str, top_k: int) -> str:
+        s = self.c.settings
         if mode not in MODES:
             raise invalid(f"mode must be one of {', '.join(MODES)}")
-        if not 1 <= top_k <= self.c.settings.mcp_max_top_k:
-            raise invalid(f"top_k must be between 1 and {self.c.settings.mcp_max_top_k}")
+        if not 1 <= top_k <= s.mcp_max_top_k:
+            raise invalid(f"top_k must be between 1 and {s.mcp_max_top_k}")
+        if len(query) > s.mcp_max_query_chars:
+            raise invalid(f"query is longer than {s.mcp_max_query_chars} characters")
         q = query.strip()
         if not q:
             raise invalid("query must not be empty")
         return q
 
     def run(self, p: Principal, query: str, mode: str, top_k: int, scope: Scope) -> SearchOut:
-        flt = SearchFilter(p.tenant, scope.collections, tuple(p.readable_acl))
+        flt = SearchFilter(p.tenant, None if ANY in scope.collections else scope.collections, tuple(p.readable_acl))
         want = top_k * 2
         depth = self.c.settings.lexical_candidates if scope.narrows else want
         lex = self.c.lexical.search(flt, query, depth) if mode != "semantic" else []
@@ -137,7 +168,8 @@ class ChunkSearch:
     def answer(self, p: Principal, owner: str, query: str, mode: str, top_k: int, collection: str | None,
                scope_raw: dict[str, Any] | None, conversation_id: str | None) -> dict[str, Any]:
         q = self.validate(query, mode, top_k)
-        scope = parse_scope(scope_raw, collection or self.c.settings.mcp_collection)
+        s = self.c.settings
+        scope = parse_scope(scope_raw, collection or s.mcp_collection, s.mcp_max_scope_ids, s.mcp_max_id_chars)
         out = self.run(p, q, mode, top_k, scope)
         self._touch(p, scope, q, out.lexical)
         results = [{**chunk_fields(out.docs[f.key]), "score_breakdown": breakdown(mode, f)} for f in out.ranking]
@@ -149,7 +181,7 @@ class ChunkSearch:
         return body
 
     def _touch(self, p: Principal, scope: Scope, q: str, lex: list[Hit]) -> None:
-        if len(scope.collections) == 1 and lex:
+        if len(scope.collections) == 1 and scope.collections[0] != ANY and lex:
             core.touch(self.c, p, scope.collections[0], q, lex)
 
     def _cite(self, owner: str, conversation: str, out: SearchOut, results: list[dict[str, Any]]) -> str:

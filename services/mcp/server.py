@@ -40,28 +40,30 @@ def build_server(rt: ToolRuntime) -> MCPServer:
         params = {"query_chars": len(query), "top_k": top_k, "mode": mode, "collection": collection,
                   "scoped": scope is not None, "conversation": bool(conversation_id)}
         return invoke(rt, ctx.headers, "search", "read", params,
-                      lambda p: t.search(p, query, top_k, mode, collection, scope, conversation_id))
+                      lambda c: t.search(c.principal, query, top_k, mode, collection, scope, conversation_id))
 
     @srv.tool(name="reindex", description="Index Markdown/text folders into a collection (seed 002 §4.5).")
     def reindex(ctx: Context, path: str | None = None, paths: list[str] | None = None, force: bool = False,
                 collection: str | None = None) -> CallToolResult:
-        params = {"path": path, "paths": paths, "force": force, "collection": collection}
+        params = {"path": path[:256] if path else path, "paths": len(paths) if paths is not None else None,
+                  "first_paths": [x[:256] for x in (paths or [])[:5]], "force": force,
+                  "collection": collection[:128] if collection else collection}
         return invoke(rt, ctx.headers, "reindex", "write", params,
-                      lambda p: t.reindex(p, path, paths, force, collection))
+                      lambda c: t.reindex(c.principal, path, paths, force, collection))
 
     @srv.tool(name="citations.resolve", description="Resolve [n] / [citation:n] numbers of a conversation.")
     def resolve(conversation_id: str, ctx: Context, numbers: list[int] | None = None,
                 text: str | None = None) -> CallToolResult:
         params = {"conversation": True, "numbers": len(numbers or []), "text_chars": len(text or "")}
         return invoke(rt, ctx.headers, "citations.resolve", "read", params,
-                      lambda p: t.resolve(p, conversation_id, numbers, text))
+                      lambda c: t.resolve(c.principal, conversation_id, numbers, text))
 
     @srv.tool(name="extract_key_info", description="Top-K context strings from ad-hoc materials (seed 004).")
     def extract_key_info(query: str, materials: str, ctx: Context, topK: int | None = None,  # noqa: N803
                          task_id: str = "default", fusion: str | None = None) -> CallToolResult:
         params = {"query_chars": len(query), "materials_chars": len(materials), "topK": topK, "fusion": fusion}
         return invoke(rt, ctx.headers, "extract_key_info", "read", params,
-                      lambda p: t.extract(p, query, materials, topK, task_id, fusion), task=task_id[:128])
+                      lambda c: t.extract(c, query, materials, topK, task_id, fusion), task=task_id[:128])
 
     @srv.tool(name="inner_voice.retrieve", description="Provenance-rich snippets from KG and thoughts (seed 000).")
     def inner_voice(query: str, ctx: Context, top_k: int | None = None, floor: float | None = None,
@@ -71,33 +73,33 @@ def build_server(rt: ToolRuntime) -> MCPServer:
                   "include_private": include_private, "include_tags": len(include_tags or []),
                   "exclude_tags": len(exclude_tags or [])}
         return invoke(rt, ctx.headers, "inner_voice.retrieve", "read", params,
-                      lambda p: t.inner_voice(p, query, top_k, floor, mix, include_private, include_tags or [],
-                                              exclude_tags or [], conversation_id))
+                      lambda c: t.inner_voice(c.principal, query, top_k, floor, mix, include_private,
+                                              include_tags or [], exclude_tags or [], conversation_id))
 
     return srv
 
 
-def stdio_principal(settings: Settings) -> tuple[KeyRing, Principal]:
-    """The key the stdio server acts as: VIBE_MCP_KEY among VIBE_API_KEYS, or the local dev
-    key when no keys are configured (the same rule as `serve`)."""
+def stdio_principal(settings: Settings) -> tuple[KeyRing, Principal, str]:
+    """The key the stdio server acts as (its principal and the key itself): VIBE_MCP_KEY among
+    VIBE_API_KEYS, or the local dev key when no keys are configured (the same rule as `serve`)."""
     keys = list(settings.api_keys) or [dev_key(settings.data_dir)]
     ring = KeyRing(keys)
     token = settings.mcp_key or (keys[0].key if not settings.api_keys else None)
     found = ring.lookup(token) if token else None
-    if found is None:
+    if found is None or token is None:
         raise SystemExit("vibe-semantic mcp: set VIBE_MCP_KEY to one of VIBE_API_KEYS")
-    return ring, found
+    return ring, found, token
 
 
 def run_stdio(settings: Settings) -> None:
-    from shared.logging import configure_logging
     from services.wiring import build
+    from shared.logging import configure_logging
 
     configure_logging(settings.debug)  # JSON lines on stderr; stdout carries the protocol
-    ring, principal = stdio_principal(settings)
+    ring, principal, token = stdio_principal(settings)
     container = build(settings)
     container.start()
-    rt = build_runtime(container, ring, fixed=principal)
+    rt = build_runtime(container, ring, fixed=(principal, token))
     try:
         anyio.run(build_server(rt).run_stdio_async)
     finally:

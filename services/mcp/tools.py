@@ -10,12 +10,13 @@ from services.mcp.errors import invalid
 from services.mcp.extract import KeyInfo
 from services.mcp.inner_voice import InnerVoice, snippet
 from services.mcp.reindex import Reindexer
-from services.mcp.runtime import ToolRuntime, owner_id
+from services.mcp.runtime import Caller, ToolRuntime, owner_id
 from services.mcp.search import ChunkSearch
 from shared.agent_ports import CitationEntry
 from shared.model import DocKey, Principal
 
 MAX_CONVERSATION_ID = 256
+MAX_CITATION = 999_999_999  # [n] has at most 9 digits (citations._TOKEN)
 
 
 def _conversation(cid: str | None) -> str | None:
@@ -32,7 +33,7 @@ class Tools:
         c = rt.container
         self.searcher = ChunkSearch(c, rt.citations)
         self.reindexer = Reindexer(c)
-        self.key_info = KeyInfo(c)
+        self.key_info = KeyInfo(c, rt.secret, rt.budget)
         self.voice = InnerVoice(c)
 
     def search(self, p: Principal, query: str, top_k: int, mode: str, collection: str | None,
@@ -44,9 +45,9 @@ class Tools:
                 collection: str | None) -> dict[str, Any]:
         return self.reindexer.run(p, path, paths, force, collection)
 
-    def extract(self, p: Principal, query: str, materials: str, top_k: int | None, task_id: str,
+    def extract(self, c: Caller, query: str, materials: str, top_k: int | None, task_id: str,
                 fusion: str | None) -> dict[str, Any]:
-        return self.key_info.run(p, owner_id(p), query, materials, top_k, task_id, fusion)
+        return self.key_info.run(c.principal, c.key, query, materials, top_k, task_id, fusion)
 
     def inner_voice(self, p: Principal, query: str, top_k: int | None, floor: float | None, mix: float | None,
                     include_private: bool, include_tags: list[str], exclude_tags: list[str],
@@ -70,7 +71,14 @@ class Tools:
                 text: str | None) -> dict[str, Any]:
         cid = _conversation(conversation_id)
         assert cid is not None
+        s = self.rt.settings
+        if text is not None and len(text) > s.mcp_max_resolve_text_chars:
+            raise invalid(f"text is longer than {s.mcp_max_resolve_text_chars} characters")
         wanted = list(dict.fromkeys([*(numbers or []), *cited_numbers(text or "")]))
+        if len(wanted) > s.mcp_max_resolve_numbers:
+            raise invalid(f"at most {s.mcp_max_resolve_numbers} citation numbers per call")
+        if any(not 0 < n <= MAX_CITATION for n in wanted):
+            raise invalid(f"citation numbers run from 1 to {MAX_CITATION}")
         found = resolve_numbers(self.rt.citations, owner_id(p), cid, wanted, lambda e: self._readable(p, e))
         body: dict[str, Any] = {"conversation_id": cid,
                                 "citations": {str(n): e.body() for n, e in found.items()},

@@ -1,5 +1,10 @@
 """Audit log of agent tool calls in SQLite (seed 004 "Audit Call"): who, which tool, the
-parameters (sizes, ids and hashes, never material text), timing and outcome."""
+parameters (sizes, ids and hashes, never material text), timing and outcome.
+
+Also the `extract_key_info` material budget per API key per UTC day (issue 12, finding 7),
+in the same file: one check-and-add transaction per charge (BEGIN IMMEDIATE), so concurrent
+calls of one key, in threads or in processes sharing the data dir, cannot both pass a limit.
+Processes with separate data dirs keep separate budgets."""
 
 from __future__ import annotations
 
@@ -10,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from shared.adapters.sqlite_wal import open_wal
-from shared.agent_ports import AuditRecord
+from shared.agent_ports import AuditRecord, BudgetExceeded
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS tool_calls(
@@ -42,6 +47,51 @@ class SqliteAuditLog:
         for r in rows:
             r["params"], r["extra"] = json.loads(r["params"]), json.loads(r["extra"])
         return rows
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
+
+
+BUDGET_SCHEMA = """
+CREATE TABLE IF NOT EXISTS material_usage(
+  key TEXT NOT NULL, day TEXT NOT NULL, chars INTEGER NOT NULL, chunks INTEGER NOT NULL,
+  PRIMARY KEY(key, day));
+"""
+KEEP_DAYS = 8
+
+
+class SqliteMaterialBudget:
+    def __init__(self, path: Path):
+        self._db = open_wal(path, BUDGET_SCHEMA)
+        self._lock = threading.Lock()
+
+    def charge(self, key: str, day: str, chars: int, chunks: int, max_chars: int, max_chunks: int) -> None:
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                row = self._db.execute("SELECT chars, chunks FROM material_usage WHERE key=? AND day=?",
+                                       (key, day)).fetchone()
+                used_chars, used_chunks = row or (0, 0)
+                if used_chars + chars > max_chars:
+                    raise BudgetExceeded("materials_chars_per_day", max_chars, used_chars, chars)
+                if used_chunks + chunks > max_chunks:
+                    raise BudgetExceeded("material_chunks_per_day", max_chunks, used_chunks, chunks)
+                self._db.execute("INSERT INTO material_usage(key, day, chars, chunks) VALUES (?,?,?,?) "
+                                 "ON CONFLICT(key, day) DO UPDATE SET chars=chars+excluded.chars, "
+                                 "chunks=chunks+excluded.chunks", (key, day, chars, chunks))
+                if row is None:  # a key's first charge of a day: forget days nobody asks about any more
+                    self._db.execute("DELETE FROM material_usage WHERE day < date(?, ?)", (day, f"-{KEEP_DAYS} days"))
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+            self._db.execute("COMMIT")
+
+    def used(self, key: str, day: str) -> tuple[int, int]:
+        with self._lock:
+            row = self._db.execute("SELECT chars, chunks FROM material_usage WHERE key=? AND day=?",
+                                   (key, day)).fetchone()
+        return (int(row[0]), int(row[1])) if row else (0, 0)
 
     def close(self) -> None:
         with self._lock:

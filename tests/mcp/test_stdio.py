@@ -155,8 +155,10 @@ def test_extract_key_info_isolation_dedupe_limits_and_audit(mcp: McpClient, corp
     assert mcp.error("extract_key_info", {"query": "q", "materials": "x" * 200_001}) == "payload_too_large"
     assert mcp.error("extract_key_info", {"query": "q", "materials": "m", "task_id": "../x"}) == "invalid_params"
     assert mcp.error("extract_key_info", {"query": "q", "materials": "m", "topK": 13}) == "forbidden"  # pre-call
-    # kb search never surfaces task materials
-    assert not _search(mcp, query="bananas yellow sky", mode="hybrid", collection="any")["results"]
+    # no search, not even over every collection of the tenant, surfaces task materials
+    for mode in ("lexical", "semantic", "hybrid"):
+        found = _search(mcp, query="bananas yellow sky blue", mode=mode, collection="any", top_k=100)["results"]
+        assert not [r for r in found if "Bananas" in r["content"] or "sky" in r["content"]]
     db = sqlite3.connect(corpus.parent / "data" / "mcp_audit.sqlite3")
     rows = db.execute("SELECT tool, task, outcome, params, duration_ms FROM tool_calls WHERE tool='extract_key_info'"
                       ).fetchall()
@@ -186,11 +188,31 @@ def test_embedder_failure_semantic_empty_hybrid_lexical(tmp_path: Path, corpus: 
             c.close()
 
 
-def test_reindex_without_location_uses_server_cwd(tmp_path: Path, corpus: Path) -> None:
-    c = stdio(tmp_path / "data", cwd=corpus / "two")  # no roots configured: the cwd is the allowed root
+def test_reindex_is_off_until_roots_are_configured(tmp_path: Path, corpus: Path) -> None:
+    """Issue 12 finding 10: the working directory is no longer a root by default."""
+    c = stdio(tmp_path / "data", cwd=corpus / "two")
+    try:
+        for args in ({}, {"path": str(corpus / "two")}, {"paths": ["."]}):
+            err, body = c.call("reindex", args)
+            assert err and body["error"]["code"] == "feature_disabled"
+            assert "VIBE_MCP_REINDEX_ROOTS" in body["error"]["message"]
+        assert _search(c, query="load balancer", mode="lexical")["results"] == []
+    finally:
+        c.close()
+
+
+def test_reindex_without_location_uses_server_cwd_inside_a_plain_path_root(tmp_path: Path, corpus: Path) -> None:
+    """Seed 002 CON-006 still holds once the cwd lies inside a root; the root is given as a
+    plain path (not JSON), which used to crash start-up."""
+    c = stdio(tmp_path / "data", cwd=corpus / "two", VIBE_MCP_REINDEX_ROOTS=str(corpus))
     try:
         out = c.ok("reindex", {})
         assert (out["indexed_files"], out["skipped_files"]) == (1, 0)  # deploy.txt only (skip.bin ignored)
         assert _search(c, query="load balancer", mode="lexical")["results"][0]["path"] == "deploy.txt"
     finally:
         c.close()
+    outside = stdio(tmp_path / "data2", cwd=tmp_path, VIBE_MCP_REINDEX_ROOTS=str(corpus / "one"))
+    try:  # a cwd outside every root is refused like any other location
+        assert outside.error("reindex", {}) == "invalid_params"
+    finally:
+        outside.close()

@@ -1,0 +1,83 @@
+"""The server secret of the agent tools, and what is derived from it (issue 12, finding 7).
+
+`extract_key_info` stores each (API key, task)'s materials in their own collection with their
+own ACL token. Both used to be plain hashes of the caller's tenant, principals and task id,
+which any other user of the tenant could compute and plant documents under. They are now
+HMAC-SHA256 under a secret only the server holds:
+
+- `key_ref(secret, token)`: an opaque id of one API key (never the key itself), so two keys
+  with the same tenant and principals still own different materials;
+- `task_names(secret, key_ref, task)`: the collection `mcp-task-<32 hex>` (a prefix the
+  documents API refuses, services/api/reserved.py) and the ACL token, derived with separate
+  labels so a collection name seen in a log or an audit row does not give the token away.
+
+The secret is `VIBE_MCP_TASK_SECRET`, or a random one kept in `DATA_DIR/mcp_task_secret`,
+created on first use with mode 0600 (written to a private temporary file, then linked into
+place, so a concurrent process never reads half a secret). A secret file that others may
+read is tightened to 0600 with a warning.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import hmac
+import logging
+import os
+import secrets
+import stat
+from pathlib import Path
+
+from services.api.reserved import RESERVED_PREFIX
+from shared.config import Settings
+
+log = logging.getLogger("vibe.mcp")
+
+SECRET_FILE = "mcp_task_secret"
+
+
+def _mac(secret: bytes, label: str, *parts: str) -> str:
+    msg = "\x1f".join((label, *parts)).encode("utf-8", "surrogatepass")
+    return hmac.new(secret, msg, hashlib.sha256).hexdigest()
+
+
+def key_ref(secret: bytes, token: str) -> str:
+    return _mac(secret, "vibe-mcp-key", token)[:32]
+
+
+def task_names(secret: bytes, key: str, task: str) -> tuple[str, str]:
+    """(collection, ACL token) of one key's task."""
+    return (RESERVED_PREFIX + _mac(secret, "vibe-mcp-task-collection", key, task)[:32],
+            "mcp-task:" + _mac(secret, "vibe-mcp-task-acl", key, task))
+
+
+def _read(path: Path) -> bytes:
+    mode = stat.S_IMODE(path.stat().st_mode)
+    if mode & 0o077:
+        log.warning("tightening the MCP task secret file to 0600", extra={"path": str(path), "mode": oct(mode)})
+        path.chmod(0o600)
+    raw = path.read_text().strip()
+    if len(raw) < 32:
+        raise RuntimeError(f"{path} holds no usable secret; delete it to have a new one made")
+    return raw.encode()
+
+
+def server_secret(s: Settings) -> bytes:
+    if s.mcp_task_secret:
+        return s.mcp_task_secret.encode()
+    path = s.data_dir / SECRET_FILE
+    if path.exists():
+        return _read(path)
+    s.data_dir.mkdir(parents=True, exist_ok=True)
+    tmp = s.data_dir / f".{SECRET_FILE}.{os.getpid()}.{secrets.token_hex(4)}"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(secrets.token_hex(32) + "\n")
+            f.flush()
+            os.fsync(f.fileno())
+        with contextlib.suppress(FileExistsError):  # another process made it first: use theirs
+            os.link(tmp, path)  # atomic: a reader never sees half a secret
+    finally:
+        tmp.unlink(missing_ok=True)
+    return _read(path)
