@@ -18,8 +18,14 @@ from urllib.parse import urlsplit
 from services.api.writes import DocumentService
 from services.planner.explain import ExplainCache
 from services.planner.planner import Planner, PlannerConfig
+from services.planner.promotion import PromotionPolicy
 from services.planner.touch import TouchPolicy
+from services.planner.usage import UsageRecorder
+from services.worker.backfill import BackfillLimits, Backfills
 from services.worker.handlers import BatchOutcome, EmbedHandler
+from services.worker.lifecycle import Lifecycle, LifecycleConfig
+from services.worker.scheduler import SchedulerThread
+from shared.adapters.cold_files import FileColdStore
 from shared.adapters.edge_vectors import EdgeVectorIndex
 from shared.adapters.memory_budget import MemoryBudget
 from shared.adapters.memory_queue import InProcessQueue
@@ -30,7 +36,16 @@ from shared.indexing import FilePosition, Followers, IndexFollower, StorePositio
 from shared.metrics import METRICS
 from shared.model import DocKey, EmbedJob, SemanticStatus
 from shared.policy.eligibility import EligibilityPolicy
-from shared.ports import Budget, DocumentStore, Embedder, JobQueue, LexicalIndex, VectorIndex
+from shared.ports import (
+    Budget,
+    ColdStore,
+    DocumentStore,
+    Embedder,
+    JobQueue,
+    LexicalIndex,
+    StoreOfRecord,
+    VectorIndex,
+)
 
 log = logging.getLogger("vibe.wiring")
 
@@ -57,7 +72,7 @@ class Signal:
 @dataclass
 class Container:
     settings: Settings
-    store: DocumentStore
+    store: StoreOfRecord
     lexical: LexicalIndex
     vectors: VectorIndex
     embedder: Embedder
@@ -66,6 +81,8 @@ class Container:
     planner: Planner
     docs: DocumentService
     handler: EmbedHandler
+    lifecycle: Lifecycle
+    scheduler: SchedulerThread
     signal: Signal = field(default_factory=Signal)
 
     def start(self) -> None:
@@ -74,6 +91,8 @@ class Container:
             METRICS.follower_lag.labels(follower=f.label).set_function(f.lag)
         self.queue.start()
         requeued = self.requeue_pending()
+        if self.settings.scheduler_enabled:
+            self.scheduler.start()
         log.info("started", extra={"requeued": requeued})
 
     def requeue_pending(self) -> int:
@@ -83,6 +102,7 @@ class Container:
         return self.queue.enqueue([EmbedJob(r.key, space, r.content_hash, priority="bulk") for r in rows])
 
     def stop(self) -> None:
+        self.scheduler.stop()
         self.queue.stop()
         self.follower.sync()
         self.vectors.close()
@@ -184,7 +204,7 @@ def _build_budget(settings: Settings) -> Budget:
     return MemoryBudget(settings.per_tenant_per_min)
 
 
-def build_store(settings: Settings) -> DocumentStore:
+def build_store(settings: Settings) -> StoreOfRecord:
     """The system of record: PostgreSQL, shared by API and workers on any host, or SQLite in
     the data dir, which several processes of one host open together (WAL)."""
     settings.data_dir.mkdir(parents=True, exist_ok=True)
@@ -195,11 +215,35 @@ def build_store(settings: Settings) -> DocumentStore:
     return SqliteStore(settings.data_dir / "vibe.sqlite3")
 
 
+def build_cold(settings: Settings) -> ColdStore:
+    """Cold vectors in files: the data dir, or a volume every worker mounts (VIBE_COLD_DIR)."""
+    return FileColdStore(settings.cold_dir or settings.data_dir / "cold", settings.cold_codec)
+
+
 def build_handler(settings: Settings, store: DocumentStore, emb: Embedder) -> EmbedHandler:
     """The embedding job handler, the same in the API's worker threads and in Celery workers."""
     _check_space(store, settings.space, emb)
     policy = EligibilityPolicy(settings.index_policy)
-    return EmbedHandler(store, emb, policy, settings.embed_fields, settings.job_max_attempts)
+    return EmbedHandler(store, emb, policy, settings.embed_fields, settings.job_max_attempts, build_cold(settings),
+                        settings.tenant_daily_tokens)
+
+
+def lifecycle_config(s: Settings) -> LifecycleConfig:
+    return LifecycleConfig(
+        s.space, PromotionPolicy(s.promote_min_queries, s.promote_min_hits, s.promote_window_seconds,
+                                 s.demote_idle_seconds),
+        s.doc_promote_touches, s.doc_promote_ttl_seconds, s.usage_half_life_seconds, s.evict_idle_seconds,
+        s.evict_batch, s.cold_codec)
+
+
+def build_lifecycle(settings: Settings, store: StoreOfRecord, queue: JobQueue, budget: Budget,
+                    policy: EligibilityPolicy, after_change: Callable[[], object] | None = None) -> Lifecycle:
+    """The scheduler's decisions, the same in `serve`'s thread and in Celery beat tasks."""
+    limits = BackfillLimits(settings.backfill_step_docs, settings.per_query_max_embeds,
+                            settings.backpressure_queue_depth)
+    backfills = Backfills(store, queue, budget, lambda d: policy.decide_doc(d, settings.embed_fields.get(
+        d.key.collection)), limits)
+    return Lifecycle(lifecycle_config(settings), store, build_cold(settings), backfills, after_change=after_change)
 
 
 def _touch_policy(s: Settings) -> TouchPolicy:
@@ -228,9 +272,21 @@ def build(settings: Settings, embedder: Embedder | None = None) -> Container:
     queue.on_done(signal.fire)
     cfg = PlannerConfig(settings.space, settings.lexical_candidates, settings.per_query_max_embeds,
                         settings.rrf_k, settings.fusion, settings.semantic_weight, _touch_policy(settings))
+    budget = _build_budget(settings)
+    lifecycle = build_lifecycle(settings, store, queue, budget, handler.policy, follower.sync)
+    usage = UsageRecorder(lifecycle.cfg.bucket_seconds, settings.usage_half_life_seconds)
     # A semantic leg waits for the vector index only.
-    planner = Planner(cfg, store, lexical, vectors, emb, queue, _build_budget(settings), follower.of_vectors(),
-                      ExplainCache())
+    planner = Planner(cfg, store, lexical, vectors, emb, queue, budget, follower.of_vectors(), ExplainCache(),
+                      usage=usage)
     docs = DocumentService(store, follower, queue, handler.policy, settings.embed_fields, settings.space,
-                           settings.max_doc_bytes, store.promoted(), settings.write_sync_wait_seconds)
-    return Container(settings, store, lexical, vectors, emb, follower, queue, planner, docs, handler, signal)
+                           settings.max_doc_bytes, lambda tenant: _eager(store, tenant),
+                           settings.write_sync_wait_seconds)
+    scheduler = SchedulerThread(lifecycle, usage, store, settings.queue != "celery",
+                                settings.scheduler_interval_seconds,
+                                settings.backfill_interval_seconds, settings.usage_flush_seconds)
+    return Container(settings, store, lexical, vectors, emb, follower, queue, planner, docs, handler, lifecycle,
+                     scheduler, signal)
+
+
+def _eager(store: StoreOfRecord, tenant: str) -> set[str]:
+    return {m.collection for m in store.collection_modes(tenant) if m.mode == "eager"}

@@ -65,14 +65,6 @@ class Settings(BaseSettings):
     # Hybrid fusion (services/planner/fusion.py; chosen with `bench quality`).
     fusion: Literal["zscore", "rrf"] = "zscore"
     semantic_weight: Annotated[float, Field(ge=0.0, le=1.0)] = 0.7
-    # What a query spends embedding on (services/planner/touch.py; tuned with `bench lazy`:
-    # twice the page reached 0.97-0.999 of eager hybrid with 45-78% of the dev corpora embedded,
-    # where the page alone reached 0.94-0.97).
-    touch_policy: Literal["depth", "fixed"] = "depth"
-    touch_depth_factor: float = 2.0
-    touch_min_depth: int = 10
-    speculate_neighbors: int = 0
-    speculate_sources: int = 3
 
     # Workers.
     workers: int = 2
@@ -144,8 +136,50 @@ class Settings(BaseSettings):
 
     # --- lifecycle (issue 11): scheduler, promotion, eviction, cold store, spaces, cost caps ---
     # (lead's block; DESIGN.md §5 "Lifecycle")
+    # The scheduler (a thread in `serve`; a Celery beat task in the distributed profile) decides
+    # every interval under a store lease, so one process leads however many run it.
+    scheduler_enabled: bool = True
+    scheduler_interval_seconds: Annotated[float, Field(gt=0)] = 60.0
+    # Usage statistics: each API process buffers them in memory and flushes this often (a
+    # read never waits for a statistics write); counts within the promotion window are exact
+    # to one bucket (window / 12).
+    usage_flush_seconds: Annotated[float, Field(gt=0)] = 2.0
+    # Collection promotion (V§4.3 `collection: {queries: 20, hits: 50, windowMins: 120}`).
+    promote_min_queries: Annotated[int, Field(ge=1)] = 20
+    promote_min_hits: Annotated[int, Field(ge=0)] = 50
+    promote_window_seconds: Annotated[float, Field(gt=0)] = 7200.0
+    demote_idle_seconds: Annotated[float, Field(gt=0)] = 7 * 86400.0
+    # Document promotion (V§4.3 `doc: {touches: 3, ttlDays: 30}`): a document touched this often
+    # (decayed with the half-life) or found this often beside pinned ones is kept embedded
+    # for the TTL beyond its last use.
+    doc_promote_touches: Annotated[float, Field(gt=0)] = 3.0
+    doc_promote_ttl_seconds: Annotated[float, Field(ge=0)] = 30 * 86400.0
+    usage_half_life_seconds: Annotated[float, Field(gt=0)] = 7 * 86400.0
+    # Eviction to the cold store (V§4.3 "vectors unused for N days"; V§12 FP16/INT8 cold codes).
+    evict_idle_seconds: Annotated[float, Field(gt=0)] = 30 * 86400.0
+    evict_batch: Annotated[int, Field(ge=1)] = 5000
+    cold_codec: Literal["float16", "int8"] = "float16"
+    cold_dir: Path | None = None  # default DATA_DIR/cold; a shared volume in the distributed profile
+    # Backfills (promotion, reindex, space migration) advance by at most this many documents per
+    # step, spending only what the tenant's per-minute bucket holds beyond one query's ceiling.
+    backfill_step_docs: Annotated[int, Field(ge=1)] = 2000
+    backfill_interval_seconds: Annotated[float, Field(gt=0)] = 2.0
+    # Global backpressure: no backfill step while this many jobs wait in the queue.
+    backpressure_queue_depth: Annotated[int, Field(ge=1)] = 20_000
+    # Cost caps (V§12): embedding tokens per tenant per UTC day (0 = no cap) and the price used
+    # for /semantic/usage estimates (None = 0.02 $/1M tokens for openai, 0 for local models).
+    tenant_daily_tokens: Annotated[int, Field(ge=0)] = 0
+    embed_cost_per_million_tokens: float | None = None
+
 
     # --- touch economics (issue 11, bench lazy): helper B's block ---
+    # What a query spends embedding on (services/planner/touch.py; tuned with `bench lazy` and
+    # `python -m bench.touch_sim`, results in bench/results/touch-*).
+    touch_policy: Literal["adaptive", "depth", "fixed"] = "adaptive"
+    touch_depth_factor: float = 2.0
+    touch_min_depth: int = 10
+    speculate_neighbors: int = 0
+    speculate_sources: int = 3
 
     # --- hardening (issue 12): input bounds, adapters, MCP: helper C's block ---
     # ACL bounds (services/api/writes.py DocumentService._acl): each principal is one keyword term

@@ -25,7 +25,7 @@ from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import Protocol
 
-from shared.model import DocKey, SemanticStatus, StoredDoc
+from shared.model import DocKey, StoredDoc
 from shared.ports import Change, DocumentStore, LexicalIndex, VectorIndex
 
 
@@ -192,16 +192,14 @@ class IndexFollower:
 
     def _apply_vectors(self, docs: dict[DocKey, StoredDoc], gone: list[DocKey]) -> None:
         """Ready documents get (re)upserted with their current ACL; every other state drops
-        its point, so a stale or denied vector is never searched."""
+        its point, `none` included: a document deleted and re-created, edited twice within one
+        batch, or evicted to the cold store must not stay searchable with its old vector and
+        old ACL (deleting a point that is not there is a no-op)."""
         assert self.vectors is not None
         present = list(docs)
-        side = self.store.sidecars(present, self.space)
         vecs = self.store.vectors_for(present, self.space)
         ready = [(docs[k], vecs[k]) for k in present if k in vecs]
-        drop = [
-            k for k in present
-            if k not in vecs and (s := side.get(k)) is not None and s.status != SemanticStatus.NONE
-        ]
+        drop = [k for k in present if k not in vecs]
         self.vectors.upsert(self.space, ready)
         self.vectors.delete(self.space, drop + gone)
 

@@ -78,6 +78,24 @@ class _Metrics:
         self.breaker_rejected = Counter(
             "vibe_embedder_breaker_rejected_total", "Embedding calls refused while the circuit was open"
         )
+        # Lifecycle (issue 11; DESIGN.md §5 "Lifecycle"). No tenant labels on /metrics.
+        self.promotions = Counter("vibe_promotions_total", "Collection mode changes", ["action"])
+        self.evictions = Counter("vibe_evictions_total", "Vectors moved to the cold store")
+        self.rehydrations = Counter("vibe_rehydrations_total",
+                                    "Vectors restored from the cold store (no provider call)")
+        self.pruned = Counter("vibe_vectors_pruned_total", "Stored or cold vectors whose content no document has",
+                              ["store"])
+        self.pinned = Counter("vibe_docs_pinned_total",
+                              "Documents promoted (kept embedded) for touches or co-occurrence")
+        self.provider_tokens = Counter("vibe_provider_tokens_total", "Estimated tokens sent to the embedding provider")
+        self.scheduler_runs = Counter("vibe_scheduler_runs_total", "Lifecycle scheduler ticks", ["outcome"])
+        self.scheduler_seconds = Histogram("vibe_scheduler_tick_seconds", "Time of one scheduler tick",
+                                           buckets=_LATENCY_BUCKETS)
+        self.backfill_queued = Counter("vibe_backfill_queued_total", "Jobs queued by backfills", ["kind"])
+        self.coverage_ratio = Gauge("vibe_coverage_ratio", "Share of sidecar rows per state (active space)", ["state"],
+                                    multiprocess_mode=_ANY_PROCESS)
+        self.stored_bytes = Gauge("vibe_vector_bytes", "Bytes of vectors of record and in the cold store", ["store"],
+                                  multiprocess_mode=_ANY_PROCESS)
 
 
 METRICS = _Metrics()

@@ -99,6 +99,9 @@ class EmbedJob:
     content_hash: str
     priority: Literal["interactive", "bulk"] = "interactive"
     attempt: int = 0
+    # A forced re-embed (`POST /semantic/reindex {"force": true}`) calls the provider even when
+    # a stored or cold vector of the same content exists.
+    fresh: bool = False
 
     @property
     def job_key(self) -> tuple[str, str, str, str, str]:
@@ -120,3 +123,89 @@ class Decision:
     reason: str
     fields: tuple[str, ...] | None = None  # fields to embed; None = the collection default
     space: str | None = None
+
+
+# Eviction leaves the sidecar `none` with a cold reference (DESIGN.md §4); clients and coverage
+# see that as the state `cold`.
+COLD = "cold"
+
+
+def visible_status(side: SidecarEntry) -> str:
+    """The state shown to clients: `cold` for an evicted vector, else the sidecar's state."""
+    if side.status == SemanticStatus.NONE and side.cold_ref:
+        return COLD
+    return side.status.value
+
+
+@dataclass(frozen=True)
+class CollectionUsage:
+    """Queries and page hits of one collection within a window, and its last query."""
+
+    tenant: str
+    collection: str
+    queries: int
+    hits: int
+    last_query_at: float | None
+
+
+@dataclass(frozen=True)
+class CollectionMode:
+    """Whether a collection embeds on write (`eager`) or on touch (`lazy`), since when and why.
+    `manual` decisions (an operator's promote or demote) are never overridden by the scheduler."""
+
+    tenant: str
+    collection: str
+    mode: Literal["eager", "lazy"]
+    since: float
+    reason: str
+    manual: bool
+    figures: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class UsageBatch:
+    """Usage a process observed since its last flush (services/planner/usage.py)."""
+
+    queries: dict[tuple[str, str], int] = field(default_factory=dict)  # (tenant, collection) -> n
+    hits: dict[tuple[str, str], int] = field(default_factory=dict)
+    last_query: dict[tuple[str, str], float] = field(default_factory=dict)
+    touches: dict[DocKey, int] = field(default_factory=dict)  # documents a query could embed
+    used: dict[DocKey, float] = field(default_factory=dict)  # documents shown on a page: last use
+    pages: list[tuple[DocKey, ...]] = field(default_factory=list)  # for co-occurrence
+
+    def __bool__(self) -> bool:
+        return bool(self.queries or self.touches or self.used)
+
+
+@dataclass(frozen=True)
+class BackfillTask:
+    """A rolling, budgeted pass over a tenant's documents (promotion backfill, reindex, space
+    migration) that the scheduler advances step by step from a durable cursor, so a restart
+    resumes it."""
+
+    id: str
+    tenant: str
+    collection: str | None
+    space: str
+    kind: Literal["promote", "reindex", "migrate"]
+    force: bool
+    cursor: str
+    examined: int
+    queued: int
+    total: int
+    state: Literal["running", "done", "cancelled"]
+    created_at: float
+    updated_at: float
+
+
+@dataclass(frozen=True)
+class SpaceInfo:
+    """A tenant's space: which model it holds and where it is in its life (V§2.1, V§13)."""
+
+    tenant: str
+    space: str
+    model_id: str
+    dim: int
+    state: Literal["active", "building", "retired"]
+    created_at: float
+    activated_at: float | None = None

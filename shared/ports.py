@@ -8,7 +8,19 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
-from shared.model import DocKey, EmbedJob, Hit, SemanticStatus, SidecarEntry, StoredDoc
+from shared.model import (
+    BackfillTask,
+    CollectionMode,
+    CollectionUsage,
+    DocKey,
+    EmbedJob,
+    Hit,
+    SemanticStatus,
+    SidecarEntry,
+    SpaceInfo,
+    StoredDoc,
+    UsageBatch,
+)
 
 
 @dataclass(frozen=True)
@@ -91,9 +103,8 @@ class DocumentStore(Protocol):
 
     def bind_space(self, space: str, model_id: str, dim: int) -> tuple[str, int]: ...
 
-    def promote(self, tenant: str, collection: str) -> None: ...
-
-    def promoted(self) -> set[tuple[str, str]]: ...
+    def promoted(self) -> set[tuple[str, str]]:
+        """Collections that embed on write (LifecycleStore.collection_modes, mode `eager`)."""
 
     def queued_count(self, space: str, tenant: str) -> int: ...
 
@@ -206,3 +217,120 @@ class Budget(Protocol):
         """Take up to `wanted` tokens; returns how many were granted."""
 
     def available(self, tenant: str) -> int: ...
+
+
+@runtime_checkable
+class LifecycleStore(Protocol):
+    """What the lifecycle (V§4.3, V§12, V§13) keeps in the store of record, so that every API
+    replica, worker and scheduler sees one truth: usage statistics, collection modes, pinned
+    documents, evictions, provider usage, backfill tasks and per-tenant spaces. Both stores
+    implement it with the same SQL (shared/adapters/lifecycle_sql.py)."""
+
+    # usage statistics
+    def record_usage(self, batch: UsageBatch, now: float, bucket_seconds: float, half_life: float) -> None: ...
+
+    def collection_usage(self, since: float) -> list[CollectionUsage]:
+        """Per collection: queries and hits in buckets newer than `since`, and the last query."""
+
+    def prune_usage(self, before: float) -> int: ...
+
+    def hot_docs(self, now: float, touches: float, half_life: float, limit: int,
+                 refresh_before: float | None = None) -> list[DocKey]:
+        """Documents whose decayed touches or co-occurrence reach `touches` and whose pin ends
+        before `refresh_before` (default `now`: not pinned)."""
+
+    def pin_docs(self, keys: Sequence[DocKey], until: float) -> int: ...
+
+    def doc_usage(self, key: DocKey) -> dict[str, float | None] | None: ...
+
+    # collection modes (promotion)
+    def collection_modes(self, tenant: str | None = None) -> list[CollectionMode]: ...
+
+    def set_collection_mode(self, mode: CollectionMode, only_if_not_manual: bool = False) -> bool:
+        """Record a decision; False when it changes nothing (or a manual decision stands)."""
+
+    # eviction and pruning
+    def eviction_candidates(
+        self, space: str, idle_before: float, now: float, limit: int,
+        tenant: str | None = None, collection: str | None = None,
+    ) -> list[SidecarEntry]:
+        """`ready` rows of lazy collections, not pinned, unused (last use or embedding) before
+        `idle_before`."""
+
+    def evict(self, entries: Sequence[tuple[SidecarEntry, str, int]], codec: str, now: float) -> list[DocKey]:
+        """(entry, cold ref, bytes): `ready` rows still holding that content move to `none` with
+        the cold reference; their vectors go unless another ready row uses them; the change log
+        tells the vector indexes to drop them. Returns the keys that moved."""
+
+    def cold_entry(self, tenant: str, content_hash: str, space: str) -> str | None:
+        """The cold reference of an evicted vector, None if there is none."""
+
+    def prune_orphans(self) -> tuple[int, list[tuple[str, str, str, str]]]:
+        """Delete stored vectors and cold entries whose content no document of the tenant has
+        any more; returns (vectors removed, [(tenant, content_hash, space, cold ref)] removed)."""
+
+    def storage_report(self, tenant: str | None = None) -> dict[str, int]:
+        """Vectors and cold entries with their bytes (all tenants when None: metrics)."""
+
+    def coverage_all(self, space: str) -> dict[str, int]:
+        """Sidecar rows per visible state over every tenant (metrics only, no tenant labels)."""
+
+    def ensure_sidecars(self, entries: Sequence[SidecarEntry]) -> int:
+        """Insert sidecar rows that do not exist yet (a new space); existing rows stay."""
+
+    def requeue_budget_deferred(self, before: float) -> int:
+        """Rows refused for `budget` before `before` (a past day) go back to `none`."""
+
+    # provider usage and caps (V§12)
+    def charge_tokens(
+        self, tenant: str, day: str, by_collection: dict[str, tuple[int, int]], calls: int, cap: int
+    ) -> bool:
+        """Add (documents, tokens) per collection for the day unless that would pass `cap`
+        (0 = no cap); all or nothing. Returns whether it was charged."""
+
+    def tokens_used(self, tenant: str, day: str) -> int: ...
+
+    def usage_by_day(self, tenant: str, collection: str | None, days: int) -> list[dict[str, object]]: ...
+
+    # backfill tasks
+    def create_task(self, task: BackfillTask) -> None: ...
+
+    def tasks(self, tenant: str | None = None, running_only: bool = False) -> list[BackfillTask]: ...
+
+    def update_task(self, task_id: str, cursor: str, examined: int, queued: int, state: str, now: float) -> None: ...
+
+    def keys_after(self, tenant: str, collection: str | None, cursor: str, limit: int) -> list[DocKey]:
+        """Document keys in (collection, doc_id) order after `cursor` (collection + SEP + id)."""
+
+    def count_docs(self, tenant: str, collection: str | None) -> int: ...
+
+    # spaces per tenant
+    def tenant_spaces(self, tenant: str | None = None) -> list[SpaceInfo]: ...
+
+    def put_tenant_space(self, info: SpaceInfo) -> None: ...
+
+    def drop_space_vectors(self, tenant: str, space: str) -> int:
+        """A retired space's vectors and sidecar rows go (the change log drops their points)."""
+
+    # generic cross-process lease (the scheduler's leader election)
+    def lease(self, name: str) -> AbstractContextManager[bool]: ...
+
+
+@runtime_checkable
+class ColdStore(Protocol):
+    """Compressed vectors by {tenant, space, content hash} (V§3.1 cold store, V§12 FP16/INT8):
+    files in the data dir or on a shared volume. Holds no ACL and no text: what may be read is
+    decided by the sidecar and the documents, never by the cold store."""
+
+    def put(self, tenant: str, space: str, content_hash: str, vector: Sequence[float]) -> tuple[str, int]:
+        """Store (idempotently) and return (reference, bytes written)."""
+
+    def get(self, tenant: str, space: str, content_hash: str) -> list[float] | None:
+        """The decoded vector; None when absent or unreadable (the caller then re-embeds)."""
+
+    def delete(self, tenant: str, space: str, content_hash: str) -> None: ...
+
+
+@runtime_checkable
+class StoreOfRecord(DocumentStore, LifecycleStore, Protocol):
+    """Both halves, as every store adapter implements them."""

@@ -1,24 +1,34 @@
-"""The FastAPI app: routers, the one error handler, request metrics."""
+"""The FastAPI app: routers, the one error handler, request metrics, the per-tenant rate limit.
+
+Middleware order, outermost first: Starlette's ServerErrorMiddleware (answers 500 to an
+unhandled exception, then re-raises it), `TimedRequests`, `TenantRateLimit`, the exception
+handlers, the routes. The timing sits outside the rate limit (a 429 is counted) and answers an
+unhandled exception itself, as `internal_error` 500 (counted as a 500), which the former
+BaseHTTPMiddleware never recorded. It does not re-raise: uvicorn then closed the connection
+under the error body and clients saw a connection reset instead of the 500."""
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from contextlib import asynccontextmanager
+from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse, Response
+from fastapi.responses import JSONResponse
+from prometheus_client import REGISTRY, Histogram
 from starlette.exceptions import HTTPException as StarletteHTTPException
-from starlette.routing import Route
+from starlette.routing import BaseRoute, Match, Route
 
-from services.api import routes_admin, routes_docs, routes_read
+from services.api import routes_admin, routes_docs, routes_lifecycle, routes_read
 from services.api.auth import KeyRing
+from services.api.ratelimit import ASGIApp, Message, Receive, Scope, Send, TenantRateLimit
 from services.mcp.http import McpHttp
-from shared.errors import ErrorCode, VibeError
-from shared.metrics import METRICS
 from services.wiring import Container
+from shared.errors import ErrorCode, VibeError
+from shared.metrics import _LATENCY_BUCKETS, METRICS
 
 log = logging.getLogger("vibe.api")
 
@@ -73,18 +83,92 @@ def create_app(container: Container, keys: KeyRing) -> FastAPI:
     app.add_exception_handler(RequestValidationError, _validation_error)
     app.add_exception_handler(StarletteHTTPException, _http_error)
     app.add_exception_handler(Exception, _unexpected)
-    for r in (routes_docs.router, routes_read.router, routes_admin.router):
+    for r in (routes_docs.router, routes_read.router, routes_admin.router, routes_lifecycle.router):
         app.include_router(r)
     app.router.routes.append(Route("/mcp", endpoint=mcp, methods=["GET", "POST", "DELETE"]))
-    app.middleware("http")(_timed)
+    s = container.settings
+    app.add_middleware(TenantRateLimit, keys=keys, rate=s.per_tenant_requests_per_second,  # type: ignore[arg-type]
+                       burst=s.per_tenant_request_burst)
+    app.add_middleware(TimedRequests, routes=app.router.routes)  # type: ignore[arg-type]  # last: outermost of ours
     return app
 
 
-async def _timed(request: Request, call_next: Callable[[Request], Awaitable[Response]]) -> Response:
-    started = time.perf_counter()
-    response = await call_next(request)
-    route = request.scope.get("route")
-    path = getattr(route, "path", "unmatched")
-    METRICS.http_requests.labels(route=path, status=str(response.status_code)).observe(
-        time.perf_counter() - started)
-    return response
+HTTP_LABELS = ("route", "method", "status")
+
+
+def http_histogram() -> Histogram:
+    """`vibe_http_request_seconds{route, method, status}`. shared/metrics.py declares it with
+    route and status only; until it has `method` too, it is re-registered here once with the
+    same name, help and buckets (nothing else observes it)."""
+    h = METRICS.http_requests
+    if tuple(getattr(h, "_labelnames", ())) != HTTP_LABELS:
+        REGISTRY.unregister(h)
+        h = Histogram("vibe_http_request_seconds", "HTTP request time", list(HTTP_LABELS), buckets=_LATENCY_BUCKETS)
+        METRICS.http_requests = h
+    return h
+
+
+def _leaf_routes(routes: Sequence[Any]) -> Iterator[BaseRoute]:
+    """Routes with a path template, also inside included routers (FastAPI keeps an included
+    router as one entry whose routes are the router's own; we include without prefixes)."""
+    for r in routes:
+        if hasattr(r, "path"):
+            yield r
+        elif hasattr(r, "original_router"):
+            yield from _leaf_routes(r.original_router.routes)
+        elif hasattr(r, "routes"):
+            yield from _leaf_routes(r.routes)
+
+
+class TimedRequests:
+    """Pure ASGI middleware: every HTTP request's time to its response head, by route
+    template (never the raw path: ids would explode the label set), method and status. An
+    exception before the response started is a 500 (what ServerErrorMiddleware answers);
+    after it started (a broken stream), the status sent."""
+
+    def __init__(self, app: ASGIApp, routes: Sequence[BaseRoute] = (),
+                 clock: Callable[[], float] = time.perf_counter):
+        self.app = app
+        self.routes = routes
+        self._leaves: list[BaseRoute] | None = None
+        self.clock = clock
+        self.histogram = http_histogram()
+
+    def _route(self, scope: Scope) -> str:
+        """The matched route's template. A request answered before routing (429) or by a plain
+        Starlette route (`/mcp`) has no `route` in its scope: match the templates here."""
+        route: Any = scope.get("route")
+        if route is not None and hasattr(route, "path"):
+            return str(route.path)
+        if self._leaves is None:  # routes are complete by the first request
+            self._leaves = list(_leaf_routes(self.routes))
+        for r in self._leaves:
+            if r.matches(scope)[0] is Match.FULL:
+                return str(getattr(r, "path", "unmatched"))
+        return "unmatched"
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = self.clock()
+        head: dict[str, Any] = {}
+
+        async def timed_send(message: Message) -> None:
+            if message["type"] == "http.response.start" and not head:
+                head.update(status=int(message["status"]), at=self.clock())
+            await send(message)
+
+        try:
+            await self.app(scope, receive, timed_send)
+        except Exception as exc:
+            if head:  # a stream broke after its head: nothing to answer, let the server close it
+                raise
+            log.exception("unhandled error", exc_info=exc)
+            err = VibeError(ErrorCode.INTERNAL_ERROR, "internal error")
+            await JSONResponse(err.body(), status_code=500)(scope, receive, timed_send)
+        finally:
+            status = head.get("status", 500)
+            elapsed = head.get("at", self.clock()) - started
+            self.histogram.labels(route=self._route(scope), method=str(scope.get("method", "")),
+                                  status=str(status)).observe(elapsed)

@@ -12,11 +12,10 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from services.api.auth import require
 from services.api.bodies import json_body
-from services.api.writes import check_collection
 from services.planner.planner import semantic_projection
+from services.wiring import Container
 from shared.errors import ErrorCode, VibeError, invalid
 from shared.model import DocKey, EmbedJob, Principal, SemanticStatus, SidecarEntry
-from services.wiring import Container
 
 router = APIRouter()
 REQUEUE_FROM = (SemanticStatus.NONE, SemanticStatus.STALE, SemanticStatus.FAILED)
@@ -33,50 +32,6 @@ async def _optional_body(request: Request) -> dict[str, Any]:
     if not isinstance(body, dict):
         raise invalid("body must be a JSON object")
     return body
-
-
-def reindex(c: Container, tenant: str, collection: str | None) -> int:
-    """Queue every document of the tenant (or collection) that has no current vector."""
-    space = c.settings.space
-    keys = list(c.store.collection_keys(tenant, collection))
-    sides = c.store.sidecars(keys, space)
-    cold = [k for k in keys if k in sides and sides[k].status in REQUEUE_FROM]
-    moved = set(c.store.set_status(cold, space, SemanticStatus.QUEUED, only_from=REQUEUE_FROM))
-    jobs = [EmbedJob(k, space, sides[k].content_hash, priority="bulk") for k in cold if k in moved]
-    c.queue.enqueue(jobs)
-    return len(jobs)
-
-
-def _check_space(c: Container, body: dict[str, Any]) -> None:
-    space = body.get("space")
-    if space is not None and space != c.settings.space:
-        raise VibeError(ErrorCode.NOT_FOUND, f"unknown space {str(space)[:64]!r}")
-
-
-@router.post("/semantic/reindex")
-async def post_reindex(request: Request, p: Principal = Depends(require("admin"))) -> JSONResponse:
-    c = _c(request)
-    body = await _optional_body(request)
-    _check_space(c, body)
-    collection = body.get("collection")
-    if collection is not None:
-        check_collection(str(collection))
-    n = await run_in_threadpool(reindex, c, p.tenant, collection)
-    return JSONResponse({"queued": n, "collection": collection, "space": c.settings.space}, status_code=202)
-
-
-@router.post("/semantic/promote")
-async def post_promote(request: Request, p: Principal = Depends(require("admin"))) -> JSONResponse:
-    c = _c(request)
-    body = await _optional_body(request)
-    collection = body.get("collection")
-    if not isinstance(collection, str):
-        raise invalid("collection is required", field="collection")
-    check_collection(collection)
-    c.store.promote(p.tenant, collection)
-    c.docs.eager.add((p.tenant, collection))
-    n = await run_in_threadpool(reindex, c, p.tenant, collection)
-    return JSONResponse({"collection": collection, "mode": "eager", "queued": n})
 
 
 @router.get("/semantic/status")
@@ -96,7 +51,12 @@ async def get_coverage(request: Request, collection: str | None = None,
                        p: Principal = Depends(require("admin"))) -> JSONResponse:
     c = _c(request)
     cov = await run_in_threadpool(c.store.coverage, p.tenant, collection, c.settings.space)
-    return JSONResponse({"collection": collection, "space": c.settings.space, **cov})
+    out: dict[str, object] = {"collection": collection, "space": c.settings.space, **cov}
+    if collection is not None:
+        modes = await run_in_threadpool(c.store.collection_modes, p.tenant)
+        out["eager"] = any(m.collection == collection and m.mode == "eager" for m in modes)
+    out["storage"] = await run_in_threadpool(c.store.storage_report, p.tenant)
+    return JSONResponse(out)
 
 
 @runtime_checkable
@@ -182,5 +142,15 @@ async def readyz(request: Request) -> JSONResponse:
 
 
 @router.get("/metrics")
-async def metrics() -> Response:
+async def metrics(request: Request) -> Response:
+    """Prometheus text. With VIBE_METRICS_TOKEN set, only `Authorization: Bearer <token>` is
+    answered (Prometheus: `authorization.credentials_file`); unset, anyone who reaches the
+    port may scrape, as before."""
+    import hmac
+
+    token = _c(request).settings.metrics_token
+    if token:
+        scheme, _, given = request.headers.get("authorization", "").partition(" ")
+        if scheme.lower() != "bearer" or not hmac.compare_digest(given.strip().encode(), token.encode()):
+            raise VibeError(ErrorCode.UNAUTHORIZED, "metrics need the metrics token (Authorization: Bearer ...)")
     return Response(generate_latest(), media_type=CONTENT_TYPE_LATEST)

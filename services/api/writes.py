@@ -12,7 +12,7 @@ import json
 import re
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -89,7 +89,7 @@ class DocumentService:
         embed_fields: dict[str, list[str]],
         space: str,
         max_doc_bytes: int,
-        eager: set[tuple[str, str]],
+        eager: Callable[[str], set[str]],
         sync_wait: float = 0.0,
     ):
         self.store = store
@@ -99,6 +99,8 @@ class DocumentService:
         self.embed_fields = embed_fields
         self.space = space
         self.max_doc_bytes = max_doc_bytes
+        # The tenant's eager collections, read from the store at every write: a promotion made
+        # by any replica or by the scheduler applies to the next write everywhere.
         self.eager = eager
         self.sync_wait = sync_wait  # for a shared index another replica is applying
         self._lock = threading.Lock()  # read-decide-write of sidecars is one critical section
@@ -166,9 +168,10 @@ class DocumentService:
     def put(self, docs: Sequence[StoredDoc]) -> list[str]:
         """Store documents (one transaction) and make them searchable; returns per-doc
         'created' or 'updated'."""
+        eager = {t: self.eager(t) for t in {d.key.tenant for d in docs}}
         with self._lock:
             old = self.store.sidecars([d.key for d in docs], self.space)
-            sidecars = [self._transition(d, old.get(d.key)) for d in docs]
+            sidecars = [self._transition(d, old.get(d.key), d.key.collection in eager[d.key.tenant]) for d in docs]
             self.store.put_docs(docs, sidecars)
         self.follower.sync(wait=self.sync_wait)
         self.queue.enqueue([
@@ -179,7 +182,7 @@ class DocumentService:
         METRICS.docs_written.labels(op="put").inc(len(docs))
         return ["updated" if d.key in old else "created" for d in docs]
 
-    def _transition(self, d: StoredDoc, old: SidecarEntry | None) -> SidecarEntry:
+    def _transition(self, d: StoredDoc, old: SidecarEntry | None, eager: bool) -> SidecarEntry:
         allow = self.embed_fields.get(d.key.collection)
         text = doc_text(select_fields(d.fields, allow), allow)
         decision = self.policy.decide(d.key.collection, d.fields, d.intent, text, vibe=d.vibe)
@@ -192,7 +195,9 @@ class DocumentService:
             SemanticStatus.READY, SemanticStatus.QUEUED
         ):
             return old  # unchanged content never re-embeds
-        if (d.key.tenant, d.key.collection) in self.eager:
+        if old is not None and old.content_hash == d.content_hash and old.cold_ref:
+            new.cold_ref = old.cold_ref  # still evicted: the next touch rehydrates it
+        if eager:
             new.status = SemanticStatus.QUEUED
         elif old is not None and old.status == SemanticStatus.READY:
             new.status = SemanticStatus.STALE

@@ -15,11 +15,12 @@ from services.planner.explain import ExplainCache
 from services.planner.fusion import Fused, rrf, single, zscore
 from services.planner.query_cache import QueryVectorCache
 from services.planner.strategy import choose_strategy
-from services.planner.touch import TouchPolicy, neighbours
+from services.planner.touch import TouchPolicy, neighbours, plan, reach, touch_state
+from services.planner.usage import UsageRecorder
 from shared.errors import ErrorCode, VibeError
 from shared.indexing import IndexFollower
 from shared.metrics import METRICS
-from shared.model import DocKey, EmbedJob, Hit, Principal, SemanticStatus, SidecarEntry, Strategy
+from shared.model import DocKey, EmbedJob, Hit, Principal, SemanticStatus, SidecarEntry, Strategy, visible_status
 from shared.ports import (
     Budget,
     DocumentStore,
@@ -82,8 +83,10 @@ class Planner:
         follower: IndexFollower,
         explain: ExplainCache,
         query_cache: QueryVectorCache | None = None,
+        usage: UsageRecorder | None = None,
     ):
         self.query_cache = query_cache or QueryVectorCache()
+        self.usage = usage
         self.cfg = cfg
         self.store = store
         self.lexical = lexical
@@ -146,6 +149,26 @@ class ReadSession:
             else:
                 self.semantic.state = "embedding_query"
         self._rank()
+        self._record_usage()
+
+    def _record_usage(self) -> None:
+        """Statistics for the lifecycle scheduler (V§4.3): the collections queried, their
+        lexical hits on the page, the documents this query could embed and the ones it shows."""
+        usage = self.p.usage
+        if usage is None:
+            return
+        limit = self.req.limit
+        page = [f.key for f in self.ranking[:limit]]
+        first = self.lexical_hits[:limit]
+        hits: dict[str, int] = {}
+        for h in first:
+            hits[h.key.collection] = hits.get(h.key.collection, 0) + 1
+        if self.req.collection == "any":
+            collections = sorted({k.collection for k in page} | set(hits))
+        else:
+            collections = [self.req.collection]
+        touched = [h.key for h in self.lexical_hits[: max(10, 2 * limit)]]
+        usage.record(self.principal.tenant, collections, hits, touched, page)
 
     @property
     def semantic_deferred(self) -> bool:
@@ -182,6 +205,9 @@ class ReadSession:
         the per-query ceiling and the tenant budget (policy: services/planner/touch.py).
         Every strategy touches, so the next query finds these ready."""
         cfg = self.p.cfg
+        if cfg.touch.policy == "adaptive":
+            self._touch_adaptive()
+            return
         keys = [h.key for h in self.lexical_hits[: cfg.touch.depth(self.req.limit, len(self.lexical_hits))]]
         keys += self._neighbour_keys(keys)
         sides = self.p.store.sidecars(keys, cfg.space)
@@ -195,8 +221,9 @@ class ReadSession:
         self._enqueue(wanted[:granted])
 
     def _neighbour_keys(self, keys: list[DocKey]) -> list[DocKey]:
-        """Speculation: lexical neighbours of the top results, searched inside the caller's
-        filter (so only documents the caller may read are ever considered)."""
+        """Speculation: lexical neighbours of `keys` (the first `neighbour_sources` of them),
+        searched inside the caller's filter (so only documents the caller may read are ever
+        considered)."""
         policy = self.p.cfg.touch
         if not policy.neighbours or not keys:
             return []
@@ -204,6 +231,43 @@ class ReadSession:
         sources = [docs[k] for k in keys[: policy.neighbour_sources] if k in docs]
         return neighbours(sources, lambda text, n: self.p.lexical.search(self.flt, text, n),
                           policy.neighbours, set(keys))
+
+    def _touch_adaptive(self) -> None:
+        """The adaptive policy (services/planner/touch.py `plan`): the fused page's cold
+        documents first, then the lexical top, deeper only while the page is unstable, less
+        under a tight budget. Everything considered comes from this query's own reads inside
+        the caller's filter (lexical list, fused page, neighbour searches)."""
+        cfg, limit = self.p.cfg, self.req.limit
+        policy = cfg.touch
+        lexical = [h.key for h in self.lexical_hits[: max(policy.dig_max, policy.depth(limit, len(self.lexical_hits)))]]
+        page = [f.key for f in self.ranking[:limit]]
+        sides = self.p.store.sidecars(list(dict.fromkeys([*page, *lexical])), cfg.space)
+        state = {k: touch_state(s.status, COLD) for k, s in sides.items()}
+        reachable = None
+        if policy.reach_best and cfg.fusion == "zscore" and self.semantic.hits and len(self.ranking) >= limit:
+            reachable = reach([h.score for h in self.lexical_hits], [h.score for h in self.semantic.hits],
+                              self.ranking[limit - 1].score, cfg.semantic_weight, policy.reach_best)
+        chosen = plan(policy, limit, lexical, page, state, self.p.budget.available(self.principal.tenant),
+                      reachable)
+        watched = [*page, *lexical[: chosen.depth]]
+        keys = list(chosen.keys)
+        if chosen.neighbours:
+            # "Vector similarity once a few are embedded": the page's documents the semantic
+            # leg ranks highest lend their lexical neighbours.
+            near = sorted((f for f in self.ranking[:limit] if f.semantic_rank is not None),
+                          key=lambda f: f.semantic_rank or 0)
+            extra = self._neighbour_keys([f.key for f in near])
+            more = self.p.store.sidecars([k for k in extra if k not in sides], cfg.space)
+            sides.update(more)
+            keys += [k for k in extra if k in more and more[k].status in COLD]
+            watched += extra
+        self.pending = {k for k in watched if k in sides and sides[k].status == SemanticStatus.QUEUED}
+        wanted = [sides[k] for k in keys if k in sides and sides[k].status in COLD][: cfg.per_query_max_embeds]
+        granted = self.p.budget.take(self.principal.tenant, len(wanted))
+        self.budget_limited = len(wanted) - granted
+        if self.budget_limited:
+            METRICS.budget_denied.labels(budget="tenant").inc(self.budget_limited)
+        self._enqueue(wanted[:granted])
 
     def _enqueue(self, entries: Sequence[SidecarEntry]) -> None:
         if not entries:
@@ -388,7 +452,7 @@ def semantic_projection(side: SidecarEntry | None, space: str) -> dict[str, obje
     if side is None:
         return {"status": SemanticStatus.NONE.value, "lastEmbeddedAt": None, "space": space}
     out: dict[str, object] = {
-        "status": side.status.value,
+        "status": visible_status(side),
         "lastEmbeddedAt": _iso(side.last_embedded_at),
         "space": side.space,
     }

@@ -9,14 +9,15 @@ transaction by `DocumentStore.commit_vectors`.
 from __future__ import annotations
 
 import logging
+import math
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
 from shared.metrics import METRICS
 from shared.model import DocKey, EmbedJob, SemanticStatus, SidecarEntry, StoredDoc
 from shared.policy.eligibility import EligibilityPolicy
-from shared.ports import DocumentStore, Embedder, EmbedderError
+from shared.ports import ColdStore, DocumentStore, Embedder, EmbedderError, LifecycleStore
 from shared.text.hashing import doc_text
 from shared.text.redaction import redact, select_fields
 
@@ -49,18 +50,26 @@ class EmbedHandler:
         policy: EligibilityPolicy,
         embed_fields: dict[str, list[str]],
         max_attempts: int,
+        cold: ColdStore | None = None,
+        daily_tokens: int = 0,
+        clock: Callable[[], float] = time.time,
     ):
         self.store = store
         self.embedder = embedder
         self.policy = policy
         self.embed_fields = embed_fields
         self.max_attempts = max_attempts
+        self.cold = cold
+        self.daily_tokens = daily_tokens  # per tenant per UTC day; 0 = no cap (V§12)
+        self.clock = clock
+        self.ledger = store if isinstance(store, LifecycleStore) else None
 
     def run(self, jobs: Sequence[EmbedJob]) -> BatchOutcome:
         out = BatchOutcome()
         work = self._load(jobs)
         work = self._eligible(work, out)
         work = self._reuse_stored_vectors(work, out)
+        work = self._within_daily_cap(work, out)
         if work:
             self._embed(work, out)
         return out
@@ -98,19 +107,69 @@ class EmbedHandler:
         return keep
 
     def _reuse_stored_vectors(self, work: list[_Work], out: BatchOutcome) -> list[_Work]:
-        """Content already embedded for this tenant and space (or evicted to the cold store)
-        becomes ready again without a provider call."""
-        rest, found = [], []
+        """Content already embedded for this tenant and space, or evicted to the cold store,
+        becomes ready again without a provider call (a forced re-embed skips both)."""
+        rest, found, rehydrated = [], [], 0
         for w in work:
-            vec = self.store.vector_for_hash(w.doc.key.tenant, w.job.content_hash, w.job.space)
+            if w.job.fresh:
+                rest.append(w)
+                continue
+            tenant = w.doc.key.tenant
+            vec = self.store.vector_for_hash(tenant, w.job.content_hash, w.job.space)
+            if vec is None and self.cold is not None:
+                vec = self.cold.get(tenant, w.job.space, w.job.content_hash)
+                if vec is not None and len(vec) != self.embedder.dim:
+                    vec = None  # dim safety (seed 000): never trust a vector of another shape
+                rehydrated += vec is not None
             if vec is None:
                 rest.append(w)
             else:
                 found.append((replace(w.side, content_hash=w.job.content_hash), vec))
         if found:
             out.changed += self.store.commit_vectors(found, self.embedder.model_id)
-            METRICS.jobs_reused.inc(len(found))
+            METRICS.jobs_reused.inc(len(found) - rehydrated)
+            METRICS.rehydrations.inc(rehydrated)
         return rest
+
+    def _within_daily_cap(self, work: list[_Work], out: BatchOutcome) -> list[_Work]:
+        """Per-tenant daily token caps (V§12 "per-tenant/day cost caps"): a tenant past its cap
+        gets `deferred` with reason `budget` (the scheduler puts it back the next day, and a read
+        still answers lexically); nothing is sent to the provider for it."""
+        if not self.daily_tokens or self.ledger is None or not work:
+            return work
+        day = utc_day(self.clock())
+        keep: list[_Work] = []
+        by_tenant: dict[str, list[_Work]] = {}
+        for w in work:
+            by_tenant.setdefault(w.doc.key.tenant, []).append(w)
+        for tenant, items in by_tenant.items():
+            room = self.daily_tokens - self.ledger.tokens_used(tenant, day)
+            for w in items:
+                cost = estimate_tokens(w.text)
+                if cost <= room:
+                    room -= cost
+                    keep.append(w)
+                    continue
+                METRICS.budget_denied.labels(budget="daily_tokens").inc()
+                out.changed += self.store.set_status([w.doc.key], w.job.space, SemanticStatus.DEFERRED, "budget")
+        return keep
+
+    def _charge(self, work: Sequence[_Work], calls: int) -> None:
+        """Provider usage per tenant, collection and day (GET /semantic/usage)."""
+        if self.ledger is None or not work:
+            return
+        day = utc_day(self.clock())
+        by_tenant: dict[str, dict[str, tuple[int, int]]] = {}
+        for w in work:
+            cols = by_tenant.setdefault(w.doc.key.tenant, {})
+            docs, tokens = cols.get(w.doc.key.collection, (0, 0))
+            cols[w.doc.key.collection] = (docs + 1, tokens + estimate_tokens(w.text))
+        for tenant, cols in by_tenant.items():
+            try:
+                self.ledger.charge_tokens(tenant, day, cols, calls, 0)
+            except Exception:  # noqa: BLE001 - the vectors are committed; a lost usage row is only a report
+                log.warning("usage ledger write failed", exc_info=True)
+            METRICS.provider_tokens.inc(sum(t for _, t in cols.values()))
 
     def _embed(self, work: list[_Work], out: BatchOutcome) -> None:
         started = time.perf_counter()
@@ -118,9 +177,16 @@ class EmbedHandler:
             out.provider_calls += 1
             vectors = self.embedder.embed([w.text for w in work])
         except EmbedderError as e:
+            if not e.transient and len(work) > 1:
+                # One document the provider refuses (too long, bad input) must not sink the
+                # documents of other tenants batched with it: try each on its own.
+                for w in work:
+                    self._embed([w], out)
+                return
             self._failed(work, out, e)
             return
         METRICS.embed_seconds.observe(time.perf_counter() - started)
+        self._charge(work, 1)
         good: list[tuple[_Work, list[float]]] = []
         wrong_dim: list[tuple[_Work, list[float]]] = []
         for w, vec in zip(work, vectors, strict=True):
@@ -145,3 +211,13 @@ class EmbedHandler:
             else:
                 out.retry.append(replace(w.job, attempt=w.job.attempt + 1))
         out.retry_after = e.retry_after
+
+
+def estimate_tokens(text: str) -> int:
+    """Tokens a provider bills for `text`: about four characters a token for English
+    (OpenAI's rule of thumb); the same estimate everywhere, so caps and reports agree."""
+    return max(1, math.ceil(len(text) / 4))
+
+
+def utc_day(ts: float) -> str:
+    return time.strftime("%Y-%m-%d", time.gmtime(ts))

@@ -148,8 +148,8 @@ def runtime(settings: Settings, app: Celery, dim: int | None = None) -> Runtime:
 
 
 def build_runtime(settings: Settings, app: Celery | None = None, dim: int | None = None) -> Runtime:
-    from shared.adapters.embedders import build_embedder
     from services.wiring import build_handler, build_store
+    from shared.adapters.embedders import build_embedder
 
     store = build_store(settings)
     # The circuit must open before a provider outage runs any job out of attempts: once it is

@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import hashlib
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
+from typing import Any
 
 import numpy as np
 import psycopg
@@ -25,7 +26,8 @@ from psycopg.rows import DictRow, dict_row
 from psycopg.types.json import Json
 from psycopg_pool import ConnectionPool
 
-from shared.adapters.store_reports import KEEP_READY_SAME_CONTENT, coverage_report
+from shared.adapters.lifecycle_sql import LIFECYCLE_SCHEMA, LifecycleSql
+from shared.adapters.store_reports import COLD_FLAG, KEEP_READY_SAME_CONTENT, coverage_report
 from shared.model import DocKey, SemanticStatus, SidecarEntry, StoredDoc
 from shared.ports import Change
 
@@ -158,8 +160,12 @@ def _log(conn: Conn, rows: Sequence[tuple[DocKey, str, str | None]]) -> None:
                         [(k.tenant, k.collection, k.doc_id, op, space) for k, op, space in rows])
 
 
-class PostgresStore:
-    """DocumentStore over a PostgreSQL database, through a connection pool shared by threads."""
+class PostgresStore(LifecycleSql):
+    """DocumentStore and LifecycleStore over a PostgreSQL database, through a connection pool
+    shared by threads."""
+
+    _PH = "%s"
+    _POW2 = "power(2.0::float8, {})"
 
     def __init__(self, url: str, pool_size: int = 10, connect_timeout: float = 30.0):
         # autocommit: a read is one round trip (no BEGIN/COMMIT); writes open `transaction()`.
@@ -175,7 +181,7 @@ class PostgresStore:
             self._pool.wait(timeout=connect_timeout)  # fail at start-up, not at the first request
             with self._tx() as conn:
                 conn.execute("SELECT pg_advisory_xact_lock(%s)", (SCHEMA_LOCK,))
-                conn.execute(SCHEMA)  # idempotent DDL
+                conn.execute(SCHEMA + LIFECYCLE_SCHEMA)  # idempotent DDL
         except BaseException:
             self._pool.close()
             raise
@@ -367,12 +373,12 @@ class PostgresStore:
         return int(r["head"]) if r else 0
 
     def coverage(self, tenant: str, collection: str | None, space: str) -> dict[str, object]:
-        sql = "SELECT status, reason, COUNT(*) AS n FROM sidecar WHERE tenant=%s AND space=%s"
+        sql = f"SELECT status, reason, {COLD_FLAG} AS cold, COUNT(*) AS n FROM sidecar WHERE tenant=%s AND space=%s"
         args: list[object] = [tenant, space]
         if collection:
             sql, args = sql + " AND collection=%s", [*args, collection]
-        rows = self._all(sql + " GROUP BY status, reason", args)
-        return coverage_report((r["status"], r["reason"], r["n"]) for r in rows)
+        rows = self._all(sql + f" GROUP BY status, reason, {COLD_FLAG}", args)
+        return coverage_report((r["status"], r["reason"], r["n"], bool(r["cold"])) for r in rows)
 
     def bind_space(self, space: str, model_id: str, dim: int) -> tuple[str, int]:
         """Record which model and dimension a space is built with (first use wins) and
@@ -383,15 +389,6 @@ class PostgresStore:
             r = conn.execute("SELECT model_id, dim FROM spaces WHERE space=%s", (space,)).fetchone()
         assert r is not None
         return str(r["model_id"]), int(r["dim"])
-
-    def promote(self, tenant: str, collection: str) -> None:
-        with self._tx() as conn:
-            conn.execute("INSERT INTO promotions VALUES (%s,%s,%s) "
-                         "ON CONFLICT (tenant, collection) DO UPDATE SET promoted_at=EXCLUDED.promoted_at",
-                         (tenant, collection, time.time()))
-
-    def promoted(self) -> set[tuple[str, str]]:
-        return {(r["tenant"], r["collection"]) for r in self._all("SELECT tenant, collection FROM promotions")}
 
     def queued_count(self, space: str, tenant: str) -> int:
         r = self._one("SELECT COUNT(*) AS n FROM sidecar WHERE space=%s AND status='queued' AND tenant=%s",
@@ -406,6 +403,26 @@ class PostgresStore:
     def vector_count(self, tenant: str, space: str) -> int:
         r = self._one("SELECT COUNT(*) AS n FROM vectors WHERE tenant=%s AND space=%s", (tenant, space))
         return int(r["n"]) if r else 0
+
+    # -- lifecycle hooks (shared/adapters/lifecycle_sql.py) -------------------------------
+
+    def _lc_tx(self) -> Any:
+        return self._tx()
+
+    def _lc_rows(self, sql: str, params: Sequence[object] = ()) -> Sequence[Mapping[str, Any]]:
+        return self._all(sql, params)
+
+    def _lc_log(self, conn: Any, rows: Sequence[tuple[DocKey, str, str | None]]) -> None:
+        _log(conn, rows)
+
+    def _lc_lock_vectors(self, conn: Any, rows: Sequence[tuple[str, str, str]]) -> None:
+        # Under READ COMMITTED a NOT EXISTS would miss a ready row another transaction is about
+        # to commit; waiting on the vector row first lets the next statement see it.
+        for row in rows:
+            conn.execute("SELECT 1 FROM vectors WHERE tenant=%s AND content_hash=%s AND space=%s FOR UPDATE", row)
+
+    def _lc_row_to_sidecar(self, r: Mapping[str, Any]) -> SidecarEntry:
+        return _row_to_sidecar(r)  # type: ignore[arg-type]
 
     # -- followers of shared indexes -----------------------------------------------------
 

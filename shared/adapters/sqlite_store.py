@@ -14,13 +14,15 @@ import json
 import sqlite3
 import threading
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
-from shared.adapters.store_reports import KEEP_READY_SAME_CONTENT, coverage_report
+from shared.adapters.lifecycle_sql import LIFECYCLE_SCHEMA, LifecycleSql
+from shared.adapters.store_reports import COLD_FLAG, KEEP_READY_SAME_CONTENT, coverage_report
 from shared.model import DocKey, SemanticStatus, SidecarEntry, StoredDoc
 from shared.ports import Change
 
@@ -91,6 +93,10 @@ def _row_to_doc(r: sqlite3.Row) -> StoredDoc:
     )
 
 
+def _pow2(x: float | None) -> float | None:
+    return None if x is None else 2.0 ** max(-1074.0, min(1023.0, x))
+
+
 def _to_blob(vec: Sequence[float]) -> bytes:
     return np.asarray(vec, dtype=np.float32).tobytes()
 
@@ -99,8 +105,8 @@ def _from_blob(blob: bytes) -> list[float]:
     return np.frombuffer(blob, dtype=np.float32).tolist()
 
 
-class SqliteStore:
-    """DocumentStore over one SQLite file; one connection per thread."""
+class SqliteStore(LifecycleSql):
+    """DocumentStore and LifecycleStore over one SQLite file; one connection per thread."""
 
     def __init__(self, path: Path):
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -108,7 +114,7 @@ class SqliteStore:
         self._local = threading.local()
         self._all: list[sqlite3.Connection] = []
         self._lock = threading.Lock()
-        self._conn().executescript(SCHEMA)  # executescript commits by itself; idempotent DDL
+        self._conn().executescript(SCHEMA + LIFECYCLE_SCHEMA)  # commits by itself; idempotent DDL
 
     # -- connections -------------------------------------------------------------------
 
@@ -120,6 +126,8 @@ class SqliteStore:
             conn.execute("PRAGMA journal_mode=WAL")
             conn.execute("PRAGMA synchronous=NORMAL")  # durable across process crashes in WAL
             conn.execute("PRAGMA busy_timeout=30000")
+            # usage decay (shared/adapters/lifecycle_sql.py); SQLite's math functions are optional
+            conn.create_function("vibe_pow2", 1, _pow2, deterministic=True)
             self._local.conn = conn
             with self._lock:
                 self._all.append(conn)
@@ -334,12 +342,12 @@ class SqliteStore:
         return int(self._conn().execute("SELECT COALESCE(MAX(seq), 0) FROM changes").fetchone()[0])
 
     def coverage(self, tenant: str, collection: str | None, space: str) -> dict[str, object]:
-        sql = "SELECT status, reason, COUNT(*) AS n FROM sidecar WHERE tenant=? AND space=?"
+        sql = f"SELECT status, reason, {COLD_FLAG} AS cold, COUNT(*) AS n FROM sidecar WHERE tenant=? AND space=?"
         args: list[object] = [tenant, space]
         if collection:
             sql, args = sql + " AND collection=?", [*args, collection]
-        rows = self._conn().execute(sql + " GROUP BY status, reason", args)
-        return coverage_report((r["status"], r["reason"], r["n"]) for r in rows)
+        rows = self._conn().execute(sql + f" GROUP BY status, reason, {COLD_FLAG}", args)
+        return coverage_report((r["status"], r["reason"], r["n"], bool(r["cold"])) for r in rows)
 
     def bind_space(self, space: str, model_id: str, dim: int) -> tuple[str, int]:
         """Record which model and dimension a space is built with (first use wins) and
@@ -348,14 +356,6 @@ class SqliteStore:
             c.execute("INSERT OR IGNORE INTO spaces VALUES (?,?,?,?)", (space, model_id, dim, time.time()))
             r = c.execute("SELECT model_id, dim FROM spaces WHERE space=?", (space,)).fetchone()
         return str(r["model_id"]), int(r["dim"])
-
-    def promote(self, tenant: str, collection: str) -> None:
-        with self._tx() as c:
-            c.execute("INSERT OR REPLACE INTO promotions VALUES (?,?,?)", (tenant, collection, time.time()))
-
-    def promoted(self) -> set[tuple[str, str]]:
-        rows = self._conn().execute("SELECT tenant, collection FROM promotions")
-        return {(r["tenant"], r["collection"]) for r in rows}
 
     def queued_count(self, space: str, tenant: str) -> int:
         r = self._conn().execute(
@@ -374,6 +374,20 @@ class SqliteStore:
         r = self._conn().execute("SELECT COUNT(*) AS n FROM vectors WHERE tenant=? AND space=?",
                                  (tenant, space)).fetchone()
         return int(r["n"])
+
+    # -- lifecycle hooks (shared/adapters/lifecycle_sql.py) -------------------------------
+
+    def _lc_tx(self) -> Any:
+        return self._tx()
+
+    def _lc_rows(self, sql: str, params: Sequence[object] = ()) -> Sequence[Mapping[str, Any]]:
+        return self._conn().execute(sql, params).fetchall()
+
+    def _lc_log(self, conn: Any, rows: Sequence[tuple[DocKey, str, str | None]]) -> None:
+        self._log(conn, rows)
+
+    def _lc_row_to_sidecar(self, r: Mapping[str, Any]) -> SidecarEntry:
+        return _row_to_sidecar(r)  # type: ignore[arg-type]
 
     # -- followers of shared indexes -----------------------------------------------------
 

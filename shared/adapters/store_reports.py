@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from shared.model import SemanticStatus
+from shared.model import COLD, SemanticStatus
 
 # A write decides a document's sidecar from a read made before its transaction; a worker may
 # commit the vector for that same content in between. Re-writing `queued` over that `ready`
@@ -16,15 +16,17 @@ KEEP_READY_SAME_CONTENT = (" WHERE NOT (sidecar.status='ready' AND sidecar.conte
                            " AND excluded.status='queued')")
 
 SKIPPED_STATES = ("denied", "deferred", "failed")  # states whose reasons /semantic/coverage lists
+COLD_FLAG = "CASE WHEN cold_ref IS NULL THEN 0 ELSE 1 END"  # an evicted row: `none` with a cold reference
 
 
-def coverage_report(counts: Iterable[tuple[str, str | None, int]]) -> dict[str, object]:
-    """/semantic/coverage from `(status, reason, count)` rows: totals per state, the indexed
-    percentage, and why documents were skipped."""
+def coverage_report(counts: Iterable[tuple[str, str | None, int, bool]]) -> dict[str, object]:
+    """/semantic/coverage from `(status, reason, count, cold)` rows: totals per state (`cold`:
+    evicted to the cold store), the indexed percentage, and why documents were skipped."""
     states = {s.value: 0 for s in SemanticStatus}
+    states[COLD] = 0
     skipped: dict[str, int] = {}
-    for status, reason, n in counts:
-        states[status] += n
+    for status, reason, n, cold in counts:
+        states[COLD if cold and status == SemanticStatus.NONE.value else status] += n
         if status in SKIPPED_STATES and reason:
             skipped[reason] = skipped.get(reason, 0) + n
     total = sum(states.values())

@@ -19,8 +19,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, cast
 
-from shared.model import Decision
-from shared.text.hashing import token_count
+from shared.model import Decision, StoredDoc
+from shared.text.hashing import doc_text, token_count
+from shared.text.redaction import select_fields
 
 Action = Literal["embed", "ignore", "defer"]
 ACTIONS: frozenset[str] = frozenset({"embed", "ignore", "defer"})
@@ -227,3 +228,9 @@ class EligibilityPolicy:
         if intent == "deny":
             return Decision("ignore", REASON_WRITER_DENY)
         return heuristic(text) or Decision("embed", REASON_DEFAULT)
+
+    def decide_doc(self, doc: StoredDoc, allow: Sequence[str] | None) -> Decision:
+        """`decide` for a stored document, over its text after the collection's allowlist."""
+        allowed = list(allow) if allow is not None else None
+        text = doc_text(select_fields(doc.fields, allowed), allowed)
+        return self.decide(doc.key.collection, doc.fields, doc.intent, text, vibe=doc.vibe)

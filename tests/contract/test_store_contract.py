@@ -9,7 +9,7 @@ from collections.abc import Callable, Iterator
 import pytest
 
 from shared.adapters.sqlite_store import SqliteStore
-from shared.model import PUBLIC_PRINCIPAL, DocKey, SemanticStatus, SidecarEntry, StoredDoc
+from shared.model import PUBLIC_PRINCIPAL, CollectionMode, DocKey, SemanticStatus, SidecarEntry, StoredDoc
 from shared.ports import DocumentStore
 
 Opener = Callable[[], DocumentStore]  # opens the adapter on the same durable location each call
@@ -170,7 +170,7 @@ def test_an_accepted_write_survives_a_reopen(opener: Opener) -> None:
     put(first, "a", "h1", S.QUEUED)
     side = first.sidecar(key("a"), "core")
     assert side is not None and first.commit_vectors([(side, [0.25, -0.5, 1.0])], "m") == [key("a")]
-    first.promote("t", "c")
+    first.set_collection_mode(CollectionMode("t", "c", "eager", 1.0, "manual", True))  # type: ignore[attr-defined]
     first.close()
     again = opener()
     try:

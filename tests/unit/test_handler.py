@@ -52,7 +52,7 @@ class Rig:
         self.embedder = CountingEmbedder()
         policy = EligibilityPolicy([])
         self.docs = DocumentService(self.store, self.follower, NullQueue(), policy, {}, "core",  # type: ignore[arg-type]
-                                    1_000_000, set())
+                                    1_000_000, lambda tenant: set())
         self.handler = EmbedHandler(self.store, self.embedder, policy, {}, max_attempts=3)
 
     def put(self, doc_id: str, body: dict[str, object]) -> StoredDoc:

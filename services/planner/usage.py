@@ -1,0 +1,79 @@
+"""Usage statistics from the read path (V§4.3 inputs): which collections are queried and hit,
+which documents queries touch and show. A read only adds to an in-memory batch (no store write
+on the read path); `flush()` writes the batch in one transaction, from a timer thread in every
+API process (services/worker/scheduler.py), so all replicas' statistics meet in the store."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Sequence
+
+from shared.model import DocKey, UsageBatch
+from shared.ports import LifecycleStore
+
+log = logging.getLogger("vibe.usage")
+MAX_PENDING_DOCS = 200_000  # a batch never grows without bound while the store is away
+
+
+class UsageRecorder:
+    def __init__(self, bucket_seconds: float, half_life: float, clock: Callable[[], float] = time.time):
+        self.bucket_seconds = bucket_seconds
+        self.half_life = half_life
+        self.clock = clock
+        self._batch = UsageBatch()
+        self._lock = threading.Lock()
+        self.dropped = 0
+
+    def record(self, tenant: str, collections: Sequence[str], hits: dict[str, int], touched: Sequence[DocKey],
+               page: Sequence[DocKey]) -> None:
+        """One query: `collections` it counts for, its page hits per collection, the documents
+        it could embed (`touched`) and the documents it showed (`page`)."""
+        now = self.clock()
+        with self._lock:
+            b = self._batch
+            if len(b.touches) + len(b.used) > MAX_PENDING_DOCS:
+                self.dropped += 1
+                return
+            for c in collections:
+                key = (tenant, c)
+                b.queries[key] = b.queries.get(key, 0) + 1
+                b.hits[key] = b.hits.get(key, 0) + hits.get(c, 0)
+                b.last_query[key] = now
+            for k in touched:
+                b.touches[k] = b.touches.get(k, 0) + 1
+            for k in page:
+                b.used[k] = now
+            if len(page) > 1:
+                b.pages.append(tuple(page))
+
+    def take(self) -> UsageBatch:
+        with self._lock:
+            batch, self._batch = self._batch, UsageBatch()
+        return batch
+
+    def flush(self, store: LifecycleStore) -> bool:
+        """Write what was recorded; on a store error the batch is merged back for the next try."""
+        batch = self.take()
+        if not batch:
+            return True
+        try:
+            store.record_usage(batch, self.clock(), self.bucket_seconds, self.half_life)
+            return True
+        except Exception:  # noqa: BLE001 - statistics must never break the service
+            log.warning("usage flush failed; kept for the next flush", exc_info=True)
+            self._merge(batch)
+            return False
+
+    def _merge(self, batch: UsageBatch) -> None:
+        with self._lock:
+            b = self._batch
+            for src, dst in ((batch.queries, b.queries), (batch.hits, b.hits), (batch.touches, b.touches)):
+                for k, n in src.items():
+                    dst[k] = dst.get(k, 0) + n  # type: ignore[index, arg-type]
+            for k2, t in batch.last_query.items():
+                b.last_query[k2] = max(t, b.last_query.get(k2, t))
+            for k3, t in batch.used.items():
+                b.used[k3] = max(t, b.used.get(k3, t))
+            b.pages = batch.pages[-1000:] + b.pages

@@ -1,0 +1,156 @@
+"""Backfills: rolling, budgeted passes over a tenant's documents (V§4.3 promotion backfill,
+V§8 reindex, V§13 migration to a new space). A task is a row in the store with a cursor; each
+step examines the next documents in key order, queues on the bulk lane those that need
+embedding, and moves the cursor only past what it handled, so a restart resumes exactly there.
+
+A step spends only what the tenant's per-minute bucket holds beyond one query's ceiling (reads
+keep priority), and none while the queue is deeper than the backpressure bound. Documents a
+policy keeps from the provider (`denied`, `deferred`) are re-decided here, in the step, against
+the current policy: no job and no provider call for a decision that stays the same.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+
+from shared.metrics import METRICS
+from shared.model import BackfillTask, Decision, DocKey, EmbedJob, SemanticStatus, SidecarEntry, StoredDoc
+from shared.ports import Budget, JobQueue, StoreOfRecord
+
+log = logging.getLogger("vibe.backfill")
+CURSOR_SEP = "\x1f"
+EMBEDDABLE = (SemanticStatus.NONE, SemanticStatus.STALE, SemanticStatus.FAILED)
+RECHECK = (SemanticStatus.DENIED, SemanticStatus.DEFERRED)
+
+
+@dataclass(frozen=True)
+class BackfillLimits:
+    step_docs: int = 2000
+    reserve: int = 50  # tokens of the per-minute bucket left for reads (one query's ceiling)
+    backpressure: int = 20_000  # no step while this many jobs wait
+
+
+class Backfills:
+    def __init__(self, store: StoreOfRecord, queue: JobQueue, budget: Budget, decide: Callable[[StoredDoc], Decision],
+                 limits: BackfillLimits, clock: Callable[[], float] = time.time):
+        self.store = store
+        self.queue = queue
+        self.budget = budget
+        self.decide = decide
+        self.limits = limits
+        self.clock = clock
+
+    def start(self, tenant: str, collection: str | None, space: str, kind: str, force: bool = False) -> BackfillTask:
+        """A new task; an unfinished task for the same scope and space is replaced by it."""
+        now = self.clock()
+        for old in self.store.tasks(tenant, running_only=True):
+            if old.collection == collection and old.space == space and old.kind == kind:
+                self.store.update_task(old.id, old.cursor, old.examined, old.queued, "cancelled", now)
+        task = BackfillTask(uuid.uuid4().hex, tenant, collection, space, kind, force, "", 0, 0,  # type: ignore[arg-type]
+                            self.store.count_docs(tenant, collection), "running", now, now)
+        self.store.create_task(task)
+        return task
+
+    def run(self) -> int:
+        """One step of every running task; returns the jobs queued."""
+        if self._backpressure():
+            METRICS.budget_denied.labels(budget="backpressure").inc()
+            return 0
+        return sum(self.step(t) for t in self.store.tasks(running_only=True))
+
+    def _backpressure(self) -> bool:
+        try:
+            depth = self.queue.depth()
+        except Exception:  # noqa: BLE001 - a queue we cannot measure is not a reason to stop
+            return False
+        return sum(v for k, v in depth.items() if k != "unreachable") >= self.limits.backpressure
+
+    def step(self, task: BackfillTask) -> int:
+        keys = self.store.keys_after(task.tenant, task.collection, task.cursor, self.limits.step_docs)
+        now = self.clock()
+        if not keys:
+            self.store.update_task(task.id, task.cursor, task.examined, task.queued, "done", now)
+            log.info("backfill done", extra={"task": task.id, "kind": task.kind, "queued": task.queued})
+            return 0
+        docs = self.store.get_docs(keys)
+        sides = self._sidecars(keys, docs, task.space)
+        room = max(0, self.budget.available(task.tenant) - self.limits.reserve)
+        todo: list[SidecarEntry] = []
+        handled = 0
+        for k in keys:
+            side, doc = sides.get(k), docs.get(k)
+            if doc is not None and side is not None and self._wants_embedding(task, doc, side):
+                if len(todo) >= room:
+                    break  # out of budget: resume at this document next step
+                todo.append(side)
+            handled += 1
+        granted = self.budget.take(task.tenant, len(todo)) if todo else 0
+        if granted < len(todo):  # another process spent the bucket meanwhile
+            handled = keys.index(todo[granted].key) if granted < len(todo) else handled
+            todo = todo[:granted]
+        queued = self._queue(task, todo)
+        last = keys[handled - 1] if handled else None
+        cursor = task.cursor if last is None else f"{last.collection}{CURSOR_SEP}{last.doc_id}"
+        done = handled == len(keys) and len(keys) < self.limits.step_docs
+        self.store.update_task(task.id, cursor, task.examined + handled, task.queued + queued,
+                               "done" if done else "running", now)
+        return queued
+
+    def _sidecars(self, keys: Sequence[DocKey], docs: dict[DocKey, StoredDoc],
+                  space: str) -> dict[DocKey, SidecarEntry]:
+        """Sidecar rows in the task's space; a new space has none yet (V§13: the migration embeds
+        every document, not only those a sidecar lists)."""
+        sides = self.store.sidecars(keys, space)
+        missing = [SidecarEntry(k, space, SemanticStatus.NONE, docs[k].content_hash, updated_at=self.clock())
+                   for k in keys if k in docs and k not in sides]
+        if missing:
+            self.store.ensure_sidecars(missing)
+            sides = self.store.sidecars(keys, space)
+        return sides
+
+    def _wants_embedding(self, task: BackfillTask, doc: StoredDoc, side: SidecarEntry) -> bool:
+        if side.status in EMBEDDABLE:
+            return True
+        if side.status == SemanticStatus.READY:
+            return task.force
+        if side.status in RECHECK and side.reason != "budget":
+            decision = self.decide(doc)
+            if decision.action == "embed":
+                return True
+            status = SemanticStatus.DENIED if decision.action == "ignore" else SemanticStatus.DEFERRED
+            if (status, decision.reason) != (side.status, side.reason):
+                self.store.set_status([doc.key], side.space, status, decision.reason)
+        return False
+
+    def _queue(self, task: BackfillTask, todo: list[SidecarEntry]) -> int:
+        if not todo:
+            return 0
+        by_status: dict[SemanticStatus, list[SidecarEntry]] = {}
+        for s in todo:
+            by_status.setdefault(s.status, []).append(s)
+        moved: set[DocKey] = set()
+        for status, rows in by_status.items():
+            moved |= set(self.store.set_status([r.key for r in rows], task.space, SemanticStatus.QUEUED,
+                                               only_from=[status]))
+        jobs = [EmbedJob(s.key, task.space, s.content_hash, priority="bulk", fresh=task.force)
+                for s in todo if s.key in moved]
+        self.queue.enqueue(jobs)
+        METRICS.backfill_queued.labels(kind=task.kind).inc(len(jobs))
+        return len(jobs)
+
+
+def progress(task: BackfillTask) -> dict[str, object]:
+    """A task as admin endpoints show it."""
+    pct = 100.0 if task.state == "done" else round(100.0 * task.examined / task.total, 2) if task.total else 0.0
+    return {"id": task.id, "kind": task.kind, "collection": task.collection, "space": task.space,
+            "force": task.force, "state": task.state, "examined": task.examined, "total": task.total,
+            "queued": task.queued, "progressPct": min(100.0, pct)}
+
+
+def with_state(task: BackfillTask, store: StoreOfRecord) -> BackfillTask:
+    """The task as the store has it now."""
+    return next((t for t in store.tasks(task.tenant) if t.id == task.id), replace(task))

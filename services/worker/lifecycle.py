@@ -1,0 +1,205 @@
+"""The lifecycle scheduler (V§4.3, V§12, DESIGN.md §1 "scheduler (promotion/eviction)"): the
+other half of lazy. Every `VIBE_SCHEDULER_INTERVAL_SECONDS`, under a store lease (one leader
+however many processes run it: `serve` threads, Celery beat tasks), one tick:
+
+1. promotes collections whose window saw enough queries and hits, demotes idle ones, and
+   starts a promotion backfill for each new eager collection;
+2. pins documents touched often or found beside pinned ones (they outlive the idle bound);
+3. evicts vectors unused for `VIBE_EVICT_IDLE_SECONDS` to the cold store, so the ANN index
+   drops them (through the change log) and the next touch rehydrates without a provider call;
+4. prunes vectors and cold entries whose content no document has any more, and old usage;
+5. gives budget-refused documents of past days back to the lazy path;
+6. publishes coverage and storage gauges.
+Backfill steps run on their own, shorter cadence (`run_backfills`). The clock is injected, so
+every decision can be replayed over simulated days (tests, `bench lifecycle`).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from services.planner.promotion import PromotionPolicy, decide_collections
+from services.worker.backfill import Backfills
+from shared.metrics import METRICS
+from shared.model import CollectionMode, DocKey, SidecarEntry
+from shared.ports import ColdStore, StoreOfRecord
+
+log = logging.getLogger("vibe.lifecycle")
+LEASE = "scheduler"
+
+
+@dataclass(frozen=True)
+class LifecycleConfig:
+    space: str = "core"
+    promotion: PromotionPolicy = field(default_factory=PromotionPolicy)
+    doc_promote_touches: float = 3.0
+    doc_promote_ttl_seconds: float = 30 * 86400.0
+    half_life_seconds: float = 7 * 86400.0
+    evict_idle_seconds: float = 30 * 86400.0
+    evict_batch: int = 5000
+    codec: str = "float16"
+
+    @property
+    def bucket_seconds(self) -> float:
+        """Usage buckets: counts in the promotion window are exact to one bucket."""
+        return max(1.0, self.promotion.window_seconds / 12)
+
+    @property
+    def usage_retention_seconds(self) -> float:
+        return max(self.promotion.window_seconds, self.promotion.demote_idle_seconds) + self.bucket_seconds
+
+
+@dataclass
+class TickReport:
+    promoted: list[str] = field(default_factory=list)
+    demoted: list[str] = field(default_factory=list)
+    pinned: int = 0
+    evicted: int = 0
+    pruned_vectors: int = 0
+    pruned_cold: int = 0
+    requeued_budget: int = 0
+    skipped: bool = False
+
+    def body(self) -> dict[str, object]:
+        return dict(self.__dict__)
+
+
+class Lifecycle:
+    def __init__(self, cfg: LifecycleConfig, store: StoreOfRecord, cold: ColdStore, backfills: Backfills,
+                 clock: Callable[[], float] = time.time, after_change: Callable[[], object] | None = None):
+        self.cfg = cfg
+        self.store = store
+        self.cold = cold
+        self.backfills = backfills
+        self.clock = clock
+        self.after_change = after_change  # the embedded profile syncs its own indexes at once
+
+    # -- entry points ------------------------------------------------------------------------
+
+    def tick(self, now: float | None = None) -> TickReport:
+        now = self.clock() if now is None else now
+        started = time.perf_counter()
+        with self.store.lease(LEASE) as leader:
+            if not leader:
+                METRICS.scheduler_runs.labels(outcome="not_leader").inc()
+                return TickReport(skipped=True)
+            report = self._tick(now)
+        METRICS.scheduler_runs.labels(outcome="ran").inc()
+        METRICS.scheduler_seconds.observe(time.perf_counter() - started)
+        if report.promoted or report.demoted or report.evicted or report.pinned:
+            log.info("lifecycle tick", extra={k: v for k, v in report.body().items() if v})
+        return report
+
+    def run_backfills(self) -> int:
+        with self.store.lease(f"{LEASE}:backfill") as leader:
+            return self.backfills.run() if leader else 0
+
+    # -- one tick ----------------------------------------------------------------------------
+
+    def _tick(self, now: float) -> TickReport:
+        r = TickReport()
+        self._collections(now, r)
+        r.pinned = self._pin(now)
+        r.evicted = self.evict(now)
+        r.pruned_vectors, r.pruned_cold = self.prune(now)
+        r.requeued_budget = self.store.requeue_budget_deferred(_day_start(now))
+        self.publish_gauges()
+        return r
+
+    def _collections(self, now: float, r: TickReport) -> None:
+        pol = self.cfg.promotion
+        usage = self.store.collection_usage(now - pol.window_seconds)
+        for change in decide_collections(pol, usage, self.store.collection_modes(), now):
+            if not self.store.set_collection_mode(change, only_if_not_manual=True):
+                continue
+            METRICS.promotions.labels(action="promote" if change.mode == "eager" else "demote").inc()
+            name = f"{change.tenant}/{change.collection}"
+            if change.mode == "eager":
+                r.promoted.append(name)
+                self.backfills.start(change.tenant, change.collection, self.cfg.space, "promote")
+            else:
+                r.demoted.append(name)
+
+    def _pin(self, now: float) -> int:
+        """V§4.3 doc promotion: extend the life of documents touched often or co-occurring with
+        pinned ones. Re-pinned once half the TTL has passed, not at every tick."""
+        ttl = self.cfg.doc_promote_ttl_seconds
+        hot = self.store.hot_docs(now, self.cfg.doc_promote_touches, self.cfg.half_life_seconds, 10_000,
+                                  refresh_before=now + ttl / 2)
+        if not hot:
+            return 0
+        n = self.store.pin_docs(hot, now + ttl)
+        METRICS.pinned.inc(n)
+        return n
+
+    def evict(self, now: float, idle_seconds: float | None = None, tenant: str | None = None,
+              collection: str | None = None) -> int:
+        """Move unused vectors of lazy collections to the cold store (also `POST /semantic/evict`)."""
+        idle = self.cfg.evict_idle_seconds if idle_seconds is None else idle_seconds
+        total = 0
+        while rows := self.store.eviction_candidates(self.cfg.space, now - idle, now, self.cfg.evict_batch,
+                                                      tenant, collection):
+            moved = self._evict_rows(rows, now)
+            total += len(moved)
+            if len(rows) < self.cfg.evict_batch or not moved:
+                break
+        if total:
+            METRICS.evictions.inc(total)
+            self._changed()
+        return total
+
+    def _evict_rows(self, rows: list[SidecarEntry], now: float) -> list[DocKey]:
+        entries: list[tuple[SidecarEntry, str, int]] = []
+        written: dict[tuple[str, str, str], tuple[str, int]] = {}
+        for s in rows:
+            where = (s.key.tenant, s.space, s.content_hash)
+            if where not in written:
+                vec = self.store.vector_for_hash(s.key.tenant, s.content_hash, s.space)
+                if vec is None:
+                    continue  # ready without a vector: /semantic/mismatch reports it; never guess
+                written[where] = self.cold.put(s.key.tenant, s.space, s.content_hash, vec)
+            ref, nbytes = written[where]
+            entries.append((s, ref, nbytes))
+        return self.store.evict(entries, self.cfg.codec, now)
+
+    def prune(self, now: float) -> tuple[int, int]:
+        """Vectors and cold entries of content no document has any more (edited away, deleted)."""
+        removed, cold = self.store.prune_orphans()
+        for tenant, chash, space, _ref in cold:
+            self.cold.delete(tenant, space, chash)
+        if removed:
+            METRICS.pruned.labels(store="vectors").inc(removed)
+        if cold:
+            METRICS.pruned.labels(store="cold").inc(len(cold))
+        self.store.prune_usage(now - self.cfg.usage_retention_seconds)
+        return removed, len(cold)
+
+    def publish_gauges(self) -> None:
+        states = self.store.coverage_all(self.cfg.space)
+        total = sum(states.values())
+        for state in ("none", "queued", "ready", "stale", "denied", "deferred", "failed", "cold"):
+            METRICS.coverage_ratio.labels(state=state).set(states.get(state, 0) / total if total else 0.0)
+        sizes = self.store.storage_report()
+        METRICS.stored_bytes.labels(store="vectors").set(sizes["vectorBytes"])
+        METRICS.stored_bytes.labels(store="cold").set(sizes["coldBytes"])
+
+    def _changed(self) -> None:
+        if self.after_change is not None:
+            self.after_change()
+
+    # -- operator decisions ----------------------------------------------------------------------
+
+    def set_mode(self, tenant: str, collection: str, eager: bool) -> bool:
+        now = self.clock()
+        changed = self.store.set_collection_mode(
+            CollectionMode(tenant, collection, "eager" if eager else "lazy", now, "manual", True, {}))
+        if changed:
+            METRICS.promotions.labels(action="promote" if eager else "demote").inc()
+        return changed
+
+
+def _day_start(ts: float) -> float:
+    return ts - ts % 86400.0

@@ -1,0 +1,81 @@
+"""Where the lifecycle runs in the embedded profile: one daemon thread per API process.
+
+It flushes the process's usage statistics every `VIBE_USAGE_FLUSH_SECONDS` (all profiles: every
+API replica contributes), runs backfill steps every `VIBE_BACKFILL_INTERVAL_SECONDS`, and a
+lifecycle tick every `VIBE_SCHEDULER_INTERVAL_SECONDS` (when `decide` is on: the embedded
+profile; in the distributed profile Celery beat sends those to a worker). Ticks and steps take
+a store lease, so several processes on one store still make each decision once.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+
+from services.planner.usage import UsageRecorder
+from services.worker.lifecycle import Lifecycle
+from shared.ports import StoreOfRecord
+
+log = logging.getLogger("vibe.scheduler")
+
+
+class SchedulerThread:
+    def __init__(self, lifecycle: Lifecycle, usage: UsageRecorder, store: StoreOfRecord, decide: bool,
+                 interval: float, backfill_interval: float, flush_interval: float):
+        self.lifecycle = lifecycle
+        self.usage = usage
+        self.store = store
+        self.decide = decide
+        self.interval = interval
+        self.backfill_interval = backfill_interval
+        self.flush_interval = flush_interval
+        self._stop = threading.Event()
+        self._wake = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._run, name="vibe-scheduler", daemon=True)
+            self._thread.start()
+
+    def wake(self) -> None:
+        """Run backfills now (a new task was created)."""
+        self._wake.set()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._wake.set()
+        if self._thread is not None:
+            self._thread.join(timeout=30)
+            self._thread = None
+        self.usage.flush(self.store)
+
+    def _run(self) -> None:
+        now = time.monotonic()
+        due = {"flush": now + self.flush_interval, "backfill": now, "tick": now + self.interval}
+        while not self._stop.is_set():
+            wait = max(0.0, min(due.values()) - time.monotonic())
+            if self._wake.wait(wait):
+                self._wake.clear()
+                due["backfill"] = time.monotonic()
+            if self._stop.is_set():
+                return
+            now = time.monotonic()
+            for name, every, job in (("flush", self.flush_interval, self._flush),
+                                     ("backfill", self.backfill_interval, self.lifecycle.run_backfills),
+                                     ("tick", self.interval, self._tick)):
+                if now >= due[name]:
+                    due[name] = now + every
+                    try:
+                        job()
+                    except Exception:  # noqa: BLE001 - the next round tries again; the service stays up
+                        log.exception("scheduler %s failed", name)
+
+    def _flush(self) -> None:
+        self.usage.flush(self.store)
+
+    def _tick(self) -> None:
+        if self.decide:
+            self._flush()  # this process's latest figures count in this tick
+            self.lifecycle.tick()

@@ -1,0 +1,89 @@
+"""Cold store in files (V§3.1, V§12): one small file per {tenant, space, content hash}, in the
+data dir or on a volume every process mounts (the distributed profile's workers rehydrate).
+
+A file is a 12-byte header (magic, codec, dimension, int8 scale) and the codes:
+- `float16`: 2 bytes a dimension; cosine to the original >= 0.9999 for unit vectors;
+- `int8`: 1 byte a dimension with one float32 scale per vector (symmetric, max-abs), which
+  keeps the ranking (recall@10 measured in `bench lifecycle`).
+Writes go to a temporary name and are renamed into place, so a reader sees a whole file or
+none; a torn or foreign file decodes to None and the caller re-embeds instead of trusting it.
+Tenants are hashed into the path, so file names reveal no tenant; no text and no ACL is kept.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import struct
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+MAGIC = b"VC"
+_HEADER = struct.Struct("<2sBxIf")  # magic, codec, pad, dim, scale
+CODECS = {"float16": 1, "int8": 2}
+_SAFE = re.compile(r"[^A-Za-z0-9_.-]")
+
+
+def encode(vector: Sequence[float], codec: str) -> bytes:
+    v = np.asarray(vector, dtype=np.float32)
+    if codec == "float16":
+        return _HEADER.pack(MAGIC, CODECS[codec], len(v), 1.0) + v.astype("<f2").tobytes()
+    if codec == "int8":
+        peak = float(np.max(np.abs(v))) if len(v) else 0.0
+        scale = peak / 127.0 if peak > 0 else 1.0
+        codes = np.clip(np.rint(v / scale), -127, 127).astype(np.int8)
+        return _HEADER.pack(MAGIC, CODECS[codec], len(v), scale) + codes.tobytes()
+    raise ValueError(f"unknown cold codec {codec!r}")
+
+
+def decode(raw: bytes) -> list[float] | None:
+    if len(raw) < _HEADER.size:
+        return None
+    magic, codec, dim, scale = _HEADER.unpack_from(raw)
+    body = raw[_HEADER.size:]
+    if magic != MAGIC:
+        return None
+    if codec == CODECS["float16"] and len(body) == 2 * dim:
+        return np.frombuffer(body, dtype="<f2").astype(np.float32).tolist()
+    if codec == CODECS["int8"] and len(body) == dim:
+        return (np.frombuffer(body, dtype=np.int8).astype(np.float32) * np.float32(scale)).tolist()
+    return None
+
+
+class FileColdStore:
+    def __init__(self, root: Path, codec: str = "float16"):
+        if codec not in CODECS:
+            raise ValueError(f"unknown cold codec {codec!r}; choose one of {sorted(CODECS)}")
+        self.root = root
+        self.codec = codec
+
+    def _path(self, tenant: str, space: str, content_hash: str) -> Path:
+        tenant_dir = hashlib.sha256(tenant.encode()).hexdigest()[:24]
+        name = _SAFE.sub("_", content_hash)
+        digest = hashlib.sha256(content_hash.encode()).hexdigest()
+        return self.root / _SAFE.sub("_", space) / tenant_dir / digest[:2] / f"{name}.{self.codec}"
+
+    def put(self, tenant: str, space: str, content_hash: str, vector: Sequence[float]) -> tuple[str, int]:
+        path = self._path(tenant, space, content_hash)
+        data = encode(vector, self.codec)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        tmp.write_bytes(data)
+        os.replace(tmp, path)
+        return str(path.relative_to(self.root)), len(data)
+
+    def get(self, tenant: str, space: str, content_hash: str) -> list[float] | None:
+        for codec in (self.codec, *(c for c in CODECS if c != self.codec)):  # the codec may have changed
+            path = self._path(tenant, space, content_hash).with_suffix(f".{codec}")
+            try:
+                return decode(path.read_bytes())
+            except OSError:
+                continue
+        return None
+
+    def delete(self, tenant: str, space: str, content_hash: str) -> None:
+        for codec in CODECS:
+            self._path(tenant, space, content_hash).with_suffix(f".{codec}").unlink(missing_ok=True)

@@ -1,0 +1,444 @@
+"""The `LifecycleStore` half of both stores of record, written once.
+
+SQLite and PostgreSQL share this SQL: `?` placeholders (turned into `%s` for psycopg),
+`INSERT ... ON CONFLICT ... DO UPDATE` (both dialects), `DOUBLE PRECISION` (SQLite reads it as
+REAL) and no dialect functions except the power of two used for decay (`_POW2`: PostgreSQL's
+`power`, a function the SQLite adapter registers on its connections). Each store supplies its
+transactions, reads, change-log append and row locking (the hooks at the top of the class);
+every statement here runs inside them, so a lifecycle decision is one transaction too.
+
+Decay without a read-modify-write: a document's `touches` are stored as of `decayed_at`; an
+upsert scales the stored value to the new time and adds, in one statement, so two API processes
+flushing at once both count.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from contextlib import AbstractContextManager
+from typing import Any
+
+from shared.model import (
+    BackfillTask,
+    CollectionMode,
+    CollectionUsage,
+    DocKey,
+    SemanticStatus,
+    SidecarEntry,
+    SpaceInfo,
+    UsageBatch,
+)
+
+CURSOR_SEP = "\x1f"
+
+LIFECYCLE_SCHEMA = """
+CREATE TABLE IF NOT EXISTS usage_buckets(
+  tenant TEXT NOT NULL, collection TEXT NOT NULL, bucket BIGINT NOT NULL,
+  queries BIGINT NOT NULL, hits BIGINT NOT NULL, last_at DOUBLE PRECISION NOT NULL,
+  PRIMARY KEY(tenant, collection, bucket));
+CREATE TABLE IF NOT EXISTS doc_usage(
+  tenant TEXT NOT NULL, collection TEXT NOT NULL, doc_id TEXT NOT NULL,
+  touches DOUBLE PRECISION NOT NULL, cooccur DOUBLE PRECISION NOT NULL, decayed_at DOUBLE PRECISION NOT NULL,
+  last_used_at DOUBLE PRECISION, pinned_until DOUBLE PRECISION,
+  PRIMARY KEY(tenant, collection, doc_id));
+CREATE TABLE IF NOT EXISTS collection_modes(
+  tenant TEXT NOT NULL, collection TEXT NOT NULL, mode TEXT NOT NULL, since DOUBLE PRECISION NOT NULL,
+  reason TEXT NOT NULL, manual INTEGER NOT NULL, figures TEXT NOT NULL,
+  PRIMARY KEY(tenant, collection));
+CREATE TABLE IF NOT EXISTS cold_vectors(
+  tenant TEXT NOT NULL, content_hash TEXT NOT NULL, space TEXT NOT NULL, ref TEXT NOT NULL,
+  codec TEXT NOT NULL, bytes BIGINT NOT NULL, created_at DOUBLE PRECISION NOT NULL,
+  PRIMARY KEY(tenant, content_hash, space));
+CREATE TABLE IF NOT EXISTS provider_usage(
+  tenant TEXT NOT NULL, day TEXT NOT NULL, collection TEXT NOT NULL,
+  calls BIGINT NOT NULL, docs BIGINT NOT NULL, tokens BIGINT NOT NULL,
+  PRIMARY KEY(tenant, day, collection));
+CREATE TABLE IF NOT EXISTS backfill_tasks(
+  id TEXT PRIMARY KEY, tenant TEXT NOT NULL, collection TEXT, space TEXT NOT NULL, kind TEXT NOT NULL,
+  forced INTEGER NOT NULL, position_key TEXT NOT NULL, examined BIGINT NOT NULL, queued BIGINT NOT NULL,
+  total BIGINT NOT NULL, state TEXT NOT NULL, created_at DOUBLE PRECISION NOT NULL,
+  updated_at DOUBLE PRECISION NOT NULL);
+CREATE TABLE IF NOT EXISTS tenant_spaces(
+  tenant TEXT NOT NULL, space TEXT NOT NULL, model_id TEXT NOT NULL, dim INTEGER NOT NULL,
+  state TEXT NOT NULL, created_at DOUBLE PRECISION NOT NULL, activated_at DOUBLE PRECISION,
+  PRIMARY KEY(tenant, space));
+CREATE INDEX IF NOT EXISTS docs_by_hash ON docs(tenant, content_hash);
+CREATE INDEX IF NOT EXISTS cold_by_hash ON cold_vectors(tenant, content_hash);
+INSERT INTO collection_modes SELECT tenant, collection, 'eager', promoted_at, 'manual', 1, '{}'
+  FROM promotions WHERE true ON CONFLICT DO NOTHING;
+DELETE FROM promotions;
+"""
+
+_MAX = "CASE WHEN {a} > {b} THEN {a} ELSE {b} END"  # greatest() / max() differ between dialects
+
+
+def _mode(r: Mapping[str, Any]) -> CollectionMode:
+    return CollectionMode(r["tenant"], r["collection"], r["mode"], float(r["since"]), r["reason"],
+                          bool(r["manual"]), json.loads(r["figures"] or "{}"))
+
+
+def _task(r: Mapping[str, Any]) -> BackfillTask:
+    return BackfillTask(r["id"], r["tenant"], r["collection"], r["space"], r["kind"], bool(r["forced"]),
+                        r["position_key"], int(r["examined"]), int(r["queued"]), int(r["total"]), r["state"],
+                        float(r["created_at"]), float(r["updated_at"]))
+
+
+def _space(r: Mapping[str, Any]) -> SpaceInfo:
+    return SpaceInfo(r["tenant"], r["space"], r["model_id"], int(r["dim"]), r["state"], float(r["created_at"]),
+                     r["activated_at"])
+
+
+class LifecycleSql:
+    """Mixin: the store class provides the hooks below."""
+
+    _PH = "?"
+    _POW2 = "vibe_pow2({})"
+
+    # -- hooks ---------------------------------------------------------------------------
+
+    def _lc_tx(self) -> AbstractContextManager[Any]:
+        raise NotImplementedError
+
+    def _lc_rows(self, sql: str, params: Sequence[object] = ()) -> Sequence[Mapping[str, Any]]:
+        raise NotImplementedError
+
+    def _lc_log(self, conn: Any, rows: Sequence[tuple[DocKey, str, str | None]]) -> None:
+        raise NotImplementedError
+
+    def _lc_lock_vectors(self, conn: Any, rows: Sequence[tuple[str, str, str]]) -> None:
+        """Lock vector rows (tenant, hash, space) before a NOT EXISTS check (PostgreSQL)."""
+
+    def _lc_row_to_sidecar(self, r: Mapping[str, Any]) -> SidecarEntry:
+        raise NotImplementedError
+
+    def follower_lease(self, name: str) -> AbstractContextManager[bool]:
+        raise NotImplementedError
+
+    # -- helpers ---------------------------------------------------------------------------
+
+    def _sql(self, sql: str) -> str:
+        return sql if self._PH == "?" else sql.replace("?", self._PH)
+
+    def _x(self, conn: Any, sql: str, params: Sequence[object] = ()) -> Any:
+        return conn.execute(self._sql(sql), params)
+
+    def _read(self, sql: str, params: Sequence[object] = ()) -> Sequence[Mapping[str, Any]]:
+        return self._lc_rows(self._sql(sql), params)
+
+    def lease(self, name: str) -> AbstractContextManager[bool]:
+        return self.follower_lease(f"lease:{name}")
+
+    # -- usage statistics --------------------------------------------------------------------
+
+    def record_usage(self, batch: UsageBatch, now: float, bucket_seconds: float, half_life: float) -> None:
+        if not batch:
+            return
+        bucket = int(now // bucket_seconds * bucket_seconds)
+        docs: dict[DocKey, list[float]] = {}  # key -> [touches, cooccur, last used]
+        for k, n in batch.touches.items():
+            docs.setdefault(k, [0.0, 0.0, now])[0] += n
+        for k, t in batch.used.items():
+            row = docs.setdefault(k, [0.0, 0.0, t])
+            row[2] = max(row[2], t)
+        if batch.pages:
+            pinned = self._pinned({k for page in batch.pages for k in page}, now)
+            for page in batch.pages:
+                hot = sum(1 for k in page if k in pinned)
+                for k in page:
+                    if hot - (k in pinned) > 0:
+                        docs.setdefault(k, [0.0, 0.0, now])[1] += hot - (k in pinned)
+        decay = self._POW2.format(
+            "CASE WHEN doc_usage.decayed_at < excluded.decayed_at "
+            f"THEN (doc_usage.decayed_at - excluded.decayed_at) / {float(half_life)!r} ELSE 0 END")
+        newer = _MAX.format(a="excluded.decayed_at", b="doc_usage.decayed_at")
+        last = _MAX.format(a="COALESCE(excluded.last_used_at, 0)", b="COALESCE(doc_usage.last_used_at, 0)")
+        with self._lc_tx() as conn:
+            for (tenant, collection), q in sorted(batch.queries.items()):
+                self._x(conn,
+                        "INSERT INTO usage_buckets VALUES (?,?,?,?,?,?) ON CONFLICT (tenant, collection, bucket) "
+                        "DO UPDATE SET queries=usage_buckets.queries+excluded.queries, "
+                        "hits=usage_buckets.hits+excluded.hits, last_at="
+                        + _MAX.format(a="excluded.last_at", b="usage_buckets.last_at"),
+                        (tenant, collection, bucket, q, batch.hits.get((tenant, collection), 0),
+                         batch.last_query.get((tenant, collection), now)))
+            for k, (touches, cooccur, used) in sorted(docs.items()):
+                self._x(conn,
+                        "INSERT INTO doc_usage VALUES (?,?,?,?,?,?,?,NULL) "
+                        "ON CONFLICT (tenant, collection, doc_id) DO UPDATE SET "
+                        f"touches=doc_usage.touches*{decay}+excluded.touches, "
+                        f"cooccur=doc_usage.cooccur*{decay}+excluded.cooccur, "
+                        f"decayed_at={newer}, last_used_at={last}",
+                        (k.tenant, k.collection, k.doc_id, touches, cooccur, now, used))
+
+    def _pinned(self, keys: set[DocKey], now: float) -> set[DocKey]:
+        out: set[DocKey] = set()
+        by_col: dict[tuple[str, str], list[str]] = {}
+        for k in keys:
+            by_col.setdefault((k.tenant, k.collection), []).append(k.doc_id)
+        for (tenant, collection), ids in by_col.items():
+            for i in range(0, len(ids), 500):
+                chunk = ids[i:i + 500]
+                rows = self._read("SELECT doc_id FROM doc_usage WHERE tenant=? AND collection=? AND pinned_until>? "
+                                  f"AND doc_id IN ({','.join('?' * len(chunk))})", (tenant, collection, now, *chunk))
+                out.update(DocKey(tenant, collection, r["doc_id"]) for r in rows)
+        return out
+
+    def collection_usage(self, since: float) -> list[CollectionUsage]:
+        rows = self._read(
+            "SELECT tenant, collection, SUM(CASE WHEN bucket>=? THEN queries ELSE 0 END) AS q, "
+            "SUM(CASE WHEN bucket>=? THEN hits ELSE 0 END) AS h, MAX(last_at) AS last "
+            "FROM usage_buckets GROUP BY tenant, collection", (since, since))
+        return [CollectionUsage(r["tenant"], r["collection"], int(r["q"] or 0), int(r["h"] or 0), r["last"])
+                for r in rows]
+
+    def prune_usage(self, before: float) -> int:
+        with self._lc_tx() as conn:
+            return int(self._x(conn, "DELETE FROM usage_buckets WHERE bucket<?", (before,)).rowcount or 0)
+
+    def hot_docs(self, now: float, touches: float, half_life: float, limit: int,
+                 refresh_before: float | None = None) -> list[DocKey]:
+        decay = self._POW2.format(f"(decayed_at - ?) / {float(half_life)!r}")
+        rows = self._read(
+            f"SELECT tenant, collection, doc_id FROM doc_usage WHERE (touches*{decay}>=? OR cooccur*{decay}>=?) "
+            "AND COALESCE(pinned_until, 0)<? LIMIT ?",
+            (now, touches, now, touches, now if refresh_before is None else refresh_before, limit))
+        return [DocKey(r["tenant"], r["collection"], r["doc_id"]) for r in rows]
+
+    def pin_docs(self, keys: Sequence[DocKey], until: float) -> int:
+        with self._lc_tx() as conn:
+            return sum(int(self._x(conn, "UPDATE doc_usage SET pinned_until=? WHERE tenant=? AND collection=? "
+                                         "AND doc_id=?", (until, *k)).rowcount or 0) for k in sorted(set(keys)))
+
+    def doc_usage(self, key: DocKey) -> dict[str, float | None] | None:
+        rows = self._read("SELECT touches, cooccur, decayed_at, last_used_at, pinned_until FROM doc_usage "
+                          "WHERE tenant=? AND collection=? AND doc_id=?", tuple(key))
+        return dict(rows[0]) if rows else None
+
+    # -- collection modes ----------------------------------------------------------------------
+
+    def collection_modes(self, tenant: str | None = None) -> list[CollectionMode]:
+        if tenant is None:
+            return [_mode(r) for r in self._read("SELECT * FROM collection_modes ORDER BY tenant, collection")]
+        return [_mode(r) for r in self._read("SELECT * FROM collection_modes WHERE tenant=? ORDER BY collection",
+                                             (tenant,))]
+
+    def set_collection_mode(self, mode: CollectionMode, only_if_not_manual: bool = False) -> bool:
+        with self._lc_tx() as conn:
+            cur = self._x(conn, "SELECT mode, manual FROM collection_modes WHERE tenant=? AND collection=?",
+                          (mode.tenant, mode.collection)).fetchone()
+            if cur is not None and only_if_not_manual and cur["manual"]:
+                return False
+            if cur is not None and cur["mode"] == mode.mode and bool(cur["manual"]) == mode.manual:
+                return False
+            self._x(conn, "INSERT INTO collection_modes VALUES (?,?,?,?,?,?,?) ON CONFLICT (tenant, collection) "
+                          "DO UPDATE SET mode=excluded.mode, since=excluded.since, reason=excluded.reason, "
+                          "manual=excluded.manual, figures=excluded.figures",
+                    (mode.tenant, mode.collection, mode.mode, mode.since, mode.reason, int(mode.manual),
+                     json.dumps(mode.figures)))
+            return True
+
+    # Kept for the DocumentStore port: the eager set every writer consults.
+    def promoted(self) -> set[tuple[str, str]]:
+        return {(r["tenant"], r["collection"])
+                for r in self._read("SELECT tenant, collection FROM collection_modes WHERE mode='eager'")}
+
+    # -- eviction and pruning ------------------------------------------------------------------
+
+    def eviction_candidates(
+        self, space: str, idle_before: float, now: float, limit: int,
+        tenant: str | None = None, collection: str | None = None,
+    ) -> list[SidecarEntry]:
+        used = _MAX.format(a="COALESCE(u.last_used_at, 0)", b="COALESCE(s.last_embedded_at, 0)")
+        sql = ("SELECT s.* FROM sidecar s "
+               "LEFT JOIN doc_usage u ON u.tenant=s.tenant AND u.collection=s.collection AND u.doc_id=s.doc_id "
+               "LEFT JOIN collection_modes m ON m.tenant=s.tenant AND m.collection=s.collection AND m.mode='eager' "
+               f"WHERE s.space=? AND s.status='ready' AND m.tenant IS NULL AND COALESCE(u.pinned_until, 0)<? "
+               f"AND {used}<?")
+        args: list[object] = [space, now, idle_before]
+        if tenant is not None:
+            sql, args = sql + " AND s.tenant=?", [*args, tenant]
+        if collection is not None:
+            sql, args = sql + " AND s.collection=?", [*args, collection]
+        return [self._lc_row_to_sidecar(r) for r in self._read(sql + " LIMIT ?", (*args, limit))]
+
+    def evict(self, entries: Sequence[tuple[SidecarEntry, str, int]], codec: str, now: float) -> list[DocKey]:
+        moved: list[tuple[DocKey, str]] = []
+        hashes: set[tuple[str, str, str]] = set()
+        with self._lc_tx() as conn:
+            for e, ref, nbytes in sorted(entries, key=lambda x: (x[0].key, x[0].space)):  # the lock order
+                cur = self._x(conn, "UPDATE sidecar SET status='none', reason=NULL, cold_ref=?, updated_at=? "
+                                    "WHERE tenant=? AND collection=? AND doc_id=? AND space=? AND status='ready' "
+                                    "AND content_hash=?", (ref, now, *e.key, e.space, e.content_hash))
+                if not cur.rowcount:
+                    continue  # used, rewritten or deleted meanwhile: the newer state wins
+                moved.append((e.key, e.space))
+                hashes.add((e.key.tenant, e.content_hash, e.space))
+                self._x(conn, "INSERT INTO cold_vectors VALUES (?,?,?,?,?,?,?) ON CONFLICT (tenant, content_hash, "
+                              "space) DO UPDATE SET ref=excluded.ref, codec=excluded.codec, bytes=excluded.bytes",
+                        (e.key.tenant, e.content_hash, e.space, ref, codec, nbytes, now))
+            self._lc_lock_vectors(conn, sorted(hashes))
+            for tenant, chash, space in sorted(hashes):
+                self._x(conn, "DELETE FROM vectors WHERE tenant=? AND content_hash=? AND space=? AND NOT EXISTS "
+                              "(SELECT 1 FROM sidecar WHERE tenant=? AND content_hash=? AND space=? "
+                              "AND status='ready')",
+                        (tenant, chash, space, tenant, chash, space))
+            self._lc_log(conn, [(k, "unvector", space) for k, space in moved])
+        return [k for k, _ in moved]
+
+    def cold_entry(self, tenant: str, content_hash: str, space: str) -> str | None:
+        rows = self._read("SELECT ref FROM cold_vectors WHERE tenant=? AND content_hash=? AND space=?",
+                          (tenant, content_hash, space))
+        return str(rows[0]["ref"]) if rows else None
+
+    def prune_orphans(self) -> tuple[int, list[tuple[str, str, str, str]]]:
+        orphan = "NOT EXISTS (SELECT 1 FROM docs d WHERE d.tenant={t}.tenant AND d.content_hash={t}.content_hash)"
+        vecs = self._read(f"SELECT tenant, content_hash, space FROM vectors WHERE {orphan.format(t='vectors')} "
+                          "LIMIT 10000")
+        cold = self._read(f"SELECT tenant, content_hash, space, ref FROM cold_vectors "
+                          f"WHERE {orphan.format(t='cold_vectors')} LIMIT 10000")
+        removed = 0
+        gone: list[tuple[str, str, str, str]] = []
+        with self._lc_tx() as conn:
+            keys = sorted((r["tenant"], r["content_hash"], r["space"]) for r in vecs)
+            self._lc_lock_vectors(conn, keys)
+            for t, h, sp in keys:  # checked again in the transaction: a write may have reused it
+                removed += int(self._x(conn, "DELETE FROM vectors WHERE tenant=? AND content_hash=? AND space=? AND "
+                                             "NOT EXISTS (SELECT 1 FROM docs WHERE tenant=? AND content_hash=?)",
+                                       (t, h, sp, t, h)).rowcount or 0)
+            for r in cold:
+                cur = self._x(conn, "DELETE FROM cold_vectors WHERE tenant=? AND content_hash=? AND space=? AND "
+                                    "NOT EXISTS (SELECT 1 FROM docs WHERE tenant=? AND content_hash=?)",
+                              (r["tenant"], r["content_hash"], r["space"], r["tenant"], r["content_hash"]))
+                if cur.rowcount:
+                    gone.append((r["tenant"], r["content_hash"], r["space"], r["ref"]))
+        return removed, gone
+
+    def storage_report(self, tenant: str | None = None) -> dict[str, int]:
+        where, args = ("WHERE tenant=?", (tenant,)) if tenant is not None else ("", ())
+        v = self._read(f"SELECT COUNT(*) AS n, COALESCE(SUM(LENGTH(vec)), 0) AS b FROM vectors {where}", args)[0]
+        c = self._read(f"SELECT COUNT(*) AS n, COALESCE(SUM(bytes), 0) AS b FROM cold_vectors {where}", args)[0]
+        return {"vectors": int(v["n"]), "vectorBytes": int(v["b"]), "cold": int(c["n"]), "coldBytes": int(c["b"])}
+
+    def coverage_all(self, space: str) -> dict[str, int]:
+        rows = self._read("SELECT status, CASE WHEN cold_ref IS NULL THEN 0 ELSE 1 END AS cold, COUNT(*) AS n "
+                          "FROM sidecar WHERE space=? GROUP BY status, CASE WHEN cold_ref IS NULL THEN 0 ELSE 1 END",
+                          (space,))
+        out: dict[str, int] = {}
+        for r in rows:
+            name = "cold" if r["status"] == SemanticStatus.NONE.value and r["cold"] else r["status"]
+            out[name] = out.get(name, 0) + int(r["n"])
+        return out
+
+    def ensure_sidecars(self, entries: Sequence[SidecarEntry]) -> int:
+        n = 0
+        with self._lc_tx() as conn:
+            for s in sorted(entries, key=lambda s: (s.key, s.space)):
+                n += int(self._x(conn, "INSERT INTO sidecar (tenant, collection, doc_id, space, status, content_hash, "
+                                       "reason, attempts, updated_at) VALUES (?,?,?,?,?,?,?,0,?) "
+                                       "ON CONFLICT (tenant, collection, doc_id, space) DO NOTHING",
+                                 (*s.key, s.space, s.status.value, s.content_hash, s.reason,
+                                  s.updated_at)).rowcount or 0)
+        return n
+
+    def requeue_budget_deferred(self, before: float) -> int:
+        with self._lc_tx() as conn:
+            return int(self._x(conn, "UPDATE sidecar SET status='none', reason=NULL WHERE status='deferred' "
+                                     "AND reason='budget' AND updated_at<?", (before,)).rowcount or 0)
+
+    # -- provider usage and caps ---------------------------------------------------------------
+
+    def charge_tokens(self, tenant: str, day: str, by_collection: dict[str, tuple[int, int]], calls: int,
+                      cap: int) -> bool:
+        wanted = sum(t for _, t in by_collection.values())
+        with self._lc_tx() as conn:
+            if cap:
+                used = self._x(conn, "SELECT COALESCE(SUM(tokens), 0) AS t FROM provider_usage "
+                                     "WHERE tenant=? AND day=?",
+                               (tenant, day)).fetchone()
+                if int(used["t"]) + wanted > cap:
+                    return False
+            busiest = max(by_collection, key=lambda c: by_collection[c][0]) if by_collection else None
+            for collection, (docs, tokens) in sorted(by_collection.items()):
+                self._x(conn, "INSERT INTO provider_usage VALUES (?,?,?,?,?,?) ON CONFLICT (tenant, day, collection) "
+                              "DO UPDATE SET calls=provider_usage.calls+excluded.calls, "
+                              "docs=provider_usage.docs+excluded.docs, tokens=provider_usage.tokens+excluded.tokens",
+                        (tenant, day, collection, calls if collection == busiest else 0, docs, tokens))
+        return True
+
+    def tokens_used(self, tenant: str, day: str) -> int:
+        rows = self._read("SELECT COALESCE(SUM(tokens), 0) AS t FROM provider_usage WHERE tenant=? AND day=?",
+                          (tenant, day))
+        return int(rows[0]["t"])
+
+    def usage_by_day(self, tenant: str, collection: str | None, days: int) -> list[dict[str, object]]:
+        sql, args = "SELECT day, SUM(calls) AS calls, SUM(docs) AS docs, SUM(tokens) AS tokens FROM provider_usage " \
+                    "WHERE tenant=?", [tenant]
+        if collection is not None:
+            sql, args = sql + " AND collection=?", [*args, collection]
+        rows = self._read(sql + " GROUP BY day ORDER BY day DESC LIMIT ?", (*args, days))
+        return [{"day": r["day"], "calls": int(r["calls"]), "documents": int(r["docs"]), "tokens": int(r["tokens"])}
+                for r in rows]
+
+    # -- backfill tasks ---------------------------------------------------------------------------
+
+    def create_task(self, task: BackfillTask) -> None:
+        with self._lc_tx() as conn:
+            self._x(conn, "INSERT INTO backfill_tasks VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                    (task.id, task.tenant, task.collection, task.space, task.kind, int(task.force), task.cursor,
+                     task.examined, task.queued, task.total, task.state, task.created_at, task.updated_at))
+
+    def tasks(self, tenant: str | None = None, running_only: bool = False) -> list[BackfillTask]:
+        sql, args = "SELECT * FROM backfill_tasks WHERE 1=1", []
+        if tenant is not None:
+            sql, args = sql + " AND tenant=?", [tenant]
+        if running_only:
+            sql += " AND state='running'"
+        return [_task(r) for r in self._read(sql + " ORDER BY created_at", args)]
+
+    def update_task(self, task_id: str, cursor: str, examined: int, queued: int, state: str, now: float) -> None:
+        with self._lc_tx() as conn:
+            self._x(conn, "UPDATE backfill_tasks SET position_key=?, examined=?, queued=?, state=?, updated_at=? "
+                          "WHERE id=?", (cursor, examined, queued, state, now, task_id))
+
+    def keys_after(self, tenant: str, collection: str | None, cursor: str, limit: int) -> list[DocKey]:
+        col, _, doc = cursor.partition(CURSOR_SEP)
+        sql, args = "SELECT collection, doc_id FROM docs WHERE tenant=?", [tenant]
+        if collection is not None:
+            sql, args = sql + " AND collection=?", [*args, collection]
+        sql += " AND (collection>? OR (collection=? AND doc_id>?)) ORDER BY collection, doc_id LIMIT ?"
+        return [DocKey(tenant, r["collection"], r["doc_id"]) for r in self._read(sql, (*args, col, col, doc, limit))]
+
+    def count_docs(self, tenant: str, collection: str | None) -> int:
+        if collection is None:
+            return int(self._read("SELECT COUNT(*) AS n FROM docs WHERE tenant=?", (tenant,))[0]["n"])
+        return int(self._read("SELECT COUNT(*) AS n FROM docs WHERE tenant=? AND collection=?",
+                              (tenant, collection))[0]["n"])
+
+    # -- spaces per tenant ------------------------------------------------------------------------
+
+    def tenant_spaces(self, tenant: str | None = None) -> list[SpaceInfo]:
+        if tenant is None:
+            return [_space(r) for r in self._read("SELECT * FROM tenant_spaces ORDER BY tenant, created_at")]
+        return [_space(r) for r in self._read("SELECT * FROM tenant_spaces WHERE tenant=? ORDER BY created_at",
+                                              (tenant,))]
+
+    def put_tenant_space(self, info: SpaceInfo) -> None:
+        with self._lc_tx() as conn:
+            self._x(conn, "INSERT INTO tenant_spaces VALUES (?,?,?,?,?,?,?) ON CONFLICT (tenant, space) DO UPDATE "
+                          "SET model_id=excluded.model_id, dim=excluded.dim, state=excluded.state, "
+                          "activated_at=excluded.activated_at",
+                    (info.tenant, info.space, info.model_id, info.dim, info.state, info.created_at, info.activated_at))
+
+    def drop_space_vectors(self, tenant: str, space: str) -> int:
+        """Sidecar rows, vectors and cold entries of one tenant's space; the change log drops the
+        ready rows' points from the vector index."""
+        with self._lc_tx() as conn:
+            ready = [DocKey(tenant, r["collection"], r["doc_id"]) for r in self._x(
+                conn, "SELECT collection, doc_id FROM sidecar WHERE tenant=? AND space=? AND status='ready' "
+                      "ORDER BY collection, doc_id", (tenant, space)).fetchall()]
+            n = int(self._x(conn, "DELETE FROM sidecar WHERE tenant=? AND space=?", (tenant, space)).rowcount or 0)
+            self._x(conn, "DELETE FROM vectors WHERE tenant=? AND space=?", (tenant, space))
+            self._x(conn, "DELETE FROM cold_vectors WHERE tenant=? AND space=?", (tenant, space))
+            self._lc_log(conn, [(k, "unvector", space) for k in ready])
+        return n
