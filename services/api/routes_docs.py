@@ -23,7 +23,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
-from fastapi import APIRouter, Depends, Request
+from fastapi import APIRouter, Depends, Path, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse
 
@@ -36,6 +36,62 @@ from shared.errors import ErrorCode, VibeError, invalid
 from shared.model import DocKey, Principal, StoredDoc
 
 router = APIRouter()
+
+# -- OpenAPI declarations (DESIGN.md §5: /openapi.json declares every request, response and
+# error body). They describe what the handlers below already accept and answer; validation
+# stays in the handlers, so declaring changes no behaviour.
+
+_ERROR: dict[str, Any] = {"type": "object", "required": ["error"], "additionalProperties": False, "properties": {
+    "error": {"type": "object", "required": ["code", "message"], "properties": {
+        "code": {"type": "string"}, "message": {"type": "string"}, "details": {"type": "object"}}}}}
+
+
+def _errors(*statuses: int) -> dict[int | str, dict[str, Any]]:
+    texts = {400: "invalid_params", 401: "unauthorized (no or unknown key)", 403: "forbidden",
+             404: "not_found", 413: "payload_too_large"}
+    return {s: {"description": texts[s], "content": {"application/json": {"schema": _ERROR}}} for s in statuses}
+
+
+def _json(schema: dict[str, Any], description: str) -> dict[str, Any]:
+    return {"description": description, "content": {"application/json": {"schema": schema}}}
+
+
+_NAME: dict[str, Any] = {"type": "string", "pattern": r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$", "not": {"const": "any"}}
+_DOC_ID: dict[str, Any] = {"type": "string", "minLength": 1, "maxLength": 256, "pattern": r"^[^\x00-\x1f]+$"}
+_ACL: dict[str, Any] = {"type": "array", "maxItems": 1000, "items": {"type": "string", "minLength": 1},
+        "description": "principals who may read (and so overwrite or delete); absent = every principal of "
+                       "the tenant"}
+_VIBE: dict[str, Any] = {"type": "object", "properties": {"semantic": {"type": "object", "properties": {
+    "intent": {"enum": ["deny", "allow"]}}}}}
+_FIELD_NAME: dict[str, Any] = {"pattern": r"^([^_]|_acl$|_vibe$)"}
+_DOC: dict[str, Any] = {"type": "object", "properties": {"_acl": _ACL, "_vibe": _VIBE}, "propertyNames": _FIELD_NAME,
+        "description": "the document's JSON fields (no other field may start with '_'; no string may hold "
+                       "U+0000) plus optional `_acl` and `_vibe`"}
+_BULK_DOC: dict[str, Any] = {**_DOC, "required": ["_id"], "properties": {"_id": _DOC_ID, "_acl": _ACL, "_vibe": _VIBE},
+             "propertyNames": {"pattern": r"^([^_]|_acl$|_vibe$|_id$)"}}
+_WRITTEN: dict[str, Any] = {"type": "object", "required": ["_id", "collection", "result"], "properties": {
+    "_id": {"type": "string"}, "collection": {"type": "string"}, "result": {"enum": ["created", "updated"]}}}
+_DELETED: dict[str, Any] = {**_WRITTEN, "properties": {**_WRITTEN["properties"], "result": {"const": "deleted"}}}
+_ITEM: dict[str, Any] = {"type": "object", "required": ["_id", "status"], "properties": {
+    "_id": {"type": "string"}, "status": {"type": "integer"}, "result": {"enum": ["created", "updated"]},
+    "error": _ERROR["properties"]["error"]}}
+_BULK_OUT: dict[str, Any] = {"type": "object", "required": ["errors", "accepted", "rejected", "results"],
+                             "properties": {
+    "errors": {"type": "boolean"}, "accepted": {"type": "integer"}, "rejected": {"type": "integer"},
+    "results": {"type": "array", "items": _ITEM}}}
+_GOT: dict[str, Any] = {"type": "object", "required": ["_id"], "properties": {
+    "_id": {"type": "string"}, "_vibe": {"type": "object"},
+    "__semantic": {"type": "object", "required": ["status", "lastEmbeddedAt", "space"], "properties": {
+        "status": {"type": "string"}, "lastEmbeddedAt": {"type": ["string", "null"]},
+        "space": {"type": "string"}, "reason": {"type": "string"}}}}}
+
+
+def _body(schema: dict[str, Any]) -> dict[str, Any]:
+    return {"requestBody": {"required": True, "content": {"application/json": {"schema": schema}}}}
+
+
+COLLECTION = Path(json_schema_extra=_NAME)
+DOC_ID = Path(json_schema_extra=_DOC_ID)
 
 # The only answer a writer outside a document's ACL ever gets (PUT and bulk items).
 OVERWRITE_REFUSED = "this key may not overwrite this document"
@@ -57,6 +113,16 @@ def _locked(keys: Sequence[DocKey]) -> Iterator[None]:
             lock.release()
 
 
+def _guard(body: Any) -> None:
+    """Refuse, as invalid, what DocumentService.parse does not expect (a non-string intent
+    raised TypeError there: a 500 found by schema fuzzing, tests/security/test_schema_fuzz.py)."""
+    vibe = body.get("_vibe") if isinstance(body, dict) else None
+    sem = vibe.get("semantic") if isinstance(vibe, dict) else None
+    intent = sem.get("intent") if isinstance(sem, dict) else None
+    if intent is not None and not isinstance(intent, str):
+        raise invalid("_vibe.semantic.intent must be 'deny' or 'allow'", field="_vibe.semantic.intent")
+
+
 def _refused() -> VibeError:
     return VibeError(ErrorCode.FORBIDDEN, OVERWRITE_REFUSED)
 
@@ -74,8 +140,10 @@ def _c(request: Request) -> Container:
     return request.app.state.container  # type: ignore[no-any-return]
 
 
-@router.put("/v1/collections/{collection}/docs/{doc_id}")
-async def put_doc(collection: str, doc_id: str, request: Request,
+@router.put("/v1/collections/{collection}/docs/{doc_id}", openapi_extra=_body(_DOC), responses={
+    200: _json(_WRITTEN, "replaced an existing document"), 201: _json(_WRITTEN, "created"),
+    **_errors(400, 401, 403, 413)})
+async def put_doc(request: Request, collection: str = COLLECTION, doc_id: str = DOC_ID,
                   p: Principal = Depends(require("write"))) -> JSONResponse:
     c = _c(request)
     check_collection(collection)
@@ -83,14 +151,19 @@ async def put_doc(collection: str, doc_id: str, request: Request,
     body = await json_body(request, c.settings.max_doc_bytes * 2)
     if isinstance(body, dict) and "_id" in body and body["_id"] != doc_id:
         raise invalid("_id in the body differs from the id in the path", field="_id")
+    _guard(body)
     doc = c.docs.parse(p, collection, doc_id, body)
     result = await run_in_threadpool(_put_one, c, p, doc)
     return JSONResponse({"_id": doc_id, "collection": collection, "result": result},
                         status_code=201 if result == "created" else 200)
 
 
-@router.post("/v1/collections/{collection}/docs:bulk")
-async def bulk(collection: str, request: Request, p: Principal = Depends(require("write"))) -> JSONResponse:
+@router.post("/v1/collections/{collection}/docs:bulk", responses={
+    200: _json(_BULK_OUT, "per-document results"), **_errors(400, 401, 403, 413)}, openapi_extra=_body(
+    {"type": "object", "required": ["docs"], "properties": {"docs": {"type": "array", "items": {"anyOf": [
+        _BULK_DOC, {"description": "any other item gets its own error result; the others go ahead"}]}}}}))
+async def bulk(request: Request, collection: str = COLLECTION,
+               p: Principal = Depends(require("write"))) -> JSONResponse:
     c = _c(request)
     check_collection(collection)
     body = await json_body(request, c.settings.max_bulk_bytes)
@@ -115,6 +188,7 @@ def _bulk(c: Container, p: Principal, collection: str, items: list[Any]) -> list
         raw_id = item.get("_id") if isinstance(item, dict) else None
         try:
             doc_id = check_doc_id(raw_id)
+            _guard(item)
             doc = c.docs.parse(p, collection, doc_id, item)
         except VibeError as e:
             results.append(WriteResult(str(raw_id) if raw_id is not None else f"#{i}", e.code.status,
@@ -161,8 +235,10 @@ def _delete_one(c: Container, p: Principal, collection: str, doc_id: str) -> Non
         c.docs.delete(doc.key)
 
 
-@router.get("/v1/collections/{collection}/docs/{doc_id}")
-async def get_doc(collection: str, doc_id: str, request: Request, include: str | None = None,
+@router.get("/v1/collections/{collection}/docs/{doc_id}", responses={
+    200: _json(_GOT, "the document's fields, `_id`, `_vibe` if set, `__semantic` if asked"),
+    **_errors(400, 401, 403, 404)})
+async def get_doc(request: Request, collection: str = COLLECTION, doc_id: str = DOC_ID, include: str | None = None,
                   p: Principal = Depends(require("read"))) -> JSONResponse:
     c = _c(request)
     doc = await run_in_threadpool(_readable, c, p, collection, doc_id)
@@ -175,8 +251,9 @@ async def get_doc(collection: str, doc_id: str, request: Request, include: str |
     return JSONResponse(out)
 
 
-@router.delete("/v1/collections/{collection}/docs/{doc_id}")
-async def delete_doc(collection: str, doc_id: str, request: Request,
+@router.delete("/v1/collections/{collection}/docs/{doc_id}", responses={
+    200: _json(_DELETED, "deleted"), **_errors(400, 401, 403, 404)})
+async def delete_doc(request: Request, collection: str = COLLECTION, doc_id: str = DOC_ID,
                      p: Principal = Depends(require("write"))) -> JSONResponse:
     c = _c(request)
     await run_in_threadpool(_delete_one, c, p, collection, doc_id)
