@@ -184,3 +184,92 @@ def test_a_registry_store_outage_is_a_typed_db_error() -> None:
     from services.mcp.invoke import _failure
 
     assert _failure(redis.ConnectionError("refused"), "search").code == "db_error"
+
+
+# --- issue 12 hardening ---------------------------------------------------------------------
+
+
+@pytest.mark.timeout(60)
+def test_heading_parse_is_linear_on_pathological_lines() -> None:
+    """Finding 10: `^(#{1,6})\\s+(.*?)\\s*#*\\s*$` took 24 s on one 3,200-character line of
+    this shape (n=1,600) and grows cubically: these 16,000-character lines would take about an
+    hour each. The plain-string parse does them at once (the timeout bounds it, no clock
+    assertion)."""
+    from services.mcp.chunking import heading
+
+    n = 8_000
+    evil = ["#" + " " * n + "x" + " " * n + "\x00", "# " + "\t" * n + "#" * n + "\t" * n + "#\x01"]
+    text = "\n".join(evil * 3 + ["# Real", "body text"])
+    chunks = markdown_chunks(text, size=1200, overlap=200)
+    assert chunks and chunks[-1].heading_path == "Real"
+    assert heading("## B ##") == (2, "B") and heading("# C#") == (1, "C#") and heading("#x") is None
+    assert heading("####### seven") is None and heading("# ") == (1, "") and heading("#\tTab\t#  ") == (1, "Tab")
+
+
+def test_reindex_roots_accept_plain_paths_pathsep_lists_and_json(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Finding 10: a plain path used to crash start-up with a JSON decode traceback."""
+    import os
+
+    from pydantic import ValidationError
+
+    cases = {"/some/path": ["/some/path"], f"/a{os.pathsep}/b": ["/a", "/b"], '["/x", "/y"]': ["/x", "/y"],
+             '"/z"': ["/z"], "": []}
+    for raw, want in cases.items():
+        monkeypatch.setenv("VIBE_MCP_REINDEX_ROOTS", raw)
+        assert Settings().mcp_reindex_roots == [Path(w) for w in want]
+    for bad in ('{"a": 1}', "[1, 2]", "[not json", f"/a{os.pathsep}{os.pathsep}/b"):
+        monkeypatch.setenv("VIBE_MCP_REINDEX_ROOTS", bad)
+        with pytest.raises(ValidationError, match="VIBE_MCP_REINDEX_ROOTS"):
+            Settings()
+
+
+def test_task_names_are_keyed_by_the_server_secret() -> None:
+    """Finding 7: names used to be blake3(tenant, principals, task), computable by anyone."""
+    import blake3
+
+    from services.api.reserved import is_reserved_collection
+    from services.mcp.secret import key_ref, task_names
+
+    a, b = b"a" * 32, b"b" * 32
+    col, token = task_names(a, key_ref(a, "k-alice"), "t")
+    assert is_reserved_collection(col) and is_reserved_collection(col.upper())
+    assert (col, token) != task_names(b, key_ref(b, "k-alice"), "t")  # another secret, other names
+    assert (col, token) != task_names(a, key_ref(a, "k-alice2"), "t")  # another key, other names
+    assert col.removeprefix("mcp-task-") not in token  # the collection name does not give the token away
+    owner = blake3.blake3(b"ta\x1fgroup:eng\x1fuser:alice").hexdigest()[:32]
+    old = blake3.blake3(f"{owner}\x1ft".encode()).hexdigest()[:24]
+    assert old not in col and old not in token
+    assert not is_reserved_collection("kb") and not is_reserved_collection("mcp-tasks")
+
+
+def test_server_secret_file_is_created_0600_once_and_the_setting_wins(tmp_path: Path) -> None:
+    import stat
+
+    from services.mcp.secret import SECRET_FILE, server_secret
+
+    s = Settings(data_dir=tmp_path / "d")
+    first = server_secret(s)
+    path = tmp_path / "d" / SECRET_FILE
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600 and len(first) >= 32
+    assert server_secret(s) == first  # kept, not re-made
+    path.chmod(0o644)
+    assert server_secret(s) == first and stat.S_IMODE(path.stat().st_mode) == 0o600  # tightened
+    assert server_secret(Settings(data_dir=tmp_path / "d", mcp_task_secret="x" * 20)) == b"x" * 20
+    assert server_secret(Settings(data_dir=tmp_path / "e")) != first
+
+
+def test_material_budget_is_per_key_and_day_and_refuses_without_charging(tmp_path: Path) -> None:
+    from shared.adapters.mcp_audit_sqlite import SqliteMaterialBudget
+    from shared.agent_ports import BudgetExceeded
+
+    b = SqliteMaterialBudget(tmp_path / "a.sqlite3")
+    b.charge("k1", "2030-01-01", 600, 3, 1000, 5)
+    with pytest.raises(BudgetExceeded) as e:
+        b.charge("k1", "2030-01-01", 500, 1, 1000, 5)
+    assert (e.value.quota, e.value.used, e.value.limit) == ("materials_chars_per_day", 600, 1000)
+    with pytest.raises(BudgetExceeded, match="chunks"):
+        b.charge("k1", "2030-01-01", 10, 3, 1000, 5)
+    assert b.used("k1", "2030-01-01") == (600, 3)  # refusals add nothing
+    b.charge("k2", "2030-01-01", 1000, 5, 1000, 5)  # another key has its own budget
+    b.charge("k1", "2030-01-02", 1000, 5, 1000, 5)  # and so has another day
+    b.close()
