@@ -196,7 +196,7 @@ def _build_queue(settings: Settings, run_batch: Callable[[list[EmbedJob]], Batch
                           settings.job_max_attempts)
 
 
-def _build_budget(settings: Settings) -> Budget:
+def build_budget(settings: Settings) -> Budget:
     if settings.queue == "celery":  # several API processes share one budget
         from shared.adapters.redis_budget import RedisBudget
 
@@ -272,7 +272,7 @@ def build(settings: Settings, embedder: Embedder | None = None) -> Container:
     queue.on_done(signal.fire)
     cfg = PlannerConfig(settings.space, settings.lexical_candidates, settings.per_query_max_embeds,
                         settings.rrf_k, settings.fusion, settings.semantic_weight, _touch_policy(settings))
-    budget = _build_budget(settings)
+    budget = build_budget(settings)
     lifecycle = build_lifecycle(settings, store, queue, budget, handler.policy, follower.sync)
     usage = UsageRecorder(lifecycle.cfg.bucket_seconds, settings.usage_half_life_seconds)
     # A semantic leg waits for the vector index only.

@@ -158,3 +158,14 @@ async def get_usage(request: Request, collection: str | None = None, days: int =
                                                  "remaining": max(0, cap - used) if cap else None},
         "days": [{**r, "estimatedCost": round(int(r["tokens"]) * price / 1e6, 6)} for r in rows],  # type: ignore[call-overload]
     })
+
+
+@router.get("/semantic/spaces")
+async def get_spaces(request: Request, p: Principal = Depends(require("admin"))) -> JSONResponse:
+    """The tenant's spaces (V§2.1): model, dimension, state and coverage. Rolling migrations
+    to a new space (POST) are not built yet; the configured space is every tenant's active one."""
+    c = _c(request)
+    space = c.settings.space
+    cov = await run_in_threadpool(c.store.coverage, p.tenant, None, space)
+    return JSONResponse({"spaces": [{"space": space, "model": c.embedder.model_id, "dim": c.embedder.dim,
+                                     "state": "active", "coverage": cov}]})

@@ -361,7 +361,9 @@ class ReadSession:
         if any(sides[k].status == SemanticStatus.READY for k in done if k in sides) and not self._vectors_caught_up():
             return False  # ready in the store, not yet searchable: look again at the next poll
         for k in done:
-            status = sides[k].status.value if k in sides else "deleted"
+            # a refusal for cost (V§12) is reported as `budget`, apart from policy deferrals
+            status = ("budget" if k in sides and sides[k].reason == "budget"
+                      else sides[k].status.value if k in sides else "deleted")
             self.resolved[status] = self.resolved.get(status, 0) + 1
         self.pending -= done
         if self.strategy not in ("semantic", "hybrid") or not self.resolved.get("ready"):

@@ -18,7 +18,7 @@ from celery.signals import worker_process_shutdown
 from services.worker import metrics_server
 from services.worker.reconciler import reconcile
 from services.worker.tasks import Runtime, backoff_delay, build_runtime, runtime
-from shared.adapters.celery_queue import EMBED_TASK, QUEUES, RECONCILE_TASK, make_celery
+from shared.adapters.celery_queue import BACKFILL_TASK, EMBED_TASK, LIFECYCLE_TASK, QUEUES, RECONCILE_TASK, make_celery
 from shared.config import Settings
 from shared.logging import configure_logging
 
@@ -51,6 +51,14 @@ def create_app(settings: Settings, dim: int | None = None) -> Celery:
     def reconcile_task(self: Task) -> dict[str, int]:
         r = rt(self)
         return reconcile(r.store, r.queue, settings)
+
+    @app.task(name=LIFECYCLE_TASK, bind=True, time_limit=limit)
+    def lifecycle_task(self: Task) -> dict[str, object]:
+        return rt(self).lifecycle.tick().body()
+
+    @app.task(name=BACKFILL_TASK, bind=True, time_limit=limit)
+    def backfill_task(self: Task) -> int:
+        return rt(self).lifecycle.run_backfills()
 
     return app
 

@@ -20,12 +20,13 @@ from typing import Any
 from celery import Celery
 
 from services.worker.handlers import BatchOutcome, EmbedHandler
+from services.worker.lifecycle import Lifecycle
 from shared.adapters.celery_queue import CeleryQueue, decode
 from shared.adapters.embedders.breaker import CircuitOpen, RateLimited
 from shared.config import Settings
 from shared.metrics import METRICS
 from shared.model import EmbedJob
-from shared.ports import DocumentStore, Embedder, EmbedderError
+from shared.ports import Embedder, EmbedderError, StoreOfRecord
 
 log = logging.getLogger("vibe.worker")
 
@@ -87,9 +88,10 @@ class Runtime:
     must not cross a fork)."""
 
     settings: Settings
-    store: DocumentStore
+    store: StoreOfRecord
     handler: EmbedHandler
     queue: CeleryQueue
+    lifecycle: Lifecycle
 
     def run_batch(self, payload: list[Any], lane: str) -> dict[str, int]:
         jobs = [decode(raw) for raw in payload]
@@ -148,7 +150,7 @@ def runtime(settings: Settings, app: Celery, dim: int | None = None) -> Runtime:
 
 
 def build_runtime(settings: Settings, app: Celery | None = None, dim: int | None = None) -> Runtime:
-    from services.wiring import build_handler, build_store
+    from services.wiring import build_budget, build_handler, build_lifecycle, build_store
     from shared.adapters.embedders import build_embedder
 
     store = build_store(settings)
@@ -157,4 +159,6 @@ def build_runtime(settings: Settings, app: Celery | None = None, dim: int | None
     trip = min(settings.breaker_failures, settings.job_max_attempts)
     emb = build_embedder(settings.model_copy(update={"breaker_failures": trip}), dim)
     handler = build_handler(settings, store, PostponingEmbedder(emb))
-    return Runtime(settings, store, handler, CeleryQueue.from_settings(settings, app))
+    queue = CeleryQueue.from_settings(settings, app)
+    lifecycle = build_lifecycle(settings, store, queue, build_budget(settings), handler.policy)
+    return Runtime(settings, store, handler, queue, lifecycle)

@@ -39,6 +39,8 @@ log = logging.getLogger("vibe.queue")
 
 EMBED_TASK = "vibe.embed"
 RECONCILE_TASK = "vibe.reconcile"
+LIFECYCLE_TASK = "vibe.lifecycle"  # the scheduler tick (services/worker/lifecycle.py)
+BACKFILL_TASK = "vibe.backfill"  # backfill steps (services/worker/backfill.py)
 QUEUES = {"interactive": "vibe.interactive", "bulk": "vibe.bulk", "control": "vibe.control"}
 LANES = ("interactive", "bulk")
 DONE_CHANNEL = "vibe:jobs:done"
@@ -119,6 +121,18 @@ def celery_config(s: Settings) -> dict[str, Any]:
                 "task": RECONCILE_TASK,
                 "schedule": s.reconcile_interval_seconds,
                 "options": {"queue": QUEUES["control"], "expires": max(s.reconcile_interval_seconds, 1.0)},
+            },
+            # Promotion, eviction and pruning run on whichever worker takes the message, under a
+            # store lease: one leader even if two beats run by mistake.
+            "lifecycle": {
+                "task": LIFECYCLE_TASK,
+                "schedule": s.scheduler_interval_seconds,
+                "options": {"queue": QUEUES["control"], "expires": max(s.scheduler_interval_seconds, 1.0)},
+            },
+            "backfill": {
+                "task": BACKFILL_TASK,
+                "schedule": s.backfill_interval_seconds,
+                "options": {"queue": QUEUES["control"], "expires": max(s.backfill_interval_seconds, 1.0)},
             },
         },
     }
