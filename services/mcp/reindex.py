@@ -66,14 +66,18 @@ def _unknown(given: str) -> ToolFailure:
     return invalid(f"{given[:256]!r} is not a file or folder inside the allowed reindex roots")
 
 
-def check_locations(given: Sequence[str], cwd: Path, roots: Sequence[Path]) -> list[Path]:
+def check_locations(given: Sequence[str] | None, cwd: Path, roots: Sequence[Path]) -> list[Path]:
+    """Resolved locations, each an existing file or folder inside a root; None = the working
+    directory (refused without naming it: a remote caller has no business knowing it)."""
     out = []
-    for g in given:
+    for g in given if given is not None else [str(cwd)]:
         try:
             loc = (cwd / g).resolve()
             ok = inside(loc, roots) and loc.exists()
         except (OSError, RuntimeError, ValueError):  # symlink loops, NUL bytes, unreadable parents
             ok = False
+        if not ok and given is None:
+            raise invalid("the server's working directory is not inside the allowed reindex roots; pass path or paths")
         if not ok:
             raise _unknown(g)
         out.append(loc)
@@ -155,7 +159,7 @@ class Reindexer:
     def roots(self) -> list[Path]:
         return [r.resolve() for r in self.c.settings.mcp_reindex_roots]
 
-    def validate(self, path: str | None, paths: list[str] | None) -> list[str]:
+    def validate(self, path: str | None, paths: list[str] | None) -> list[str] | None:
         s = self.c.settings
         if paths is not None and len(paths) > s.mcp_reindex_max_paths:
             raise invalid(f"paths has {len(paths)} entries; the limit is {s.mcp_reindex_max_paths}")
@@ -165,7 +169,7 @@ class Reindexer:
                 raise invalid("a path must be a non-empty string")
             if len(g) > s.mcp_max_path_chars:
                 raise invalid(f"a path is longer than {s.mcp_max_path_chars} characters")
-        return given if given is not None else [str(self.cwd)]
+        return given
 
     def run(self, p: Principal, path: str | None, paths: list[str] | None, force: bool,
             collection: str | None) -> dict[str, Any]:

@@ -32,8 +32,9 @@ log = logging.getLogger("vibe.mcp")
 
 
 def owner_id(p: Principal) -> str:
-    """A stable, opaque id of one key's identity (tenant + principals): conversations and
-    task materials belong to it, so another key never sees them."""
+    """A stable, opaque id of one identity (tenant + principals): conversations belong to it
+    (another identity never sees them) and the audit log names it. Task materials belong to
+    one API key instead (Caller.key)."""
     raw = p.tenant + "\x1f" + "\x1f".join(sorted(p.principals))
     return blake3.blake3(raw.encode()).hexdigest()[:32]
 
