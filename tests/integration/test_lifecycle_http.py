@@ -82,7 +82,8 @@ def test_evicted_vectors_come_back_from_the_cold_store_without_a_provider_call(
 def test_a_revoked_reader_never_sees_a_document_through_an_eviction(app: Served) -> None:
     doc = {"_id": "secret", "title": "Flutter secret", "body": "secret" + BODY, "_acl": ["user:bob", "user:admin"]}
     _ready(app, "rv", [doc])
-    assert app.call("POST", "/semantic/evict", "k-admin-a", {"collection": "rv", "idleSeconds": 0}).json()["evicted"] == 1
+    evicted = app.call("POST", "/semantic/evict", "k-admin-a", {"collection": "rv", "idleSeconds": 0}).json()
+    assert evicted["evicted"] == 1
     assert app.put("k-admin-a", "rv", "secret", {**doc, "_acl": ["user:admin"]}).status_code == 200  # bob revoked
     app.read("k-admin-a", collection="rv", q="flutter secret", semantic={"strategy": "keyword"})
     assert app.wait_status("k-admin-a", "rv", "secret", "ready", timeout=30) == "ready"  # rehydrated
