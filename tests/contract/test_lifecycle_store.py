@@ -1,0 +1,407 @@
+"""LifecycleStore contract (shared/adapters/lifecycle_sql.py): every method, against SQLite and
+PostgreSQL alike, with the `opener`/`store` fixtures of the DocumentStore contract."""
+
+from __future__ import annotations
+
+from typing import cast
+
+import pytest
+
+from shared.model import (
+    PUBLIC_PRINCIPAL,
+    BackfillTask,
+    CollectionMode,
+    DocKey,
+    SemanticStatus,
+    SidecarEntry,
+    SpaceInfo,
+    StoredDoc,
+    UsageBatch,
+)
+from shared.ports import StoreOfRecord
+from tests.contract.test_store_contract import Opener, opener, store  # noqa: F401 - fixtures
+
+S = SemanticStatus
+SEP = "\x1f"
+T0 = 300 * 3600.0  # on a bucket boundary
+HOUR = 3600.0
+HL = 100.0  # half-life of touches in these tests
+
+
+def k(i: str, c: str = "c", tenant: str = "t") -> DocKey:
+    return DocKey(tenant, c, i)
+
+
+def put(st: StoreOfRecord, key: DocKey, h: str, status: SemanticStatus = S.NONE) -> None:
+    st.put_docs([StoredDoc(key, {"title": key.doc_id}, [PUBLIC_PRINCIPAL], None, h, 1.0)],
+                [SidecarEntry(key, "core", status, h, updated_at=1.0)])
+
+
+def ready(st: StoreOfRecord, key: DocKey, h: str, vec: list[float] | None = None) -> None:
+    put(st, key, h, S.QUEUED)
+    side = st.sidecar(key, "core")
+    assert side is not None
+    assert st.commit_vectors([(side, vec or [0.6, 0.8])], "m") == [key]
+
+
+def mode(c: str, m: str, manual: bool = False, since: float = T0, tenant: str = "t") -> CollectionMode:
+    return CollectionMode(tenant, c, m, since, "manual" if manual else "auto: test", manual,  # type: ignore[arg-type]
+                          {"queries": 3})
+
+
+def status(st: StoreOfRecord, key: DocKey) -> SidecarEntry:
+    side = st.sidecar(key, "core")
+    assert side is not None
+    return side
+
+
+@pytest.fixture
+def lc(store: StoreOfRecord) -> StoreOfRecord:  # noqa: F811 - the imported fixture
+    assert isinstance(store, StoreOfRecord)
+    return store
+
+
+# -- usage statistics -----------------------------------------------------------------------
+
+
+def test_record_usage_sums_queries_and_hits_per_bucket_within_the_window(lc: StoreOfRecord) -> None:
+    b = UsageBatch(queries={("t", "c"): 2, ("t", "d"): 1}, hits={("t", "c"): 7}, last_query={("t", "c"): T0 + 5})
+    lc.record_usage(b, T0 + 10, HOUR, HL)
+    lc.record_usage(UsageBatch(queries={("t", "c"): 3}, hits={("t", "c"): 4}, last_query={("t", "c"): T0 + 20}),
+                    T0 + 20, HOUR, HL)  # same bucket: adds up
+    lc.record_usage(UsageBatch(queries={("t", "c"): 10}, hits={("t", "c"): 10}, last_query={("t", "c"): T0 + 2 * HOUR}),
+                    T0 + 2 * HOUR, HOUR, HL)  # a later bucket
+    by = {(u.tenant, u.collection): u for u in lc.collection_usage(T0 - HOUR)}
+    assert (by[("t", "c")].queries, by[("t", "c")].hits) == (15, 21)
+    assert by[("t", "c")].last_query_at == T0 + 2 * HOUR
+    assert (by[("t", "d")].queries, by[("t", "d")].hits) == (1, 0)
+    # only the buckets that start at or after `since` count; the last query is still known
+    later = {(u.tenant, u.collection): u for u in lc.collection_usage(T0 + 2 * HOUR)}
+    assert (later[("t", "c")].queries, later[("t", "c")].hits) == (10, 10)
+    assert later[("t", "d")].queries == 0 and later[("t", "d")].last_query_at == T0 + 10
+    # pruning drops buckets older than the bound, nothing else
+    assert lc.prune_usage(T0 + HOUR) == 2
+    assert {(u.tenant, u.collection) for u in lc.collection_usage(0)} == {("t", "c")}
+
+
+def test_touches_decay_with_the_half_life_and_two_flushes_add_up(lc: StoreOfRecord) -> None:
+    a = k("a")
+    lc.record_usage(UsageBatch(touches={a: 4}), T0, HOUR, HL)
+    u = lc.doc_usage(a)
+    assert u is not None and u["touches"] == pytest.approx(4.0) and u["decayed_at"] == T0
+    lc.record_usage(UsageBatch(touches={a: 2}), T0 + HL, HOUR, HL)  # 4 halves to 2, plus 2
+    u = lc.doc_usage(a)
+    assert u is not None and u["touches"] == pytest.approx(4.0) and u["decayed_at"] == T0 + HL
+    lc.record_usage(UsageBatch(touches={a: 1}), T0 + HL, HOUR, HL)  # another process, same time: no decay
+    u = lc.doc_usage(a)
+    assert u is not None and u["touches"] == pytest.approx(5.0)
+    # hot_docs decays to `now`: 5 touches at T0+HL are 2.5 at T0+2HL
+    assert lc.hot_docs(T0 + 2 * HL, 2.4, HL, 10) == [a]
+    assert lc.hot_docs(T0 + 2 * HL, 2.6, HL, 10) == []
+
+
+def test_last_use_only_moves_forward(lc: StoreOfRecord) -> None:
+    a = k("a")
+    lc.record_usage(UsageBatch(used={a: T0 + 50}), T0 + 60, HOUR, HL)
+    lc.record_usage(UsageBatch(used={a: T0 + 10}), T0 + 70, HOUR, HL)
+    u = lc.doc_usage(a)
+    assert u is not None and u["last_used_at"] == T0 + 50
+
+
+def test_cooccurrence_counts_only_beside_pinned_docs(lc: StoreOfRecord) -> None:
+    hot, b, c, d = k("hot"), k("b"), k("c"), k("d")
+    lc.record_usage(UsageBatch(touches={hot: 1}), T0, HOUR, HL)
+    assert lc.pin_docs([hot], T0 + 1000) == 1
+    lc.record_usage(UsageBatch(pages=[(hot, b), (c, d)], used={hot: T0 + 1, b: T0 + 1, c: T0 + 1, d: T0 + 1}),
+                    T0 + 1, HOUR, HL)
+    cooc = {x.doc_id: (lc.doc_usage(x) or {}).get("cooccur") for x in (hot, b, c, d)}
+    assert cooc == {"hot": 0.0, "b": 1.0, "c": 0.0, "d": 0.0}
+    # a second page beside the pinned doc adds up; after the pin ends it counts for nothing
+    lc.record_usage(UsageBatch(pages=[(b, hot)], used={b: T0 + 1}), T0 + 1, HOUR, HL)
+    assert (lc.doc_usage(b) or {})["cooccur"] == pytest.approx(2.0)
+    lc.record_usage(UsageBatch(pages=[(c, hot)], used={c: T0 + 2000}), T0 + 2000, HOUR, HL)
+    assert (lc.doc_usage(c) or {})["cooccur"] == 0.0
+
+
+def test_hot_docs_and_pins(lc: StoreOfRecord) -> None:
+    a, b, cold = k("a"), k("b"), k("cold")
+    lc.record_usage(UsageBatch(touches={a: 3, b: 3, cold: 1}), T0, HOUR, HL)
+    assert sorted(lc.hot_docs(T0, 3, HL, 10)) == [a, b]
+    assert len(lc.hot_docs(T0, 3, HL, 1)) == 1  # limit
+    assert lc.pin_docs([a, a, k("never-used")], T0 + 500) == 1  # only known documents, once each
+    assert (lc.doc_usage(a) or {})["pinned_until"] == T0 + 500
+    assert lc.hot_docs(T0, 3, HL, 10) == [b]  # pinned: not offered again
+    # ... until its pin ends before the refresh bound
+    assert sorted(lc.hot_docs(T0, 3, HL, 10, refresh_before=T0 + 600)) == [a, b]
+    assert lc.hot_docs(T0, 3, HL, 10, refresh_before=T0 + 400) == [b]
+
+
+# -- collection modes ---------------------------------------------------------------------------
+
+
+def test_collection_modes_and_manual_decisions(lc: StoreOfRecord) -> None:
+    assert lc.collection_modes() == [] and lc.promoted() == set()
+    assert lc.set_collection_mode(mode("c", "eager")) is True
+    assert lc.set_collection_mode(mode("c", "eager", since=T0 + 5)) is False  # nothing changes
+    got = lc.collection_modes("t")
+    assert len(got) == 1 and got[0].mode == "eager" and got[0].figures == {"queries": 3} and not got[0].manual
+    assert lc.promoted() == {("t", "c")}
+    # an operator's decision replaces it and then stands against the scheduler
+    assert lc.set_collection_mode(mode("c", "lazy", manual=True)) is True
+    assert lc.set_collection_mode(mode("c", "eager"), only_if_not_manual=True) is False
+    assert lc.collection_modes("t")[0].mode == "lazy" and lc.promoted() == set()
+    # ... but not against another operator decision
+    assert lc.set_collection_mode(mode("c", "eager", manual=True), only_if_not_manual=False) is True
+    assert lc.promoted() == {("t", "c")}
+    # automatic decisions go through on non-manual rows; other tenants are apart
+    lc.set_collection_mode(mode("d", "eager"))
+    assert lc.set_collection_mode(mode("d", "lazy"), only_if_not_manual=True) is True
+    lc.set_collection_mode(mode("c", "eager", tenant="u"))
+    assert [m.collection for m in lc.collection_modes("t")] == ["c", "d"]
+    assert [(m.tenant, m.collection) for m in lc.collection_modes()] == [("t", "c"), ("t", "d"), ("u", "c")]
+    assert lc.promoted() == {("t", "c"), ("u", "c")}
+
+
+# -- eviction -----------------------------------------------------------------------------------
+
+
+def test_eviction_candidates_exclude_eager_pinned_and_recent(lc: StoreOfRecord) -> None:
+    for i in ("old", "pinned", "recent", "queued"):
+        ready(lc, k(i), f"h-{i}")
+    ready(lc, k("e", c="eager"), "h-e")
+    ready(lc, k("o", tenant="u"), "h-o")
+    put(lc, k("queued"), "h-q", S.QUEUED)
+    lc.set_collection_mode(mode("eager", "eager"))
+    future = 10 * T0 * 10_000  # after every wall-clock embedding time
+    lc.record_usage(UsageBatch(touches={k("pinned"): 1}, used={k("recent"): future - 10}), future - 10, HOUR, HL)
+    lc.pin_docs([k("pinned")], future + 100)
+    got = lc.eviction_candidates("core", future - 100, future, 100)
+    assert sorted(s.key for s in got) == [k("old"), k("o", tenant="u")]
+    assert all(s.status == S.READY for s in got)
+    assert [s.key for s in lc.eviction_candidates("core", future - 100, future, 100, tenant="u")] == [
+        k("o", tenant="u")]
+    assert lc.eviction_candidates("core", future - 100, future, 100, tenant="t", collection="other") == []
+    assert [s.key for s in lc.eviction_candidates("core", future - 100, future, 100, "t", "c")] == [k("old")]
+    assert len(lc.eviction_candidates("core", future - 100, future, 1)) == 1
+    assert lc.eviction_candidates("other-space", future - 100, future, 100) == []
+    # once the pin has run out the pinned document is a candidate too
+    after = [s.key for s in lc.eviction_candidates("core", future - 5, future + 200, 100, tenant="t")]
+    assert sorted(after) == [k("old"), k("pinned"), k("recent")]
+    # nothing embedded recently is idle: an idle bound before the embedding finds nothing
+    assert lc.eviction_candidates("core", 1.0, 2.0, 100) == []
+
+
+def test_evict_moves_ready_rows_to_cold_and_keeps_shared_vectors(lc: StoreOfRecord) -> None:
+    a, b, c = k("a"), k("b"), k("c")
+    ready(lc, a, "h1")
+    ready(lc, b, "h1")  # same content as a
+    ready(lc, c, "h2")
+    head = lc.change_log_head()
+    sa, sc = status(lc, a), status(lc, c)
+    assert lc.evict([(sa, "ref-1", 20), (sc, "ref-2", 20)], "float16", T0) == [a, c]
+    ea, ec = status(lc, a), status(lc, c)
+    assert (ea.status, ea.cold_ref, ea.reason) == (S.NONE, "ref-1", None)
+    assert (ec.status, ec.cold_ref) == (S.NONE, "ref-2")
+    assert lc.vector_for_hash("t", "h1", "core") is not None  # b is still ready with it
+    assert lc.vector_for_hash("t", "h2", "core") is None
+    assert lc.cold_entry("t", "h1", "core") == "ref-1" and lc.cold_entry("t", "h2", "core") == "ref-2"
+    assert lc.cold_entry("u", "h1", "core") is None
+    changes = lc.changes_since(head)
+    assert sorted((ch.key, ch.op, ch.space) for ch in changes) == [(a, "unvector", "core"), (c, "unvector", "core")]
+    cov = lc.coverage("t", None, "core")
+    assert cov["states"]["cold"] == 2 and cov["states"]["ready"] == 1  # type: ignore[index]
+    assert lc.coverage_all("core") == {"cold": 2, "ready": 1}
+    sb = status(lc, b)
+    assert lc.evict([(sb, "ref-1", 20)], "float16", T0) == [b]
+    assert lc.vector_for_hash("t", "h1", "core") is None  # the last ready user went
+
+
+def test_evict_is_a_compare_and_set(lc: StoreOfRecord) -> None:
+    a, b, c = k("a"), k("b"), k("c")
+    ready(lc, a, "h1")
+    ready(lc, b, "h2")
+    ready(lc, c, "h3")
+    sa, sb, sc = status(lc, a), status(lc, b), status(lc, c)
+    put(lc, a, "h1-new", S.QUEUED)  # rewritten since it was chosen
+    lc.delete_doc(b)  # deleted since
+    lc.set_status([c], "core", S.STALE)  # no longer ready
+    head = lc.change_log_head()
+    assert lc.evict([(sa, "r", 1), (sb, "r", 1), (sc, "r", 1)], "int8", T0) == []
+    assert (status(lc, a).status, status(lc, a).cold_ref) == (S.QUEUED, None)
+    assert lc.sidecar(b, "core") is None
+    assert lc.changes_since(head) == []
+    assert lc.cold_entry("t", "h1", "core") is None
+    assert lc.vector_for_hash("t", "h3", "core") is not None
+    assert lc.storage_report("t")["cold"] == 0
+
+
+def test_storage_report_counts_vectors_and_cold_bytes(lc: StoreOfRecord) -> None:
+    ready(lc, k("a"), "h1", [0.1, 0.2, 0.3])
+    ready(lc, k("b"), "h2", [0.1, 0.2, 0.3])
+    ready(lc, k("x", tenant="u"), "h1", [1.0, 0.0, 0.0])
+    assert lc.storage_report("t") == {"vectors": 2, "vectorBytes": 24, "cold": 0, "coldBytes": 0}
+    lc.evict([(status(lc, k("a")), "ref", 18)], "float16", T0)
+    assert lc.storage_report("t") == {"vectors": 1, "vectorBytes": 12, "cold": 1, "coldBytes": 18}
+    assert lc.storage_report() == {"vectors": 2, "vectorBytes": 24, "cold": 1, "coldBytes": 18}
+
+
+def test_prune_orphans_drops_edited_away_content_only(lc: StoreOfRecord) -> None:
+    a, b, c = k("a"), k("b"), k("c")
+    ready(lc, a, "h1")
+    ready(lc, b, "h2")
+    ready(lc, c, "h2")  # shared content
+    ready(lc, k("x", tenant="u"), "h1")  # another tenant's same content
+    lc.evict([(status(lc, a), "ref-1", 10)], "float16", T0)
+    lc.evict([(status(lc, b), "ref-2", 10)], "float16", T0)
+    assert lc.prune_orphans() == (0, [])  # every content is still used
+    put(lc, a, "h1-edited")  # h1 is gone from tenant t (vector already evicted, cold entry stays)
+    put(lc, b, "h2-edited")  # h2 is still c's content
+    ready(lc, k("d"), "h9")
+    put(lc, k("d"), "h9-edited")  # an edited-away vector that was never evicted
+    removed, gone = lc.prune_orphans()
+    assert removed == 1 and gone == [("t", "h1", "core", "ref-1")]
+    assert lc.vector_for_hash("t", "h9", "core") is None
+    assert lc.cold_entry("t", "h1", "core") is None
+    assert lc.cold_entry("t", "h2", "core") == "ref-2"
+    assert lc.vector_for_hash("t", "h2", "core") is not None
+    assert lc.vector_for_hash("u", "h1", "core") is not None
+    assert lc.prune_orphans() == (0, [])
+
+
+# -- sidecars, budget refusals -------------------------------------------------------------------
+
+
+def test_ensure_sidecars_inserts_only_missing_rows(lc: StoreOfRecord) -> None:
+    a, b = k("a"), k("b")
+    ready(lc, a, "h1")
+    put(lc, b, "h2")
+    rows = [SidecarEntry(a, "core", S.NONE, "h1", updated_at=T0), SidecarEntry(a, "v2", S.NONE, "h1", updated_at=T0),
+            SidecarEntry(b, "v2", S.NONE, "h2", updated_at=T0)]
+    assert lc.ensure_sidecars(rows) == 2
+    assert status(lc, a).status == S.READY  # the existing row stayed
+    assert {x: s.status for x, s in lc.sidecars([a, b], "v2").items()} == {a: S.NONE, b: S.NONE}
+    assert lc.ensure_sidecars(rows) == 0
+
+
+def test_requeue_budget_deferred_only_budget_rows_of_past_days(lc: StoreOfRecord) -> None:
+    a, b, c = k("a"), k("b"), k("c")
+    for x in (a, b, c):
+        put(lc, x, f"h-{x.doc_id}")
+    lc.set_status([a], "core", S.DEFERRED, "budget")
+    lc.set_status([b], "core", S.DEFERRED, "policy:rule0")
+    lc.set_status([c], "core", S.DENIED, "budget")
+    when = status(lc, a).updated_at
+    assert lc.requeue_budget_deferred(when) == 0  # refused today (not before the bound)
+    assert lc.requeue_budget_deferred(when + 1) == 1
+    assert (status(lc, a).status, status(lc, a).reason) == (S.NONE, None)
+    assert status(lc, b).status == S.DEFERRED and status(lc, c).status == S.DENIED
+
+
+# -- provider usage and caps ----------------------------------------------------------------------
+
+
+def test_charge_tokens_cap_is_all_or_nothing(lc: StoreOfRecord) -> None:
+    day = "2026-01-02"
+    assert lc.charge_tokens("t", day, {"c": (2, 60), "d": (1, 30)}, 1, 100) is True
+    assert lc.tokens_used("t", day) == 90
+    assert lc.charge_tokens("t", day, {"c": (1, 5), "d": (1, 6)}, 1, 100) is False  # 101 > 100: nothing
+    assert lc.tokens_used("t", day) == 90
+    assert lc.charge_tokens("t", day, {"c": (1, 10)}, 2, 100) is True  # exactly the cap
+    assert lc.tokens_used("t", day) == 100
+    assert lc.charge_tokens("t", day, {"c": (1, 1000)}, 1, 0) is True  # 0: no cap
+    assert lc.tokens_used("t", day) == 1100
+    assert lc.tokens_used("u", day) == 0 and lc.tokens_used("t", "2026-01-03") == 0
+    assert lc.charge_tokens("u", day, {"c": (1, 50)}, 1, 100) is True  # caps are per tenant
+    lc.charge_tokens("t", "2026-01-01", {"c": (4, 40)}, 1, 0)
+    assert lc.usage_by_day("t", None, 10) == [
+        {"day": day, "calls": 4, "documents": 5, "tokens": 1100},
+        {"day": "2026-01-01", "calls": 1, "documents": 4, "tokens": 40}]
+    assert lc.usage_by_day("t", "d", 10) == [{"day": day, "calls": 0, "documents": 1, "tokens": 30}]
+    assert lc.usage_by_day("t", None, 1) == [{"day": day, "calls": 4, "documents": 5, "tokens": 1100}]
+
+
+# -- backfill tasks ----------------------------------------------------------------------------------
+
+
+def task(i: str, created: float, collection: str | None = "c", tenant: str = "t") -> BackfillTask:
+    return BackfillTask(i, tenant, collection, "core", "promote", False, "", 0, 0, 5, "running", created, created)
+
+
+def test_backfill_task_crud(lc: StoreOfRecord) -> None:
+    lc.create_task(task("b", T0 + 1))
+    lc.create_task(task("a", T0, collection=None))
+    lc.create_task(task("x", T0, tenant="u"))
+    assert [t.id for t in lc.tasks("t")] == ["a", "b"]
+    assert lc.tasks("t")[0].collection is None and lc.tasks("t")[1] == task("b", T0 + 1)
+    lc.update_task("b", f"c{SEP}d7", 7, 3, "done", T0 + 9)
+    got = next(t for t in lc.tasks("t") if t.id == "b")
+    assert (got.cursor, got.examined, got.queued, got.state, got.updated_at) == (f"c{SEP}d7", 7, 3, "done", T0 + 9)
+    assert [t.id for t in lc.tasks("t", running_only=True)] == ["a"]
+    assert sorted(t.id for t in lc.tasks(running_only=True)) == ["a", "x"]
+    with pytest.raises(Exception):  # noqa: B017 - either driver's integrity error
+        lc.create_task(task("a", T0))
+
+
+def test_keys_after_walks_every_document_once_in_order(lc: StoreOfRecord) -> None:
+    ids = ["b", "a-1", "a1", "A2", "a", "z", "a_b", "10", "9"]
+    for c in ("c1", "c2"):
+        for i in ids:
+            put(lc, k(i, c=c), "h")
+    put(lc, k("other", tenant="u"), "h")
+    seen: list[DocKey] = []
+    cursor = ""
+    while page := lc.keys_after("t", None, cursor, 4):
+        seen += page
+        cursor = f"{page[-1].collection}{SEP}{page[-1].doc_id}"
+    assert len(seen) == 18 and len(set(seen)) == 18 and all(x.tenant == "t" for x in seen)
+    assert [x.collection for x in seen] == ["c1"] * 9 + ["c2"] * 9
+    assert lc.keys_after("t", "c2", "", 100) == [x for x in seen if x.collection == "c2"]
+    # a cursor is a position: it resumes after that document of that collection
+    assert lc.keys_after("t", None, cursor, 4) == []
+    assert lc.keys_after("t", None, f"c1{SEP}{seen[8].doc_id}", 1) == [seen[9]]
+    assert lc.keys_after("t", "c1", f"c1{SEP}{seen[8].doc_id}", 5) == []
+    assert lc.count_docs("t", None) == 18 and lc.count_docs("t", "c1") == 9 and lc.count_docs("u", "c1") == 0
+
+
+# -- spaces per tenant ---------------------------------------------------------------------------------
+
+
+def test_tenant_spaces_and_dropping_a_space(lc: StoreOfRecord) -> None:
+    lc.put_tenant_space(SpaceInfo("t", "core", "m", 2, "active", T0, T0))
+    lc.put_tenant_space(SpaceInfo("t", "v2", "m2", 3, "building", T0 + 1))
+    lc.put_tenant_space(SpaceInfo("u", "core", "m", 2, "active", T0))
+    assert [s.space for s in lc.tenant_spaces("t")] == ["core", "v2"]
+    lc.put_tenant_space(SpaceInfo("t", "core", "m", 2, "retired", T0, T0))
+    assert lc.tenant_spaces("t")[0].state == "retired" and len(lc.tenant_spaces()) == 3
+    a, b = k("a"), k("b")
+    ready(lc, a, "h1")
+    put(lc, b, "h2")
+    lc.evict([(status(lc, a), "ref", 5)], "float16", T0)
+    ready(lc, a, "h1")  # ready again after rehydration
+    ready(lc, k("x", tenant="u"), "h1")
+    head = lc.change_log_head()
+    assert lc.drop_space_vectors("t", "core") == 2
+    assert lc.sidecar(a, "core") is None and lc.sidecar(b, "core") is None
+    assert lc.vector_for_hash("t", "h1", "core") is None and lc.cold_entry("t", "h1", "core") is None
+    assert [(ch.key, ch.op) for ch in lc.changes_since(head)] == [(a, "unvector")]
+    assert lc.vector_for_hash("u", "h1", "core") is not None  # another tenant's space stays
+
+
+# -- leases --------------------------------------------------------------------------------------------
+
+
+def test_a_lease_has_one_holder(opener: Opener) -> None:  # noqa: F811 - the imported fixture
+    one, two = cast(StoreOfRecord, opener()), cast(StoreOfRecord, opener())
+    try:
+        with one.lease("scheduler") as first:
+            with two.lease("scheduler") as second:
+                assert first is True and second is False
+            with two.lease("other") as third:
+                assert third is True
+            with one.follower_lease("scheduler") as follower:  # leases do not collide with followers
+                assert follower is True
+        with two.lease("scheduler") as again:
+            assert again is True
+    finally:
+        one.close()
+        two.close()
