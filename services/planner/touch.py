@@ -1,44 +1,158 @@
 """Which cold candidates a query spends embedding on (V§4.2 "enqueue cold, eligible").
 
-Two policies, chosen by `Settings.touch_policy`:
+Three policies, chosen by `Settings.touch_policy`:
 
-- `depth` (default): embed what is cold within the top `depth` lexical positions, where
-  depth follows the page the caller asked for (`limit` x `touch_depth_factor`, at least
-  `touch_min_depth`). A repeated query finds its top already embedded and costs nothing,
-  so embedding follows the distinct questions users ask, not how often they ask them.
-  Optionally, part of the ceiling goes to lexical neighbours of the top results (documents
-  that share the top hits' vocabulary are likely to be semantically close to the query).
+- `adaptive` (default): spend where the fused first page is decided, and only as deep as it
+  keeps changing.
+  1. First what is on the fused first page but has no vector yet (it stands in with its
+     lexical score: embedding it settles its place), in page order.
+  2. Then the rest of the lexical top `depth` (`limit` x `touch_depth_factor`, at least
+     `touch_min_depth`), in lexical order: the documents the semantic leg most often lifts
+     onto the page.
+  3. A query whose top `depth` is already embedded (a repeat, or a neighbourhood other
+     queries embedded) digs `dig_step` further down the lexical list only while its page is
+     not stable: while the page still draws on the deepest `stable_zone` part of what is
+     embedded, there is likely more below; once it does not, the query costs nothing more.
+     Repeats therefore settle, instead of digging on every repeat as `fixed` does.
+  4. Under a tight budget (tokens available below `reserve` x `depth`) the depth shrinks
+     towards the page and nobody digs: what enters the page comes first.
+  Neighbours (optional, `touch_neighbours`) are lexical more-like-this neighbours of the
+  documents the semantic leg ranks highest on the page ("vector similarity once a few are
+  embedded"), queried only when the budget has room.
+- `depth`: embed what is cold within the top `depth` lexical positions; a repeat finds its
+  top already embedded and costs nothing. Neighbours of the top lexical results optionally.
 - `fixed`: the naive policy, kept for comparison in `bench lazy`: embed the first K cold
   candidates wherever they sit in the whole candidate list, so every repeat digs deeper.
 
-Everything here runs inside the caller's tenant + ACL filter: a query never spends
-embedding on a document its caller may not read.
+The choice is a pure function of what the query's own reads returned (`plan`), so it is
+tested without a store. Everything here runs inside the caller's tenant + ACL filter: the
+lexical list, the fused page and the neighbour searches all come from queries run with the
+caller's SearchFilter, so a query never spends embedding on a document it may not read.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+import statistics
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 
-from shared.model import DocKey, Hit, StoredDoc
+from shared.model import DocKey, Hit, SemanticStatus, StoredDoc
 from shared.text.hashing import doc_text
 
 Search = Callable[[str, int], list[Hit]]
 
+# What a candidate's sidecar says, as `plan` sees it.
+COLD, PENDING, READY, OTHER = "cold", "pending", "ready", "other"
+
+
+def touch_state(status: SemanticStatus, cold: Collection[SemanticStatus] = (SemanticStatus.NONE,
+                                                                          SemanticStatus.STALE)) -> str:
+    """A sidecar status as `plan` sees it: cold (may be embedded), pending, ready, or other
+    (denied, deferred, failed: never spent on)."""
+    if status in cold:
+        return COLD
+    if status == SemanticStatus.QUEUED:
+        return PENDING
+    return READY if status == SemanticStatus.READY else OTHER
+
 
 @dataclass(frozen=True)
 class TouchPolicy:
-    policy: str = "depth"  # depth | fixed
+    policy: str = "adaptive"  # adaptive | depth | fixed
     depth_factor: float = 2.0
     min_depth: int = 10
-    neighbours: int = 0  # neighbours queued per top result (0 = off)
-    neighbour_sources: int = 3  # how many top results lend their neighbours
+    neighbours: int = 0  # neighbours queued per source document (0 = off)
+    neighbour_sources: int = 3  # how many page documents lend their neighbours
+    # adaptive only:
+    dig_step: int = 10  # how much deeper a repeat with an unstable page looks
+    dig_max: int = 60  # never deeper than this many lexical candidates
+    stable_zone: float = 0.5  # the page is unstable while it uses the deepest half of what is embedded
+    reserve: float = 4.0  # below `reserve` x depth tokens available, spend on the page first, never dig
+    reach_best: int = 0  # z-score fusion: skip candidates that could not reach the page even with the
+    # semantic score of the `reach_best`-th semantic hit (0 = off)
 
     def depth(self, limit: int, candidates: int) -> int:
         if self.policy == "fixed":
             return candidates  # the whole list: a repeat finds its top embedded and digs deeper
         return max(self.min_depth, math.ceil(limit * self.depth_factor))
+
+
+@dataclass(frozen=True)
+class TouchPlan:
+    keys: list[DocKey]  # cold candidates in the order they should be embedded
+    depth: int  # how deep into the lexical list the plan looked
+    dug: bool  # whether it went past the policy depth (unstable page)
+    neighbours: bool  # whether neighbours are worth a search
+
+
+def frontier(lexical: Sequence[DocKey], state: Mapping[DocKey, str]) -> int:
+    """How many leading lexical candidates are not cold (embedded, queued, or ineligible)."""
+    for i, k in enumerate(lexical):
+        if state.get(k, OTHER) == COLD:
+            return i
+    return len(lexical)
+
+
+def unstable(lexical: Sequence[DocKey], page: Sequence[DocKey], edge: int, zone: float) -> bool:
+    """Whether the page still uses the deepest `zone` part of the first `edge` lexical
+    candidates: then the next ones are likely to reach it too."""
+    if edge <= 0:
+        return False
+    rank = {k: i for i, k in enumerate(lexical[:edge])}
+    floor = math.floor(edge * (1 - zone))
+    return any(rank.get(k, -1) >= floor for k in page)
+
+
+def reach(lexical: Sequence[float], semantic: Sequence[float], threshold: float, weight: float,
+          best: int = 1, depth: int = 200) -> int:
+    """How many leading lexical candidates could still reach the fused page once embedded
+    (z-score fusion, services/planner/fusion.py): those whose lexical z, with the z of the
+    `best`-th semantic hit so far, would reach the page's last fused score `threshold`.
+    Lexical scores come best first, so the answer is a depth."""
+    if not semantic or not lexical:
+        return len(lexical)
+    lm, ls = _spread(lexical[:depth])
+    sm, ss = _spread(semantic[:depth])
+    top = (semantic[min(best, len(semantic)) - 1] - sm) / ss
+    n = 0
+    for i, x in enumerate(lexical):
+        if (1 - weight) * (x - lm) / ls + weight * top < threshold:
+            break
+        n = i + 1
+    return n
+
+
+def _spread(xs: Sequence[float]) -> tuple[float, float]:
+    return statistics.fmean(xs), statistics.pstdev(xs) or 1.0
+
+
+def plan(policy: TouchPolicy, limit: int, lexical: Sequence[DocKey], page: Sequence[DocKey],
+         state: Mapping[DocKey, str], available: int, reachable: int | None = None) -> TouchPlan:
+    """The cold candidates worth embedding for one query, best first (adaptive policy).
+
+    `lexical` is the query's lexical candidate list, `page` its current fused first page,
+    `state` what each candidate's sidecar says, `available` the tenant's budget tokens now,
+    `reachable` how deep a candidate could still reach the page (`reach`; None = unknown)."""
+    base = policy.depth(limit, len(lexical))
+    room = policy.reserve * base
+    if available < room:  # tight budget: shrink towards the page, never dig
+        depth = limit + math.floor((base - limit) * max(0.0, available) / room) if base > limit else base
+        dug = False
+    else:
+        depth, dug = base, False
+        edge = frontier(lexical, state)
+        if edge >= base and unstable(lexical, page, min(edge, policy.dig_max), policy.stable_zone):
+            depth, dug = min(edge + policy.dig_step, policy.dig_max), True
+    if reachable is not None:
+        depth = min(depth, max(limit, reachable))
+    out: list[DocKey] = []
+    seen: set[DocKey] = set()
+    for k in [*page, *lexical[:depth]]:
+        if k not in seen and state.get(k, OTHER) == COLD:
+            seen.add(k)
+            out.append(k)
+    return TouchPlan(out, depth, dug, available >= room and policy.neighbours > 0)
 
 
 def neighbour_query(doc: StoredDoc, words: int = 32) -> str:

@@ -1,0 +1,234 @@
+"""Touch-policy economics in one process: the real planner, store and indexes, no HTTP.
+
+    python -m bench.touch_sim --data ../shared/data/cisi --policy adaptive --budgets 0
+
+`bench lazy` measures a policy through a served instance and SSE, which is what a user
+sees but slow (one fresh server per setting, each read waits on its own embeds). This
+replays the same Zipfian streams through `services.wiring.build` with the real planner
+(`ReadSession.start` -> `complete_semantic` -> `touch` -> wait -> `refresh`, as the SSE
+route does), embedding through the same cached all-MiniLM-L6-v2 vectors, so a setting
+runs in seconds and policies can be compared, tuned on one dev set and checked on the
+other. The tenant budget is a token bucket on a simulated clock (queries arrive at
+`--qpm` per minute), so a budgeted run is deterministic instead of racing the machine.
+
+Measures (as the issue defines them): final nDCG@10 over the distinct queries of the
+stream's second half, each at its latest answer, over eager hybrid on the same queries;
+the embedded fraction; and the oracle fraction (union of eager hybrid's first pages over
+the distinct queries served).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from bench import ir
+from bench.datasets import Dataset, load
+from bench.embed_server import CachedModel
+from bench.lazy import query_population, zipf_stream
+from bench.quality import COLLECTION, corpus_docs
+from services.planner.planner import COLD, ReadRequest
+from services.wiring import Container, build
+from shared.config import Settings
+from shared.model import DocKey, EmbedJob, Principal, SemanticStatus
+
+TENANT = "bench"
+PRINCIPAL = Principal(TENANT, ("user:bench",), frozenset({"read", "write", "admin"}))
+LIMIT = 10
+RESULTS = Path(__file__).resolve().parent / "results"
+
+
+class CachedEmbedder:
+    """The Embedder port over the benchmark's cached model (bench/embed_server.py)."""
+
+    def __init__(self, model: CachedModel):
+        self.m = model
+        self.calls = 0
+
+    @property
+    def model_id(self) -> str:
+        return "all-MiniLM-L6-v2"
+
+    @property
+    def dim(self) -> int:
+        return 384
+
+    def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        self.calls += len(texts)
+        return self.m.embed(list(texts))
+
+    def embed_query(self, text: str) -> list[float]:
+        return self.m.embed([text])[0]
+
+
+class SimBudget:
+    """A per-tenant token bucket (`per_minute`, holding at most a minute) on a simulated
+    clock that the replay advances; per_minute 0 = unlimited."""
+
+    def __init__(self, per_minute: int):
+        self.per_minute = per_minute
+        self.level = float(per_minute)
+        self.spent = 0
+
+    def advance(self, minutes: float) -> None:
+        self.level = min(float(self.per_minute), self.level + minutes * self.per_minute)
+
+    def take(self, tenant: str, wanted: int) -> int:
+        if self.per_minute <= 0:
+            self.spent += max(0, wanted)
+            return max(0, wanted)
+        granted = max(0, min(wanted, int(self.level)))
+        self.level -= granted
+        self.spent += granted
+        return granted
+
+    def available(self, tenant: str) -> int:
+        return 10**9 if self.per_minute <= 0 else int(self.level)
+
+
+def _container(model: CachedModel, env: dict[str, Any]) -> tuple[Container, CachedEmbedder]:
+    data = Path(tempfile.mkdtemp(prefix="vibe-touchsim-")) / "data"
+    policy = {k.removeprefix("policy."): v for k, v in env.items() if k.startswith("policy.")}
+    plain = {k: v for k, v in env.items() if not k.startswith("policy.")}
+    settings = Settings(data_dir=data, embedder="openai", **plain)
+    emb = CachedEmbedder(model)
+    c = build(settings, emb)
+    c.planner.cfg.touch = replace(c.planner.cfg.touch, **policy)  # knobs the settings do not carry
+    c.start()
+    return c, emb
+
+
+def _ingest(c: Container, ds: Dataset) -> None:
+    docs = [c.docs.parse(PRINCIPAL, COLLECTION, d["_id"], d) for d in corpus_docs(ds)]
+    for i in range(0, len(docs), 500):
+        c.docs.put(docs[i:i + 500])
+
+
+def _wait_idle(c: Container, keys: set[DocKey], timeout: float = 600) -> None:
+    space = c.settings.space
+    t0 = time.monotonic()
+    todo = list(keys)
+    while todo and time.monotonic() - t0 < timeout:
+        sides = c.store.sidecars(todo, space)
+        todo = [k for k in todo if k in sides and sides[k].status == SemanticStatus.QUEUED]
+        if todo:
+            time.sleep(0.002)
+
+
+def _embed_all(c: Container, ds: Dataset) -> None:
+    space = c.settings.space
+    keys = [DocKey(TENANT, COLLECTION, d) for d in ds.corpus]
+    sides = c.store.sidecars(keys, space)
+    cold = [sides[k] for k in keys if k in sides and sides[k].status in COLD]
+    moved = set(c.store.set_status([e.key for e in cold], space, SemanticStatus.QUEUED, only_from=COLD))
+    c.queue.enqueue([EmbedJob(e.key, space, e.content_hash) for e in cold if e.key in moved])
+    _wait_idle(c, moved)
+
+
+def _ask(c: Container, q: str, strategy: str = "auto") -> tuple[list[str], list[str]]:
+    """One read as the SSE route runs it; returns the first and the final page."""
+    session = c.planner.open(PRINCIPAL, ReadRequest(COLLECTION, q, strategy, limit=LIMIT), streaming=True)
+    first = [f.key.doc_id for f in session.ranking[:LIMIT]]
+    session.complete_semantic()
+    session.touch()
+    while session.awaits_backfill:
+        _wait_idle(c, set(session.pending))
+        session.refresh()
+    return first, [f.key.doc_id for f in session.ranking[:LIMIT]]
+
+
+def _embedded(c: Container, ds: Dataset) -> int:
+    keys = [DocKey(TENANT, COLLECTION, d) for d in ds.corpus]
+    sides = c.store.sidecars(keys, c.settings.space)
+    return sum(1 for s in sides.values() if s.status == SemanticStatus.READY)
+
+
+@dataclass
+class Eager:
+    ndcg: dict[str, float]
+    top: dict[str, list[str]]
+
+
+def eager(model: CachedModel, ds: Dataset, env: dict[str, Any]) -> Eager:
+    c, _ = _container(model, env)
+    try:
+        _ingest(c, ds)
+        _embed_all(c, ds)
+        run = {q: _ask(c, t, "hybrid")[1] for q, t in ds.judged_queries().items()}
+    finally:
+        c.queue.stop()
+    return Eager(ir.per_query(run, ds.qrels), run)
+
+
+def replay(model: CachedModel, ds: Dataset, env: dict[str, Any], stream: list[str], base: Eager,
+           per_minute: int, qpm: float) -> dict[str, Any]:
+    c, emb = _container(model, env)
+    budget = SimBudget(per_minute)
+    c.planner.budget = budget
+    queries = ds.judged_queries()
+    final: dict[str, list[str]] = {}
+    last_seen: dict[str, int] = {}
+    try:
+        _ingest(c, ds)
+        for i, qid in enumerate(stream):
+            budget.advance(1 / qpm)
+            final[qid] = _ask(c, queries[qid])[1]
+            last_seen[qid] = i
+        embedded = _embedded(c, ds)
+    finally:
+        c.queue.stop()
+    half = {q for q in stream[len(stream) // 2:]}
+    got = ir.per_query({q: final[q] for q in half}, ds.qrels)
+    base_mean = statistics.fmean(base.ndcg[q] for q in got)
+    got_all = ir.per_query(final, ds.qrels)
+    union = {d for q in half for d in base.top[q]}
+    union_all = {d for q in set(stream) for d in base.top[q]}
+    n = len(ds.corpus)
+    return {"embedded_fraction": round(embedded / n, 4), "embeds": emb.calls,
+            "ratio_second_half": round(statistics.fmean(got.values()) / base_mean, 4) if base_mean else 0.0,
+            "ratio_all": round(statistics.fmean(got_all.values()) / statistics.fmean(base.ndcg[q] for q in got_all), 4),
+            "oracle_fraction": round(len(union_all) / n, 4), "oracle_second_half": round(len(union) / n, 4),
+            "distinct_second_half": len(half)}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--data", type=Path, required=True)
+    ap.add_argument("--seeds", default="1,2,3")
+    ap.add_argument("--length", type=int, default=400)
+    ap.add_argument("--queries", type=int, default=None)
+    ap.add_argument("--budgets", default="0", help="per-minute budgets, comma-separated (0 = lifted)")
+    ap.add_argument("--qpm", type=float, default=600.0, help="simulated arrival rate, queries per minute")
+    ap.add_argument("--env", action="append", default=[], help="NAME=settings JSON object, repeatable")
+    ap.add_argument("--out", default="")
+    a = ap.parse_args()
+    ds = load(a.data)
+    qids = query_population(ds, a.queries)
+    model = CachedModel()
+    settings = {name: json.loads(js) for name, js in (e.split("=", 1) for e in a.env)} or {"default": {}}
+    base = eager(model, ds, {})
+    rows = []
+    for name, env in settings.items():
+        for per_minute in [int(b) for b in a.budgets.split(",")]:
+            res = [replay(model, ds, env, zipf_stream(qids, a.length, int(s)), base, per_minute, a.qpm)
+                   for s in a.seeds.split(",")]
+            row = {"setting": name, "env": env, "per_minute": per_minute, "seeds": a.seeds}
+            for k in res[0]:
+                row[k] = round(statistics.fmean(r[k] for r in res), 4)
+            row["x_oracle"] = round(row["embedded_fraction"] / row["oracle_fraction"], 3)
+            print(json.dumps(row), flush=True)
+            rows.append(row)
+    if a.out:
+        Path(a.out).write_text(json.dumps({"dataset": ds.name, "docs": len(ds.corpus), "length": a.length,
+                                           "queries": len(qids), "qpm": a.qpm, "rows": rows}, indent=1))
+
+
+if __name__ == "__main__":
+    main()
