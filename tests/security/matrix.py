@@ -1,0 +1,459 @@
+"""The permission-matrix harness (issue #12): randomized (principal x document x endpoint)
+cases over every read path, with ACL changes, deletes and re-creations interleaved, checked
+against an oracle built only from the writes the harness made.
+
+A *case* is one assertion "this principal, through this endpoint call, is shown this document
+only if the oracle says it may read it" — every document of the caller's tenant universe is
+checked against every answer (ids, content, counts), so one call yields many cases.
+
+Every document version carries a unique token (`zq<doc>x<version>`) in its text, so content
+that reaches a caller through any field (highlights, snippets, MCP contexts, explain) is
+recognised wherever it appears. A version's token may be shown to a principal only if that
+principal could read that version (its own ACL) AND can read the document now (revocation).
+Showing an older version the caller could and can still read is counted as `stale`, not a leak.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from tests.mcp.support import McpClient, http
+from tests.support.server import Served
+
+WRITER = {"ta": "m-writer", "tb": "m-b-writer"}
+READERS = {
+    "m-u1": ("ta", ("user:u1", "group:g1")),
+    "m-u2": ("ta", ("user:u2", "group:g1", "group:g2")),
+    "m-u3": ("ta", ("user:u3", "group:g2")),
+    "m-u4": ("ta", ("user:u4",)),
+    "m-b-u1": ("tb", ("user:u1", "group:g1")),  # same principal names, other tenant
+}
+KEYS: list[dict[str, Any]] = [
+    {"key": "m-writer", "tenant": "ta", "principals": ["svc:writer"], "scopes": ["read", "write", "admin"]},
+    {"key": "m-b-writer", "tenant": "tb", "principals": ["svc:writer"], "scopes": ["read", "write", "admin"]},
+    *({"key": k, "tenant": t, "principals": list(ps), "scopes": ["read"]} for k, (t, ps) in READERS.items()),
+]
+ENV = {"VIBE_ENABLE_INNER_VOICE": "1", "VIBE_STREAM_WAIT_SECONDS": "0.5"}
+COLLECTIONS = ("kb", "kg", "thoughts")
+WORDS = ("orbit", "quartz", "lantern", "meadow", "cipher", "harbor")
+# ACLs the writer chooses from: None = public (no `_acl`); the writer is in every other one,
+# so it may always overwrite (routes_docs: only a reader may overwrite).
+ACLS: list[list[str] | None] = [None, ["user:u1"], ["group:g1"], ["group:g2"], ["user:u4", "group:g2"],
+                                ["user:u3"], [], ["user:nobody"]]
+TOKEN = re.compile(r"zq(\d+)x(\d+)")
+MATERIAL = re.compile(r"mtok([a-z0-9-]+)q(\d+)n\d+")
+
+
+@dataclass
+class Version:
+    acl: frozenset[str]  # "*" = public
+    words: tuple[str, ...]
+
+
+@dataclass
+class Doc:
+    num: int
+    tenant: str
+    collection: str
+    doc_id: str
+    current: int | None = None  # version number; None = deleted / never created
+    versions: dict[int, Version] = field(default_factory=dict)
+
+
+@dataclass
+class Leak:
+    variant: str
+    endpoint: str
+    key: str
+    doc: str
+    why: str
+    request: str
+
+    def __str__(self) -> str:
+        return f"[{self.variant}] {self.endpoint} as {self.key}: {self.doc}: {self.why}\n    request: {self.request}"
+
+
+def readable(acl: frozenset[str], principals: tuple[str, ...]) -> bool:
+    return "*" in acl or bool(acl & set(principals))
+
+
+class Oracle:
+    def __init__(self) -> None:
+        self.docs: dict[tuple[str, str, str], Doc] = {}
+        self.by_num: dict[int, Doc] = {}
+        self.next_version = 0
+
+    def add(self, tenant: str, collection: str, doc_id: str) -> Doc:
+        d = Doc(len(self.by_num), tenant, collection, doc_id)
+        self.docs[(tenant, collection, doc_id)] = d
+        self.by_num[d.num] = d
+        return d
+
+    def new_version(self, d: Doc, acl: list[str] | None, words: tuple[str, ...]) -> tuple[int, dict[str, Any]]:
+        self.next_version += 1
+        v = self.next_version
+        if acl is not None:  # the writer stays in every ACL, or it could not overwrite (routes_docs.py)
+            acl = [*acl, "svc:writer"]
+        d.versions[v] = Version(frozenset(["*"] if acl is None else acl), words)
+        text = f"{' '.join(words)} marker zq{d.num}x{v}"
+        body: dict[str, Any] = {"title": f"{words[0]} note"}
+        if d.collection == "kb":
+            body["content"] = text
+        else:
+            body["text"] = text
+            body["kind" if d.collection == "kg" else "origin"] = "entity" if d.collection == "kg" else "human"
+        if acl is not None:
+            body["_acl"] = acl
+        return v, body
+
+    def can_read(self, d: Doc, tenant: str, principals: tuple[str, ...]) -> bool:
+        return d.tenant == tenant and d.current is not None and readable(d.versions[d.current].acl, principals)
+
+    def universe(self, tenant: str) -> list[Doc]:
+        return [d for d in self.by_num.values() if d.tenant == tenant]
+
+    def count(self, tenant: str, principals: tuple[str, ...], collection: str, word: str | None) -> int:
+        """Documents the caller may read in scope (containing `word`, when given)."""
+        return sum(1 for d in self.universe(tenant) if (collection == "any" or d.collection == collection)
+                   and self.can_read(d, tenant, principals)
+                   and (word is None or word in d.versions[d.current].words))  # type: ignore[index]
+
+
+@dataclass
+class Stats:
+    variant: str
+    cases: int = 0
+    calls: int = 0
+    stale: int = 0
+    leaks: list[Leak] = field(default_factory=list)
+    by_endpoint: dict[str, int] = field(default_factory=dict)
+
+    def summary(self) -> str:
+        eps = ", ".join(f"{k}={v}" for k, v in sorted(self.by_endpoint.items()))
+        return (f"permission matrix [{self.variant}]: {self.cases} cases over {self.calls} calls, "
+                f"{len(self.leaks)} leaks, {self.stale} stale-but-permitted; per endpoint: {eps}")
+
+
+class Matrix:
+    """`writer` takes every write; `reader` answers every read (the same server, or another
+    process on the same data dir)."""
+
+    def __init__(self, writer: Served, reader: Served, variant: str, seed: int):
+        self.w = writer
+        self.r = reader
+        self.rng = random.Random(seed)
+        self.o = Oracle()
+        self.stats = Stats(variant)
+        self.mcp: dict[str, McpClient] = {}
+        self.explains: list[tuple[str, str, Doc]] = []  # (key, explainId, doc)
+        self.conversations: dict[str, list[tuple[str, int]]] = {}  # key -> [(conversation, n)]
+        self.tasks = 0
+
+    # -- set-up and writes ---------------------------------------------------------
+
+    def setup(self, per_collection: dict[str, int]) -> None:
+        for tenant, n in per_collection.items():
+            for col in COLLECTIONS:
+                r = self.w.call("POST", "/semantic/promote", WRITER[tenant], {"collection": col})
+                assert r.status_code == 200, r.text
+                docs = [self.o.add(tenant, col, f"d{i}") for i in range(n)]
+                if tenant == "ta":
+                    docs.append(self.o.add(tenant, col, "ta-only"))
+                self._bulk(tenant, col, docs)
+        for key in READERS:
+            self.mcp[key] = http(self.r.base, key)
+
+    def close(self) -> None:
+        for c in self.mcp.values():
+            c.close()
+
+    def _words(self) -> tuple[str, ...]:
+        return tuple(self.rng.sample(WORDS, 3))
+
+    def _put(self, d: Doc, acl: list[str] | None) -> None:
+        v, body = self.o.new_version(d, acl, self._words())
+        r = self.w.put(WRITER[d.tenant], d.collection, d.doc_id, body)
+        assert r.status_code in (200, 201), r.text
+        d.current = v
+
+    def _bulk(self, tenant: str, col: str, docs: list[Doc]) -> None:
+        items, versions = [], []
+        for d in docs:
+            v, body = self.o.new_version(d, self.rng.choice(ACLS), self._words())
+            items.append({"_id": d.doc_id, **body})
+            versions.append(v)
+        r = self.w.bulk(WRITER[tenant], col, items)
+        assert r.status_code == 200 and not r.json()["errors"], r.text
+        for d, v in zip(docs, versions, strict=True):
+            d.current = v
+
+    def mutate(self) -> None:
+        tenant = "ta" if self.rng.random() < 0.8 else "tb"
+        docs = self.o.universe(tenant)
+        d = self.rng.choice(docs)
+        op = self.rng.random()
+        if d.current is None or op < 0.35:  # re-create, usually with another ACL
+            self._put(d, self.rng.choice(ACLS))
+        elif op < 0.55:
+            r = self.w.call("DELETE", f"/v1/collections/{d.collection}/docs/{d.doc_id}", WRITER[tenant])
+            assert r.status_code == 200, r.text
+            d.current = None
+        elif op < 0.7:  # delete and re-create at once (finding 2)
+            r = self.w.call("DELETE", f"/v1/collections/{d.collection}/docs/{d.doc_id}", WRITER[tenant])
+            assert r.status_code == 200, r.text
+            d.current = None
+            self._put(d, self.rng.choice(ACLS))
+        elif op < 0.85:  # two edits in a row (one follower batch)
+            self._put(d, self.rng.choice(ACLS))
+            self._put(d, self.rng.choice(ACLS))
+        else:
+            same = [x for x in docs if x.collection == d.collection]
+            self._bulk(tenant, d.collection, self.rng.sample(same, min(3, len(same))))
+
+    # -- checks --------------------------------------------------------------------
+
+    def _leak(self, endpoint: str, key: str, doc: str, why: str, request: Any) -> None:
+        self.stats.leaks.append(Leak(self.stats.variant, endpoint, key, doc, why,
+                                     json.dumps(request)[:600] if not isinstance(request, str) else request))
+
+    def _case(self, endpoint: str, n: int) -> None:
+        self.stats.cases += n
+        self.stats.by_endpoint[endpoint] = self.stats.by_endpoint.get(endpoint, 0) + n
+
+    def check_shown(self, endpoint: str, key: str, shown: set[tuple[str, str]], text: str, request: Any) -> None:
+        """`shown`: (collection, id) pairs the answer names; `text`: all of it, for tokens."""
+        tenant, principals = READERS.get(key) or (("ta", ("svc:writer",)) if key == "m-writer"
+                                                  else ("tb", ("svc:writer",)))
+        universe = self.o.universe(tenant)
+        self.stats.calls += 1
+        self._case(endpoint, len(universe))
+        known = {(d.collection, d.doc_id) for d in universe}
+        for col, doc_id in shown:
+            d = self.o.docs.get((tenant, col, doc_id))
+            if d is None or (col, doc_id) not in known:
+                self._leak(endpoint, key, f"{col}/{doc_id}", "names a document this tenant's writes never made",
+                           request)
+            elif not self.o.can_read(d, tenant, principals):
+                state = "deleted" if d.current is None else f"acl={sorted(d.versions[d.current].acl)}"
+                self._leak(endpoint, key, f"{tenant}/{col}/{doc_id}", f"unreadable document shown ({state})", request)
+        for m in TOKEN.finditer(text):
+            d = self.o.by_num.get(int(m.group(1)))
+            v = int(m.group(2))
+            if d is None or v not in d.versions:
+                self._leak(endpoint, key, m.group(0), "unknown content token", request)
+                continue
+            ver_ok = readable(d.versions[v].acl, principals) and d.tenant == tenant
+            if not ver_ok or not self.o.can_read(d, tenant, principals):
+                why = ("content of a version this caller could never read" if not ver_ok
+                       else "content of a document it can no longer read")
+                self._leak(endpoint, key, f"{d.tenant}/{d.collection}/{d.doc_id}@v{v}", why, request)
+            elif v != d.current:
+                self.stats.stale += 1
+        for m in MATERIAL.finditer(text):
+            self._leak(endpoint, key, m.group(0), "extract_key_info material outside its task", request)
+
+    def check_count(self, endpoint: str, key: str, what: str, got: Any, limit: int, request: Any) -> None:
+        self._case(endpoint + ":count", 1)
+        if isinstance(got, int) and got > limit:
+            self._leak(endpoint, key, what, f"count {got} > {limit} documents the caller may read", request)
+
+    # -- read paths ------------------------------------------------------------------
+
+    def _read_body(self) -> tuple[dict[str, Any], str, str]:
+        col = self.rng.choice([*COLLECTIONS, "any"])
+        word = self.rng.choice(WORDS)
+        body = {"collection": col, "q": word, "limit": 50,
+                "semantic": {"strategy": self.rng.choice(["auto", "keyword", "semantic", "hybrid"]), "k": 500},
+                "include": {"highlights": self.rng.random() < 0.6, "semantic": self.rng.random() < 0.5}}
+        return body, col, word
+
+    def _check_payload(self, endpoint: str, key: str, payload: dict[str, Any], col: str, word: str,
+                       body: dict[str, Any]) -> None:
+        tenant, principals = READERS[key]
+        results = payload.get("results") or []
+        self.check_shown(endpoint, key, {(str(x["collection"]), str(x["id"])) for x in results},
+                         json.dumps(payload), body)
+        in_scope = self.o.count(tenant, principals, col, None)
+        diag = payload.get("diagnostics") or {}
+        lex = (diag.get("lexical") or {}).get("candidates")
+        self.check_count(endpoint, key, "diagnostics.lexical.candidates", lex,
+                         self.o.count(tenant, principals, col, word), body)
+        sem = diag.get("semantic") or {}
+        for name in ("hits", "pending"):
+            self.check_count(endpoint, key, f"diagnostics.semantic.{name}", sem.get(name), in_scope, body)
+        self.check_count(endpoint, key, "warming.queued", (payload.get("warming") or {}).get("queued"), in_scope,
+                         body)
+        for x in results:
+            if x.get("explainId"):
+                d = self.o.docs.get((tenant, str(x["collection"]), str(x["id"])))
+                if d is not None:
+                    self.explains.append((key, str(x["explainId"]), d))
+
+    def read_json(self, key: str) -> None:
+        body, col, word = self._read_body()
+        r = self.r.read(key, **body)
+        assert r.status_code == 200, r.text
+        self._check_payload("read.json", key, r.json(), col, word, body)
+
+    def read_sse(self, key: str) -> None:
+        body, col, word = self._read_body()
+        for event, data in self.r.stream(key, **body):
+            assert event != "error", data
+            if event == "warming":
+                _, principals = READERS[key]
+                self.check_count("read.sse.warming", key, "warming.queued", data.get("queued"),
+                                 self.o.count(READERS[key][0], principals, col, None), body)
+                continue
+            self._check_payload(f"read.sse.{event}", key, data, col, word, body)
+
+    def get_doc(self, key: str) -> None:
+        tenant, principals = READERS[key]
+        # ids of both tenants: the same ids exist in each
+        d = self.rng.choice(list(self.o.by_num.values()))
+        path = f"/v1/collections/{d.collection}/docs/{d.doc_id}"
+        if self.rng.random() < 0.7:
+            path += "?include=semantic"
+        r = self.r.call("GET", path, key)
+        assert r.status_code in (200, 404), r.text
+        mine = self.o.docs.get((tenant, d.collection, d.doc_id))
+        shown = {(d.collection, d.doc_id)} if r.status_code == 200 else set()
+        self.check_shown("get", key, shown, r.text if r.status_code == 200 else "", f"GET {path}")
+        if r.status_code == 404 and mine is not None and self.o.can_read(mine, tenant, principals):
+            pass  # a miss, not a leak
+        if r.status_code == 200 and f"zq{mine.num if mine else -1}x" not in r.text:
+            self._leak("get", key, path, "answered 200 with another document's content", f"GET {path}")
+
+    def explain(self, key: str) -> None:
+        if not self.explains:
+            return
+        owner, eid, d = self.rng.choice(self.explains)
+        asker = owner if self.rng.random() < 0.5 else self.rng.choice(list(READERS))
+        tenant, principals = READERS[asker]
+        r = self.r.call("GET", f"/v1/explain/{eid}", asker)
+        assert r.status_code in (200, 404), r.text
+        shown = set()
+        if r.status_code == 200:
+            body = r.json()
+            shown = {(str(body.get("collection")), str(body.get("id")))}
+            if d.tenant != tenant:
+                self._leak("explain", asker, f"{d.tenant}/{d.collection}/{d.doc_id}",
+                           "another tenant's explain record", f"GET /v1/explain/{eid} (issued to {owner})")
+                return
+        self.check_shown("explain", asker, shown, r.text if r.status_code == 200 else "",
+                         f"GET /v1/explain/{eid} (issued to {owner})")
+
+    def admin(self, _: str) -> None:
+        tenant = self.rng.choice(["ta", "tb"])
+        key = WRITER[tenant]
+        col = self.rng.choice(COLLECTIONS)
+        r = self.r.call("GET", f"/semantic/coverage?collection={col}", key)
+        assert r.status_code == 200, r.text
+        cov = r.json()
+        total = cov.get("total")
+        if total is None:
+            total = sum(v for k, v in cov.items() if isinstance(v, int) and k in (
+                "none", "queued", "ready", "stale", "denied", "deferred", "failed", "cold"))
+        existing = sum(1 for d in self.o.universe(tenant) if d.collection == col and d.current is not None)
+        self.stats.calls += 1
+        self.check_count("admin.coverage", key, f"{tenant}/{col} total", total, existing,
+                         f"GET /semantic/coverage?collection={col}")
+        d = self.rng.choice(list(self.o.by_num.values()))
+        path = f"/semantic/status?collection={d.collection}&_id={d.doc_id}"
+        r = self.r.call("GET", path, key)
+        assert r.status_code in (200, 404), r.text
+        mine = self.o.docs.get((tenant, d.collection, d.doc_id))
+        self._case("admin.status", 1)
+        if r.status_code == 200 and (mine is None or mine.current is None):
+            self._leak("admin.status", key, f"{tenant}/{d.collection}/{d.doc_id}",
+                       "status of a document absent from this tenant", f"GET {path}")
+
+    def mcp_search(self, key: str) -> None:
+        col = self.rng.choice(COLLECTIONS)
+        args: dict[str, Any] = {"query": self.rng.choice(WORDS), "top_k": 50, "collection": col,
+                                "mode": self.rng.choice(["lexical", "semantic", "hybrid"])}
+        if self.rng.random() < 0.5:
+            conv = f"conv-{key}-{self.rng.randrange(3)}"
+            args["conversation_id"] = conv
+        err, body = self.mcp[key].call("search", args)
+        assert not err, body
+        results = body.get("results") or []
+        self.check_shown("mcp.search", key, {(col, str(x["chunk_id"])) for x in results}, json.dumps(body),
+                         {"tool": "search", **args})
+        if "conversation_id" in args:
+            self.conversations.setdefault(key, []).extend((args["conversation_id"], int(x["n"])) for x in results)
+
+    def mcp_inner_voice(self, key: str) -> None:
+        args = {"query": self.rng.choice(WORDS), "top_k": 50, "floor": 0.0, "mix": 0.5}
+        err, body = self.mcp[key].call("inner_voice.retrieve", args)
+        assert not err, body
+        tenant, principals = READERS[key]
+        shown = set()
+        for s in body.get("snippets") or []:
+            kind, _, doc_id = str(s["id"]).partition(":")
+            shown.add(("kg" if kind == "kg" else "thoughts", doc_id))
+        self.check_shown("mcp.inner_voice", key, shown, json.dumps(body), {"tool": "inner_voice.retrieve", **args})
+        diag = body.get("diagnostics") or {}
+        for name, col in (("kg_candidates", "kg"), ("thought_candidates", "thoughts")):
+            self.check_count("mcp.inner_voice", key, f"diagnostics.{name}", diag.get(name),
+                             self.o.count(tenant, principals, col, None), args)
+
+    def mcp_extract(self, key: str) -> None:
+        """Each call's materials carry tokens of (key, task); contexts may hold only this
+        task's own tokens — never another key's or task's, nor any document's."""
+        task = self.rng.randrange(3)
+        self.tasks += 1
+        word = self.rng.choice(WORDS)
+        mats = "\n\n".join(f"{word} {self.rng.choice(WORDS)} material mtok{key}q{task}n{self.tasks}{i}."
+                           for i in range(3))
+        args = {"query": word, "materials": mats, "topK": 20, "task_id": f"task-{task}"}
+        err, body = self.mcp[key].call("extract_key_info", args)
+        assert not err, body
+        text = json.dumps(body.get("contexts"))
+        own = [m for m in MATERIAL.finditer(text) if m.group(1) == key and m.group(2) == str(task)]
+        foreign = [m.group(0) for m in MATERIAL.finditer(text) if m not in own and not (
+            m.group(1) == key and m.group(2) == str(task))]
+        self.stats.calls += 1
+        self._case("mcp.extract_key_info", len(self.o.universe(READERS[key][0])) + 1)
+        for f in foreign:
+            self._leak("mcp.extract_key_info", key, f, "another key's or task's material", {"tool": "extract", **args})
+        stripped = MATERIAL.sub("", text)
+        self.check_shown("mcp.extract_key_info", key, set(), stripped, {"tool": "extract", **args})
+
+    def mcp_citations(self, key: str) -> None:
+        owner = self.rng.choice([k for k in self.conversations] or [key])
+        cites = self.conversations.get(owner) or []
+        if not cites:
+            return
+        conv = self.rng.choice(sorted({c for c, _ in cites}))
+        numbers = sorted({n for c, n in cites if c == conv})[:50]
+        asker = owner if self.rng.random() < 0.7 else key
+        err, body = self.mcp[asker].call("citations.resolve", {"conversation_id": conv, "numbers": numbers})
+        assert not err, body
+        shown = set()
+        for entry in (body.get("citations") or {}).values():
+            loc = entry.get("locator") or {}
+            shown.add((str(loc.get("collection")), str(loc.get("id"))))
+        req = {"tool": "citations.resolve", "conversation_id": conv, "numbers": numbers, "registered_by": owner}
+        if asker != owner and shown and READERS[asker] != READERS[owner]:
+            self._leak("mcp.citations", asker, conv, "resolved another key's conversation", req)
+        self.check_shown("mcp.citations", asker, shown, json.dumps(body), req)
+
+    # -- the run -------------------------------------------------------------------
+
+    def endpoints(self) -> list[Callable[[str], None]]:
+        return [self.read_json, self.read_json, self.read_sse, self.get_doc, self.get_doc, self.explain,
+                self.admin, self.mcp_search, self.mcp_inner_voice, self.mcp_extract, self.mcp_citations]
+
+    def run(self, rounds: int, mutations: int = 3, reads: int = 10) -> Stats:
+        eps = self.endpoints()
+        for _ in range(rounds):
+            for _ in range(mutations):
+                self.mutate()
+            for _ in range(reads):
+                self.rng.choice(eps)(self.rng.choice(list(READERS)))
+        return self.stats
