@@ -16,6 +16,7 @@ import hashlib
 import os
 import re
 import struct
+import uuid
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -70,9 +71,15 @@ class FileColdStore:
         path = self._path(tenant, space, content_hash)
         data = encode(vector, self.codec)
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        tmp.write_bytes(data)
-        os.replace(tmp, path)
+        # A name of its own per writer: two threads of one process (a tick and POST
+        # /semantic/evict) putting the same vector must not rename each other's temporary away.
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex}.tmp")
+        try:
+            tmp.write_bytes(data)
+            os.replace(tmp, path)
+        except BaseException:
+            tmp.unlink(missing_ok=True)
+            raise
         return str(path.relative_to(self.root)), len(data)
 
     def get(self, tenant: str, space: str, content_hash: str) -> list[float] | None:
