@@ -189,8 +189,11 @@ def test_named_volumes_and_shared_data_dir(compose: dict[str, Any]) -> None:
     assert used == declared
     services = _services(compose)
     assert [v for v in services["api"]["volumes"] if str(v).endswith(":/data")] == ["vibe-data:/data"]
-    # PostgreSQL is the system of record: workers and beat share no files with the API.
-    assert not services["worker"].get("volumes") and not services["scheduler"].get("volumes")
+    # PostgreSQL is the system of record: workers and beat share no data files with the API; the
+    # only shared files are the cold store's (workers evict into it and rehydrate from it).
+    assert services["worker"]["volumes"] == ["vibe-cold:/cold"] and not services["scheduler"].get("volumes")
+    assert "vibe-cold:/cold" in services["api"]["volumes"]
+    assert compose["x-vibe-env"]["VIBE_COLD_DIR"] == "/cold"
     assert services["postgres"]["volumes"] == ["postgres-data:/var/lib/postgresql/data"]
 
 
