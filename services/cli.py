@@ -194,6 +194,32 @@ def bench_latency(
     main(docs, queries)
 
 
+@bench_app.command("lifecycle")
+def bench_lifecycle(
+    data: Path = typer.Option(..., "--data", exists=True, file_okay=False, help="a BEIR-layout folder"),
+    days: int = typer.Option(30, "--days", min=1, help="simulated days"),
+    docs: int | None = typer.Option(None, "--docs", min=10, help="a seeded sample of this many documents"),
+    queries: int | None = typer.Option(None, "--queries", min=1, help="draw from a sample of this many queries"),
+    per_day: int = typer.Option(100, "--per-day", min=1, help="hybrid reads per simulated day"),
+    hot: int = typer.Option(20, "--hot", min=1, help="Zipf-hot queries each week"),
+    tail: float = typer.Option(0.1, "--tail", min=0.0, max=1.0, help="share of reads uniform over all queries"),
+    seed: int = typer.Option(1, "--seed"),
+    tick_minutes: float = typer.Option(60.0, "--tick-minutes", min=1.0, help="scheduler interval, simulated"),
+    evict_idle_days: float = typer.Option(7.0, "--evict-idle-days", min=0.01),
+    pin_ttl_days: float = typer.Option(7.0, "--pin-ttl-days", min=0.0),
+    half_life_days: float = typer.Option(7.0, "--half-life-days", min=0.01),
+    codec: str = typer.Option("float16", "--codec", help="float16|int8"),
+    embedder: str = typer.Option("local", "--embedder", help="local (all-MiniLM-L6-v2, cached) | hash"),
+    out_dir: Path = typer.Option(None, "--out-dir", help="default: bench/results"),
+) -> None:
+    """Lifecycle over simulated days: bytes, provider calls and quality vs eager and lazy; cold codecs."""
+    _bench_importable()
+    from bench.lifecycle import Policy, main
+
+    policy = Policy(tick_minutes, evict_idle_days, pin_ttl_days, half_life_days, codec=codec)
+    main(data, days, docs, queries, per_day, hot, tail, seed, policy, embedder, out_dir)
+
+
 def _default_key(settings) -> str:  # noqa: ANN001
     if settings.api_keys:
         return str(settings.api_keys[0].key)
