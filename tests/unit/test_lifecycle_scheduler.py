@@ -1,0 +1,429 @@
+"""The lifecycle scheduler (services/worker/lifecycle.py) with an injected clock, over a real
+store (SQLite and PostgreSQL), a file cold store, a recording job queue, the in-memory budget and
+the real embed handler with a counting hash embedder: promotion, demotion, backfills that resume
+after a restart, eviction, rehydration without a provider call, pruning, daily token caps,
+reindex and forced re-embeds.
+
+The simulated clock starts at the real time: the stores stamp embeddings and status changes
+with the wall clock, so simulated days must lie after them. No assertion reads the wall clock."""
+
+from __future__ import annotations
+
+import time
+import types
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import cast
+
+import numpy as np
+import pytest
+
+from services.planner.promotion import PromotionPolicy
+from services.planner.usage import UsageRecorder
+from services.worker.backfill import BackfillLimits, Backfills
+from services.worker.handlers import EmbedHandler, estimate_tokens, utc_day
+from services.worker.lifecycle import Lifecycle, LifecycleConfig
+from shared.adapters import memory_budget
+from shared.adapters.cold_files import FileColdStore
+from shared.adapters.embedders.hash_embedder import HashEmbedder
+from shared.adapters.memory_budget import MemoryBudget
+from shared.model import (
+    PUBLIC_PRINCIPAL,
+    DocKey,
+    EmbedJob,
+    SemanticStatus,
+    SidecarEntry,
+    StoredDoc,
+)
+from shared.policy.eligibility import EligibilityPolicy
+from shared.ports import StoreOfRecord
+from tests.contract.test_store_contract import Opener, opener  # noqa: F401 - fixture
+
+S = SemanticStatus
+DAY = 86400.0
+SPACE = "core"
+POLICY = PromotionPolicy(min_queries=5, min_hits=20, window_seconds=3600.0, demote_idle_seconds=2 * DAY)
+CFG = LifecycleConfig(SPACE, POLICY, doc_promote_touches=3.0, doc_promote_ttl_seconds=60 * DAY,
+                      half_life_seconds=7 * DAY, evict_idle_seconds=30 * DAY, evict_batch=2, codec="float16")
+
+
+class CountingEmbedder(HashEmbedder):
+    def __init__(self) -> None:
+        super().__init__(64)
+        self.calls: list[int] = []
+
+    def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        self.calls.append(len(texts))
+        return super().embed(texts)
+
+
+class RecordingQueue:
+    """A JobQueue that keeps what it is given (the handler is run by the test)."""
+
+    def __init__(self) -> None:
+        self.jobs: list[EmbedJob] = []
+
+    def enqueue(self, jobs: Sequence[EmbedJob]) -> int:
+        self.jobs += jobs
+        return len(jobs)
+
+    def depth(self, tenant: str | None = None) -> dict[str, int]:
+        return {"bulk": 0, "interactive": 0}
+
+    def on_done(self, callback: object) -> None: ...
+
+    def start(self) -> None: ...
+
+    def stop(self) -> None: ...
+
+    def take(self) -> list[EmbedJob]:
+        out, self.jobs = self.jobs, []
+        return out
+
+
+def text(i: str) -> str:
+    return f"Document {i} explains boundary layer transition on swept wings in a wind tunnel study."
+
+
+class Rig:
+    def __init__(self, opener: Opener, root: Path, monkeypatch: pytest.MonkeyPatch, per_minute: int = 1000,
+                 daily_tokens: int = 0, decide: EligibilityPolicy | None = None):
+        self.opener = opener
+        self.now = time.time()
+        self.mono = [0.0]
+        monkeypatch.setattr(memory_budget, "time", types.SimpleNamespace(monotonic=lambda: self.mono[0]))
+        self.store = cast(StoreOfRecord, opener())
+        self.cold = FileColdStore(root / "cold", CFG.codec)
+        self.queue = RecordingQueue()
+        self.budget = MemoryBudget(per_minute)
+        self.embedder = CountingEmbedder()
+        self.policy = decide or EligibilityPolicy([])
+        self.handler = EmbedHandler(self.store, self.embedder, EligibilityPolicy([]), {}, max_attempts=3,
+                                    cold=self.cold, daily_tokens=daily_tokens, clock=self.clock)
+        self.recorder = UsageRecorder(CFG.bucket_seconds, CFG.half_life_seconds, clock=self.clock)
+        self.lifecycle = self.build()
+
+    def clock(self) -> float:
+        return self.now
+
+    def build(self, policy: EligibilityPolicy | None = None, step_docs: int = 100) -> Lifecycle:
+        """A fresh scheduler over the same store and queue (what a restarted process builds)."""
+        pol = policy or self.policy
+        backfills = Backfills(self.store, self.queue, self.budget, lambda d: pol.decide_doc(d, None),
+                              BackfillLimits(step_docs=step_docs, reserve=0, backpressure=1000), self.clock)
+        return Lifecycle(CFG, self.store, self.cold, backfills, clock=self.clock)
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+    def put(self, i: str, c: str = "c", body: str | None = None, status: SemanticStatus = S.NONE,
+            reason: str | None = None) -> DocKey:
+        key = DocKey("t", c, i)
+        content = body or text(i)
+        h = f"h-{abs(hash(content))}"
+        self.store.put_docs([StoredDoc(key, {"body": content}, [PUBLIC_PRINCIPAL], None, h, self.now)],
+                            [SidecarEntry(key, SPACE, status, h, reason, updated_at=self.now)])
+        return key
+
+    def side(self, key: DocKey) -> SidecarEntry:
+        s = self.store.sidecar(key, SPACE)
+        assert s is not None
+        return s
+
+    def run(self, keys: Sequence[DocKey], fresh: bool = False) -> None:
+        jobs = [EmbedJob(k, SPACE, self.side(k).content_hash, fresh=fresh) for k in keys]
+        self.handler.run(jobs)
+
+    def run_queued(self) -> list[EmbedJob]:
+        jobs = self.queue.take()
+        if jobs:
+            self.handler.run(jobs)
+        return jobs
+
+    def embed(self, *keys: DocKey) -> None:
+        self.run(keys)
+        assert all(self.side(k).status == S.READY for k in keys)
+
+    def query(self, n: int, hits: int, c: str = "c", touched: Sequence[DocKey] = (),
+              page: Sequence[DocKey] = ()) -> None:
+        for _ in range(n):
+            self.recorder.record("t", [c], {c: hits}, touched, page)
+        assert self.recorder.flush(self.store)
+
+
+@pytest.fixture
+def rig(opener: Opener, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Rig]:  # noqa: F811
+    r = Rig(opener, tmp_path, monkeypatch)
+    yield r
+    r.store.close()
+
+
+# -- promotion and demotion ------------------------------------------------------------------------------
+
+
+def test_promotion_after_enough_queries_and_hits_in_the_window(rig: Rig) -> None:
+    rig.query(5, 4)  # 5 queries, 20 hits: both thresholds met
+    report = rig.lifecycle.tick()
+    assert report.promoted == ["t/c"] and not report.skipped
+    (m,) = rig.store.collection_modes("t")
+    assert (m.mode, m.manual, m.since) == ("eager", False, rig.now)
+    assert "5 queries" in m.reason and "20 hits" in m.reason
+    assert m.figures["queries"] == 5 and m.figures["hits"] == 20
+    assert rig.store.promoted() == {("t", "c")}
+    (task,) = rig.store.tasks("t")
+    assert (task.kind, task.collection, task.state) == ("promote", "c", "running")
+    assert rig.lifecycle.tick().promoted == []  # decided once
+
+
+@pytest.mark.parametrize(("queries", "hits"), [(4, 10), (10, 1), (0, 0)])
+def test_no_promotion_below_either_threshold(rig: Rig, queries: int, hits: int) -> None:
+    rig.query(queries, hits)
+    assert rig.lifecycle.tick().promoted == []
+    assert rig.store.promoted() == set() and rig.store.tasks("t") == []
+
+
+def test_queries_outside_the_window_do_not_promote(rig: Rig) -> None:
+    rig.query(3, 4)
+    rig.advance(2 * POLICY.window_seconds)
+    rig.query(3, 4)  # 6 queries in all, but only 3 within the window
+    assert rig.lifecycle.tick().promoted == []
+
+
+def test_demotion_after_idle(rig: Rig) -> None:
+    rig.query(5, 4)
+    rig.lifecycle.tick()
+    rig.advance(POLICY.demote_idle_seconds - 60)
+    assert rig.lifecycle.tick().demoted == []
+    rig.query(1, 0)  # a query resets the idle time
+    rig.advance(POLICY.demote_idle_seconds - 60)
+    assert rig.lifecycle.tick().demoted == []
+    assert rig.store.promoted() == {("t", "c")}
+    rig.advance(120)
+    assert rig.lifecycle.tick().demoted == ["t/c"]
+    (m,) = rig.store.collection_modes("t")
+    assert m.mode == "lazy" and not m.manual and "no query" in m.reason
+    assert rig.store.promoted() == set()
+
+
+def test_manual_decisions_are_never_overridden(rig: Rig) -> None:
+    assert rig.lifecycle.set_mode("t", "c", eager=False)  # an operator keeps c lazy
+    assert rig.lifecycle.set_mode("t", "d", eager=True)  # and d eager
+    rig.query(50, 10, c="c")
+    assert rig.lifecycle.tick().promoted == []
+    rig.advance(10 * POLICY.demote_idle_seconds)
+    report = rig.lifecycle.tick()
+    assert report.promoted == [] and report.demoted == []
+    assert {(m.collection, m.mode, m.manual) for m in rig.store.collection_modes("t")} == {
+        ("c", "lazy", True), ("d", "eager", True)}
+
+
+def test_only_one_scheduler_ticks_at_a_time(rig: Rig) -> None:
+    other = cast(StoreOfRecord, rig.opener())
+    try:
+        with other.lease("scheduler") as held:
+            assert held
+            assert rig.lifecycle.tick().skipped
+        assert not rig.lifecycle.tick().skipped
+    finally:
+        other.close()
+
+
+# -- promotion backfill ----------------------------------------------------------------------------------
+
+
+def test_promotion_backfills_within_budget_and_resumes_after_a_restart(
+        opener: Opener, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: F811
+    rig = Rig(opener, tmp_path, monkeypatch, per_minute=3)
+    try:
+        keys = [rig.put(f"d{i}") for i in range(8)]
+        rig.embed(keys[2])  # already embedded: no job for it
+        rig.budget.take("t", 3)  # the embedding took the bucket above; refill it fully
+        rig.mono[0] += 60
+        other = rig.put("x", c="other")
+        rig.query(5, 4)
+        rig.lifecycle.tick()
+        assert rig.queue.jobs == []  # the tick starts the task; steps run on their own cadence
+        assert rig.lifecycle.run_backfills() == 3
+        first = rig.queue.take()
+        assert [j.key for j in first] == [keys[0], keys[1], keys[3]]
+        assert all(j.priority == "bulk" and not j.fresh for j in first)
+        assert all(rig.side(j.key).status == S.QUEUED for j in first)
+        assert rig.lifecycle.run_backfills() == 0  # the bucket is empty: no step spends it
+        (task,) = rig.store.tasks("t", running_only=True)
+        assert task.queued == 3 and task.examined == 4 and task.total == 8
+
+        restarted = rig.build()  # a new process over the same store
+        rig.mono[0] += 60
+        assert restarted.run_backfills() == 3
+        assert [j.key for j in rig.queue.take()] == keys[4:7]
+        rig.mono[0] += 60
+        assert restarted.run_backfills() == 1
+        assert [j.key for j in rig.queue.take()] == [keys[7]]
+        assert restarted.run_backfills() == 0
+        (task,) = rig.store.tasks("t")
+        assert (task.state, task.queued, task.examined) == ("done", 7, 8)
+        assert rig.side(other).status == S.NONE  # another collection is not part of it
+    finally:
+        rig.store.close()
+
+
+def test_a_new_promotion_replaces_an_unfinished_task(rig: Rig) -> None:
+    first = rig.lifecycle.backfills.start("t", "c", SPACE, "promote")
+    second = rig.lifecycle.backfills.start("t", "c", SPACE, "promote")
+    states = {t.id: t.state for t in rig.store.tasks("t")}
+    assert states == {first.id: "cancelled", second.id: "running"}
+
+
+# -- eviction, rehydration, pruning ------------------------------------------------------------------------
+
+
+def test_idle_vectors_go_cold_pinned_documents_stay_and_rehydrate_without_a_provider_call(rig: Rig) -> None:
+    keys = [rig.put(f"d{i}") for i in range(5)]
+    hot, warm = keys[0], keys[1]
+    rig.embed(*keys)
+    before = {k: rig.store.vector_for_hash("t", rig.side(k).content_hash, SPACE) for k in keys}
+    rig.query(1, 0, touched=[hot, hot, hot, warm])  # hot: 3 touches, enough to pin; warm: 1
+    assert rig.lifecycle.tick().pinned == 1
+    rig.advance(CFG.evict_idle_seconds - DAY)
+    assert rig.lifecycle.tick().evicted == 0  # not idle long enough
+    rig.advance(2 * DAY)
+    head = rig.store.change_log_head()
+    report = rig.lifecycle.tick()
+    assert report.evicted == 4  # in batches of two (evict_batch)
+    assert rig.side(hot).status == S.READY
+    cold = keys[1:]
+    for k in cold:
+        s = rig.side(k)
+        assert s.status == S.NONE and s.cold_ref
+        assert rig.store.vector_for_hash("t", s.content_hash, SPACE) is None
+        assert rig.store.cold_entry("t", s.content_hash, SPACE) == s.cold_ref
+        assert rig.cold.get("t", SPACE, s.content_hash) is not None
+    assert {(c.key, c.op) for c in rig.store.changes_since(head)} == {(k, "unvector") for k in cold}
+    cov = rig.store.coverage("t", "c", SPACE)
+    assert cov["states"]["cold"] == 4 and cov["states"]["ready"] == 1  # type: ignore[index]
+    storage = rig.store.storage_report("t")
+    assert storage["vectors"] == 1 and storage["cold"] == 4 and storage["coldBytes"] > 0
+
+    rig.embedder.calls.clear()
+    rig.run(cold)
+    assert rig.embedder.calls == []  # rehydrated: no provider call
+    for k in cold:
+        s = rig.side(k)
+        assert s.status == S.READY and s.cold_ref is None
+        again = rig.store.vector_for_hash("t", s.content_hash, SPACE)
+        assert again is not None and np.allclose(again, before[k], atol=1e-3)  # float16
+
+
+def test_eviction_skips_eager_collections(rig: Rig) -> None:
+    a, b = rig.put("a"), rig.put("b", c="eager")
+    rig.embed(a, b)
+    rig.lifecycle.set_mode("t", "eager", eager=True)
+    rig.advance(CFG.evict_idle_seconds + DAY)
+    assert rig.lifecycle.tick().evicted == 1
+    assert rig.side(a).cold_ref and rig.side(b).status == S.READY
+
+
+def test_a_document_used_since_is_not_evicted(rig: Rig) -> None:
+    a, b = rig.put("a"), rig.put("b")
+    rig.embed(a, b)
+    rig.advance(CFG.evict_idle_seconds - DAY)
+    rig.query(1, 1, page=[a])  # shown on a page
+    rig.advance(2 * DAY)
+    assert rig.lifecycle.tick().evicted == 1
+    assert rig.side(a).status == S.READY and rig.side(b).cold_ref
+
+
+def test_pruning_after_an_edit(rig: Rig) -> None:
+    a, b, c = rig.put("a"), rig.put("b"), rig.put("c")
+    rig.embed(a, b, c)
+    old_a, old_b = rig.side(a).content_hash, rig.side(b).content_hash
+    rig.advance(CFG.evict_idle_seconds + DAY)
+    rig.store.set_status([a, c], SPACE, S.STALE)  # keep a and c out of the eviction
+    rig.lifecycle.evict(rig.now, tenant="t")
+    assert rig.side(b).cold_ref and rig.cold.get("t", SPACE, old_b) is not None
+    rig.put("a", body="An edited text about supersonic inlets and shock trains.")
+    rig.put("b", body="An edited text about laminar flow control on nacelles.")
+    rig.put("d", body=text("c"))  # a new document with c's content keeps c's vector alive
+    rig.put("c", body="An edited text about vortex generators on flaps.")
+    report = rig.lifecycle.tick()
+    assert (report.pruned_vectors, report.pruned_cold) == (1, 1)
+    assert rig.store.vector_for_hash("t", old_a, SPACE) is None
+    assert rig.store.cold_entry("t", old_b, SPACE) is None and rig.cold.get("t", SPACE, old_b) is None
+    assert rig.store.vector_for_hash("t", rig.side(DocKey("t", "c", "d")).content_hash, SPACE) is not None
+
+
+# -- daily token caps -------------------------------------------------------------------------------------
+
+
+def test_the_daily_token_cap_defers_and_the_next_day_gives_back(
+        opener: Opener, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: F811
+    cost = estimate_tokens(text("d0"))
+    rig = Rig(opener, tmp_path, monkeypatch, daily_tokens=int(cost * 2.5))
+    try:
+        keys = [rig.put(f"d{i}") for i in range(4)]
+        rig.run(keys[:3])
+        assert rig.embedder.calls == [2]  # two fit in the cap; the third is not sent
+        assert [rig.side(k).status for k in keys[:3]] == [S.READY, S.READY, S.DEFERRED]
+        assert rig.side(keys[2]).reason == "budget"
+        assert rig.store.tokens_used("t", utc_day(rig.now)) == 2 * cost
+        rig.run([keys[3]])
+        assert rig.embedder.calls == [2] and rig.side(keys[3]).status == S.DEFERRED
+        cov = rig.store.coverage("t", None, SPACE)
+        assert cov["skipped"] == {"budget": 2}  # type: ignore[index]
+        assert rig.lifecycle.tick().requeued_budget == 0  # still today
+        assert rig.side(keys[2]).status == S.DEFERRED
+        rig.advance(DAY)  # the next UTC day
+        assert rig.lifecycle.tick().requeued_budget == 2
+        assert [rig.side(k).status for k in keys[2:]] == [S.NONE, S.NONE]
+        rig.run(keys[2:])
+        assert rig.embedder.calls == [2, 2] and all(rig.side(k).status == S.READY for k in keys)
+        usage = rig.store.usage_by_day("t", None, 7)
+        assert [u["documents"] for u in usage] == [2, 2] and [u["calls"] for u in usage] == [1, 1]
+    finally:
+        rig.store.close()
+
+
+# -- reindex and force ------------------------------------------------------------------------------------
+
+
+def test_reindex_re_decides_denied_and_deferred_docs_against_a_changed_policy(rig: Rig) -> None:
+    still = rig.put("s", c="keep", status=S.DENIED, reason="policy:rule0")
+    now_ok = rig.put("o", c="open", status=S.DENIED, reason="policy:rule0")
+    later = rig.put("l", c="open", status=S.DEFERRED, reason="policy:rule0")
+    budget = rig.put("b", c="open", status=S.DEFERRED, reason="budget")
+    ready = rig.put("r", c="open")
+    rig.embed(ready)
+    new = EligibilityPolicy([{"if": {"collection": "^nothing$"}, "then": {"action": "embed"}},
+                             {"if": {"collection": "^keep$"}, "then": {"action": "ignore"}}])
+    lc = rig.build(policy=new)
+    lc.backfills.start("t", None, SPACE, "reindex")
+    rig.embedder.calls.clear()
+    assert lc.run_backfills() == 2
+    jobs = rig.queue.take()
+    assert sorted(j.key for j in jobs) == sorted([now_ok, later]) and all(not j.fresh for j in jobs)
+    s = rig.side(still)
+    assert (s.status, s.reason) == (S.DENIED, "policy:rule1")  # re-decided, and no job for it
+    assert rig.side(budget).status == S.DEFERRED and rig.side(ready).status == S.READY
+    assert rig.embedder.calls == []
+    rig.handler.run(jobs)
+    assert rig.embedder.calls == [2] and rig.side(now_ok).status == S.READY
+    (task,) = rig.store.tasks("t")
+    assert task.state == "done" and task.examined == 5
+
+
+def test_force_re_embeds_ready_docs_with_a_provider_call(rig: Rig) -> None:
+    a, b = rig.put("a"), rig.put("b")
+    rig.embed(a, b)
+    first = rig.side(a).last_embedded_at
+    rig.embedder.calls.clear()
+    lc = rig.build()
+    lc.backfills.start("t", "c", SPACE, "reindex")
+    assert lc.run_backfills() == 0  # without force, ready documents stay
+    lc.backfills.start("t", "c", SPACE, "reindex", force=True)
+    assert lc.run_backfills() == 2
+    jobs = rig.run_queued()
+    assert all(j.fresh for j in jobs)
+    assert rig.embedder.calls == [2]  # a provider call even though the vectors are stored
+    assert all(rig.side(k).status == S.READY for k in (a, b))
+    assert (rig.side(a).last_embedded_at or 0) >= (first or 0)
+
