@@ -119,9 +119,13 @@ class Oracle:
 
     def count(self, tenant: str, principals: tuple[str, ...], collection: str, word: str | None) -> int:
         """Documents the caller may read in scope (containing `word`, when given)."""
-        return sum(1 for d in self.universe(tenant) if (collection == "any" or d.collection == collection)
-                   and self.can_read(d, tenant, principals)
-                   and (word is None or word in d.versions[d.current].words))  # type: ignore[index]
+        n = 0
+        for d in self.universe(tenant):
+            if (collection in ("any", d.collection) and d.current is not None
+                    and self.can_read(d, tenant, principals)
+                    and (word is None or word in d.versions[d.current].words)):
+                n += 1
+        return n
 
 
 @dataclass
@@ -131,12 +135,14 @@ class Stats:
     calls: int = 0
     stale: int = 0
     leaks: list[Leak] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)  # 5xx / internal errors: not leaks, but reported
     by_endpoint: dict[str, int] = field(default_factory=dict)
 
     def summary(self) -> str:
         eps = ", ".join(f"{k}={v}" for k, v in sorted(self.by_endpoint.items()))
         return (f"permission matrix [{self.variant}]: {self.cases} cases over {self.calls} calls, "
-                f"{len(self.leaks)} leaks, {self.stale} stale-but-permitted; per endpoint: {eps}")
+                f"{len(self.leaks)} leaks, {self.stale} stale-but-permitted, {len(self.errors)} server errors; "
+                f"per endpoint: {eps}")
 
 
 class Matrix:
@@ -372,6 +378,15 @@ class Matrix:
             self._leak("admin.status", key, f"{tenant}/{d.collection}/{d.doc_id}",
                        "status of a document absent from this tenant", f"GET {path}")
 
+    def _tool(self, key: str, tool: str, args: dict[str, Any]) -> dict[str, Any] | None:
+        err, body = self.mcp[key].call(tool, args)
+        if err:
+            code = str((body.get("error") or {}).get("code", body))
+            assert code == "internal_error", body  # anything else is a harness bug
+            self.stats.errors.append(f"{tool} as {key}: {json.dumps(body)[:200]} <- {json.dumps(args)[:300]}")
+            return None
+        return body
+
     def mcp_search(self, key: str) -> None:
         col = self.rng.choice(COLLECTIONS)
         args: dict[str, Any] = {"query": self.rng.choice(WORDS), "top_k": 50, "collection": col,
@@ -379,8 +394,9 @@ class Matrix:
         if self.rng.random() < 0.5:
             conv = f"conv-{key}-{self.rng.randrange(3)}"
             args["conversation_id"] = conv
-        err, body = self.mcp[key].call("search", args)
-        assert not err, body
+        body = self._tool(key, "search", args)
+        if body is None:
+            return
         results = body.get("results") or []
         self.check_shown("mcp.search", key, {(col, str(x["chunk_id"])) for x in results}, json.dumps(body),
                          {"tool": "search", **args})
@@ -389,8 +405,9 @@ class Matrix:
 
     def mcp_inner_voice(self, key: str) -> None:
         args = {"query": self.rng.choice(WORDS), "top_k": 50, "floor": 0.0, "mix": 0.5}
-        err, body = self.mcp[key].call("inner_voice.retrieve", args)
-        assert not err, body
+        body = self._tool(key, "inner_voice.retrieve", args)
+        if body is None:
+            return
         tenant, principals = READERS[key]
         shown = set()
         for s in body.get("snippets") or []:
@@ -411,8 +428,9 @@ class Matrix:
         mats = "\n\n".join(f"{word} {self.rng.choice(WORDS)} material mtok{key}q{task}n{self.tasks}{i}."
                            for i in range(3))
         args = {"query": word, "materials": mats, "topK": 20, "task_id": f"task-{task}"}
-        err, body = self.mcp[key].call("extract_key_info", args)
-        assert not err, body
+        body = self._tool(key, "extract_key_info", args)
+        if body is None:
+            return
         text = json.dumps(body.get("contexts"))
         own = [m for m in MATERIAL.finditer(text) if m.group(1) == key and m.group(2) == str(task)]
         foreign = [m.group(0) for m in MATERIAL.finditer(text) if m not in own and not (
@@ -432,8 +450,9 @@ class Matrix:
         conv = self.rng.choice(sorted({c for c, _ in cites}))
         numbers = sorted({n for c, n in cites if c == conv})[:50]
         asker = owner if self.rng.random() < 0.7 else key
-        err, body = self.mcp[asker].call("citations.resolve", {"conversation_id": conv, "numbers": numbers})
-        assert not err, body
+        body = self._tool(asker, "citations.resolve", {"conversation_id": conv, "numbers": numbers})
+        if body is None:
+            return
         shown = set()
         for entry in (body.get("citations") or {}).values():
             loc = entry.get("locator") or {}

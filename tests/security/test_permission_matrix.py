@@ -11,6 +11,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import pytest
+
 from tests.security.matrix import ENV, KEYS, Matrix, Stats
 from tests.support.server import Served, served
 
@@ -23,6 +25,8 @@ def _report(stats: Stats) -> None:
     print("\n" + stats.summary())
     for leak in stats.leaks[:25]:
         print("LEAK", leak)
+    for err in stats.errors[:10]:
+        print("SERVER ERROR", err)
 
 
 def _run(writer: Served, reader: Served, variant: str) -> Stats:
@@ -41,12 +45,36 @@ def test_permission_matrix_one_process(tmp_path: Path) -> None:
         stats = _run(s, s, "one process")
     assert stats.cases >= MIN_CASES
     assert not stats.leaks, "\n".join(map(str, stats.leaks[:25]))
+    assert not stats.errors, stats.errors[:10]
 
 
+@pytest.mark.xfail(strict=True, reason=(
+    "two `serve` processes on one embedded data dir answer 500: the reader's index follower cannot take "
+    "tantivy's IndexWriter lock the writer process holds (shared/adapters/tantivy_lexical.py `write`, "
+    "called from shared/indexing.py `_apply` via planner.py `_semantic_leg` -> follower.sync): ValueError "
+    "LockBusy on POST /v1/read and on MCP extract_key_info"))
 def test_permission_matrix_two_processes_one_data_dir(tmp_path: Path) -> None:
     """Writes go to one API process, reads (HTTP and MCP) to another on the same data dir,
     each read after the write it follows returned."""
     with served(tmp_path / "data", env=ENV, keys=KEYS) as w, served(tmp_path / "data", env=ENV, keys=KEYS) as r:
-        stats = _run(w, r, "two processes")
+        stats = _run(w, r, "two processes, one data dir")
     assert stats.cases >= MIN_CASES
     assert not stats.leaks, "\n".join(map(str, stats.leaks[:25]))
+    assert not stats.errors, stats.errors[:10]
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "issue #12 finding 3: the reading process's keyword leg runs on its embedded tantivy index without a "
+    "follower sync and its page is not re-checked against the store (services/planner/planner.py "
+    "ReadSession.start/_rank; shared/indexing.py), so POST /v1/read on process B names documents deleted or "
+    "revoked through process A, and diagnostics.lexical.candidates counts them"))
+def test_permission_matrix_two_processes_on_postgres(tmp_path: Path, postgres_url: str) -> None:
+    """The documented multi-process set-up: two API processes on one PostgreSQL store, each
+    with its own embedded indexes following the store's change log. Writes to one, reads
+    (HTTP and MCP) from the other once the write returned."""
+    env = {**ENV, "VIBE_STORE": "postgres", "VIBE_POSTGRES_URL": postgres_url, "VIBE_POSTGRES_POOL_SIZE": "4"}
+    with served(tmp_path / "a", env=env, keys=KEYS) as w, served(tmp_path / "b", env=env, keys=KEYS) as r:
+        stats = _run(w, r, "two processes, PostgreSQL")
+    assert stats.cases >= MIN_CASES
+    assert not stats.leaks, "\n".join(map(str, stats.leaks[:25]))
+    assert not stats.errors, stats.errors[:10]
