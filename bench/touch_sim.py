@@ -207,7 +207,7 @@ def main() -> None:
     ap.add_argument("--budgets", default="0", help="per-minute budgets, comma-separated (0 = lifted)")
     ap.add_argument("--qpm", type=float, default=600.0, help="simulated arrival rate, queries per minute")
     ap.add_argument("--env", action="append", default=[], help="NAME=settings JSON object, repeatable")
-    ap.add_argument("--out", default="")
+    ap.add_argument("--out", default="", help="write bench/results/<out>.json and .png")
     a = ap.parse_args()
     ds = load(a.data)
     qids = query_population(ds, a.queries)
@@ -226,8 +226,37 @@ def main() -> None:
             print(json.dumps(row), flush=True)
             rows.append(row)
     if a.out:
-        Path(a.out).write_text(json.dumps({"dataset": ds.name, "docs": len(ds.corpus), "length": a.length,
-                                           "queries": len(qids), "qpm": a.qpm, "rows": rows}, indent=1))
+        doc = {"dataset": ds.name, "docs": len(ds.corpus), "length": a.length, "queries": len(qids),
+               "qpm": a.qpm, "eager_hybrid_ndcg10": round(statistics.fmean(base.ndcg[q] for q in qids), 4),
+               "rows": rows}
+        out = RESULTS / f"{a.out}.json"
+        out.write_text(json.dumps(doc, indent=1))
+        curve(doc, RESULTS / f"{a.out}.png")
+        print(out)
+
+
+def curve(doc: dict[str, Any], path: Path) -> None:
+    """Quality (second half, over eager hybrid) against the embeddings spent, one line per
+    setting through its budgets; the lifted budget is the right end of each line."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for name in dict.fromkeys(r["setting"] for r in doc["rows"]):
+        pts = sorted((r["embedded_fraction"], r["ratio_second_half"], r["per_minute"])
+                     for r in doc["rows"] if r["setting"] == name)
+        ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=name)
+        for x, y, b in pts:
+            ax.annotate(f"{b}/min" if b else "lifted", (x, y), fontsize=6)
+    ax.set_xlabel("fraction of corpus embedded")
+    ax.set_ylabel("nDCG@10 / eager hybrid (2nd half)")
+    ax.set_title(f"{doc['dataset']}: {doc['length']} Zipfian queries from {doc['queries']}, "
+                 f"{doc['qpm']:g}/min arrivals", fontsize=8)
+    ax.legend(fontsize=7)
+    fig.savefig(path, dpi=110, bbox_inches="tight")
+    plt.close(fig)
 
 
 if __name__ == "__main__":

@@ -175,8 +175,10 @@ class Settings(BaseSettings):
     # --- touch economics (issue 11, bench lazy): helper B's block ---
     # What a query spends embedding on (services/planner/touch.py; tuned with `bench lazy` and
     # `python -m bench.touch_sim`, results in bench/results/touch-*).
+    # adaptive (default): the page first, `limit` x factor deep (at least min_depth), a repeat
+    # whose page is unstable digs to twice that; depth/fixed: the earlier policies.
     touch_policy: Literal["adaptive", "depth", "fixed"] = "adaptive"
-    touch_depth_factor: float = 2.0
+    touch_depth_factor: float = 1.0
     touch_min_depth: int = 10
     speculate_neighbors: int = 0
     speculate_sources: int = 3

@@ -10,9 +10,10 @@ Three policies, chosen by `Settings.touch_policy`:
      `touch_min_depth`), in lexical order: the documents the semantic leg most often lifts
      onto the page.
   3. A query whose top `depth` is already embedded (a repeat, or a neighbourhood other
-     queries embedded) digs `dig_step` further down the lexical list only while its page is
-     not stable: while the page still draws on the deepest `stable_zone` part of what is
-     embedded, there is likely more below; once it does not, the query costs nothing more.
+     queries embedded) digs `dig_step` further down the lexical list, to at most
+     `dig_factor` x `depth`, only while its page is not stable: while the page still draws
+     on the deepest `stable_zone` part of what is embedded, there is likely more below; once
+     it does not, the query costs nothing more.
      Repeats therefore settle, instead of digging on every repeat as `fixed` does.
   4. Under a tight budget (tokens available below `reserve` x `depth`) the depth shrinks
      towards the page and nobody digs: what enters the page comes first.
@@ -60,13 +61,14 @@ def touch_state(status: SemanticStatus, cold: Collection[SemanticStatus] = (Sema
 @dataclass(frozen=True)
 class TouchPolicy:
     policy: str = "adaptive"  # adaptive | depth | fixed
-    depth_factor: float = 2.0
+    depth_factor: float = 1.0
     min_depth: int = 10
     neighbours: int = 0  # neighbours queued per source document (0 = off)
     neighbour_sources: int = 3  # how many page documents lend their neighbours
     # adaptive only:
     dig_step: int = 10  # how much deeper a repeat with an unstable page looks
-    dig_max: int = 60  # never deeper than this many lexical candidates
+    dig_factor: float = 2.0  # never deeper than this many times the policy depth
+    dig_max: int = 60  # nor than this many lexical candidates
     stable_zone: float = 0.5  # the page is unstable while it uses the deepest half of what is embedded
     reserve: float = 4.0  # below `reserve` x depth tokens available, spend on the page first, never dig
     reach_best: int = 0  # z-score fusion: skip candidates that could not reach the page even with the
@@ -142,8 +144,9 @@ def plan(policy: TouchPolicy, limit: int, lexical: Sequence[DocKey], page: Seque
     else:
         depth, dug = base, False
         edge = frontier(lexical, state)
-        if edge >= base and unstable(lexical, page, min(edge, policy.dig_max), policy.stable_zone):
-            depth, dug = min(edge + policy.dig_step, policy.dig_max), True
+        bottom = min(policy.dig_max, math.ceil(base * policy.dig_factor))
+        if base <= edge < bottom and unstable(lexical, page, edge, policy.stable_zone):
+            depth, dug = min(edge + policy.dig_step, bottom), True
     if reachable is not None:
         depth = min(depth, max(limit, reachable))
     out: list[DocKey] = []

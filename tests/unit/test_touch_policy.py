@@ -18,8 +18,8 @@ from services.planner.touch import (
 )
 from shared.model import DocKey, SemanticStatus
 
-POLICY = TouchPolicy("adaptive", depth_factor=2.0, min_depth=10, dig_step=10, dig_max=60, stable_zone=0.5,
-                     reserve=4.0)
+POLICY = TouchPolicy("adaptive", depth_factor=2.0, min_depth=10, dig_step=10, dig_factor=3.0, dig_max=60,
+                     stable_zone=0.5, reserve=4.0)
 PLENTY = 10**6
 
 
@@ -64,6 +64,11 @@ def test_an_unstable_repeat_digs_one_step_deeper_and_no_further_than_dig_max() -
     state = {k: (READY if i < 55 else COLD) for i, k in enumerate(lex)}
     p = plan(POLICY, 10, lex, [*lex[:9], lex[50]], state, PLENTY)
     assert p.keys == lex[55:60] and p.depth == 60
+    state = {k: (READY if i < 60 else COLD) for i, k in enumerate(lex)}
+    assert plan(POLICY, 10, lex, [*lex[:9], lex[59]], state, PLENTY).keys == []  # at the bottom: no further
+    shallow = TouchPolicy("adaptive", depth_factor=1.0, min_depth=10, dig_factor=2.0)
+    state = {k: (READY if i < 15 else COLD) for i, k in enumerate(lex)}
+    assert plan(shallow, 10, lex, [*lex[:9], lex[12]], state, PLENTY).keys == lex[15:20]  # 2 x depth 10
 
 
 def test_tight_budget_spends_on_the_page_and_never_digs() -> None:
