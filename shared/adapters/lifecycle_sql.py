@@ -224,19 +224,19 @@ class LifecycleSql:
                                              (tenant,))]
 
     def set_collection_mode(self, mode: CollectionMode, only_if_not_manual: bool = False) -> bool:
+        # The guards are in the upsert itself, not in a read before it: under READ COMMITTED an
+        # operator's manual decision committed between such a read and the write would be
+        # overwritten by the scheduler (the conflicting row is re-checked when the upsert waits).
+        guard = "(collection_modes.mode<>excluded.mode OR collection_modes.manual<>excluded.manual)"
+        if only_if_not_manual:
+            guard += " AND collection_modes.manual=0"
         with self._lc_tx() as conn:
-            cur = self._x(conn, "SELECT mode, manual FROM collection_modes WHERE tenant=? AND collection=?",
-                          (mode.tenant, mode.collection)).fetchone()
-            if cur is not None and only_if_not_manual and cur["manual"]:
-                return False
-            if cur is not None and cur["mode"] == mode.mode and bool(cur["manual"]) == mode.manual:
-                return False
-            self._x(conn, "INSERT INTO collection_modes VALUES (?,?,?,?,?,?,?) ON CONFLICT (tenant, collection) "
-                          "DO UPDATE SET mode=excluded.mode, since=excluded.since, reason=excluded.reason, "
-                          "manual=excluded.manual, figures=excluded.figures",
-                    (mode.tenant, mode.collection, mode.mode, mode.since, mode.reason, int(mode.manual),
-                     json.dumps(mode.figures)))
-            return True
+            cur = self._x(conn, "INSERT INTO collection_modes VALUES (?,?,?,?,?,?,?) ON CONFLICT (tenant, collection) "
+                                "DO UPDATE SET mode=excluded.mode, since=excluded.since, reason=excluded.reason, "
+                                f"manual=excluded.manual, figures=excluded.figures WHERE {guard}",
+                          (mode.tenant, mode.collection, mode.mode, mode.since, mode.reason, int(mode.manual),
+                           json.dumps(mode.figures)))
+            return bool(cur.rowcount)
 
     # Kept for the DocumentStore port: the eager set every writer consults.
     def promoted(self) -> set[tuple[str, str]]:
@@ -422,6 +422,10 @@ class LifecycleSql:
             return [_space(r) for r in self._read("SELECT * FROM tenant_spaces ORDER BY tenant, created_at")]
         return [_space(r) for r in self._read("SELECT * FROM tenant_spaces WHERE tenant=? ORDER BY created_at",
                                               (tenant,))]
+
+    def space_binding(self, space: str) -> tuple[str, int] | None:
+        rows = self._read("SELECT model_id, dim FROM spaces WHERE space=?", (space,))
+        return (str(rows[0]["model_id"]), int(rows[0]["dim"])) if rows else None
 
     def put_tenant_space(self, info: SpaceInfo) -> None:
         with self._lc_tx() as conn:

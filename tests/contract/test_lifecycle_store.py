@@ -3,6 +3,7 @@ PostgreSQL alike, with the `opener`/`store` fixtures of the DocumentStore contra
 
 from __future__ import annotations
 
+import time
 from typing import cast
 
 import pytest
@@ -405,3 +406,38 @@ def test_a_lease_has_one_holder(opener: Opener) -> None:  # noqa: F811 - the imp
     finally:
         one.close()
         two.close()
+
+
+def test_an_operator_decision_committed_during_an_automatic_one_stands(request: pytest.FixtureRequest) -> None:
+    """PostgreSQL, READ COMMITTED: the scheduler reads "no manual decision", an operator's
+    manual decision commits, then the scheduler's upsert lands on it. It must not replace it."""
+    import threading
+
+    import psycopg
+
+    from shared.adapters.postgres_store import PostgresStore
+
+    url = request.getfixturevalue("postgres_url")
+    st = PostgresStore(url, pool_size=4)
+    try:
+        with psycopg.connect(url) as operator, psycopg.connect(url, autocommit=True) as probe:
+            operator.execute("INSERT INTO collection_modes VALUES ('t','c','lazy',1,'manual',1,'{}')")
+            result: list[bool] = []
+            worker = threading.Thread(target=lambda: result.append(
+                st.set_collection_mode(mode("c", "eager"), only_if_not_manual=True)))
+            worker.start()
+            for _ in range(500):  # until the scheduler's upsert waits on the operator's row
+                row = probe.execute("SELECT count(*) FROM pg_stat_activity WHERE wait_event_type='Lock' "
+                                    "AND query LIKE 'INSERT INTO collection_modes%%'").fetchone()
+                if row and row[0]:
+                    break
+                time.sleep(0.02)
+            else:
+                pytest.fail("the scheduler's upsert never waited on the operator's row")
+            operator.commit()
+            worker.join(10)
+        assert result == [False]
+        (m,) = st.collection_modes("t")
+        assert (m.mode, m.manual) == ("lazy", True)
+    finally:
+        st.close()
