@@ -86,13 +86,13 @@ def text(i: str) -> str:
 
 
 class Rig:
-    def __init__(self, opener: Opener, root: Path, monkeypatch: pytest.MonkeyPatch, per_minute: int = 1000,
+    def __init__(self, open_store: Opener, root: Path, monkeypatch: pytest.MonkeyPatch, per_minute: int = 1000,
                  daily_tokens: int = 0, decide: EligibilityPolicy | None = None):
-        self.opener = opener
+        self.opener = open_store
         self.now = time.time()
         self.mono = [0.0]
         monkeypatch.setattr(memory_budget, "time", types.SimpleNamespace(monotonic=lambda: self.mono[0]))
-        self.store = cast(StoreOfRecord, opener())
+        self.store = cast(StoreOfRecord, open_store())
         self.cold = FileColdStore(root / "cold", CFG.codec)
         self.queue = RecordingQueue()
         self.budget = MemoryBudget(per_minute)
@@ -311,7 +311,7 @@ def test_idle_vectors_go_cold_pinned_documents_stay_and_rehydrate_without_a_prov
         s = rig.side(k)
         assert s.status == S.READY and s.cold_ref is None
         again = rig.store.vector_for_hash("t", s.content_hash, SPACE)
-        assert again is not None and np.allclose(again, before[k], atol=1e-3)  # float16
+        assert again is not None and np.allclose(again, before[k] or [], atol=1e-3)  # float16
 
 
 def test_eviction_skips_eager_collections(rig: Rig) -> None:
@@ -427,3 +427,50 @@ def test_force_re_embeds_ready_docs_with_a_provider_call(rig: Rig) -> None:
     assert all(rig.side(k).status == S.READY for k in (a, b))
     assert (rig.side(a).last_embedded_at or 0) >= (first or 0)
 
+
+
+# -- known bugs in files this suite does not own (reported; strict xfail until fixed) ----------------------
+
+
+@pytest.mark.xfail(strict=True, reason="handlers.py _within_daily_cap reads tokens_used and _charge charges with "
+                                       "cap 0: two workers both see room and together pass the daily cap")
+def test_two_workers_together_stay_within_the_daily_cap(
+        opener: Opener, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: F811
+    cost = estimate_tokens(text("d0"))
+    rig = Rig(opener, tmp_path, monkeypatch, daily_tokens=int(cost * 1.5))
+    try:
+        a, b = rig.put("d0"), rig.put("d1")
+        other = EmbedHandler(rig.store, CountingEmbedder(), EligibilityPolicy([]), {}, max_attempts=3,
+                             cold=rig.cold, daily_tokens=rig.handler.daily_tokens, clock=rig.clock)
+        inner = rig.embedder.embed
+
+        def interleaved(texts: Sequence[str]) -> list[list[float]]:
+            other.run([EmbedJob(b, SPACE, rig.side(b).content_hash)])  # the second worker, meanwhile
+            return inner(texts)
+
+        monkeypatch.setattr(rig.embedder, "embed", interleaved)
+        rig.run([a])
+        assert rig.store.tokens_used("t", utc_day(rig.now)) <= rig.handler.daily_tokens
+    finally:
+        rig.store.close()
+
+
+@pytest.mark.xfail(strict=True, reason="lifecycle.py _evict_rows writes the cold file before store.evict's "
+                                       "compare-and-set; when the row was rewritten meanwhile the file has no "
+                                       "cold_vectors row and prune never deletes it")
+def test_a_lost_eviction_leaves_no_cold_file(rig: Rig, monkeypatch: pytest.MonkeyPatch) -> None:
+    a = rig.put("a")
+    rig.embed(a)
+    old = rig.side(a).content_hash
+    rig.advance(CFG.evict_idle_seconds + DAY)
+    real_put = rig.cold.put
+
+    def put_then_edit(tenant: str, space: str, content_hash: str, vector: Sequence[float]) -> tuple[str, int]:
+        out = real_put(tenant, space, content_hash, vector)
+        rig.put("a", body="An edit that lands while the eviction runs, about transonic buffet.")
+        return out
+
+    monkeypatch.setattr(rig.cold, "put", put_then_edit)
+    assert rig.lifecycle.tick().evicted == 0
+    rig.lifecycle.tick()  # prunes what no document uses
+    assert rig.cold.get("t", SPACE, old) is None
