@@ -26,8 +26,8 @@ def serve() -> None:
 
     from services.api.app import create_app
     from services.api.auth import KeyRing, dev_key
-    from shared.logging import configure_logging
     from services.wiring import build
+    from shared.logging import configure_logging
 
     settings = _settings()
     configure_logging(settings.debug)

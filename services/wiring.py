@@ -10,6 +10,7 @@ profile never loads their clients.
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -19,6 +20,7 @@ from services.api.writes import DocumentService
 from services.planner.explain import ExplainCache
 from services.planner.planner import Planner, PlannerConfig
 from services.planner.promotion import PromotionPolicy
+from services.planner.query_cache import QueryVectorCache
 from services.planner.touch import TouchPolicy
 from services.planner.usage import UsageRecorder
 from services.worker.backfill import BackfillLimits, Backfills
@@ -46,6 +48,7 @@ from shared.ports import (
     StoreOfRecord,
     VectorIndex,
 )
+from shared.spaces import SpaceDirectory
 
 log = logging.getLogger("vibe.wiring")
 
@@ -83,6 +86,8 @@ class Container:
     handler: EmbedHandler
     lifecycle: Lifecycle
     scheduler: SchedulerThread
+    spaces: SpaceDirectory
+    embedders: SpaceEmbedders
     signal: Signal = field(default_factory=Signal)
 
     def start(self) -> None:
@@ -97,9 +102,11 @@ class Container:
 
     def requeue_pending(self) -> int:
         """Sidecar rows left `queued` by a previous run are jobs nobody holds any more."""
-        space = self.settings.space
-        rows = self.store.keys_in_status(space, [SemanticStatus.QUEUED], limit=1_000_000)
-        return self.queue.enqueue([EmbedJob(r.key, space, r.content_hash, priority="bulk") for r in rows])
+        n = 0
+        for space in sorted(self.spaces.live()):
+            rows = self.store.keys_in_status(space, [SemanticStatus.QUEUED], limit=1_000_000)
+            n += self.queue.enqueue([EmbedJob(r.key, space, r.content_hash, priority="bulk") for r in rows])
+        return n
 
     def stop(self) -> None:
         self.scheduler.stop()
@@ -157,21 +164,22 @@ def follower_name(settings: Settings, index: Literal["lexical", "vectors"]) -> s
     return None
 
 
-def _build_followers(settings: Settings, store: DocumentStore, lexical: LexicalIndex,
+def _build_followers(settings: Settings, store: StoreOfRecord, lexical: LexicalIndex,
                      vectors: VectorIndex) -> Followers:
     """Embedded indexes (a copy per process) share one follower positioned by a file in the data
     dir, as before; each shared index gets its own follower positioned in the store, applied by
     one replica at a time (why: shared/indexing.py)."""
     lex_name, vec_name = follower_name(settings, "lexical"), follower_name(settings, "vectors")
+    live = SpaceDirectory(store, settings.space).live
     own_lexical, own_vectors = (lexical if lex_name is None else None), (vectors if vec_name is None else None)
     members = []
     if own_lexical is not None or own_vectors is not None:
         members.append(IndexFollower(store, own_lexical, own_vectors, FilePosition(settings.data_dir / "index.seq"),
-                                     settings.space))
+                                     settings.space, live))
     if lex_name is not None:
         members.append(IndexFollower(store, lexical, None, StorePosition(store, lex_name), settings.space))
     if vec_name is not None:
-        members.append(IndexFollower(store, None, vectors, StorePosition(store, vec_name), settings.space))
+        members.append(IndexFollower(store, None, vectors, StorePosition(store, vec_name), settings.space, live))
     return Followers(members)
 
 
@@ -215,17 +223,61 @@ def build_store(settings: Settings) -> StoreOfRecord:
     return SqliteStore(settings.data_dir / "vibe.sqlite3")
 
 
+class SpaceEmbedders:
+    """Each space's embedder (V§2.1: a space bundles its model), built on first use from the
+    model id the space is bound to in the store, and kept. The configured space uses the
+    configured embedder. Only the provider kinds this deployment can reach are built."""
+
+    def __init__(self, settings: Settings, store: StoreOfRecord, default: Embedder,
+                 wrap: Callable[[Embedder], Embedder] | None = None):
+        self.settings = settings
+        self.store = store
+        self.default = default
+        self.wrap = wrap
+        self._built: dict[str, Embedder] = {}
+        self._lock = threading.Lock()
+
+    def __call__(self, space: str) -> Embedder:
+        if space == self.settings.space:
+            return self.default
+        with self._lock:
+            if space not in self._built:
+                binding = self.store.space_binding(space)
+                if binding is None:
+                    raise LookupError(f"space {space!r} is not bound to a model")
+                self._built[space] = self.for_model(*binding)
+            return self._built[space]
+
+    def for_model(self, model: str, dim: int | None = None) -> Embedder:
+        """An embedder for a model id (`hash:v1@64`, `openai:<model>`, `local:<model>`) or a bare
+        model name for the configured provider kind."""
+        from shared.adapters.embedders import build_embedder
+
+        kind, _, name = model.partition(":") if ":" in model else (self.settings.embedder, "", model)
+        if kind == "hash":
+            size = int(name.rpartition("@")[2]) if "@" in name else (dim or self.settings.embed_dim)
+            update: dict[str, object] = {"embedder": "hash", "embed_dim": size}
+        elif kind in ("openai", "local"):
+            update = {"embedder": kind, "embed_model": name}
+        else:
+            raise ValueError(f"unknown model kind {kind!r}; use hash:, openai: or local:")
+        emb = build_embedder(self.settings.model_copy(update=update), dim)
+        return self.wrap(emb) if self.wrap is not None else emb
+
+
 def build_cold(settings: Settings) -> ColdStore:
     """Cold vectors in files: the data dir, or a volume every worker mounts (VIBE_COLD_DIR)."""
     return FileColdStore(settings.cold_dir or settings.data_dir / "cold", settings.cold_codec)
 
 
-def build_handler(settings: Settings, store: DocumentStore, emb: Embedder) -> EmbedHandler:
+def build_handler(settings: Settings, store: StoreOfRecord, emb: Embedder,
+                  wrap: Callable[[Embedder], Embedder] | None = None) -> EmbedHandler:
     """The embedding job handler, the same in the API's worker threads and in Celery workers."""
     _check_space(store, settings.space, emb)
     policy = EligibilityPolicy(settings.index_policy)
     return EmbedHandler(store, emb, policy, settings.embed_fields, settings.job_max_attempts, build_cold(settings),
-                        settings.tenant_daily_tokens)
+                        settings.tenant_daily_tokens, embedders=SpaceEmbedders(settings, store, emb, wrap),
+                        default_space=settings.space)
 
 
 def lifecycle_config(s: Settings) -> LifecycleConfig:
@@ -243,7 +295,8 @@ def build_lifecycle(settings: Settings, store: StoreOfRecord, queue: JobQueue, b
                             settings.backpressure_queue_depth)
     backfills = Backfills(store, queue, budget, lambda d: policy.decide_doc(d, settings.embed_fields.get(
         d.key.collection)), limits)
-    return Lifecycle(lifecycle_config(settings), store, build_cold(settings), backfills, after_change=after_change)
+    return Lifecycle(lifecycle_config(settings), store, build_cold(settings), backfills, after_change=after_change,
+                     spaces=SpaceDirectory(store, settings.space).live)
 
 
 def _touch_policy(s: Settings) -> TouchPolicy:
@@ -275,17 +328,21 @@ def build(settings: Settings, embedder: Embedder | None = None) -> Container:
     budget = build_budget(settings)
     lifecycle = build_lifecycle(settings, store, queue, budget, handler.policy, follower.sync)
     usage = UsageRecorder(lifecycle.cfg.bucket_seconds, settings.usage_half_life_seconds)
+    spaces = SpaceDirectory(store, settings.space)
+    embedders = handler.embedders
+    assert isinstance(embedders, SpaceEmbedders)
     # A semantic leg waits for the vector index only.
     planner = Planner(cfg, store, lexical, vectors, emb, queue, budget, follower.of_vectors(), ExplainCache(),
-                      usage=usage)
-    docs = DocumentService(store, follower, queue, handler.policy, settings.embed_fields, settings.space,
+                      QueryVectorCache.from_settings(settings), usage=usage, spaces=spaces, embedders=embedders)
+    docs = DocumentService(store, follower, queue, handler.policy, settings.embed_fields, spaces,
                            settings.max_doc_bytes, lambda tenant: _eager(store, tenant),
-                           settings.write_sync_wait_seconds)
+                           settings.write_sync_wait_seconds,
+                           (settings.acl_max_principal_bytes, settings.acl_max_bytes))
     scheduler = SchedulerThread(lifecycle, usage, store, settings.queue != "celery",
                                 settings.scheduler_interval_seconds,
                                 settings.backfill_interval_seconds, settings.usage_flush_seconds)
     return Container(settings, store, lexical, vectors, emb, follower, queue, planner, docs, handler, lifecycle,
-                     scheduler, signal)
+                     scheduler, spaces, embedders, signal)
 
 
 def _eager(store: StoreOfRecord, tenant: str) -> set[str]:

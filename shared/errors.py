@@ -14,6 +14,7 @@ class ErrorCode(Enum):
     RATE_LIMITED = ("rate_limited", 429)
     EMBEDDER_UNAVAILABLE = ("embedder_unavailable", 503)
     DIMENSION_MISMATCH = ("dimension_mismatch", 409)
+    CONFLICT = ("conflict", 409)  # the request contradicts the current state (e.g. activating an unfinished space)
     INTERNAL_ERROR = ("internal_error", 500)
 
     @property

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import Protocol
@@ -97,11 +97,15 @@ class IndexFollower:
         vectors: VectorIndex | None,
         position: Position,
         space: str,
+        spaces: Callable[[], set[str]] | None = None,
     ):
         self.store = store
         self.lexical = lexical
         self.vectors = vectors
         self.space = space
+        # Every space some tenant reads or builds (shared/spaces.py); a vector change of another
+        # space (a retired one) is applied to that space's index too.
+        self.spaces = spaces
         self.position = position
         self._lock = threading.Lock()  # threads of this process wait for each other, not skip
 
@@ -188,20 +192,23 @@ class IndexFollower:
             touched = {c.key for c in changes if c.op == "doc"}
             self.lexical.apply([docs[k] for k in keys if k in touched and k in docs], gone)
         if self.vectors is not None:
-            self._apply_vectors(docs, gone)
+            spaces = {self.space} | (self.spaces() if self.spaces is not None else set())
+            spaces |= {c.space for c in changes if c.space}
+            for space in sorted(spaces):
+                self._apply_vectors(docs, gone, space)
 
-    def _apply_vectors(self, docs: dict[DocKey, StoredDoc], gone: list[DocKey]) -> None:
+    def _apply_vectors(self, docs: dict[DocKey, StoredDoc], gone: list[DocKey], space: str) -> None:
         """Ready documents get (re)upserted with their current ACL; every other state drops
         its point, `none` included: a document deleted and re-created, edited twice within one
         batch, or evicted to the cold store must not stay searchable with its old vector and
         old ACL (deleting a point that is not there is a no-op)."""
         assert self.vectors is not None
         present = list(docs)
-        vecs = self.store.vectors_for(present, self.space)
+        vecs = self.store.vectors_for(present, space)
         ready = [(docs[k], vecs[k]) for k in present if k in vecs]
         drop = [k for k in present if k not in vecs]
-        self.vectors.upsert(self.space, ready)
-        self.vectors.delete(self.space, drop + gone)
+        self.vectors.upsert(space, ready)
+        self.vectors.delete(space, drop + gone)
 
 
 class Follower(Protocol):

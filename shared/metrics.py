@@ -43,7 +43,8 @@ class _Metrics:
         )
         self.docs_written = Counter("vibe_docs_written_total", "Documents accepted", ["op"])
         self.http_requests = Histogram(
-            "vibe_http_request_seconds", "HTTP request time", ["route", "status"], buckets=_LATENCY_BUCKETS
+            "vibe_http_request_seconds", "HTTP request time", ["route", "method", "status"],
+            buckets=_LATENCY_BUCKETS
         )
         self.explain_cache = Gauge("vibe_explain_cache_entries", "Entries in the explain cache",
                                    multiprocess_mode=_SUM_PROCESSES)

@@ -309,6 +309,9 @@ class LifecycleStore(Protocol):
 
     def put_tenant_space(self, info: SpaceInfo) -> None: ...
 
+    def space_binding(self, space: str) -> tuple[str, int] | None:
+        """The (model id, dimension) a space was first bound to (DocumentStore.bind_space)."""
+
     def drop_space_vectors(self, tenant: str, space: str) -> int:
         """A retired space's vectors and sidecar rows go (the change log drops their points)."""
 

@@ -42,16 +42,18 @@ async def get_status(request: Request, collection: str, _id: str,
     doc = await run_in_threadpool(c.store.get_doc, key)
     if doc is None:
         raise VibeError(ErrorCode.NOT_FOUND, "document not found")
-    side = await run_in_threadpool(c.store.sidecar, key, c.settings.space)
-    return JSONResponse(semantic_projection(side, c.settings.space))
+    space = await run_in_threadpool(c.spaces.active, p.tenant)
+    side = await run_in_threadpool(c.store.sidecar, key, space)
+    return JSONResponse(semantic_projection(side, space))
 
 
 @router.get("/semantic/coverage")
 async def get_coverage(request: Request, collection: str | None = None,
                        p: Principal = Depends(require("admin"))) -> JSONResponse:
     c = _c(request)
-    cov = await run_in_threadpool(c.store.coverage, p.tenant, collection, c.settings.space)
-    out: dict[str, object] = {"collection": collection, "space": c.settings.space, **cov}
+    space = await run_in_threadpool(c.spaces.active, p.tenant)
+    cov = await run_in_threadpool(c.store.coverage, p.tenant, collection, space)
+    out: dict[str, object] = {"collection": collection, "space": space, **cov}
     if collection is not None:
         modes = await run_in_threadpool(c.store.collection_modes, p.tenant)
         out["eager"] = any(m.collection == collection and m.mode == "eager" for m in modes)
@@ -71,7 +73,7 @@ class _ReconciledQueue(Protocol):
 
 def _stuck(c: Container, tenant: str) -> list[SidecarEntry]:
     """This tenant's `queued` rows with no progress for longer than the reconciler's bound."""
-    rows = c.store.keys_in_status(c.settings.space, [SemanticStatus.QUEUED], limit=c.settings.reconcile_batch)
+    rows = c.store.keys_in_status(c.spaces.active(tenant), [SemanticStatus.QUEUED], limit=c.settings.reconcile_batch)
     cutoff = time.time() - c.settings.reconcile_stuck_seconds
     return [r for r in rows if r.key.tenant == tenant and r.updated_at < cutoff]
 
@@ -81,16 +83,17 @@ async def get_queue_depth(request: Request, p: Principal = Depends(require("admi
     c = _c(request)
     depth = await run_in_threadpool(c.queue.depth, p.tenant)  # this tenant's jobs only
     broker = "unreachable" if depth.pop("unreachable", 0) else "ok"
-    queued = await run_in_threadpool(c.store.queued_count, c.settings.space, p.tenant)
+    queued = await run_in_threadpool(c.store.queued_count, c.spaces.active(p.tenant), p.tenant)
     return JSONResponse({**depth, "total": sum(depth.values()), "queuedInStore": queued, "broker": broker})
 
 
 def _lag(c: Container, tenant: str) -> dict[str, object]:
-    oldest = c.store.oldest_queued(c.settings.space, tenant)
+    space = c.spaces.active(tenant)
+    oldest = c.store.oldest_queued(space, tenant)
     pending = [ch for ch in c.store.changes_since(c.follower.seq, limit=100_000) if ch.key.tenant == tenant]
     out: dict[str, object] = {
         "oldestQueuedAgeSeconds": round(time.time() - oldest, 3) if oldest else 0.0,
-        "queued": c.store.queued_count(c.settings.space, tenant),
+        "queued": c.store.queued_count(space, tenant),
         "indexFollowerLag": len(pending),
         "stuckQueued": len(_stuck(c, tenant)),
         "stuckAfterSeconds": c.settings.reconcile_stuck_seconds,
@@ -108,7 +111,7 @@ async def get_lag(request: Request, p: Principal = Depends(require("admin"))) ->
 def _mismatch(c: Container, tenant: str) -> dict[str, object]:
     """Sidecar says ready but no vector of record exists (should never happen); and, with the
     Celery queue, `queued` rows that no pending job covers (what the reconciler will re-enqueue)."""
-    space = c.settings.space
+    space = c.spaces.active(tenant)
     ready = c.store.keys_in_status(space, [SemanticStatus.READY], limit=1_000_000)
     mine = [s for s in ready if s.key.tenant == tenant]
     missing = [s.key.ref for s in mine if c.store.vector_for_hash(tenant, s.content_hash, space) is None]

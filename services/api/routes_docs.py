@@ -246,8 +246,9 @@ async def get_doc(request: Request, collection: str = COLLECTION, doc_id: str = 
     if doc.vibe:
         out["_vibe"] = doc.vibe
     if include and "semantic" in include.split(","):
-        side = await run_in_threadpool(c.store.sidecar, doc.key, c.settings.space)
-        out["__semantic"] = semantic_projection(side, c.settings.space)
+        space = await run_in_threadpool(c.spaces.active, doc.key.tenant)
+        side = await run_in_threadpool(c.store.sidecar, doc.key, space)
+        out["__semantic"] = semantic_projection(side, space)
     return JSONResponse(out)
 
 

@@ -4,6 +4,7 @@ tenant's alone."""
 
 from __future__ import annotations
 
+import re
 import time
 from typing import Any
 
@@ -18,7 +19,8 @@ from services.wiring import Container
 from services.worker.backfill import progress, with_state
 from services.worker.handlers import utc_day
 from shared.errors import ErrorCode, VibeError, invalid
-from shared.model import CollectionMode, Principal
+from shared.model import BackfillTask, CollectionMode, Principal, SpaceInfo
+from shared.ports import EmbedderError
 
 router = APIRouter()
 MAX_USAGE_DAYS = 400
@@ -52,10 +54,11 @@ def _iso(ts: float | None) -> str | None:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(ts))
 
 
-def _start_backfill(c: Container, tenant: str, collection: str | None, kind: str, force: bool) -> dict[str, object]:
+def _start_backfill(c: Container, tenant: str, collection: str | None, kind: str, force: bool,
+                    space: str | None = None) -> dict[str, object]:
     """Create the task and run its first step now, so small collections need no wait."""
     backfills = c.lifecycle.backfills
-    task = backfills.start(tenant, collection, c.settings.space, kind, force)
+    task = backfills.start(tenant, collection, space or c.spaces.active(tenant), kind, force)
     queued = backfills.step(task)
     c.scheduler.wake()
     return {"queued": queued, "task": progress(with_state(task, c.store))}
@@ -67,16 +70,16 @@ async def post_reindex(request: Request, p: Principal = Depends(require("admin")
     has no current vector; `force` re-embeds `ready` documents too (a provider call each)."""
     c = _c(request)
     body = await _body(request)
-    space = body.get("space")
-    if space is not None and space != c.settings.space:
+    active, building = await run_in_threadpool(c.spaces.of, p.tenant)
+    space = body.get("space", active)
+    if space not in (active, *building):
         raise VibeError(ErrorCode.NOT_FOUND, f"unknown space {str(space)[:64]!r}")
     collection = _collection(body.get("collection"), required=False)
     force = body.get("force", False)
     if not isinstance(force, bool):
         raise invalid("force must be true or false", field="force")
-    out = await run_in_threadpool(_start_backfill, c, p.tenant, collection, "reindex", force)
-    return JSONResponse({**out, "collection": collection, "space": c.settings.space, "force": force},
-                        status_code=202)
+    out = await run_in_threadpool(_start_backfill, c, p.tenant, collection, "reindex", force, space)
+    return JSONResponse({**out, "collection": collection, "space": space, "force": force}, status_code=202)
 
 
 @router.post("/semantic/promote")
@@ -160,12 +163,116 @@ async def get_usage(request: Request, collection: str | None = None, days: int =
     })
 
 
+SPACE_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.@-]{0,63}$")
+
+
+def _space_body(c: Container, tenant: str, info: SpaceInfo, tasks: list[BackfillTask]) -> dict[str, object]:
+    task = next((t for t in reversed(tasks) if t.space == info.space and t.kind == "migrate"), None)
+    out: dict[str, object] = {
+        "space": info.space, "model": info.model_id, "dim": info.dim, "state": info.state,
+        "createdAt": _iso(info.created_at), "activatedAt": _iso(info.activated_at),
+    }
+    if info.state != "retired":
+        out["coverage"] = c.store.coverage(tenant, None, info.space)
+    if task is not None:
+        out["migration"] = progress(task)
+    return out
+
+
+def _spaces(c: Container, tenant: str) -> list[SpaceInfo]:
+    """The tenant's spaces; the configured one is listed as active until a migration replaces it."""
+    rows = c.store.tenant_spaces(tenant)
+    if not any(r.state == "active" for r in rows) and not any(r.space == c.settings.space for r in rows):
+        default = SpaceInfo(tenant, c.settings.space, c.embedder.model_id, c.embedder.dim, "active", 0.0)
+        rows = [default, *rows]
+    return rows
+
+
+def list_spaces(c: Container, tenant: str) -> dict[str, object]:
+    tasks = c.store.tasks(tenant)
+    return {"spaces": [_space_body(c, tenant, r, tasks) for r in _spaces(c, tenant)]}
+
+
 @router.get("/semantic/spaces")
 async def get_spaces(request: Request, p: Principal = Depends(require("admin"))) -> JSONResponse:
-    """The tenant's spaces (V§2.1): model, dimension, state and coverage. Rolling migrations
-    to a new space (POST) are not built yet; the configured space is every tenant's active one."""
-    c = _c(request)
-    space = c.settings.space
-    cov = await run_in_threadpool(c.store.coverage, p.tenant, None, space)
-    return JSONResponse({"spaces": [{"space": space, "model": c.embedder.model_id, "dim": c.embedder.dim,
-                                     "state": "active", "coverage": cov}]})
+    """V§2.1 / V§13: the tenant's spaces with model, dimension, state, coverage and migration progress."""
+    return JSONResponse(await run_in_threadpool(list_spaces, _c(request), p.tenant))
+
+
+def start_migration(c: Container, tenant: str, space: str, model: str, dim: int | None) -> dict[str, object]:
+    """A rolling, budgeted re-embed of every document of the tenant into `space` (V§13)."""
+    active, building = c.spaces.of(tenant)
+    if space == active:
+        raise VibeError(ErrorCode.CONFLICT, f"{space!r} is already the active space")
+    if building and building != [space]:
+        raise VibeError(ErrorCode.CONFLICT, f"a migration to {building[0]!r} is in progress; activate it first")
+    try:
+        emb = c.embedders.for_model(model, dim)
+        model_id, size = emb.model_id, emb.dim
+    except (ValueError, RuntimeError, OSError) as e:
+        raise invalid(f"cannot use model {model[:80]!r}: {str(e)[:160]}", field="model") from e
+    except EmbedderError as e:
+        raise VibeError(ErrorCode.EMBEDDER_UNAVAILABLE, f"the provider did not answer for {model[:80]!r}") from e
+    bound = c.store.bind_space(space, model_id, size)
+    if bound != (model_id, size):  # dim safety (seed 000): a space never holds two models
+        raise VibeError(ErrorCode.DIMENSION_MISMATCH,
+                        f"space {space!r} holds vectors of {bound[0]} ({bound[1]} dims), not {model_id} ({size} dims)")
+    now = time.time()
+    if not any(r.space == active for r in c.store.tenant_spaces(tenant)):
+        current = c.embedders(active)
+        c.store.put_tenant_space(SpaceInfo(tenant, active, current.model_id, current.dim, "active", now))
+    c.store.put_tenant_space(SpaceInfo(tenant, space, model_id, size, "building", now))
+    out = _start_backfill(c, tenant, None, "migrate", False, space)
+    return {"space": space, "model": model_id, "dim": size, "state": "building", **out}
+
+
+@router.post("/semantic/spaces")
+async def post_space(request: Request, p: Principal = Depends(require("admin"))) -> JSONResponse:
+    body = await _body(request)
+    space, model, dim = body.get("space"), body.get("model"), body.get("dim")
+    if not isinstance(space, str) or not SPACE_RE.match(space):
+        raise invalid("space must be 1-64 letters, digits, '_', '.', '@' or '-'", field="space")
+    if not isinstance(model, str) or not 0 < len(model) <= 200:
+        raise invalid("model must be a model name or id (hash:v1@64, openai:<model>, local:<model>)", field="model")
+    if dim is not None and (isinstance(dim, bool) or not isinstance(dim, int) or not 1 <= dim <= 8192):
+        raise invalid("dim must be an integer from 1 to 8192", field="dim")
+    out = await run_in_threadpool(start_migration, _c(request), p.tenant, space, model, dim)
+    return JSONResponse(out, status_code=202)
+
+
+def activate(c: Container, tenant: str, space: str, force: bool) -> dict[str, object]:
+    """Cut over: the building space becomes active, the old one is retired and its vectors are
+    dropped (V§13; their model is no longer queried, so the cold store would only keep bytes)."""
+    active, building = c.spaces.of(tenant)
+    if space not in building:
+        raise VibeError(ErrorCode.NOT_FOUND, f"no migration to {space[:64]!r} is in progress")
+    cov = c.store.coverage(tenant, None, space)
+    states = cov["states"]
+    assert isinstance(states, dict)
+    waiting = sum(int(states.get(s, 0)) for s in ("none", "queued", "stale"))
+    tasks = [t for t in c.store.tasks(tenant, running_only=True) if t.space == space]
+    if (tasks or waiting) and not force:
+        raise VibeError(ErrorCode.CONFLICT, f"{space!r} is not complete: {waiting} documents still to embed; "
+                        "wait for the migration or activate with force", {"waiting": waiting})
+    now = time.time()
+    rows = {r.space: r for r in c.store.tenant_spaces(tenant)}
+    old = rows.get(active)
+    old_model, old_dim = (old.model_id, old.dim) if old else (c.embedder.model_id, c.embedder.dim)
+    new = rows[space]
+    c.store.put_tenant_space(SpaceInfo(tenant, space, new.model_id, new.dim, "active", new.created_at, now))
+    c.store.put_tenant_space(SpaceInfo(tenant, active, old_model, old_dim, "retired",
+                                       old.created_at if old else now, old.activated_at if old else None))
+    for t in tasks:
+        c.store.update_task(t.id, t.cursor, t.examined, t.queued, "cancelled", now)
+    dropped = c.store.drop_space_vectors(tenant, active)
+    c.follower.sync()
+    return {"space": space, "state": "active", "retired": active, "droppedSidecars": dropped}
+
+
+@router.post("/semantic/spaces/{space}/activate")
+async def post_activate(space: str, request: Request, p: Principal = Depends(require("admin"))) -> JSONResponse:
+    body = await _body(request)
+    force = body.get("force", False)
+    if not isinstance(force, bool):
+        raise invalid("force must be true or false", field="force")
+    return JSONResponse(await run_in_threadpool(activate, _c(request), p.tenant, space, force))

@@ -31,6 +31,7 @@ from shared.model import (
 )
 from shared.policy.eligibility import EligibilityPolicy
 from shared.ports import DocumentStore, JobQueue
+from shared.spaces import FixedSpace, Spaces
 from shared.text.hashing import content_hash, doc_text
 from shared.text.redaction import select_fields
 
@@ -87,17 +88,20 @@ class DocumentService:
         queue: JobQueue,
         policy: EligibilityPolicy,
         embed_fields: dict[str, list[str]],
-        space: str,
+        spaces: Spaces | str,
         max_doc_bytes: int,
         eager: Callable[[str], set[str]],
         sync_wait: float = 0.0,
+        acl_limits: tuple[int, int] = (512, 65_536),
     ):
         self.store = store
         self.follower = follower
         self.queue = queue
         self.policy = policy
         self.embed_fields = embed_fields
-        self.space = space
+        self.spaces: Spaces = FixedSpace(spaces) if isinstance(spaces, str) else spaces
+        self.space = self.spaces.default
+        self.acl_limits = acl_limits  # (bytes per principal, bytes in all): VIBE_ACL_MAX_*
         self.max_doc_bytes = max_doc_bytes
         # The tenant's eager collections, read from the store at every write: a promotion made
         # by any replica or by the scheduler applies to the next write everywhere.
@@ -119,7 +123,7 @@ class DocumentService:
         unknown = [k for k in body if k.startswith("_") and k not in KNOWN_META]
         if unknown:
             raise invalid(f"unknown reserved field(s): {', '.join(sorted(unknown))[:200]}", fields=unknown)
-        acl = self._acl(body.get("_acl"))
+        acl = self._acl(body.get("_acl"), *self.acl_limits)
         vibe, intent = self._vibe(body.get("_vibe"))
         fields = {k: v for k, v in body.items() if k not in KNOWN_META}
         allow = self.embed_fields.get(collection)
@@ -167,26 +171,38 @@ class DocumentService:
 
     def put(self, docs: Sequence[StoredDoc]) -> list[str]:
         """Store documents (one transaction) and make them searchable; returns per-doc
-        'created' or 'updated'."""
-        eager = {t: self.eager(t) for t in {d.key.tenant for d in docs}}
+        'created' or 'updated'. The sidecar is decided in the tenant's active space and in any
+        space it is migrating to, where a write embeds at once (V§13: a write made during a
+        migration must not be missed by it)."""
+        tenants = {d.key.tenant for d in docs}
+        eager = {t: self.eager(t) for t in tenants}
+        spaces = {t: self.spaces.of(t) for t in tenants}
+        plan: dict[str, list[tuple[StoredDoc, bool]]] = {}  # space -> (doc, embed at once)
+        for d in docs:
+            active, building = spaces[d.key.tenant]
+            plan.setdefault(active, []).append((d, d.key.collection in eager[d.key.tenant]))
+            for b in building:
+                plan.setdefault(b, []).append((d, True))
         with self._lock:
-            old = self.store.sidecars([d.key for d in docs], self.space)
-            sidecars = [self._transition(d, old.get(d.key), d.key.collection in eager[d.key.tenant]) for d in docs]
+            old = {sp: self.store.sidecars([d.key for d, _ in items], sp) for sp, items in plan.items()}
+            sidecars = [self._transition(d, old[sp].get(d.key), now, sp) for sp, items in plan.items()
+                        for d, now in items]
             self.store.put_docs(docs, sidecars)
         self.follower.sync(wait=self.sync_wait)
         self.queue.enqueue([
-            EmbedJob(s.key, self.space, s.content_hash, priority="bulk")
+            EmbedJob(s.key, s.space, s.content_hash, priority="bulk")
             for s in sidecars if s.status == SemanticStatus.QUEUED
-            and (old.get(s.key) is None or old[s.key].status != SemanticStatus.QUEUED)
+            and ((prev := old[s.space].get(s.key)) is None or prev.status != SemanticStatus.QUEUED)
         ])
         METRICS.docs_written.labels(op="put").inc(len(docs))
-        return ["updated" if d.key in old else "created" for d in docs]
+        existed = {k for sp in {spaces[t][0] for t in tenants} for k in old[sp]}
+        return ["updated" if d.key in existed else "created" for d in docs]
 
-    def _transition(self, d: StoredDoc, old: SidecarEntry | None, eager: bool) -> SidecarEntry:
+    def _transition(self, d: StoredDoc, old: SidecarEntry | None, eager: bool, space: str) -> SidecarEntry:
         allow = self.embed_fields.get(d.key.collection)
         text = doc_text(select_fields(d.fields, allow), allow)
         decision = self.policy.decide(d.key.collection, d.fields, d.intent, text, vibe=d.vibe)
-        new = SidecarEntry(d.key, self.space, SemanticStatus.NONE, d.content_hash, updated_at=time.time())
+        new = SidecarEntry(d.key, space, SemanticStatus.NONE, d.content_hash, updated_at=time.time())
         if decision.action != "embed":
             new.status = SemanticStatus.DENIED if decision.action == "ignore" else SemanticStatus.DEFERRED
             new.reason = decision.reason

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from services.planner.planner import ReadRequest, ReadSession
 from services.wiring import Container
 from shared.model import DocKey, EmbedJob, Hit, Principal, SemanticStatus, StoredDoc
-from shared.ports import EmbedderError, SearchFilter
+from shared.ports import Embedder, EmbedderError, SearchFilter
 
 
 def cosine(a: Sequence[float], b: Sequence[float]) -> float:
@@ -21,13 +21,20 @@ def cosine(a: Sequence[float], b: Sequence[float]) -> float:
     return 0.0 if na == 0.0 or nb == 0.0 else dot / (na * nb)
 
 
-def query_vector(c: Container, text: str) -> list[float] | None:
-    """The query's vector, or None when the embedder is unavailable (seed 002 SEM-001)."""
+def space_embedder(c: Container, tenant: str) -> Embedder:
+    """The embedder of the tenant's active space (a migrated tenant reads its new model)."""
+    return c.embedders(c.spaces.active(tenant))
+
+
+def query_vector(c: Container, text: str, tenant: str | None = None) -> list[float] | None:
+    """The query's vector in the tenant's active space, or None when the embedder is
+    unavailable (seed 002 SEM-001)."""
     try:
-        vec = c.embedder.embed_query(text)
-    except EmbedderError:
+        emb = c.embedder if tenant is None else space_embedder(c, tenant)
+        vec = emb.embed_query(text)
+    except (EmbedderError, LookupError):
         return None
-    return vec if len(vec) == c.embedder.dim else None
+    return vec if len(vec) == emb.dim else None
 
 
 def exact_semantic(c: Container, flt: SearchFilter, qvec: list[float], limit: int,
@@ -38,8 +45,9 @@ def exact_semantic(c: Container, flt: SearchFilter, qvec: list[float], limit: in
     if limit <= 0 or not any(qvec):
         return []  # a zero-norm query has no direction: no semantic ranking exists
     c.follower.sync()
-    hits = c.vectors.search(c.settings.space, flt, qvec, limit, only=only)
-    stored = c.store.vectors_for([h.key for h in hits], c.settings.space)
+    space = c.spaces.active(flt.tenant)
+    hits = c.vectors.search(space, flt, qvec, limit, only=only)
+    stored = c.store.vectors_for([h.key for h in hits], space)
     scored = [Hit(h.key, cosine(qvec, v)) for h in hits if (v := stored.get(h.key)) is not None
               and len(v) == len(qvec)]
     scored.sort(key=lambda h: (-h.score, h.key.collection, h.key.doc_id))
@@ -51,7 +59,9 @@ def embed_now(c: Container, docs: Sequence[StoredDoc]) -> int:
     (eligibility, redaction, dim safety, idempotency), synchronously, then let the vector
     index follow. Tools that ingest (reindex, extract_key_info) answer right after, so their
     vectors must exist when they return. Returns how many are ready."""
-    space = c.settings.space
+    if not docs:
+        return 0
+    space = c.spaces.active(docs[0].key.tenant)  # a tool writes for one caller, so one tenant
     sides = c.store.sidecars([d.key for d in docs], space)
     jobs = [EmbedJob(d.key, space, d.content_hash, priority="bulk") for d in docs
             if (s := sides.get(d.key)) is None or s.status != SemanticStatus.READY]

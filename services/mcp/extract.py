@@ -141,7 +141,7 @@ class KeyInfo:
     def _retrieve(self, flt: SearchFilter, query: str, k: int, mode: str) -> list[str]:
         depth = max(2 * k, 20)
         lex = self.c.lexical.search(flt, query, depth)
-        qvec = core.query_vector(self.c, query)
+        qvec = core.query_vector(self.c, query, flt.tenant)
         sem = core.exact_semantic(self.c, flt, qvec, depth) if qvec is not None else []
         docs = self.c.store.get_docs(list(dict.fromkeys([h.key for h in lex] + [h.key for h in sem])))
         mine = {key: d for key, d in docs.items() if key.tenant == flt.tenant and flt.collections is not None

@@ -202,12 +202,13 @@ class InnerVoice:
             raise invalid("mix and floor must be between 0.0 and 1.0")
         return Params(q, k, fl, m, include_private, include_tags, exclude_tags)
 
-    def embed(self, query: str) -> list[float]:
+    def embed(self, query: str, tenant: str) -> list[float]:
+        emb = core.space_embedder(self.c, tenant)
         try:
-            vec = self.c.embedder.embed_query(query)
+            vec = emb.embed_query(query)
         except EmbedderError as e:
             raise ToolFailure(ErrorCode.EMBEDDER_UNAVAILABLE.code, f"the embedder failed: {str(e)[:120]}") from e
-        if len(vec) != self.c.embedder.dim:
+        if len(vec) != emb.dim:
             raise ToolFailure(ErrorCode.EMBEDDER_UNAVAILABLE.code, "the embedder returned another dimension")
         return vec
 
@@ -226,7 +227,7 @@ class InnerVoice:
 
     def retrieve(self, p: Principal, prm: Params) -> tuple[list[Cand], dict[str, Any]]:
         started = time.perf_counter()
-        qvec = self.embed(prm.query)
+        qvec = self.embed(prm.query, p.tenant)
         s = self.c.settings
         kg = self.candidates(p, prm, qvec, s.inner_voice_kg_collection, kg=True)
         th = self.candidates(p, prm, qvec, s.inner_voice_thoughts_collection, kg=False)
@@ -234,7 +235,7 @@ class InnerVoice:
         kg_hits, th_hits = dedupe([c for c in kg if c.score >= floor_used], [c for c in th if c.score >= floor_used])
         take_kg, take_t = allocate(prm.top_k, prm.mix, len(kg_hits), len(th_hits))
         picked = sorted(kg_hits[:take_kg] + th_hits[:take_t], key=lambda c: -c.score)[: prm.top_k]
-        emb = self.c.embedder
+        emb = core.space_embedder(self.c, p.tenant)
         diag: dict[str, Any] = {
             "provider": s.embedder, "model": emb.model_id, "dim": emb.dim, "k_req": prm.top_k, "k_ret": len(picked),
             "kg_candidates": len(kg), "thought_candidates": len(th), "floor_used": round(floor_used, 6),

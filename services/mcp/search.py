@@ -152,7 +152,7 @@ class ChunkSearch:
         lex = self.c.lexical.search(flt, query, depth) if mode != "semantic" else []
         sem: list[Hit] = []
         if mode != "lexical":
-            qvec = core.query_vector(self.c, query)
+            qvec = core.query_vector(self.c, query, flt.tenant)
             sem = core.exact_semantic(self.c, flt, qvec, depth) if qvec is not None else []
         docs = core.readable(self.c, p, list(dict.fromkeys([h.key for h in lex] + [h.key for h in sem])))
         lex = [h for h in lex if h.key in docs and scope.keeps(docs[h.key])][:want]

@@ -8,7 +8,7 @@ answer and `done`, so the SSE route can ask it to refresh as workers finish.
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from services.planner.explain import ExplainCache
@@ -31,6 +31,7 @@ from shared.ports import (
     SearchFilter,
     VectorIndex,
 )
+from shared.spaces import FixedSpace, Spaces
 from shared.text.hashing import doc_text
 
 COLD = (SemanticStatus.NONE, SemanticStatus.STALE)
@@ -84,9 +85,15 @@ class Planner:
         explain: ExplainCache,
         query_cache: QueryVectorCache | None = None,
         usage: UsageRecorder | None = None,
+        spaces: Spaces | None = None,
+        embedders: Callable[[str], Embedder] | None = None,
     ):
         self.query_cache = query_cache or QueryVectorCache()
         self.usage = usage
+        # A tenant's active space (and one it is migrating to) and each space's own embedder:
+        # a query vector is only ever compared with vectors of its own model (dim safety).
+        self.spaces: Spaces = spaces or FixedSpace(cfg.space)
+        self.embedders = embedders
         self.cfg = cfg
         self.store = store
         self.lexical = lexical
@@ -96,6 +103,11 @@ class Planner:
         self.budget = budget
         self.follower = follower
         self.explain = explain
+
+    def embedder_for(self, space: str) -> Embedder | None:
+        if self.embedder is None or self.embedders is None or space == self.cfg.space:
+            return self.embedder
+        return self.embedders(space)
 
     def open(self, principal: Principal, req: ReadRequest, streaming: bool = False) -> ReadSession:
         """Plan and rank at once. When streaming, the caller sends the first answer before
@@ -118,6 +130,7 @@ class ReadSession:
         self.principal = principal
         self.req = req
         self.flt = planner.search_filter(principal, req.collection)
+        self.space, self.building = planner.spaces.of(principal.tenant)
         self.k = req.k or planner.cfg.lexical_candidates
         self.lexical_hits: list[Hit] = []
         self.semantic = SemanticLeg()
@@ -210,7 +223,7 @@ class ReadSession:
             return
         keys = [h.key for h in self.lexical_hits[: cfg.touch.depth(self.req.limit, len(self.lexical_hits))]]
         keys += self._neighbour_keys(keys)
-        sides = self.p.store.sidecars(keys, cfg.space)
+        sides = self.p.store.sidecars(keys, self.space)
         cold = [sides[k] for k in keys if k in sides and sides[k].status in COLD]
         self.pending = {k for k in keys if k in sides and sides[k].status == SemanticStatus.QUEUED}
         wanted = cold[: cfg.per_query_max_embeds]
@@ -241,7 +254,7 @@ class ReadSession:
         policy = cfg.touch
         lexical = [h.key for h in self.lexical_hits[: max(policy.dig_max, policy.depth(limit, len(self.lexical_hits)))]]
         page = [f.key for f in self.ranking[:limit]]
-        sides = self.p.store.sidecars(list(dict.fromkeys([*page, *lexical])), cfg.space)
+        sides = self.p.store.sidecars(list(dict.fromkeys([*page, *lexical])), self.space)
         state = {k: touch_state(s.status, COLD) for k, s in sides.items()}
         reachable = None
         if policy.reach_best and cfg.fusion == "zscore" and self.semantic.hits and len(self.ranking) >= limit:
@@ -257,7 +270,7 @@ class ReadSession:
             near = sorted((f for f in self.ranking[:limit] if f.semantic_rank is not None),
                           key=lambda f: f.semantic_rank or 0)
             extra = self._neighbour_keys([f.key for f in near])
-            more = self.p.store.sidecars([k for k in extra if k not in sides], cfg.space)
+            more = self.p.store.sidecars([k for k in extra if k not in sides], self.space)
             sides.update(more)
             keys += [k for k in extra if k in more and more[k].status in COLD]
             watched += extra
@@ -272,7 +285,7 @@ class ReadSession:
     def _enqueue(self, entries: Sequence[SidecarEntry]) -> None:
         if not entries:
             return
-        space = self.p.cfg.space
+        space = self.space
         moved = set(self.p.store.set_status([e.key for e in entries], space, SemanticStatus.QUEUED,
                                             only_from=COLD))
         jobs = [EmbedJob(e.key, space, e.content_hash) for e in entries if e.key in moved]
@@ -283,18 +296,18 @@ class ReadSession:
     def _query_text(self) -> str:
         return self.req.query_text or self.req.q or self._lexical_text()
 
-    def _cached_query_vector(self) -> list[float] | None:
-        emb = self.p.embedder
+    def _cached_query_vector(self, space: str | None = None) -> list[float] | None:
+        emb = self.p.embedder_for(space or self.space)
         if emb is None:
             return None
-        return self.p.query_cache.get(self.principal.tenant, emb.model_id, self._query_text())
+        return self.p.query_cache.get(self.principal.tenant, emb.model_id, self._query_text(), self.flt.acl)
 
-    def _query_vector(self) -> list[float] | None:
-        emb = self.p.embedder
+    def _query_vector(self, space: str | None = None) -> list[float] | None:
+        emb = self.p.embedder_for(space or self.space)
         if emb is None:
             self.semantic.state, self.semantic.reason = "degraded", "no_embedder"
             return None
-        cached = self._cached_query_vector()
+        cached = self._cached_query_vector(space)
         if cached is not None:
             return cached
         text = self._query_text()
@@ -303,7 +316,7 @@ class ReadSession:
         except EmbedderError as e:
             self.semantic.state, self.semantic.reason = "degraded", f"embedder_unavailable: {str(e)[:80]}"
             return None
-        self.p.query_cache.put(self.principal.tenant, emb.model_id, text, vec)
+        self.p.query_cache.put(self.principal.tenant, emb.model_id, text, vec, self.flt.acl)
         return vec
 
     def _semantic_leg(self) -> None:
@@ -313,9 +326,28 @@ class ReadSession:
         if self.semantic.vector is None:
             return
         self.p.follower.sync()
-        self.semantic.hits = self.p.vectors.search(self.p.cfg.space, self.flt, self.semantic.vector, self.k)
+        self.semantic.hits = self.p.vectors.search(self.space, self.flt, self.semantic.vector, self.k)
+        for space in self.building:
+            self.semantic.hits = self._with_building(space, self.semantic.hits)
         self.semantic.took_ms = (time.perf_counter() - t0) * 1000
         self.semantic.state = "ready"
+
+    def _with_building(self, space: str, active: list[Hit]) -> list[Hit]:
+        """V§13 "query fanning to both until completion": search the space being built with its
+        own model's query vector and, for the documents it already holds, take its score instead
+        of the active space's. The two models' scores are put on one scale by standardising each
+        list (never by comparing raw scores of different models)."""
+        state, reason = self.semantic.state, self.semantic.reason
+        vec = self._query_vector(space)
+        self.semantic.state, self.semantic.reason = state, reason  # the building space is best effort
+        if vec is None:
+            return active
+        fresh = self.p.vectors.search(space, self.flt, vec, self.k)
+        if not fresh:
+            return active
+        merged = {h.key: s for h, s in zip(active, _standard(active), strict=True)}
+        merged.update({h.key: s for h, s in zip(fresh, _standard(fresh), strict=True)})
+        return [Hit(k, s) for k, s in sorted(merged.items(), key=lambda kv: -kv[1])]
 
     def _rank(self) -> None:
         if self.strategy == "keyword":
@@ -339,7 +371,7 @@ class ReadSession:
         keys = [h.key for h in self.lexical_hits[:IMPUTE_DEPTH]]
         if not keys or self.semantic.state != "ready":
             return set()
-        sides = self.p.store.sidecars(keys, self.p.cfg.space)
+        sides = self.p.store.sidecars(keys, self.space)
         return {k for k in keys if (s := sides.get(k)) is None or s.status != SemanticStatus.READY}
 
     # -- backfill ----------------------------------------------------------------------
@@ -354,7 +386,7 @@ class ReadSession:
         ranking changed."""
         if not self.pending:
             return False
-        sides = self.p.store.sidecars(list(self.pending), self.p.cfg.space)
+        sides = self.p.store.sidecars(list(self.pending), self.space)
         done = {k for k in self.pending if k not in sides or sides[k].status != SemanticStatus.QUEUED}
         if not done:
             return False
@@ -417,9 +449,9 @@ class ReadSession:
                 if f.key in hl:
                     r["highlights"] = hl[f.key]
         if self.req.include_semantic and top:
-            sides = self.p.store.sidecars([f.key for f in top], self.p.cfg.space)
+            sides = self.p.store.sidecars([f.key for f in top], self.space)
             for r, f in zip(results, top, strict=True):
-                r["__semantic"] = semantic_projection(sides.get(f.key), self.p.cfg.space)
+                r["__semantic"] = semantic_projection(sides.get(f.key), self.space)
 
     def warming(self) -> dict[str, object]:
         n = len(self.pending)
@@ -436,8 +468,9 @@ class ReadSession:
             "strategy": self.strategy,
             "strategyReason": self.strategy_reason,
             "fusion": self.p.cfg.fusion if self.strategy == "hybrid" else None,
-            "space": self.p.cfg.space,
-            "model": self.p.embedder.model_id if self.p.embedder else None,
+            "space": self.space,
+            "model": (emb.model_id if (emb := self.p.embedder_for(self.space)) else None),
+            "buildingSpaces": list(self.building),
             "lexical": {"candidates": len(self.lexical_hits), "tookMs": round(self.lexical_ms, 3)},
             "semantic": {
                 "state": state, "reason": sem.reason, "hits": len(sem.hits),
@@ -447,6 +480,15 @@ class ReadSession:
             },
             "elapsedMs": round((time.perf_counter() - self.started) * 1000, 3),
         }
+
+
+def _standard(hits: Sequence[Hit]) -> list[float]:
+    if not hits:
+        return []
+    scores = [h.score for h in hits]
+    mean = sum(scores) / len(scores)
+    sd = (sum((s - mean) ** 2 for s in scores) / len(scores)) ** 0.5 or 1.0
+    return [(s - mean) / sd for s in scores]
 
 
 def semantic_projection(side: SidecarEntry | None, space: str) -> dict[str, object]:

@@ -53,6 +53,8 @@ class EmbedHandler:
         cold: ColdStore | None = None,
         daily_tokens: int = 0,
         clock: Callable[[], float] = time.time,
+        embedders: Callable[[str], Embedder] | None = None,
+        default_space: str | None = None,
     ):
         self.store = store
         self.embedder = embedder
@@ -62,17 +64,36 @@ class EmbedHandler:
         self.cold = cold
         self.daily_tokens = daily_tokens  # per tenant per UTC day; 0 = no cap (V§12)
         self.clock = clock
+        self.embedders = embedders  # space -> its model's embedder (spaces in migration)
+        self.default_space = default_space
         self.ledger = store if isinstance(store, LifecycleStore) else None
 
     def run(self, jobs: Sequence[EmbedJob]) -> BatchOutcome:
         out = BatchOutcome()
-        work = self._load(jobs)
-        work = self._eligible(work, out)
-        work = self._reuse_stored_vectors(work, out)
-        work = self._within_daily_cap(work, out)
-        if work:
-            self._embed(work, out)
+        by_space: dict[str, list[EmbedJob]] = {}
+        for j in jobs:  # each space has its own model: a batch never mixes them
+            by_space.setdefault(j.space, []).append(j)
+        for space, group in by_space.items():
+            try:
+                embedder = self.embedder_for(space)
+            except LookupError as e:  # a space retired or never bound: nothing to embed it with
+                log.warning("no embedder for space", extra={"space": space, "error": str(e)[:200]})
+                for j in group:
+                    self.store.record_failure(j.key, space, "unknown_space", final=True)
+                    out.changed.append(j.key)
+                continue
+            work = self._load(group)
+            work = self._eligible(work, out)
+            work = self._reuse_stored_vectors(work, out, embedder)
+            work = self._within_daily_cap(work, out)
+            if work:
+                self._embed(work, out, embedder)
         return out
+
+    def embedder_for(self, space: str) -> Embedder:
+        if self.embedders is None or space == self.default_space:
+            return self.embedder
+        return self.embedders(space)
 
     def _load(self, jobs: Sequence[EmbedJob]) -> list[_Work]:
         """Drop jobs that no longer apply: duplicates, document gone, content changed, ready."""
@@ -106,7 +127,7 @@ class EmbedHandler:
             out.changed += self.store.set_status([w.doc.key], w.job.space, status, d.reason)
         return keep
 
-    def _reuse_stored_vectors(self, work: list[_Work], out: BatchOutcome) -> list[_Work]:
+    def _reuse_stored_vectors(self, work: list[_Work], out: BatchOutcome, embedder: Embedder) -> list[_Work]:
         """Content already embedded for this tenant and space, or evicted to the cold store,
         becomes ready again without a provider call (a forced re-embed skips both)."""
         rest, found, rehydrated = [], [], 0
@@ -118,7 +139,7 @@ class EmbedHandler:
             vec = self.store.vector_for_hash(tenant, w.job.content_hash, w.job.space)
             if vec is None and self.cold is not None:
                 vec = self.cold.get(tenant, w.job.space, w.job.content_hash)
-                if vec is not None and len(vec) != self.embedder.dim:
+                if vec is not None and len(vec) != embedder.dim:
                     vec = None  # dim safety (seed 000): never trust a vector of another shape
                 rehydrated += vec is not None
             if vec is None:
@@ -126,7 +147,7 @@ class EmbedHandler:
             else:
                 found.append((replace(w.side, content_hash=w.job.content_hash), vec))
         if found:
-            out.changed += self.store.commit_vectors(found, self.embedder.model_id)
+            out.changed += self.store.commit_vectors(found, embedder.model_id)
             METRICS.jobs_reused.inc(len(found) - rehydrated)
             METRICS.rehydrations.inc(rehydrated)
         return rest
@@ -171,17 +192,17 @@ class EmbedHandler:
                 log.warning("usage ledger write failed", exc_info=True)
             METRICS.provider_tokens.inc(sum(t for _, t in cols.values()))
 
-    def _embed(self, work: list[_Work], out: BatchOutcome) -> None:
+    def _embed(self, work: list[_Work], out: BatchOutcome, embedder: Embedder) -> None:
         started = time.perf_counter()
         try:
             out.provider_calls += 1
-            vectors = self.embedder.embed([w.text for w in work])
+            vectors = embedder.embed([w.text for w in work])
         except EmbedderError as e:
             if not e.transient and len(work) > 1:
                 # One document the provider refuses (too long, bad input) must not sink the
                 # documents of other tenants batched with it: try each on its own.
                 for w in work:
-                    self._embed([w], out)
+                    self._embed([w], out, embedder)
                 return
             self._failed(work, out, e)
             return
@@ -190,12 +211,12 @@ class EmbedHandler:
         good: list[tuple[_Work, list[float]]] = []
         wrong_dim: list[tuple[_Work, list[float]]] = []
         for w, vec in zip(work, vectors, strict=True):
-            (good if len(vec) == self.embedder.dim else wrong_dim).append((w, vec))
+            (good if len(vec) == embedder.dim else wrong_dim).append((w, vec))
         for w, _ in wrong_dim:  # dim safety (seed 000): refused, never compared
             self.store.record_failure(w.doc.key, w.job.space, "dimension_mismatch", final=True)
             out.changed.append(w.doc.key)
         entries = [(replace(w.side, content_hash=w.job.content_hash), vec) for w, vec in good]
-        out.changed += self.store.commit_vectors(entries, self.embedder.model_id)
+        out.changed += self.store.commit_vectors(entries, embedder.model_id)
         METRICS.jobs_completed.inc(len(good))
 
     def _failed(self, work: list[_Work], out: BatchOutcome, e: EmbedderError) -> None:

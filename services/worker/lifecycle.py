@@ -69,13 +69,15 @@ class TickReport:
 
 class Lifecycle:
     def __init__(self, cfg: LifecycleConfig, store: StoreOfRecord, cold: ColdStore, backfills: Backfills,
-                 clock: Callable[[], float] = time.time, after_change: Callable[[], object] | None = None):
+                 clock: Callable[[], float] = time.time, after_change: Callable[[], object] | None = None,
+                 spaces: Callable[[], set[str]] | None = None):
         self.cfg = cfg
         self.store = store
         self.cold = cold
         self.backfills = backfills
         self.clock = clock
         self.after_change = after_change  # the embedded profile syncs its own indexes at once
+        self.spaces = spaces  # every live space (shared/spaces.py); default: the configured one
 
     # -- entry points ------------------------------------------------------------------------
 
@@ -140,12 +142,13 @@ class Lifecycle:
         """Move unused vectors of lazy collections to the cold store (also `POST /semantic/evict`)."""
         idle = self.cfg.evict_idle_seconds if idle_seconds is None else idle_seconds
         total = 0
-        while rows := self.store.eviction_candidates(self.cfg.space, now - idle, now, self.cfg.evict_batch,
-                                                      tenant, collection):
-            moved = self._evict_rows(rows, now)
-            total += len(moved)
-            if len(rows) < self.cfg.evict_batch or not moved:
-                break
+        for space in sorted(self.spaces() if self.spaces is not None else {self.cfg.space}):
+            while rows := self.store.eviction_candidates(space, now - idle, now, self.cfg.evict_batch,
+                                                          tenant, collection):
+                moved = self._evict_rows(rows, now)
+                total += len(moved)
+                if len(rows) < self.cfg.evict_batch or not moved:
+                    break
         if total:
             METRICS.evictions.inc(total)
             self._changed()

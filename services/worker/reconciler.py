@@ -16,7 +16,8 @@ from shared.adapters.celery_queue import CeleryQueue
 from shared.config import Settings
 from shared.metrics import METRICS
 from shared.model import EmbedJob, SemanticStatus, SidecarEntry
-from shared.ports import DocumentStore
+from shared.ports import StoreOfRecord
+from shared.spaces import SpaceDirectory
 
 log = logging.getLogger("vibe.reconciler")
 LOCK = "vibe:lock:reconcile"
@@ -26,13 +27,15 @@ def lock_ms(settings: Settings) -> int:
     return max(500, int(settings.reconcile_interval_seconds * 900))
 
 
-def stuck_rows(store: DocumentStore, settings: Settings, now: float) -> list[SidecarEntry]:
-    rows = store.keys_in_status(settings.space, [SemanticStatus.QUEUED], limit=settings.reconcile_batch)
+def stuck_rows(store: StoreOfRecord, settings: Settings, now: float) -> list[SidecarEntry]:
     cutoff = now - settings.reconcile_stuck_seconds
+    rows: list[SidecarEntry] = []
+    for space in sorted(SpaceDirectory(store, settings.space).live()):  # spaces in migration too
+        rows += store.keys_in_status(space, [SemanticStatus.QUEUED], limit=settings.reconcile_batch)
     return [r for r in rows if r.updated_at < cutoff]
 
 
-def reconcile(store: DocumentStore, queue: CeleryQueue, settings: Settings) -> dict[str, int]:
+def reconcile(store: StoreOfRecord, queue: CeleryQueue, settings: Settings) -> dict[str, int]:
     if not queue.try_lock(LOCK, uuid.uuid4().hex, lock_ms(settings)):
         METRICS.reconciler_runs.labels(outcome="locked").inc()
         return {"skipped": 1}

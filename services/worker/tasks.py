@@ -158,7 +158,7 @@ def build_runtime(settings: Settings, app: Celery | None = None, dim: int | None
     # open, batches are postponed (not charged), so an outage never turns documents `failed`.
     trip = min(settings.breaker_failures, settings.job_max_attempts)
     emb = build_embedder(settings.model_copy(update={"breaker_failures": trip}), dim)
-    handler = build_handler(settings, store, PostponingEmbedder(emb))
+    handler = build_handler(settings, store, PostponingEmbedder(emb), wrap=PostponingEmbedder)
     queue = CeleryQueue.from_settings(settings, app)
     lifecycle = build_lifecycle(settings, store, queue, build_budget(settings), handler.policy)
     return Runtime(settings, store, handler, queue, lifecycle)

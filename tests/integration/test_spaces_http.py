@@ -1,0 +1,139 @@
+"""Changing the model without downtime (V§2.1, V§13, issue 11): a rolling, budgeted re-embed
+into a new space while reads keep answering, progress in GET /semantic/spaces, writes during
+the migration reach the new space, activation cuts over and retires the old space, dimension
+mismatches are refused, and a restart in the middle resumes the migration."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.support.openai_server import OpenAIProtocolServer
+from tests.support.server import Served, served
+
+BODY = " about flutter margins, gust loads and the certification of composite wings in transonic flight"
+DOCS = [{"_id": f"d{i:02d}", "title": f"Report {i}", "body": f"case {i}" + BODY} for i in range(30)]
+
+
+def wait_for(check: Callable[[], bool], timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if check():
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def spaces(app: Served, key: str = "k-admin-a") -> dict[str, dict[str, Any]]:
+    return {s["space"]: s for s in app.call("GET", "/semantic/spaces", key).json()["spaces"]}
+
+
+def _env(api: OpenAIProtocolServer, **extra: str) -> dict[str, str]:
+    return {"VIBE_EMBEDDER": "openai", "VIBE_OPENAI_BASE_URL": api.base_url, "VIBE_EMBED_MODEL": "test-embed",
+            "VIBE_BACKFILL_INTERVAL_SECONDS": "0.2", "VIBE_PER_TENANT_PER_MIN": "100000", **extra}
+
+
+@pytest.fixture
+def api() -> Iterator[OpenAIProtocolServer]:
+    with OpenAIProtocolServer(dim=32) as s:
+        yield s
+
+
+class Reader(threading.Thread):
+    """Reads throughout the migration and records every answer's status."""
+
+    def __init__(self, app: Served):
+        super().__init__(daemon=True)
+        self.app, self.codes, self.spaces_seen = app, [], set()  # type: ignore[var-annotated]
+        self.stop = threading.Event()
+
+    def run(self) -> None:
+        while not self.stop.is_set():
+            r = self.app.read("k-admin-a", collection="r", q="flutter report", semantic={"strategy": "hybrid"})
+            self.codes.append(r.status_code)
+            if r.status_code == 200:
+                self.spaces_seen.add(r.json()["diagnostics"]["space"])
+
+
+def test_a_model_change_rolls_out_without_downtime(api: OpenAIProtocolServer, tmp_path: Path) -> None:
+    with served(tmp_path / "data", env=_env(api)) as app:
+        assert app.bulk("k-admin-a", "r", DOCS).status_code == 200
+        app.read("k-admin-a", collection="r", q="case 1 report", semantic={"strategy": "keyword"}, limit=5)
+        reader = Reader(app)
+        reader.start()
+        try:
+            r = app.call("POST", "/semantic/spaces", "k-admin-a", {"space": "core@v2", "model": "openai:test-embed-v2"})
+            assert r.status_code == 202, r.text
+            assert r.json()["state"] == "building" and r.json()["dim"] == 32 and r.json()["task"]["kind"] == "migrate"
+            listed = spaces(app)
+            assert listed["core"]["state"] == "active" and listed["core@v2"]["state"] == "building"
+            app.put("k-admin-a", "r", "late", {"title": "Written during the migration", "body": "late" + BODY})
+            wait_for(lambda: spaces(app)["core@v2"]["coverage"]["ready"] == len(DOCS) + 1
+                     and spaces(app)["core@v2"]["migration"]["state"] == "done", 60,
+                     "every document (touched or not) to be embedded into core@v2")
+            assert spaces(app)["core@v2"]["migration"]["state"] == "done"
+            assert spaces(app, "k-admin-b") == {"core": spaces(app, "k-admin-b")["core"]}  # other tenants untouched
+            out = app.call("POST", "/semantic/spaces/core@v2/activate", "k-admin-a")
+            assert out.status_code == 200, out.text
+            assert out.json() == {"space": "core@v2", "state": "active", "retired": "core",
+                                  "droppedSidecars": out.json()["droppedSidecars"]}
+            time.sleep(0.5)
+        finally:
+            reader.stop.set()
+            reader.join(30)
+        assert reader.codes and set(reader.codes) == {200}  # reads answered throughout
+        assert reader.spaces_seen == {"core", "core@v2"}
+        listed = spaces(app)
+        assert listed["core"]["state"] == "retired" and listed["core@v2"]["state"] == "active"
+        st = app.call("GET", "/semantic/status?collection=r&_id=late", "k-admin-a").json()
+        assert st["space"] == "core@v2" and st["status"] == "ready"
+        res = app.read("k-admin-a", collection="r", q="flutter", semantic={"strategy": "semantic"}).json()
+        assert res["results"] and res["diagnostics"]["model"] == "openai:test-embed-v2"
+        assert res["diagnostics"]["space"] == "core@v2"
+        # tenant b still reads its own space
+        assert app.read("k-admin-b", collection="r", q="x").json()["diagnostics"]["space"] == "core"
+
+
+def test_dimension_mismatch_and_unfinished_activation_are_refused(api: OpenAIProtocolServer, tmp_path: Path) -> None:
+    with served(tmp_path / "data", env=_env(api)) as app:
+        assert app.bulk("k-admin-a", "r", DOCS).status_code == 200
+        r = app.call("POST", "/semantic/spaces", "k-admin-b", {"space": "small", "model": "hash:v1@16"})
+        assert r.status_code == 202 and r.json()["dim"] == 16
+        r = app.call("POST", "/semantic/spaces", "k-admin-a", {"space": "small", "model": "openai:test-embed-v2"})
+        assert r.status_code == 409 and r.json()["error"]["code"] == "dimension_mismatch"
+        assert "core" in spaces(app) and "small" not in spaces(app)  # refused: nothing changed
+        api.hang(3.0)  # the provider is slow: the migration cannot finish at once
+        try:
+            assert app.call("POST", "/semantic/spaces", "k-admin-a",
+                            {"space": "v3", "model": "openai:test-embed-v3"}).status_code == 202
+            r = app.call("POST", "/semantic/spaces/v3/activate", "k-admin-a")
+            assert r.status_code == 409 and r.json()["error"]["code"] == "conflict"
+            assert spaces(app)["core"]["state"] == "active"
+        finally:
+            api.clear()
+        r = app.call("POST", "/semantic/spaces", "k-admin-a", {"space": "other", "model": "openai:test-embed-v4"})
+        assert r.status_code == 409  # one migration at a time
+        bad = app.call("POST", "/semantic/spaces", "k-admin-a", {"space": "../x", "model": "m"})
+        assert bad.status_code == 400 and bad.json()["error"]["code"] == "invalid_params"
+        assert app.call("POST", "/semantic/spaces/nope/activate", "k-admin-a").status_code == 404
+        assert app.call("POST", "/semantic/spaces", "k-bob", {"space": "z", "model": "m"}).status_code == 403
+
+
+def test_a_restart_in_the_middle_of_a_migration_resumes_it(api: OpenAIProtocolServer, tmp_path: Path) -> None:
+    env = _env(api, VIBE_BACKFILL_STEP_DOCS="5", VIBE_BACKFILL_INTERVAL_SECONDS="30")
+    with served(tmp_path / "data", env=env) as app:
+        assert app.bulk("k-admin-a", "r", DOCS).status_code == 200
+        task = app.call("POST", "/semantic/spaces", "k-admin-a", {"space": "core@v2", "model": "openai:test-embed-v2"}
+                        ).json()["task"]
+        assert task["examined"] == 5 and task["state"] == "running"  # one step, then the server stops
+    with served(tmp_path / "data", env=_env(api, VIBE_BACKFILL_STEP_DOCS="5")) as again:
+        wait_for(lambda: spaces(again)["core@v2"]["coverage"]["ready"] == len(DOCS)
+                 and spaces(again)["core@v2"]["migration"]["state"] == "done", 60,
+                 "the migration to resume after the restart and finish")
+        mig = spaces(again)["core@v2"]["migration"]
+        assert mig["id"] == task["id"] and mig["state"] == "done" and mig["examined"] == len(DOCS)
