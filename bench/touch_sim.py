@@ -37,7 +37,7 @@ from bench.quality import COLLECTION, corpus_docs
 from services.planner.planner import COLD, ReadRequest
 from services.wiring import Container, build
 from shared.config import Settings
-from shared.model import DocKey, EmbedJob, Principal, SemanticStatus
+from shared.model import DocKey, EmbedJob, Principal, SemanticStatus, Strategy
 
 TENANT = "bench"
 PRINCIPAL = Principal(TENANT, ("user:bench",), frozenset({"read", "write", "admin"}))
@@ -132,7 +132,7 @@ def _embed_all(c: Container, ds: Dataset) -> None:
     _wait_idle(c, moved)
 
 
-def _ask(c: Container, q: str, strategy: str = "auto") -> tuple[list[str], list[str]]:
+def _ask(c: Container, q: str, strategy: Strategy = "auto") -> tuple[list[str], list[str]]:
     """One read as the SSE route runs it; returns the first and the final page."""
     session = c.planner.open(PRINCIPAL, ReadRequest(COLLECTION, q, strategy, limit=LIMIT), streaming=True)
     first = [f.key.doc_id for f in session.ranking[:LIMIT]]
