@@ -33,9 +33,9 @@ from redis import Redis
 
 from services.api.routes_admin import reindex
 from services.planner.planner import ReadRequest
+from services.wiring import Container, build
 from shared.config import Settings
 from shared.model import DocKey, EmbedJob, Principal
-from services.wiring import Container, build
 from tests.support.celery_worker import start_worker
 from tests.support.openai_server import OpenAIProtocolServer
 from tests.support.postgres_server import postgres_server

@@ -10,8 +10,9 @@ of a query stream replay through three arms built from the same corpus and vecto
 - `eager`: every document embedded up front, no scheduler;
 - `lazy`: on-touch embedding, the scheduler off (vectors only ever accumulate);
 - `lifecycle`: on-touch embedding with the scheduler ticking every `--tick-minutes`
-  (usage flush, promotion/demotion, document pins, eviction of vectors idle
-  `--evict-idle-days` to the cold store, pruning, backfills).
+  (promotion/demotion, document pins, eviction of vectors idle
+  `--evict-idle-days` to the cold store, pruning, backfills). Usage statistics are flushed
+  after every read (serve flushes every 2 s), so the promotion window counts what it should.
 
 The stream: `--per-day` hybrid reads a day at uniform random times; each simulated week a
 new random subset of `--hot` queries is Zipf-hot (weight 1/rank) and a `--tail` share of the
@@ -434,6 +435,7 @@ def run_stream(name: str, ds: Dataset, stream: list[tuple[float, str]], days: in
                 clock.t = t
                 f, g = ask(inst, queries[qid])
                 first[qid], final[qid] = f, g
+                usage.flush(c.store)  # type: ignore[arg-type]  # as serve's 2 s flush: per read
                 served += 1
                 i += 1
             tick_until(SIM_EPOCH + (day + 1) * DAY)  # the day's last tick (midnight) included

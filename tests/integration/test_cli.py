@@ -45,9 +45,9 @@ def test_help_lists_commands() -> None:
 
 
 def test_reindex_follower_resets_only_shared_indexes_and_only_under_the_lease(tmp_path: Path) -> None:
+    from services.wiring import follower_name
     from shared.adapters.sqlite_store import SqliteStore
     from shared.config import Settings
-    from services.wiring import follower_name
 
     env = {"VIBE_DATA_DIR": str(tmp_path), "VIBE_STORE": "sqlite", "VIBE_LEXICAL": "embedded"}
     out = cli("reindex-follower", "lexical", env=env)

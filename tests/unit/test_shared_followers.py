@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 from qdrant_client import QdrantClient
 
+from services.wiring import _build_followers, follower_name
 from shared.adapters.qdrant_vectors import QdrantVectorIndex
 from shared.adapters.sqlite_store import SqliteStore
 from shared.adapters.tantivy_lexical import TantivyLexicalIndex
@@ -22,7 +23,6 @@ from shared.config import Settings
 from shared.indexing import FilePosition, IndexFollower, StorePosition
 from shared.model import DocKey, SemanticStatus, SidecarEntry, StoredDoc
 from shared.ports import DocumentStore, SearchFilter
-from services.wiring import _build_followers, follower_name
 
 pytestmark = pytest.mark.filterwarnings("ignore:Payload indexes have no effect:UserWarning")
 
@@ -251,8 +251,8 @@ def test_a_read_waits_for_the_shared_vector_index_before_it_reranks(tmp_path: Pa
     lease is not searchable yet: the read keeps it pending (instead of ranking it at the
     semantic floor, neither searched nor imputed) until the index has caught up."""
     from services.planner.planner import ReadRequest
-    from shared.model import EmbedJob, Principal
     from services.wiring import build
+    from shared.model import EmbedJob, Principal
 
     c = build(Settings(data_dir=tmp_path, embedder="hash", embed_dim=32))
     try:

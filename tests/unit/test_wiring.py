@@ -4,8 +4,8 @@ from pathlib import Path
 
 import pytest
 
-from shared.config import Settings
 from services.wiring import build
+from shared.config import Settings
 
 
 def test_a_space_refuses_an_embedder_of_another_model_or_dimension(tmp_path: Path) -> None:
@@ -37,9 +37,9 @@ def test_profile_sets_adapter_defaults() -> None:
 
 
 def test_the_store_follows_settings(tmp_path: Path, postgres_url: str) -> None:
+    from services.wiring import build_store
     from shared.adapters.postgres_store import PostgresStore
     from shared.adapters.sqlite_store import SqliteStore
-    from services.wiring import build_store
 
     pg = build_store(Settings(data_dir=tmp_path, store="postgres", postgres_url=postgres_url, postgres_pool_size=2))
     assert isinstance(pg, PostgresStore) and not (tmp_path / "vibe.sqlite3").exists()
