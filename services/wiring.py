@@ -9,11 +9,13 @@ profile never loads their clients.
 
 from __future__ import annotations
 
+import fcntl
 import logging
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from pathlib import Path
+from typing import IO, Any, Literal
 from urllib.parse import urlsplit
 
 from services.api.writes import DocumentService
@@ -88,6 +90,7 @@ class Container:
     scheduler: SchedulerThread
     spaces: SpaceDirectory
     embedders: SpaceEmbedders
+    index_home: Path
     signal: Signal = field(default_factory=Signal)
 
     def start(self) -> None:
@@ -115,6 +118,7 @@ class Container:
         self.vectors.close()
         self.lexical.close()
         self.store.close()
+        release_index_home(self.index_home)
 
 
 def _check_space(store: DocumentStore, space: str, emb: Embedder) -> None:
@@ -127,20 +131,54 @@ def _check_space(store: DocumentStore, space: str, emb: Embedder) -> None:
             f"{emb.model_id} ({emb.dim} dims); choose another VIBE_SPACE for the new model or use the old one")
 
 
-def _build_lexical(settings: Settings) -> LexicalIndex:
+MAX_INDEX_SLOTS = 64
+_held_slots: list[IO[bytes]] = []
+
+
+def claim_index_home(data_dir: Path) -> Path:
+    """Where this process keeps its EMBEDDED indexes and their change-log position.
+
+    Each process that serves reads (`serve`, `mcp`) on one data dir needs indexes of its own:
+    tantivy allows one writer per index, and a position shared by two processes would let one
+    skip the changes the other applied (a revoked ACL would stay searchable in the other). A
+    process takes the first free slot under an exclusive `flock`, held for its lifetime and
+    dropped by the kernel when it dies: slot 0 is the data dir itself (the layout of a single
+    process), slot N is `index-slots/N`, reused with its position after a restart."""
+    for n in range(MAX_INDEX_SLOTS):
+        home = data_dir if n == 0 else data_dir / "index-slots" / str(n)
+        home.mkdir(parents=True, exist_ok=True)
+        f = open(home / "index.lock", "ab")  # noqa: SIM115 - held open for the process's lifetime
+        try:
+            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            f.close()
+            continue
+        _held_slots.append(f)
+        return home
+    raise RuntimeError(f"{MAX_INDEX_SLOTS} processes already hold index slots in {data_dir}")
+
+
+def release_index_home(home: Path) -> None:
+    for f in list(_held_slots):
+        if Path(f.name).parent == home:
+            _held_slots.remove(f)
+            f.close()
+
+
+def _build_lexical(settings: Settings, home: Path | None = None) -> LexicalIndex:
     if settings.lexical == "opensearch":
         from shared.adapters.opensearch_lexical import OpenSearchLexicalIndex
 
         return OpenSearchLexicalIndex.from_settings(settings)
-    return TantivyLexicalIndex(settings.data_dir / "lexical")
+    return TantivyLexicalIndex((home or settings.data_dir) / "lexical")
 
 
-def _build_vectors(settings: Settings) -> VectorIndex:
+def _build_vectors(settings: Settings, home: Path | None = None) -> VectorIndex:
     if settings.vectors == "qdrant":
         from shared.adapters.qdrant_vectors import QdrantVectorIndex
 
         return QdrantVectorIndex.from_settings(settings)
-    return EdgeVectorIndex(settings.data_dir / "vectors")
+    return EdgeVectorIndex((home or settings.data_dir) / "vectors")
 
 
 def _server(url: str | None) -> str:
@@ -165,7 +203,7 @@ def follower_name(settings: Settings, index: Literal["lexical", "vectors"]) -> s
 
 
 def _build_followers(settings: Settings, store: StoreOfRecord, lexical: LexicalIndex,
-                     vectors: VectorIndex) -> Followers:
+                     vectors: VectorIndex, home: Path | None = None) -> Followers:
     """Embedded indexes (a copy per process) share one follower positioned by a file in the data
     dir, as before; each shared index gets its own follower positioned in the store, applied by
     one replica at a time (why: shared/indexing.py)."""
@@ -174,8 +212,8 @@ def _build_followers(settings: Settings, store: StoreOfRecord, lexical: LexicalI
     own_lexical, own_vectors = (lexical if lex_name is None else None), (vectors if vec_name is None else None)
     members = []
     if own_lexical is not None or own_vectors is not None:
-        members.append(IndexFollower(store, own_lexical, own_vectors, FilePosition(settings.data_dir / "index.seq"),
-                                     settings.space, live))
+        position = FilePosition((home or settings.data_dir) / "index.seq")
+        members.append(IndexFollower(store, own_lexical, own_vectors, position, settings.space, live))
     if lex_name is not None:
         members.append(IndexFollower(store, lexical, None, StorePosition(store, lex_name), settings.space))
     if vec_name is not None:
@@ -308,11 +346,12 @@ def build(settings: Settings, embedder: Embedder | None = None) -> Container:
     from shared.adapters.embedders import build_embedder
 
     store = build_store(settings)
-    lexical = _build_lexical(settings)
-    vectors = _build_vectors(settings)
+    home = claim_index_home(settings.data_dir)
+    lexical = _build_lexical(settings, home)
+    vectors = _build_vectors(settings, home)
     emb = embedder or build_embedder(settings)
     handler = build_handler(settings, store, emb)
-    follower = _build_followers(settings, store, lexical, vectors)
+    follower = _build_followers(settings, store, lexical, vectors, home)
     signal = Signal()
 
     def run_batch(jobs: list[EmbedJob]) -> BatchOutcome:
@@ -333,7 +372,8 @@ def build(settings: Settings, embedder: Embedder | None = None) -> Container:
     assert isinstance(embedders, SpaceEmbedders)
     # A semantic leg waits for the vector index only.
     planner = Planner(cfg, store, lexical, vectors, emb, queue, budget, follower.of_vectors(), ExplainCache(),
-                      QueryVectorCache.from_settings(settings), usage=usage, spaces=spaces, embedders=embedders)
+                      QueryVectorCache.from_settings(settings), usage=usage, spaces=spaces, embedders=embedders,
+                      lexical_follower=follower.of_lexical())
     docs = DocumentService(store, follower, queue, handler.policy, settings.embed_fields, spaces,
                            settings.max_doc_bytes, lambda tenant: _eager(store, tenant),
                            settings.write_sync_wait_seconds,
@@ -342,7 +382,7 @@ def build(settings: Settings, embedder: Embedder | None = None) -> Container:
                                 settings.scheduler_interval_seconds,
                                 settings.backfill_interval_seconds, settings.usage_flush_seconds)
     return Container(settings, store, lexical, vectors, emb, follower, queue, planner, docs, handler, lifecycle,
-                     scheduler, spaces, embedders, signal)
+                     scheduler, spaces, embedders, home, signal)
 
 
 def _eager(store: StoreOfRecord, tenant: str) -> set[str]:

@@ -234,6 +234,10 @@ class Followers:
     def sync(self, batch: int = 5000, wait: float = 0.0) -> int:
         return sum(f.sync(batch, wait) for f in self.members)
 
+    def of_lexical(self) -> IndexFollower:
+        """The follower of the lexical index (what a keyword read must be in step with)."""
+        return next(f for f in self.members if f.lexical is not None)
+
     def of_vectors(self) -> IndexFollower:
         """The follower of the vector index (what a semantic read must wait for)."""
         return next(f for f in self.members if f.vectors is not None)

@@ -58,7 +58,7 @@ class WriteResult:
 
 
 def check_collection(name: str) -> None:
-    if not COLLECTION_RE.match(name) or name in RESERVED_COLLECTIONS or is_reserved_collection(name):
+    if not COLLECTION_RE.fullmatch(name) or name in RESERVED_COLLECTIONS or is_reserved_collection(name):
         raise invalid(f"invalid collection name {name[:64]!r}", field="collection")
 
 
@@ -141,6 +141,9 @@ class DocumentService:
             return [PUBLIC_PRINCIPAL]
         if not isinstance(raw, list) or not all(isinstance(p, str) and p for p in raw):
             raise invalid("_acl must be a list of non-empty principal strings", field="_acl")
+        if not raw:  # nobody could ever read, rewrite or delete such a document
+            raise invalid("_acl must name at least one principal (omit it for every principal of the tenant)",
+                          field="_acl")
         if len(raw) > 1000:
             raise invalid("_acl has more than 1000 principals", field="_acl")
         acl = list(dict.fromkeys(raw))
@@ -163,7 +166,7 @@ class DocumentService:
         if not isinstance(sem, dict):
             raise invalid("_vibe.semantic must be an object", field="_vibe.semantic")
         intent = sem.get("intent")
-        if intent is not None and intent not in INTENTS:
+        if intent is not None and (not isinstance(intent, str) or intent not in INTENTS):
             raise invalid("_vibe.semantic.intent must be 'deny' or 'allow'", field="_vibe.semantic.intent")
         return raw, intent
 

@@ -87,6 +87,7 @@ class Planner:
         usage: UsageRecorder | None = None,
         spaces: Spaces | None = None,
         embedders: Callable[[str], Embedder] | None = None,
+        lexical_follower: IndexFollower | None = None,
     ):
         self.query_cache = query_cache or QueryVectorCache()
         self.usage = usage
@@ -94,6 +95,7 @@ class Planner:
         # a query vector is only ever compared with vectors of its own model (dim safety).
         self.spaces: Spaces = spaces or FixedSpace(cfg.space)
         self.embedders = embedders
+        self.lexical_follower = lexical_follower
         self.cfg = cfg
         self.store = store
         self.lexical = lexical
@@ -131,6 +133,7 @@ class ReadSession:
         self.req = req
         self.flt = planner.search_filter(principal, req.collection)
         self.space, self.building = planner.spaces.of(principal.tenant)
+        self._shown_ok: set[DocKey] = set()  # documents re-checked readable (see _readable_top)
         self.k = req.k or planner.cfg.lexical_candidates
         self.lexical_hits: list[Hit] = []
         self.semantic = SemanticLeg()
@@ -150,6 +153,8 @@ class ReadSession:
     def start(self, defer_query_embedding: bool = False) -> None:
         text = self._lexical_text()
         t0 = time.perf_counter()
+        if text and self.p.lexical_follower is not None:
+            self.p.lexical_follower.sync()  # writes made through another process are searched as they are now
         self.lexical_hits = self.p.lexical.search(self.flt, text, self.k) if text else []
         self.lexical_ms = (time.perf_counter() - t0) * 1000
         self.strategy, self.strategy_reason = choose_strategy(self.req, text, self.p.embedder is not None)
@@ -424,12 +429,28 @@ class ReadSession:
     # -- payloads ----------------------------------------------------------------------
 
     def payload(self, final: bool = False) -> dict[str, object]:
-        top = self.ranking[: self.req.limit]
+        top = self._readable_top()
         results = [self._result(f) for f in top]
         self._decorate(results, top)
         body: dict[str, object] = {"results": results, "strategy": self.strategy,
                                    "warming": self.warming(), "diagnostics": self.diagnostics(final)}
         return body
+
+    def _readable_top(self) -> list[Fused]:
+        """The page, each document re-checked against the store of record before it is shown:
+        an index another process has not caught up with yet (a revoked ACL, a delete) must not
+        decide what a caller sees. A document that fails leaves the ranking for good."""
+        while True:
+            top = self.ranking[: self.req.limit]
+            unchecked = [f.key for f in top if f.key not in self._shown_ok]
+            if not unchecked:
+                return top
+            docs = self.p.store.get_docs(unchecked)
+            bad = {k for k in unchecked if k not in docs or not docs[k].readable_by(self.principal)}
+            self._shown_ok.update(k for k in unchecked if k not in bad)
+            if not bad:
+                return top
+            self.ranking = [f for f in self.ranking if f.key not in bad]
 
     def _result(self, f: Fused) -> dict[str, object]:
         return {

@@ -40,6 +40,7 @@ class _Work:
     doc: StoredDoc
     side: SidecarEntry
     text: str = ""
+    charged: bool = False  # its tokens are reserved against the daily cap already
 
 
 class EmbedHandler:
@@ -165,12 +166,20 @@ class EmbedHandler:
             by_tenant.setdefault(w.doc.key.tenant, []).append(w)
         for tenant, items in by_tenant.items():
             room = self.daily_tokens - self.ledger.tokens_used(tenant, day)
+            fits: list[_Work] = []
+            refused: list[_Work] = []
             for w in items:
                 cost = estimate_tokens(w.text)
-                if cost <= room:
-                    room -= cost
-                    keep.append(w)
-                    continue
+                (fits if cost <= room else refused).append(w)
+                room -= cost if cost <= room else 0
+            # Reserve before the call, all or nothing under the store's per-tenant-day lock, so two
+            # workers that both saw room cannot together pass the cap.
+            if fits and not self.ledger.charge_tokens(tenant, day, _by_collection(fits), 0, self.daily_tokens):
+                refused, fits = refused + fits, []
+            for w in fits:
+                w.charged = True
+            keep += fits
+            for w in refused:
                 METRICS.budget_denied.labels(budget="daily_tokens").inc()
                 out.changed += self.store.set_status([w.doc.key], w.job.space, SemanticStatus.DEFERRED, "budget")
         return keep
@@ -180,17 +189,33 @@ class EmbedHandler:
         if self.ledger is None or not work:
             return
         day = utc_day(self.clock())
-        by_tenant: dict[str, dict[str, tuple[int, int]]] = {}
+        by_tenant: dict[str, list[_Work]] = {}
         for w in work:
-            cols = by_tenant.setdefault(w.doc.key.tenant, {})
-            docs, tokens = cols.get(w.doc.key.collection, (0, 0))
-            cols[w.doc.key.collection] = (docs + 1, tokens + estimate_tokens(w.text))
-        for tenant, cols in by_tenant.items():
+            by_tenant.setdefault(w.doc.key.tenant, []).append(w)
+        for tenant, items in by_tenant.items():
+            # reserved work was counted when reserved: only the call is added now
+            cols = _by_collection([w for w in items if not w.charged])
+            if not cols:
+                cols = {items[0].doc.key.collection: (0, 0)}
             try:
                 self.ledger.charge_tokens(tenant, day, cols, calls, 0)
             except Exception:  # noqa: BLE001 - the vectors are committed; a lost usage row is only a report
                 log.warning("usage ledger write failed", exc_info=True)
-            METRICS.provider_tokens.inc(sum(t for _, t in cols.values()))
+            METRICS.provider_tokens.inc(sum(estimate_tokens(w.text) for w in items))
+
+    def _refund(self, work: Sequence[_Work]) -> None:
+        """A failed call gives its reservation back (its retry reserves again)."""
+        if self.ledger is None:
+            return
+        day = utc_day(self.clock())
+        for w in work:
+            if w.charged:
+                w.charged = False
+                try:
+                    self.ledger.charge_tokens(w.doc.key.tenant, day,
+                                              {w.doc.key.collection: (-1, -estimate_tokens(w.text))}, 0, 0)
+                except Exception:  # noqa: BLE001 - a lost refund only over-counts a report
+                    log.warning("usage refund failed", exc_info=True)
 
     def _embed(self, work: list[_Work], out: BatchOutcome, embedder: Embedder) -> None:
         started = time.perf_counter()
@@ -204,6 +229,7 @@ class EmbedHandler:
                 for w in work:
                     self._embed([w], out, embedder)
                 return
+            self._refund(work)
             self._failed(work, out, e)
             return
         METRICS.embed_seconds.observe(time.perf_counter() - started)
@@ -242,3 +268,12 @@ def estimate_tokens(text: str) -> int:
 
 def utc_day(ts: float) -> str:
     return time.strftime("%Y-%m-%d", time.gmtime(ts))
+
+
+def _by_collection(work: Sequence[_Work]) -> dict[str, tuple[int, int]]:
+    """(documents, estimated tokens) per collection."""
+    cols: dict[str, tuple[int, int]] = {}
+    for w in work:
+        docs, tokens = cols.get(w.doc.key.collection, (0, 0))
+        cols[w.doc.key.collection] = (docs + 1, tokens + estimate_tokens(w.text))
+    return cols

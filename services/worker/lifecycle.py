@@ -166,7 +166,13 @@ class Lifecycle:
                 written[where] = self.cold.put(s.key.tenant, s.space, s.content_hash, vec)
             ref, nbytes = written[where]
             entries.append((s, ref, nbytes))
-        return self.store.evict(entries, self.cfg.codec, now)
+        moved = set(self.store.evict(entries, self.cfg.codec, now))
+        # A row used or rewritten meanwhile was not evicted: a file no cold entry records would
+        # never be pruned, so it goes now (unless another row of that content was evicted).
+        for s, _, _ in entries:
+            if s.key not in moved and self.store.cold_entry(s.key.tenant, s.content_hash, s.space) is None:
+                self.cold.delete(s.key.tenant, s.space, s.content_hash)
+        return list(moved)
 
     def prune(self, now: float) -> tuple[int, int]:
         """Vectors and cold entries of content no document has any more (edited away, deleted)."""

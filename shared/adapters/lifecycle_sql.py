@@ -94,6 +94,7 @@ class LifecycleSql:
 
     _PH = "?"
     _POW2 = "vibe_pow2({})"
+    _FOR_UPDATE = ""
 
     # -- hooks ---------------------------------------------------------------------------
 
@@ -353,6 +354,12 @@ class LifecycleSql:
         wanted = sum(t for _, t in by_collection.values())
         with self._lc_tx() as conn:
             if cap:
+                # One row per tenant and day serialises the chargers of a capped tenant (PostgreSQL
+                # row lock; SQLite writers are serial anyway), so the sum below cannot go stale.
+                self._x(conn, "INSERT INTO provider_usage VALUES (?,?,'',0,0,0) ON CONFLICT DO NOTHING",
+                        (tenant, day))
+                self._x(conn, f"SELECT tokens FROM provider_usage WHERE tenant=? AND day=? AND collection=''"
+                              f"{self._FOR_UPDATE}", (tenant, day))
                 used = self._x(conn, "SELECT COALESCE(SUM(tokens), 0) AS t FROM provider_usage "
                                      "WHERE tenant=? AND day=?",
                                (tenant, day)).fetchone()

@@ -166,6 +166,7 @@ class PostgresStore(LifecycleSql):
 
     _PH = "%s"
     _POW2 = "power(2.0::float8, {})"
+    _FOR_UPDATE = " FOR UPDATE"
 
     def __init__(self, url: str, pool_size: int = 10, connect_timeout: float = 30.0):
         # autocommit: a read is one round trip (no BEGIN/COMMIT); writes open `transaction()`.

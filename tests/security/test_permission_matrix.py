@@ -11,8 +11,6 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-import pytest
-
 from tests.security.matrix import ENV, KEYS, Matrix, Stats
 from tests.support.server import Served, served
 
@@ -48,11 +46,6 @@ def test_permission_matrix_one_process(tmp_path: Path) -> None:
     assert not stats.errors, stats.errors[:10]
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "two `serve` processes on one embedded data dir answer 500: the reader's index follower cannot take "
-    "tantivy's IndexWriter lock the writer process holds (shared/adapters/tantivy_lexical.py `write`, "
-    "called from shared/indexing.py `_apply` via planner.py `_semantic_leg` -> follower.sync): ValueError "
-    "LockBusy on POST /v1/read and on MCP extract_key_info"))
 def test_permission_matrix_two_processes_one_data_dir(tmp_path: Path) -> None:
     """Writes go to one API process, reads (HTTP and MCP) to another on the same data dir,
     each read after the write it follows returned."""
@@ -63,11 +56,6 @@ def test_permission_matrix_two_processes_one_data_dir(tmp_path: Path) -> None:
     assert not stats.errors, stats.errors[:10]
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "issue #12 finding 3: the reading process's keyword leg runs on its embedded tantivy index without a "
-    "follower sync and its page is not re-checked against the store (services/planner/planner.py "
-    "ReadSession.start/_rank; shared/indexing.py), so POST /v1/read on process B names documents deleted or "
-    "revoked through process A, and diagnostics.lexical.candidates counts them"))
 def test_permission_matrix_two_processes_on_postgres(tmp_path: Path, postgres_url: str) -> None:
     """The documented multi-process set-up: two API processes on one PostgreSQL store, each
     with its own embedded indexes following the store's change log. Writes to one, reads
