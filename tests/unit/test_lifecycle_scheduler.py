@@ -429,11 +429,9 @@ def test_force_re_embeds_ready_docs_with_a_provider_call(rig: Rig) -> None:
 
 
 
-# -- known bugs in files this suite does not own (reported; strict xfail until fixed) ----------------------
+# -- races the handler and the scheduler once had (daily cap between workers, a lost eviction's cold file) --------
 
 
-@pytest.mark.xfail(strict=True, reason="handlers.py _within_daily_cap reads tokens_used and _charge charges with "
-                                       "cap 0: two workers both see room and together pass the daily cap")
 def test_two_workers_together_stay_within_the_daily_cap(
         opener: Opener, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: F811
     cost = estimate_tokens(text("d0"))
@@ -455,9 +453,6 @@ def test_two_workers_together_stay_within_the_daily_cap(
         rig.store.close()
 
 
-@pytest.mark.xfail(strict=True, reason="lifecycle.py _evict_rows writes the cold file before store.evict's "
-                                       "compare-and-set; when the row was rewritten meanwhile the file has no "
-                                       "cold_vectors row and prune never deletes it")
 def test_a_lost_eviction_leaves_no_cold_file(rig: Rig, monkeypatch: pytest.MonkeyPatch) -> None:
     a = rig.put("a")
     rig.embed(a)
