@@ -80,7 +80,7 @@ def test_touched_documents_become_ready_and_others_stay_none(server: Served) -> 
 def test_unchanged_reingest_queues_nothing(server: Served) -> None:
     assert server.wait_status("k-alice", "notes", "d1", "ready") == "ready"
     before = server.call("GET", "/semantic/queueDepth", "k-admin-a").json()
-    r = server.put("k-admin-a", "notes", "d1", {k: v for k, v in DOCS[0].items() if k != "_id"})
+    r = server.put("k-alice", "notes", "d1", {k: v for k, v in DOCS[0].items() if k != "_id"})
     assert r.status_code == 200 and r.json()["result"] == "updated"
     assert server.status("k-alice", "notes", "d1") == "ready"
     after = server.call("GET", "/semantic/queueDepth", "k-admin-a").json()
