@@ -654,7 +654,9 @@ def markdown(doc: dict[str, Any]) -> str:
                   "mean daily quality (done)", "mean daily quality (first)"], summary)
         + f"\nScheduler totals (lifecycle): {life['ticks']}.\n\n"
         f"Rehydration makes no provider call: {li['re_embedded_total']} documents were sent to the provider twice "
-        f"over the run (a re-embed instead of a rehydration would count here) against {li['rehydrated_total']} "
+        f"over the run (a re-embed instead of a rehydration would count here; the lazy arm, which never evicts, "
+        f"sent {la['re_embedded_total']}: identical texts of two documents in one batch) against "
+        f"{li['rehydrated_total']} "
         f"rehydrations; at the end the {chk.get('cold_docs', 0)} documents still cold were touched again: "
         f"{chk.get('rehydrated', 0)} rehydrated, {chk.get('ready_after', 0)} ready, "
         f"{chk.get('provider_calls', 0)} provider calls, {chk.get('provider_docs', 0)} documents sent.\n\n"
