@@ -329,12 +329,14 @@ def lifecycle_config(s: Settings) -> LifecycleConfig:
 def build_lifecycle(settings: Settings, store: StoreOfRecord, queue: JobQueue, budget: Budget,
                     policy: EligibilityPolicy, after_change: Callable[[], object] | None = None) -> Lifecycle:
     """The scheduler's decisions, the same in `serve`'s thread and in Celery beat tasks."""
-    limits = BackfillLimits(settings.backfill_step_docs, settings.per_query_max_embeds,
-                            settings.backpressure_queue_depth)
+    # Backfills leave one query's ceiling in the bucket for reads, but never most of a small bucket.
+    reserve = min(settings.per_query_max_embeds, settings.per_tenant_per_min // 4)
+    limits = BackfillLimits(settings.backfill_step_docs, reserve, settings.backpressure_queue_depth)
     backfills = Backfills(store, queue, budget, lambda d: policy.decide_doc(d, settings.embed_fields.get(
         d.key.collection)), limits)
+    directory = SpaceDirectory(store, settings.space)
     return Lifecycle(lifecycle_config(settings), store, build_cold(settings), backfills, after_change=after_change,
-                     spaces=SpaceDirectory(store, settings.space).live)
+                     spaces=directory.live, active=directory.active)
 
 
 def _touch_policy(s: Settings) -> TouchPolicy:
@@ -377,7 +379,7 @@ def build(settings: Settings, embedder: Embedder | None = None) -> Container:
     docs = DocumentService(store, follower, queue, handler.policy, settings.embed_fields, spaces,
                            settings.max_doc_bytes, lambda tenant: _eager(store, tenant),
                            settings.write_sync_wait_seconds,
-                           (settings.acl_max_principal_bytes, settings.acl_max_bytes))
+                           (settings.acl_max_principal_bytes, settings.acl_max_bytes), budget)
     scheduler = SchedulerThread(lifecycle, usage, store, settings.queue != "celery",
                                 settings.scheduler_interval_seconds,
                                 settings.backfill_interval_seconds, settings.usage_flush_seconds)

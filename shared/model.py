@@ -172,9 +172,11 @@ class UsageBatch:
     touches: dict[DocKey, int] = field(default_factory=dict)  # documents a query could embed
     used: dict[DocKey, float] = field(default_factory=dict)  # documents shown on a page: last use
     pages: list[tuple[DocKey, ...]] = field(default_factory=list)  # for co-occurrence
+    # query embeddings sent to the provider: (tenant, collection) -> [calls, estimated tokens]
+    provider: dict[tuple[str, str], list[int]] = field(default_factory=dict)
 
     def __bool__(self) -> bool:
-        return bool(self.queries or self.touches or self.used)
+        return bool(self.queries or self.touches or self.used or self.pages or self.provider)
 
 
 @dataclass(frozen=True)

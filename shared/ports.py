@@ -74,11 +74,12 @@ class DocumentStore(Protocol):
     def record_failure(self, key: DocKey, space: str, reason: str, final: bool) -> None: ...
 
     def commit_vectors(
-        self, entries: Sequence[tuple[SidecarEntry, list[float]]], model_id: str
+        self, entries: Sequence[tuple[SidecarEntry, list[float]]], model_id: str, now: float | None = None
     ) -> list[DocKey]:
         """Store vectors (by content hash) and mark the sidecars ready, in one transaction.
         Rows whose content hash no longer matches the document are left alone. Returns the
-        keys that became ready."""
+        keys that became ready. `now` stamps `last_embedded_at` (the caller's clock, so the
+        lifecycle's idle bounds can be replayed on simulated time)."""
 
     def vector_for_hash(self, tenant: str, content_hash: str, space: str) -> list[float] | None:
         """Vectors are kept per tenant even for equal content: sharing them would let one

@@ -30,7 +30,7 @@ from shared.model import (
     StoredDoc,
 )
 from shared.policy.eligibility import EligibilityPolicy
-from shared.ports import DocumentStore, JobQueue
+from shared.ports import Budget, DocumentStore, JobQueue
 from shared.spaces import FixedSpace, Spaces
 from shared.text.hashing import content_hash, doc_text
 from shared.text.redaction import select_fields
@@ -93,6 +93,7 @@ class DocumentService:
         eager: Callable[[str], set[str]],
         sync_wait: float = 0.0,
         acl_limits: tuple[int, int] = (512, 65_536),
+        budget: Budget | None = None,
     ):
         self.store = store
         self.follower = follower
@@ -102,6 +103,7 @@ class DocumentService:
         self.spaces: Spaces = FixedSpace(spaces) if isinstance(spaces, str) else spaces
         self.space = self.spaces.default
         self.acl_limits = acl_limits  # (bytes per principal, bytes in all): VIBE_ACL_MAX_*
+        self.budget = budget  # the tenant's per-minute embedding bucket
         self.max_doc_bytes = max_doc_bytes
         # The tenant's eager collections, read from the store at every write: a promotion made
         # by any replica or by the scheduler applies to the next write everywhere.
@@ -190,6 +192,7 @@ class DocumentService:
             old = {sp: self.store.sidecars([d.key for d, _ in items], sp) for sp, items in plan.items()}
             sidecars = [self._transition(d, old[sp].get(d.key), now, sp) for sp, items in plan.items()
                         for d, now in items]
+            self._within_budget(sidecars, old)
             self.store.put_docs(docs, sidecars)
         self.follower.sync(wait=self.sync_wait)
         self.queue.enqueue([
@@ -200,6 +203,24 @@ class DocumentService:
         METRICS.docs_written.labels(op="put").inc(len(docs))
         existed = {k for sp in {spaces[t][0] for t in tenants} for k in old[sp]}
         return ["updated" if d.key in existed else "created" for d in docs]
+
+    def _within_budget(self, sidecars: list[SidecarEntry], old: dict[str, dict[DocKey, SidecarEntry]]) -> None:
+        """Eager embedding spends the tenant's per-minute bucket like every other path (V§12);
+        what it does not grant stays `none` and the scheduler's backfill of the eager collection
+        embeds it as the bucket refills. The write itself is never refused for cost."""
+        if self.budget is None:
+            return
+        fresh: dict[str, list[SidecarEntry]] = {}
+        for s in sidecars:
+            prev = old[s.space].get(s.key)
+            if s.status == SemanticStatus.QUEUED and (prev is None or prev.status != SemanticStatus.QUEUED):
+                fresh.setdefault(s.key.tenant, []).append(s)
+        for tenant, rows in fresh.items():
+            granted = self.budget.take(tenant, len(rows))
+            for s in rows[granted:]:
+                s.status = SemanticStatus.NONE
+            if granted < len(rows):
+                METRICS.budget_denied.labels(budget="tenant").inc(len(rows) - granted)
 
     def _transition(self, d: StoredDoc, old: SidecarEntry | None, eager: bool, space: str) -> SidecarEntry:
         allow = self.embed_fields.get(d.key.collection)

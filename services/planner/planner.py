@@ -322,6 +322,8 @@ class ReadSession:
             self.semantic.state, self.semantic.reason = "degraded", f"embedder_unavailable: {str(e)[:80]}"
             return None
         self.p.query_cache.put(self.principal.tenant, emb.model_id, text, vec, self.flt.acl)
+        if self.p.usage is not None:
+            self.p.usage.record_query_embedding(self.principal.tenant, self.req.collection, max(1, len(text) // 4))
         return vec
 
     def _semantic_leg(self) -> None:

@@ -48,6 +48,14 @@ class UsageRecorder:
             if len(page) > 1:
                 b.pages.append(tuple(page))
 
+    def record_query_embedding(self, tenant: str, collection: str, tokens: int) -> None:
+        """A query embedded by the provider: counted in GET /semantic/usage (never refused: a read
+        does not fail for cost, V§12)."""
+        with self._lock:
+            row = self._batch.provider.setdefault((tenant, collection), [0, 0])
+            row[0] += 1
+            row[1] += tokens
+
     def take(self) -> UsageBatch:
         with self._lock:
             batch, self._batch = self._batch, UsageBatch()
@@ -77,3 +85,7 @@ class UsageRecorder:
             for k3, t in batch.used.items():
                 b.used[k3] = max(t, b.used.get(k3, t))
             b.pages = batch.pages[-1000:] + b.pages
+            for k4, (calls, tokens) in batch.provider.items():
+                row = b.provider.setdefault(k4, [0, 0])
+                row[0] += calls
+                row[1] += tokens

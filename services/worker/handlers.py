@@ -148,7 +148,7 @@ class EmbedHandler:
             else:
                 found.append((replace(w.side, content_hash=w.job.content_hash), vec))
         if found:
-            out.changed += self.store.commit_vectors(found, embedder.model_id)
+            out.changed += self.store.commit_vectors(found, embedder.model_id, self.clock())
             METRICS.jobs_reused.inc(len(found) - rehydrated)
             METRICS.rehydrations.inc(rehydrated)
         return rest
@@ -242,7 +242,7 @@ class EmbedHandler:
             self.store.record_failure(w.doc.key, w.job.space, "dimension_mismatch", final=True)
             out.changed.append(w.doc.key)
         entries = [(replace(w.side, content_hash=w.job.content_hash), vec) for w, vec in good]
-        out.changed += self.store.commit_vectors(entries, embedder.model_id)
+        out.changed += self.store.commit_vectors(entries, embedder.model_id, self.clock())
         METRICS.jobs_completed.inc(len(good))
 
     def _failed(self, work: list[_Work], out: BatchOutcome, e: EmbedderError) -> None:

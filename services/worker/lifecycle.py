@@ -61,6 +61,7 @@ class TickReport:
     pruned_vectors: int = 0
     pruned_cold: int = 0
     requeued_budget: int = 0
+    backfills_started: int = 0
     skipped: bool = False
 
     def body(self) -> dict[str, object]:
@@ -70,7 +71,7 @@ class TickReport:
 class Lifecycle:
     def __init__(self, cfg: LifecycleConfig, store: StoreOfRecord, cold: ColdStore, backfills: Backfills,
                  clock: Callable[[], float] = time.time, after_change: Callable[[], object] | None = None,
-                 spaces: Callable[[], set[str]] | None = None):
+                 spaces: Callable[[], set[str]] | None = None, active: Callable[[str], str] | None = None):
         self.cfg = cfg
         self.store = store
         self.cold = cold
@@ -78,6 +79,7 @@ class Lifecycle:
         self.clock = clock
         self.after_change = after_change  # the embedded profile syncs its own indexes at once
         self.spaces = spaces  # every live space (shared/spaces.py); default: the configured one
+        self.active = active or (lambda tenant: cfg.space)  # a tenant's active space
 
     # -- entry points ------------------------------------------------------------------------
 
@@ -121,9 +123,23 @@ class Lifecycle:
             name = f"{change.tenant}/{change.collection}"
             if change.mode == "eager":
                 r.promoted.append(name)
-                self.backfills.start(change.tenant, change.collection, self.cfg.space, "promote")
+                self.backfills.start(change.tenant, change.collection, self.active(change.tenant), "promote")
             else:
                 r.demoted.append(name)
+        self._eager_backlog(r)
+
+    def _eager_backlog(self, r: TickReport) -> None:
+        """An eager collection with documents still to embed (writes the per-minute bucket did
+        not grant, a failed batch) gets a backfill, unless one is running for it."""
+        running = {(t.tenant, t.collection) for t in self.store.tasks(running_only=True)}
+        for m in self.store.collection_modes():
+            if m.mode != "eager" or (m.tenant, m.collection) in running:
+                continue
+            states = self.store.coverage(m.tenant, m.collection, self.active(m.tenant))["states"]
+            assert isinstance(states, dict)
+            if any(int(states.get(s, 0)) for s in ("none", "stale", "cold")):  # not `failed`: no retry loop
+                self.backfills.start(m.tenant, m.collection, self.active(m.tenant), "promote")
+                r.backfills_started += 1
 
     def _pin(self, now: float) -> int:
         """V§4.3 doc promotion: extend the life of documents touched often or co-occurring with

@@ -15,6 +15,7 @@ flushing at once both count.
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Mapping, Sequence
 from contextlib import AbstractContextManager
 from typing import Any
@@ -163,6 +164,11 @@ class LifecycleSql:
                         + _MAX.format(a="excluded.last_at", b="usage_buckets.last_at"),
                         (tenant, collection, bucket, q, batch.hits.get((tenant, collection), 0),
                          batch.last_query.get((tenant, collection), now)))
+            day = time.strftime("%Y-%m-%d", time.gmtime(now))
+            for (tenant, collection), (calls, tokens) in sorted(batch.provider.items()):
+                self._x(conn, "INSERT INTO provider_usage VALUES (?,?,?,?,0,?) ON CONFLICT (tenant, day, collection) "
+                              "DO UPDATE SET calls=provider_usage.calls+excluded.calls, "
+                              "tokens=provider_usage.tokens+excluded.tokens", (tenant, day, collection, calls, tokens))
             for k, (touches, cooccur, used) in sorted(docs.items()):
                 self._x(conn,
                         "INSERT INTO doc_usage VALUES (?,?,?,?,?,?,?,NULL) "

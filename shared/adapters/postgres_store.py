@@ -323,7 +323,7 @@ class PostgresStore(LifecycleSql):
     # -- vectors -----------------------------------------------------------------------
 
     def commit_vectors(
-        self, entries: Sequence[tuple[SidecarEntry, list[float]]], model_id: str
+        self, entries: Sequence[tuple[SidecarEntry, list[float]]], model_id: str, now: float | None = None
     ) -> list[DocKey]:
         """Job output and job state in one transaction (the pgai vectorizer's rule). The
         content-hash guard is in the UPDATE: a document rewritten meanwhile is left to the
@@ -331,7 +331,7 @@ class PostgresStore(LifecycleSql):
         if not entries:
             return []
         space = entries[0][0].space
-        now = time.time()
+        now = time.time() if now is None else now
         in_order = sorted(entries, key=lambda e: (e[0].key, e[0].space))  # the lock order
         with self._tx() as conn, conn.cursor() as cur:
             cur.executemany(

@@ -286,11 +286,11 @@ class SqliteStore(LifecycleSql):
     # -- vectors -----------------------------------------------------------------------
 
     def commit_vectors(
-        self, entries: Sequence[tuple[SidecarEntry, list[float]]], model_id: str
+        self, entries: Sequence[tuple[SidecarEntry, list[float]]], model_id: str, now: float | None = None
     ) -> list[DocKey]:
         """Job output and job state in one transaction (the pgai vectorizer's rule)."""
         ready: list[DocKey] = []
-        now = time.time()
+        now = time.time() if now is None else now
         with self._tx() as c:
             for entry, vec in entries:
                 k = entry.key
