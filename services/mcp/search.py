@@ -26,7 +26,7 @@ from services.api.writes import check_collection
 from services.mcp import core
 from services.mcp.citations import Passage, cite, render_context
 from services.mcp.errors import invalid
-from services.planner.fusion import Fused, rrf, single
+from services.planner.fusion import Fused, relative, rrf, single
 from services.wiring import Container
 from shared.agent_ports import CitationRegistry
 from shared.errors import VibeError
@@ -149,7 +149,7 @@ class ChunkSearch:
         flt = SearchFilter(p.tenant, None if ANY in scope.collections else scope.collections, tuple(p.readable_acl))
         want = top_k * 2
         depth = self.c.settings.lexical_candidates if scope.narrows else want
-        lex = self.c.lexical.search(flt, query, depth) if mode != "semantic" else []
+        lex = relative(self.c.lexical.search(flt, query, depth)) if mode != "semantic" else []
         sem: list[Hit] = []
         if mode != "lexical":
             qvec = core.query_vector(self.c, query, flt.tenant)

@@ -25,6 +25,22 @@ from dataclasses import dataclass, field
 from shared.model import DocKey, Hit
 
 
+def relative(hits: Sequence[Hit]) -> list[Hit]:
+    """BM25 scores as shown to callers: divided by the best score of the caller's own list.
+
+    Raw BM25 carries each term's IDF, and IDF counts every document of the tenant, also those
+    the caller may not read: a raw score would tell how many unreadable documents contain a
+    word (issue 12 finding 5). Divided by the top score, a one-term query's scores depend only
+    on the readable documents' own text (the IDF cancels); with several terms, the ratios keep
+    the terms' relative IDF, a residual the README's Security section states. Z-score fusion is
+    unchanged (it is scale-free) and RRF uses ranks."""
+    top = max((h.score for h in hits), default=0.0)
+    if top <= 0:
+        return list(hits)
+    # rounded: float32 noise in the engine's score must not carry the statistics either
+    return [Hit(h.key, round(h.score / top, 6)) for h in hits]
+
+
 @dataclass
 class Fused:
     key: DocKey

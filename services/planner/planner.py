@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from services.planner.explain import ExplainCache
-from services.planner.fusion import Fused, rrf, single, zscore
+from services.planner.fusion import Fused, relative, rrf, single, zscore
 from services.planner.query_cache import QueryVectorCache
 from services.planner.strategy import choose_strategy
 from services.planner.touch import TouchPolicy, neighbours, plan, reach, touch_state
@@ -155,7 +155,7 @@ class ReadSession:
         t0 = time.perf_counter()
         if text and self.p.lexical_follower is not None:
             self.p.lexical_follower.sync()  # writes made through another process are searched as they are now
-        self.lexical_hits = self.p.lexical.search(self.flt, text, self.k) if text else []
+        self.lexical_hits = relative(self.p.lexical.search(self.flt, text, self.k)) if text else []
         self.lexical_ms = (time.perf_counter() - t0) * 1000
         self.strategy, self.strategy_reason = choose_strategy(self.req, text, self.p.embedder is not None)
         if self.strategy == "semantic" or (self.strategy == "hybrid" and not defer_query_embedding):
@@ -301,7 +301,29 @@ class ReadSession:
     def _query_text(self) -> str:
         return self.req.query_text or self.req.q or self._lexical_text()
 
+    def _is_doc_query(self) -> bool:
+        return self.req.query_doc is not None and not self.req.query_text and not self.req.q.strip()
+
+    def _doc_vector(self, space: str) -> list[float] | None:
+        """More-like-this (V§7.2) searches with the document's STORED vector: its fields never go
+        to the provider from a read, so the allowlist, redaction and a writer's deny (V§2.3, V§9)
+        hold as they do for its embedding job. A document not embedded yet is queued, like a touch."""
+        assert self.req.query_doc is not None
+        collection, doc_id, _ = self.req.query_doc
+        key = DocKey(self.principal.tenant, collection, doc_id)
+        vec = self.p.store.vectors_for([key], space).get(key)
+        if vec is None:
+            side = self.p.store.sidecar(key, space)
+            if side is not None and side.status in COLD:
+                self._enqueue([side])
+            denied = side is not None and side.status == SemanticStatus.DENIED
+            self.semantic.state = "degraded"
+            self.semantic.reason = "query_doc_denied" if denied else "query_doc_not_embedded"
+        return vec
+
     def _cached_query_vector(self, space: str | None = None) -> list[float] | None:
+        if self._is_doc_query():
+            return self._doc_vector(space or self.space)
         emb = self.p.embedder_for(space or self.space)
         if emb is None:
             return None
@@ -313,7 +335,7 @@ class ReadSession:
             self.semantic.state, self.semantic.reason = "degraded", "no_embedder"
             return None
         cached = self._cached_query_vector(space)
-        if cached is not None:
+        if cached is not None or self._is_doc_query():
             return cached
         text = self._query_text()
         try:
