@@ -359,7 +359,7 @@ def build(settings: Settings, embedder: Embedder | None = None) -> Container:
     def run_batch(jobs: list[EmbedJob]) -> BatchOutcome:
         out = handler.run(jobs)
         if out.changed:
-            follower.sync()
+            follower.catch_up()
         return out
 
     queue = _build_queue(settings, run_batch)

@@ -18,15 +18,19 @@ Where the position lives depends on who else writes the index:
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import AbstractContextManager, contextmanager
+from contextlib import AbstractContextManager, contextmanager, suppress
 from pathlib import Path
 from typing import Protocol
 
+from shared.metrics import METRICS
 from shared.model import DocKey, StoredDoc
-from shared.ports import Change, DocumentStore, LexicalIndex, VectorIndex
+from shared.ports import Change, DocumentStore, LexicalIndex, LifecycleStore, VectorIndex
+
+log = logging.getLogger("vibe.indexing")
 
 
 class Position(Protocol):
@@ -158,6 +162,18 @@ class IndexFollower:
                         return applied
                     time.sleep(0.01)  # the holder is applying; its final look covers our change
 
+    def catch_up(self, wait: float = 0.0) -> bool:
+        """`sync` for request paths: an index that cannot be written right now (a server away)
+        must not fail a read or an accepted write. The position stays, so the next sync applies
+        what this one could not; reads re-check every page against the store meanwhile."""
+        try:
+            self.sync(wait=wait)
+            return True
+        except Exception:  # noqa: BLE001 - logged and counted; the request goes on
+            log.warning("index follower could not catch up", extra={"follower": self.label}, exc_info=True)
+            METRICS.follower_errors.labels(follower=self.label).inc()
+            return False
+
     def rebuild(self, wait: float, batch: int = 5000) -> int | None:
         """Reset the position and apply the whole log, both under one lease (waiting up to `wait`
         seconds for it), so no applier saves an old position over the reset; returns how many
@@ -178,11 +194,43 @@ class IndexFollower:
         """Under the lease: apply from the current position to the end of the log."""
         applied, seq = 0, self.position.load()
         while changes := self.store.changes_since(seq, batch):
-            self._apply(changes)
+            try:
+                self._apply(changes)
+            except Exception as e:  # noqa: BLE001 - sorted out change by change below
+                self._quarantine(changes, e)
             seq = changes[-1].seq
             self.position.save(seq)
             applied += len(changes)
         return applied, seq
+
+    def _quarantine(self, changes: list[Change], first: Exception) -> None:
+        """One change the index refuses for good (an immense term, a request too large) must not
+        hold back every later change of every tenant (issue 12 finding 1). Applied one by one, the
+        changes that fail while others succeed are quarantined: their keys are removed from the
+        index (fail closed: no stale ACL stays searchable), the change goes to the dead letters
+        (GET /semantic/deadLetters, vibe_follower_dead_letters_total) and the log moves on. When
+        every change fails, the index is down, not the changes: the error propagates and the
+        position stays, so nothing is skipped."""
+        failed: list[tuple[Change, Exception]] = []
+        for c in changes:
+            try:
+                self._apply([c])
+            except Exception as e:  # noqa: BLE001 - judged below
+                failed.append((c, e))
+        if len(failed) == len(changes):
+            raise first
+        for c, err in failed:
+            log.warning("index change quarantined", extra={"follower": self.label, "seq": c.seq, "op": c.op,
+                                                            "error": str(err)[:200]})
+            METRICS.dead_letters.labels(follower=self.label).inc()
+            with suppress(Exception):
+                if self.lexical is not None:
+                    self.lexical.apply([], [c.key])
+                if self.vectors is not None:
+                    self.vectors.delete(c.space or self.space, [c.key])
+            ledger = self.store
+            if isinstance(ledger, LifecycleStore):
+                ledger.record_dead_letter(self.label, c.seq, c.key, c.op, f"{type(err).__name__}: {err}", time.time())
 
     def _apply(self, changes: list[Change]) -> None:
         keys = list(dict.fromkeys(c.key for c in changes))
@@ -219,6 +267,8 @@ class Follower(Protocol):
 
     def sync(self, batch: int = 5000, wait: float = 0.0) -> int: ...
 
+    def catch_up(self, wait: float = 0.0) -> bool: ...
+
 
 class Followers:
     """A process's followers (one per position), synced one after the other."""
@@ -233,6 +283,9 @@ class Followers:
 
     def sync(self, batch: int = 5000, wait: float = 0.0) -> int:
         return sum(f.sync(batch, wait) for f in self.members)
+
+    def catch_up(self, wait: float = 0.0) -> bool:
+        return all([f.catch_up(wait) for f in self.members])
 
     def of_lexical(self) -> IndexFollower:
         """The follower of the lexical index (what a keyword read must be in step with)."""

@@ -92,6 +92,11 @@ class _Metrics:
         self.scheduler_runs = Counter("vibe_scheduler_runs_total", "Lifecycle scheduler ticks", ["outcome"])
         self.scheduler_seconds = Histogram("vibe_scheduler_tick_seconds", "Time of one scheduler tick",
                                            buckets=_LATENCY_BUCKETS)
+        self.dead_letters = Counter("vibe_follower_dead_letters_total",
+                                    "Index changes quarantined after the index refused them for good", ["follower"])
+        self.follower_errors = Counter("vibe_index_follower_errors_total",
+                                       "Syncs on a request path that could not write the index (retried later)",
+                                       ["follower"])
         self.backfill_queued = Counter("vibe_backfill_queued_total", "Jobs queued by backfills", ["kind"])
         self.coverage_ratio = Gauge("vibe_coverage_ratio", "Share of sidecar rows per state (active space)", ["state"],
                                     multiprocess_mode=_ANY_PROCESS)

@@ -316,6 +316,11 @@ class LifecycleStore(Protocol):
     def drop_space_vectors(self, tenant: str, space: str) -> int:
         """A retired space's vectors and sidecar rows go (the change log drops their points)."""
 
+    # changes an index follower could not apply (quarantined, issue 12 finding 1)
+    def record_dead_letter(self, follower: str, seq: int, key: DocKey, op: str, error: str, at: float) -> None: ...
+
+    def dead_letters(self, tenant: str, limit: int = 200) -> list[dict[str, object]]: ...
+
     # generic cross-process lease (the scheduler's leader election)
     def lease(self, name: str) -> AbstractContextManager[bool]: ...
 

@@ -8,12 +8,37 @@ import re
 import time
 from typing import Any
 
-from fastapi import APIRouter, Depends, Request
+from fastapi import APIRouter, Depends, Query, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse
 
 from services.api.auth import require
 from services.api.bodies import json_body
+from services.api.schemas import (
+    AUTHENTICATED,
+    COLLECTION_NAME,
+    MAX_USAGE_DAYS,
+    Activated,
+    ActivateIn,
+    Backfills,
+    CollectionIn,
+    DeadLetters,
+    Demoted,
+    Evicted,
+    EvictIn,
+    Migrating,
+    Promoted,
+    Promotions,
+    ReindexIn,
+    Reindexing,
+    SpaceIn,
+    Spaces,
+    Usage,
+    body,
+    errors,
+    ok,
+    query,
+)
 from services.api.writes import check_collection
 from services.wiring import Container
 from services.worker.backfill import progress, with_state
@@ -23,7 +48,6 @@ from shared.model import BackfillTask, CollectionMode, Principal, SpaceInfo
 from shared.ports import EmbedderError
 
 router = APIRouter()
-MAX_USAGE_DAYS = 400
 
 
 def _c(request: Request) -> Container:
@@ -64,7 +88,9 @@ def _start_backfill(c: Container, tenant: str, collection: str | None, kind: str
     return {"queued": queued, "task": progress(with_state(task, c.store))}
 
 
-@router.post("/semantic/reindex")
+@router.post("/semantic/reindex", status_code=202, dependencies=AUTHENTICATED,
+             openapi_extra=body(ReindexIn, required=False),
+             responses={**ok(Reindexing, "the backfill started", 202), **errors(400, 404, 413)})
 async def post_reindex(request: Request, p: Principal = Depends(require("admin"))) -> JSONResponse:
     """V§8: re-check the collection (or the tenant) against the current policy and embed what
     has no current vector; `force` re-embeds `ready` documents too (a provider call each)."""
@@ -82,7 +108,8 @@ async def post_reindex(request: Request, p: Principal = Depends(require("admin")
     return JSONResponse({**out, "collection": collection, "space": space, "force": force}, status_code=202)
 
 
-@router.post("/semantic/promote")
+@router.post("/semantic/promote", dependencies=AUTHENTICATED, openapi_extra=body(CollectionIn), responses={
+    **ok(Promoted, "the collection is eager; its backfill started"), **errors(400, 413)})
 async def post_promote(request: Request, p: Principal = Depends(require("admin"))) -> JSONResponse:
     c = _c(request)
     collection = _collection((await _body(request)).get("collection"), required=True)
@@ -92,8 +119,10 @@ async def post_promote(request: Request, p: Principal = Depends(require("admin")
     return JSONResponse({"collection": collection, "mode": "eager", **out})
 
 
-@router.delete("/semantic/promote")
-async def delete_promote(request: Request, collection: str | None = None,
+@router.delete("/semantic/promote", dependencies=AUTHENTICATED, responses={
+    **ok(Demoted, "the collection is lazy"), **errors(400)}, openapi_extra={"parameters": [
+    query("collection", COLLECTION_NAME, True, "the collection to demote")]})
+async def delete_promote(request: Request, collection: str | None = Query(None, include_in_schema=False),
                          p: Principal = Depends(require("admin"))) -> JSONResponse:
     c = _c(request)
     name = _collection(collection, required=True)
@@ -107,7 +136,8 @@ def _mode_body(m: CollectionMode) -> dict[str, object]:
             "manual": m.manual, "figures": m.figures}
 
 
-@router.get("/semantic/promotions")
+@router.get("/semantic/promotions", dependencies=AUTHENTICATED, responses={
+    **ok(Promotions, "each collection's mode and the recent promotion backfills"), **errors()})
 async def get_promotions(request: Request, p: Principal = Depends(require("admin"))) -> JSONResponse:
     c = _c(request)
     modes = await run_in_threadpool(c.store.collection_modes, p.tenant)
@@ -116,13 +146,15 @@ async def get_promotions(request: Request, p: Principal = Depends(require("admin
                          "backfills": [progress(t) for t in tasks if t.kind == "promote"][-50:]})
 
 
-@router.get("/semantic/backfills")
+@router.get("/semantic/backfills", dependencies=AUTHENTICATED, responses={
+    **ok(Backfills, "the tenant's recent backfill tasks"), **errors()})
 async def get_backfills(request: Request, p: Principal = Depends(require("admin"))) -> JSONResponse:
     tasks = await run_in_threadpool(_c(request).store.tasks, p.tenant)
     return JSONResponse({"backfills": [progress(t) for t in tasks][-200:]})
 
 
-@router.post("/semantic/evict")
+@router.post("/semantic/evict", dependencies=AUTHENTICATED, openapi_extra=body(EvictIn), responses={
+    **ok(Evicted, "how many vectors went to the cold store"), **errors(400, 413)})
 async def post_evict(request: Request, p: Principal = Depends(require("admin"))) -> JSONResponse:
     """Evict now what the scheduler would: this collection's vectors unused for `idleSeconds`
     (default VIBE_EVICT_IDLE_SECONDS), outside eager collections and pinned documents."""
@@ -143,8 +175,12 @@ def _price(c: Container) -> float:
     return 0.02 if s.embedder == "openai" else 0.0  # text-embedding-3-small list price; local models cost no fee
 
 
-@router.get("/semantic/usage")
-async def get_usage(request: Request, collection: str | None = None, days: int = 30,
+@router.get("/semantic/usage", dependencies=AUTHENTICATED, responses={
+    **ok(Usage, "provider calls, tokens and estimated cost by day"), **errors(400)}, openapi_extra={"parameters": [
+    query("collection", COLLECTION_NAME, False, "one collection (default: the whole tenant)")]})
+async def get_usage(request: Request, collection: str | None = Query(None, include_in_schema=False),
+                    days: int = Query(30, json_schema_extra={"minimum": 1, "maximum": MAX_USAGE_DAYS},
+                                      description="how many days back"),
                     p: Principal = Depends(require("admin"))) -> JSONResponse:
     c = _c(request)
     name = _collection(collection, required=False)
@@ -193,7 +229,8 @@ def list_spaces(c: Container, tenant: str) -> dict[str, object]:
     return {"spaces": [_space_body(c, tenant, r, tasks) for r in _spaces(c, tenant)]}
 
 
-@router.get("/semantic/spaces")
+@router.get("/semantic/spaces", dependencies=AUTHENTICATED, responses={
+    **ok(Spaces, "the tenant's spaces"), **errors()})
 async def get_spaces(request: Request, p: Principal = Depends(require("admin"))) -> JSONResponse:
     """V§2.1 / V§13: the tenant's spaces with model, dimension, state, coverage and migration progress."""
     return JSONResponse(await run_in_threadpool(list_spaces, _c(request), p.tenant))
@@ -226,7 +263,8 @@ def start_migration(c: Container, tenant: str, space: str, model: str, dim: int 
     return {"space": space, "model": model_id, "dim": size, "state": "building", **out}
 
 
-@router.post("/semantic/spaces")
+@router.post("/semantic/spaces", status_code=202, dependencies=AUTHENTICATED, openapi_extra=body(SpaceIn),
+             responses={**ok(Migrating, "the migration started", 202), **errors(400, 409, 413, 503)})
 async def post_space(request: Request, p: Principal = Depends(require("admin"))) -> JSONResponse:
     body = await _body(request)
     space, model, dim = body.get("space"), body.get("model"), body.get("dim")
@@ -269,10 +307,23 @@ def activate(c: Container, tenant: str, space: str, force: bool) -> dict[str, ob
     return {"space": space, "state": "active", "retired": active, "droppedSidecars": dropped}
 
 
-@router.post("/semantic/spaces/{space}/activate")
+@router.post("/semantic/spaces/{space}/activate", dependencies=AUTHENTICATED,
+             openapi_extra=body(ActivateIn, required=False),
+             responses={**ok(Activated, "the space is active; the old one is retired"), **errors(400, 404, 409, 413)})
 async def post_activate(space: str, request: Request, p: Principal = Depends(require("admin"))) -> JSONResponse:
     body = await _body(request)
     force = body.get("force", False)
     if not isinstance(force, bool):
         raise invalid("force must be true or false", field="force")
     return JSONResponse(await run_in_threadpool(activate, _c(request), p.tenant, space, force))
+
+
+@router.get("/semantic/deadLetters", dependencies=AUTHENTICATED, responses={
+    **ok(DeadLetters, "quarantined index changes"), **errors()})
+async def get_dead_letters(request: Request, p: Principal = Depends(require("admin"))) -> JSONResponse:
+    """Index changes a follower quarantined because the index refused them for good (issue 12
+    finding 1): the documents were removed from that index; rewriting them retries."""
+    rows = await run_in_threadpool(_c(request).store.dead_letters, p.tenant)
+    for r in rows:
+        r["at"] = _iso(float(r["at"]))  # type: ignore[arg-type]
+    return JSONResponse({"deadLetters": rows})

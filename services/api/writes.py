@@ -194,7 +194,7 @@ class DocumentService:
                         for d, now in items]
             self._within_budget(sidecars, old)
             self.store.put_docs(docs, sidecars)
-        self.follower.sync(wait=self.sync_wait)
+        self.follower.catch_up(wait=self.sync_wait)
         self.queue.enqueue([
             EmbedJob(s.key, s.space, s.content_hash, priority="bulk")
             for s in sidecars if s.status == SemanticStatus.QUEUED
@@ -245,7 +245,7 @@ class DocumentService:
 
     def delete(self, key: DocKey) -> bool:
         gone = self.store.delete_doc(key)
-        self.follower.sync(wait=self.sync_wait)
+        self.follower.catch_up(wait=self.sync_wait)
         if gone:
             METRICS.docs_written.labels(op="delete").inc()
         return gone

@@ -44,7 +44,7 @@ def exact_semantic(c: Container, flt: SearchFilter, qvec: list[float], limit: in
     dim safety); the order is by descending cosine (SEM-003)."""
     if limit <= 0 or not any(qvec):
         return []  # a zero-norm query has no direction: no semantic ranking exists
-    c.follower.sync()
+    c.follower.catch_up()
     space = c.spaces.active(flt.tenant)
     hits = c.vectors.search(space, flt, qvec, limit, only=only)
     stored = c.store.vectors_for([h.key for h in hits], space)
@@ -68,7 +68,7 @@ def embed_now(c: Container, docs: Sequence[StoredDoc]) -> int:
     batch = max(1, c.settings.embed_batch_size)
     for i in range(0, len(jobs), batch):
         c.handler.run(jobs[i:i + batch])
-    c.follower.sync()
+    c.follower.catch_up()
     after = c.store.sidecars([d.key for d in docs], space)
     return sum(1 for s in after.values() if s.status == SemanticStatus.READY)
 

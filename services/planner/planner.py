@@ -154,7 +154,7 @@ class ReadSession:
         text = self._lexical_text()
         t0 = time.perf_counter()
         if text and self.p.lexical_follower is not None:
-            self.p.lexical_follower.sync()  # writes made through another process are searched as they are now
+            self.p.lexical_follower.catch_up()  # writes made through another process are searched as they are now
         self.lexical_hits = relative(self.p.lexical.search(self.flt, text, self.k)) if text else []
         self.lexical_ms = (time.perf_counter() - t0) * 1000
         self.strategy, self.strategy_reason = choose_strategy(self.req, text, self.p.embedder is not None)
@@ -354,7 +354,7 @@ class ReadSession:
             self.semantic.vector = self._query_vector()
         if self.semantic.vector is None:
             return
-        self.p.follower.sync()
+        self.p.follower.catch_up()
         self.semantic.hits = self.p.vectors.search(self.space, self.flt, self.semantic.vector, self.k)
         for space in self.building:
             self.semantic.hits = self._with_building(space, self.semantic.hits)
@@ -441,7 +441,7 @@ class ReadSession:
         document would be neither searched nor imputed and would drop to the floor."""
         if self._vector_target is None:
             self._vector_target = self.p.store.change_log_head()  # includes their vector changes
-        self.p.follower.sync()
+        self.p.follower.catch_up()
         if self.p.follower.seq < self._vector_target:
             return False
         self._vector_target = None

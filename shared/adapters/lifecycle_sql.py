@@ -64,6 +64,10 @@ CREATE TABLE IF NOT EXISTS tenant_spaces(
   tenant TEXT NOT NULL, space TEXT NOT NULL, model_id TEXT NOT NULL, dim INTEGER NOT NULL,
   state TEXT NOT NULL, created_at DOUBLE PRECISION NOT NULL, activated_at DOUBLE PRECISION,
   PRIMARY KEY(tenant, space));
+CREATE TABLE IF NOT EXISTS dead_letters(
+  follower TEXT NOT NULL, seq BIGINT NOT NULL, tenant TEXT NOT NULL, collection TEXT NOT NULL,
+  doc_id TEXT NOT NULL, op TEXT NOT NULL, error TEXT NOT NULL, at DOUBLE PRECISION NOT NULL,
+  PRIMARY KEY(follower, seq));
 CREATE INDEX IF NOT EXISTS docs_by_hash ON docs(tenant, content_hash);
 CREATE INDEX IF NOT EXISTS cold_by_hash ON cold_vectors(tenant, content_hash);
 INSERT INTO collection_modes SELECT tenant, collection, 'eager', promoted_at, 'manual', 1, '{}'
@@ -427,6 +431,19 @@ class LifecycleSql:
             return int(self._read("SELECT COUNT(*) AS n FROM docs WHERE tenant=?", (tenant,))[0]["n"])
         return int(self._read("SELECT COUNT(*) AS n FROM docs WHERE tenant=? AND collection=?",
                               (tenant, collection))[0]["n"])
+
+    # -- follower dead letters ------------------------------------------------------------------
+
+    def record_dead_letter(self, follower: str, seq: int, key: DocKey, op: str, error: str, at: float) -> None:
+        with self._lc_tx() as conn:
+            self._x(conn, "INSERT INTO dead_letters VALUES (?,?,?,?,?,?,?,?) ON CONFLICT (follower, seq) DO UPDATE "
+                          "SET error=excluded.error, at=excluded.at",
+                    (follower, seq, key.tenant, key.collection, key.doc_id, op, error[:500], at))
+
+    def dead_letters(self, tenant: str, limit: int = 200) -> list[dict[str, object]]:
+        rows = self._read("SELECT follower, seq, collection, doc_id, op, error, at FROM dead_letters WHERE tenant=? "
+                          "ORDER BY at DESC LIMIT ?", (tenant, limit))
+        return [dict(r) for r in rows]
 
     # -- spaces per tenant ------------------------------------------------------------------------
 

@@ -50,7 +50,8 @@ def test_more_like_this_never_sends_a_documents_fields_to_the_provider(
         secret = {"title": "Zanzibar memo", "body": "SECRETWORD launch codes for the wing flutter programme",
                   "_vibe": {"semantic": {"intent": "deny"}}}
         assert app.put("k-admin-a", "mlt", "secret", secret).status_code == 201
-        assert app.put("k-admin-a", "mlt", "open", {"title": "Wing flutter", "body": "flutter margins"}).status_code == 201
+        opened = app.put("k-admin-a", "mlt", "open", {"title": "Wing flutter", "body": "flutter margins"})
+        assert opened.status_code == 201
         app.read("k-admin-a", collection="mlt", q="wing flutter", semantic={"strategy": "keyword"})
         assert app.wait_status("k-admin-a", "mlt", "open", "ready", timeout=30) == "ready"
 
