@@ -95,8 +95,10 @@ class DocumentStore(Protocol):
         ...
 
     def keys_in_status(
-        self, space: str, statuses: Sequence[SemanticStatus], limit: int = 10_000
-    ) -> list[SidecarEntry]: ...
+        self, space: str, statuses: Sequence[SemanticStatus], limit: int = 10_000, tenant: str | None = None
+    ) -> list[SidecarEntry]:
+        """Rows in these states, oldest first; with `tenant`, only that tenant's (admin views
+        never read another tenant's rows)."""
 
     def collection_keys(self, tenant: str, collection: str | None) -> Iterable[DocKey]: ...
 

@@ -5,13 +5,27 @@ from __future__ import annotations
 import time
 from typing import Any, Protocol, runtime_checkable
 
-from fastapi import APIRouter, Depends, Request
+from fastapi import APIRouter, Depends, Query, Request
 from fastapi.concurrency import run_in_threadpool
-from fastapi.responses import JSONResponse, Response
+from fastapi.responses import JSONResponse, PlainTextResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from services.api.auth import require
 from services.api.bodies import json_body
+from services.api.schemas import (
+    AUTHENTICATED,
+    METRICS_TEXT,
+    OPTIONAL_BEARER,
+    Coverage,
+    Health,
+    Lag,
+    Mismatch,
+    QueueDepth,
+    Readiness,
+    SemanticState,
+    errors,
+    ok,
+)
 from services.planner.planner import semantic_projection
 from services.wiring import Container
 from shared.errors import ErrorCode, VibeError, invalid
@@ -34,8 +48,10 @@ async def _optional_body(request: Request) -> dict[str, Any]:
     return body
 
 
-@router.get("/semantic/status")
-async def get_status(request: Request, collection: str, _id: str,
+@router.get("/semantic/status", dependencies=AUTHENTICATED, responses={
+    **ok(SemanticState, "the document's `__semantic` in the active space"), **errors(400, 404)})
+async def get_status(request: Request, collection: str = Query(description="the document's collection"),
+                     _id: str = Query(description="the document's id"),
                      p: Principal = Depends(require("admin"))) -> JSONResponse:
     c = _c(request)
     key = DocKey(p.tenant, collection, _id)
@@ -47,8 +63,10 @@ async def get_status(request: Request, collection: str, _id: str,
     return JSONResponse(semantic_projection(side, space))
 
 
-@router.get("/semantic/coverage")
-async def get_coverage(request: Request, collection: str | None = None,
+@router.get("/semantic/coverage", dependencies=AUTHENTICATED, responses={
+    **ok(Coverage, "documents per semantic state in the active space"), **errors()})
+async def get_coverage(request: Request, collection: str | None = Query(
+                           None, description="one collection (default: every collection of the tenant)"),
                        p: Principal = Depends(require("admin"))) -> JSONResponse:
     c = _c(request)
     space = await run_in_threadpool(c.spaces.active, p.tenant)
@@ -73,12 +91,14 @@ class _ReconciledQueue(Protocol):
 
 def _stuck(c: Container, tenant: str) -> list[SidecarEntry]:
     """This tenant's `queued` rows with no progress for longer than the reconciler's bound."""
-    rows = c.store.keys_in_status(c.spaces.active(tenant), [SemanticStatus.QUEUED], limit=c.settings.reconcile_batch)
+    rows = c.store.keys_in_status(c.spaces.active(tenant), [SemanticStatus.QUEUED], limit=c.settings.reconcile_batch,
+                                  tenant=tenant)
     cutoff = time.time() - c.settings.reconcile_stuck_seconds
     return [r for r in rows if r.key.tenant == tenant and r.updated_at < cutoff]
 
 
-@router.get("/semantic/queueDepth")
+@router.get("/semantic/queueDepth", dependencies=AUTHENTICATED, responses={
+    **ok(QueueDepth, "the tenant's pending embedding jobs"), **errors()})
 async def get_queue_depth(request: Request, p: Principal = Depends(require("admin"))) -> JSONResponse:
     c = _c(request)
     depth = await run_in_threadpool(c.queue.depth, p.tenant)  # this tenant's jobs only
@@ -103,7 +123,8 @@ def _lag(c: Container, tenant: str) -> dict[str, object]:
     return out
 
 
-@router.get("/semantic/lag")
+@router.get("/semantic/lag", dependencies=AUTHENTICATED, responses={
+    **ok(Lag, "how far embedding and the index follower are behind"), **errors()})
 async def get_lag(request: Request, p: Principal = Depends(require("admin"))) -> JSONResponse:
     return JSONResponse(await run_in_threadpool(_lag, _c(request), p.tenant))
 
@@ -112,7 +133,7 @@ def _mismatch(c: Container, tenant: str) -> dict[str, object]:
     """Sidecar says ready but no vector of record exists (should never happen); and, with the
     Celery queue, `queued` rows that no pending job covers (what the reconciler will re-enqueue)."""
     space = c.spaces.active(tenant)
-    ready = c.store.keys_in_status(space, [SemanticStatus.READY], limit=1_000_000)
+    ready = c.store.keys_in_status(space, [SemanticStatus.READY], limit=1_000_000, tenant=tenant)
     mine = [s for s in ready if s.key.tenant == tenant]
     missing = [s.key.ref for s in mine if c.store.vector_for_hash(tenant, s.content_hash, space) is None]
     out: dict[str, object] = {"ready": len(mine), "missingVectors": len(missing), "examples": missing[:20]}
@@ -121,30 +142,33 @@ def _mismatch(c: Container, tenant: str) -> dict[str, object]:
         if pending is None:
             out["queuedWithoutJob"] = None  # the broker cannot be asked right now
             return out
-        queued = c.store.keys_in_status(space, [SemanticStatus.QUEUED], limit=c.settings.reconcile_batch)
+        queued = c.store.keys_in_status(space, [SemanticStatus.QUEUED], limit=c.settings.reconcile_batch,
+                                        tenant=tenant)
         orphans = [r.key.ref for r in queued if r.key.tenant == tenant
                    and EmbedJob(r.key, space, r.content_hash).job_key not in pending]
         out.update(queuedWithoutJob=len(orphans), queuedWithoutJobExamples=orphans[:20])
     return out
 
 
-@router.get("/semantic/mismatch")
+@router.get("/semantic/mismatch", dependencies=AUTHENTICATED, responses={
+    **ok(Mismatch, "index and store disagreements (0 when healthy)"), **errors()})
 async def get_mismatch(request: Request, p: Principal = Depends(require("admin"))) -> JSONResponse:
     return JSONResponse(await run_in_threadpool(_mismatch, _c(request), p.tenant))
 
 
-@router.get("/healthz")
+@router.get("/healthz", responses={**ok(Health, "the process is up"), **errors(authenticated=False)})
 async def healthz() -> JSONResponse:
     return JSONResponse({"status": "ok"})
 
 
-@router.get("/readyz")
+@router.get("/readyz", responses={**ok(Readiness, "ready to serve"), **errors(authenticated=False)})
 async def readyz(request: Request) -> JSONResponse:
     c = _c(request)
     return JSONResponse({"status": "ready", "embedder": c.embedder.model_id, "dim": c.embedder.dim})
 
 
-@router.get("/metrics")
+@router.get("/metrics", response_class=PlainTextResponse, openapi_extra=OPTIONAL_BEARER,
+            responses={**METRICS_TEXT, **errors(401, authenticated=False)})
 async def metrics(request: Request) -> Response:
     """Prometheus text. With VIBE_METRICS_TOKEN set, only `Authorization: Bearer <token>` is
     answered (Prometheus: `authorization.credentials_file`); unset, anyone who reaches the

@@ -314,8 +314,12 @@ class PostgresStore(LifecycleSql):
                          (status.value, reason, time.time(), *key, space))
 
     def keys_in_status(
-        self, space: str, statuses: Sequence[SemanticStatus], limit: int = 10_000
+        self, space: str, statuses: Sequence[SemanticStatus], limit: int = 10_000, tenant: str | None = None
     ) -> list[SidecarEntry]:
+        if tenant is not None:
+            rows = self._all("SELECT * FROM sidecar WHERE space=%s AND status = ANY(%s) AND tenant=%s "
+                             "ORDER BY updated_at LIMIT %s", (space, [s.value for s in statuses], tenant, limit))
+            return [_row_to_sidecar(r) for r in rows]
         rows = self._all("SELECT * FROM sidecar WHERE space=%s AND status = ANY(%s) ORDER BY updated_at LIMIT %s",
                          (space, [s.value for s in statuses], limit))
         return [_row_to_sidecar(r) for r in rows]

@@ -274,12 +274,13 @@ class SqliteStore(LifecycleSql):
             )
 
     def keys_in_status(
-        self, space: str, statuses: Sequence[SemanticStatus], limit: int = 10_000
+        self, space: str, statuses: Sequence[SemanticStatus], limit: int = 10_000, tenant: str | None = None
     ) -> list[SidecarEntry]:
         marks = ",".join("?" * len(statuses))
+        only = "" if tenant is None else " AND tenant=?"
         rows = self._conn().execute(
-            f"SELECT * FROM sidecar WHERE space=? AND status IN ({marks}) ORDER BY updated_at LIMIT ?",
-            [space, *[s.value for s in statuses], limit],
+            f"SELECT * FROM sidecar WHERE space=? AND status IN ({marks}){only} ORDER BY updated_at LIMIT ?",
+            [space, *[s.value for s in statuses], *([] if tenant is None else [tenant]), limit],
         )
         return [_row_to_sidecar(r) for r in rows]
 

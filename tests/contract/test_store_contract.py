@@ -163,6 +163,8 @@ def test_queue_counts_are_per_tenant(store: DocumentStore) -> None:
     put(store, "y", status=S.QUEUED, tenant="other")
     assert store.queued_count("core", "t") == 1 and store.queued_count("core", "other") == 2
     assert store.oldest_queued("core", "t") is not None and store.oldest_queued("core", "nobody") is None
+    assert {r.key.doc_id for r in store.keys_in_status("core", [S.QUEUED], tenant="other")} == {"x", "y"}
+    assert {r.key.tenant for r in store.keys_in_status("core", [S.QUEUED])} == {"t", "other"}
 
 
 def test_an_accepted_write_survives_a_reopen(opener: Opener) -> None:
