@@ -7,6 +7,7 @@ from collections.abc import Sequence
 
 from services.planner.planner import ReadRequest, ReadSession
 from services.wiring import Container
+from shared.metrics import METRICS
 from shared.model import DocKey, EmbedJob, Hit, Principal, SemanticStatus, StoredDoc
 from shared.ports import Embedder, EmbedderError, SearchFilter
 
@@ -65,6 +66,12 @@ def embed_now(c: Container, docs: Sequence[StoredDoc]) -> int:
     sides = c.store.sidecars([d.key for d in docs], space)
     jobs = [EmbedJob(d.key, space, d.content_hash, priority="bulk") for d in docs
             if (s := sides.get(d.key)) is None or s.status != SemanticStatus.READY]
+    # The tenant's per-minute bucket applies to tools too (V§12); what it does not grant now
+    # stays lazy and is embedded when a query touches it.
+    granted = c.planner.budget.take(docs[0].key.tenant, len(jobs)) if jobs else 0
+    if granted < len(jobs):
+        METRICS.budget_denied.labels(budget="tenant").inc(len(jobs) - granted)
+    jobs = jobs[:granted]
     batch = max(1, c.settings.embed_batch_size)
     for i in range(0, len(jobs), batch):
         c.handler.run(jobs[i:i + batch])
