@@ -22,7 +22,7 @@ from prometheus_client import REGISTRY, Histogram
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import BaseRoute, Match, Route
 
-from services.api import routes_admin, routes_docs, routes_lifecycle, routes_read
+from services.api import routes_admin, routes_docs, routes_lifecycle, routes_read, schemas
 from services.api.auth import KeyRing
 from services.api.ratelimit import ASGIApp, Message, Receive, Scope, Send, TenantRateLimit
 from services.mcp.http import McpHttp
@@ -50,13 +50,25 @@ async def _validation_error(_: Request, exc: Exception) -> JSONResponse:
     return _error(ErrorCode.INVALID_PARAMS, f"{where}: {first.get('msg', 'invalid request')}")
 
 
-async def _http_error(_: Request, exc: Exception) -> JSONResponse:
+def _allowed_methods(request: Request) -> str:
+    """Every method the request's path answers (RFC 9110 `Allow`): the union over all the
+    routes whose template matches it (one path may have several routes, one per method)."""
+    scope = {**request.scope, "method": "GET"}
+    methods: set[str] = set()
+    for r in _leaf_routes(request.app.router.routes):
+        if r.matches(scope)[0] is not Match.NONE:
+            methods |= set(getattr(r, "methods", None) or ())
+    return ", ".join(sorted(methods))
+
+
+async def _http_error(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, StarletteHTTPException)
     if exc.status_code == 404:
         return _error(ErrorCode.NOT_FOUND, "no such route")
     if exc.status_code == 405:
+        allow = _allowed_methods(request) or (exc.headers or {}).get("Allow", "")
         return JSONResponse({"error": {"code": "method_not_allowed", "message": "method not allowed"}},
-                            status_code=405)
+                            status_code=405, headers={"Allow": allow} if allow else None)
     return _error(ErrorCode.INVALID_PARAMS, str(exc.detail))
 
 
@@ -83,7 +95,10 @@ def create_app(container: Container, keys: KeyRing) -> FastAPI:
     app.add_exception_handler(RequestValidationError, _validation_error)
     app.add_exception_handler(StarletteHTTPException, _http_error)
     app.add_exception_handler(Exception, _unexpected)
-    for r in (routes_docs.router, routes_read.router, routes_admin.router, routes_lifecycle.router):
+    # Every documents route authenticates: declare the bearer scheme on them (schemas.AUTHENTICATED
+    # never refuses; the other routers declare it per route, as some of theirs are open).
+    app.include_router(routes_docs.router, dependencies=schemas.AUTHENTICATED)
+    for r in (routes_read.router, routes_admin.router, routes_lifecycle.router):
         app.include_router(r)
     app.router.routes.append(Route("/mcp", endpoint=mcp, methods=["GET", "POST", "DELETE"]))
     s = container.settings

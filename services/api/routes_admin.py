@@ -168,7 +168,7 @@ async def readyz(request: Request) -> JSONResponse:
 
 
 @router.get("/metrics", response_class=PlainTextResponse, openapi_extra=OPTIONAL_BEARER,
-            responses={**METRICS_TEXT, **errors(401, authenticated=False)})
+            responses={**METRICS_TEXT, **errors(401, authenticated=False, json_route=False)})
 async def metrics(request: Request) -> Response:
     """Prometheus text. With VIBE_METRICS_TOKEN set, only `Authorization: Bearer <token>` is
     answered (Prometheus: `authorization.credentials_file`); unset, anyone who reaches the

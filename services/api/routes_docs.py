@@ -29,6 +29,7 @@ from fastapi.responses import JSONResponse
 
 from services.api.auth import require
 from services.api.bodies import json_body
+from services.api.schemas import COLLECTION_NAME, errors
 from services.api.writes import WriteResult, check_collection, check_doc_id
 from services.planner.planner import semantic_projection
 from services.wiring import Container
@@ -47,20 +48,19 @@ _ERROR: dict[str, Any] = {"type": "object", "required": ["error"], "additionalPr
 
 
 def _errors(*statuses: int) -> dict[int | str, dict[str, Any]]:
-    texts = {400: "invalid_params", 401: "unauthorized (no or unknown key)", 403: "forbidden",
-             404: "not_found", 413: "payload_too_large"}
-    return {s: {"description": texts[s], "content": {"application/json": {"schema": _ERROR}}} for s in statuses}
+    return errors(*statuses)  # the shared error model, plus 429, 500 and 4XX (services/api/schemas.py)
 
 
 def _json(schema: dict[str, Any], description: str) -> dict[str, Any]:
     return {"description": description, "content": {"application/json": {"schema": schema}}}
 
 
-_NAME: dict[str, Any] = {"type": "string", "pattern": r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$", "not": {"const": "any"}}
+_NAME: dict[str, Any] = COLLECTION_NAME  # also refuses the reserved `mcp-task-` prefix (issue 12 finding 7)
 _DOC_ID: dict[str, Any] = {"type": "string", "minLength": 1, "maxLength": 256, "pattern": r"^[^\x00-\x1f]+$"}
-_ACL: dict[str, Any] = {"type": "array", "maxItems": 1000, "items": {"type": "string", "minLength": 1},
+_ACL: dict[str, Any] = {"type": "array", "minItems": 1, "maxItems": 1000,
+        "items": {"type": "string", "minLength": 1, "maxLength": 512},
         "description": "principals who may read (and so overwrite or delete); absent = every principal of "
-                       "the tenant"}
+                       "the tenant. At most 512 UTF-8 bytes each and 65,536 in all (VIBE_ACL_MAX_*)"}
 _VIBE: dict[str, Any] = {"type": "object", "properties": {"semantic": {"type": "object", "properties": {
     "intent": {"enum": ["deny", "allow"]}}}}}
 _FIELD_NAME: dict[str, Any] = {"pattern": r"^([^_]|_acl$|_vibe$)"}

@@ -17,7 +17,6 @@ from services.api.bodies import json_body
 from services.api.schemas import (
     AUTHENTICATED,
     COLLECTION_NAME,
-    MAX_USAGE_DAYS,
     Activated,
     ActivateIn,
     Backfills,
@@ -48,6 +47,7 @@ from shared.model import BackfillTask, CollectionMode, Principal, SpaceInfo
 from shared.ports import EmbedderError
 
 router = APIRouter()
+MAX_USAGE_DAYS = 400
 
 
 def _c(request: Request) -> Container:

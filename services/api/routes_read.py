@@ -16,6 +16,7 @@ from fastapi.responses import JSONResponse, Response, StreamingResponse
 
 from services.api.auth import require
 from services.api.bodies import ReadBody, json_body, parse_model
+from services.api.schemas import AUTHENTICATED, READ_SSE, Explanation, ReadAnswer, ReadIn, body, errors
 from services.planner.planner import ReadRequest, ReadSession
 from services.wiring import Container
 from shared.errors import ErrorCode, VibeError, invalid
@@ -48,7 +49,10 @@ def to_request(body: ReadBody, c: Container) -> ReadRequest:
                        body.include.semantic, body.include.highlights)
 
 
-@router.post("/v1/read")
+@router.post("/v1/read", dependencies=AUTHENTICATED, openapi_extra=body(ReadIn), responses={
+    200: {"model": ReadAnswer, "content": {"text/event-stream": READ_SSE},
+          "description": "`Accept: application/json`: what is ready now; `Accept: text/event-stream`: the stream"},
+    **errors(400, 404, 413)})
 async def read(request: Request, p: Principal = Depends(require("read"))) -> Response:
     c: Container = request.app.state.container
     body = parse_model(ReadBody, await json_body(request, 1_048_576))
@@ -114,7 +118,8 @@ async def _backfill(c: Container, session: ReadSession) -> AsyncIterator[bytes]:
         c.signal.unsubscribe(listener)
 
 
-@router.get("/v1/explain/{explain_id}")
+@router.get("/v1/explain/{explain_id}", dependencies=AUTHENTICATED, responses={
+    200: {"model": Explanation, "description": "why the result is where it is"}, **errors(404)})
 async def explain(explain_id: str, request: Request, p: Principal = Depends(require("read"))) -> JSONResponse:
     c: Container = request.app.state.container
     record = c.planner.explain.get(p, explain_id)

@@ -1,0 +1,547 @@
+"""OpenAPI declarations shared by the routes (DESIGN.md §5: `/openapi.json` declares every
+request, response and error body and the bearer scheme; issue #13).
+
+They describe what the handlers already accept and answer; they validate nothing. Handlers
+parse their own bodies (`json_body` + checks with stable `invalid_params` messages), so a
+request body is declared with `openapi_extra` (`body(...)`), never as a FastAPI body
+parameter, and a response model is declared with `responses=` (`ok(...)`), never as
+`response_model` (which would filter what a handler returns). Changing a declaration changes
+no behaviour; tests/unit/test_openapi.py and tests/security/test_schema_fuzz.py check that
+the declarations and the answers agree.
+
+Bounds that come from settings (`VIBE_MAX_QUERY_CHARS`, `VIBE_MAX_LIMIT`, `VIBE_MAX_K`) are
+declared with their defaults.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Annotated, Any, Literal
+
+from fastapi import Depends
+from fastapi.params import Depends as DependsParam
+from fastapi.security import HTTPBearer
+from pydantic import BaseModel, ConfigDict, Field
+from pydantic.json_schema import SkipJsonSchema
+
+from shared.config import Settings
+
+_DEFAULTS = Settings.model_fields
+MAX_QUERY_CHARS: int = _DEFAULTS["max_query_chars"].default
+MAX_LIMIT: int = _DEFAULTS["max_limit"].default
+MAX_K: int = _DEFAULTS["max_k"].default
+TEN_YEARS = 10 * 365 * 86400  # POST /semantic/evict idleSeconds
+
+# -- authentication ------------------------------------------------------------------------
+# `require(scope)` (services/api/auth.py) authenticates; this dependency only declares the
+# scheme. With auto_error=False it never refuses anything (it returns None when the header is
+# absent or not a bearer), so adding it to a route changes no answer.
+BEARER = HTTPBearer(auto_error=False, scheme_name="bearer", description=(
+    "An API key: `Authorization: Bearer <key>`. The key decides the tenant, the principals "
+    "(for document ACLs) and the scopes (`read`, `write`, `admin`). No or an unknown key: 401 "
+    "`unauthorized`; a key without the route's scope: 403 `forbidden`."))
+AUTHENTICATED: list[DependsParam] = [Depends(BEARER)]
+SECURITY_NAME = "bearer"
+
+# -- the error body --------------------------------------------------------------------------
+
+
+class ErrorDetail(BaseModel):
+    """The `error` object (also the data of an SSE `error` event)."""
+
+    code: str = Field(description="a stable code: invalid_params, unauthorized, forbidden, not_found, conflict, "
+                                  "dimension_mismatch, payload_too_large, rate_limited, embedder_unavailable, "
+                                  "internal_error, method_not_allowed")
+    message: str = Field(description="human text, safe to show; never a stack trace")
+    details: dict[str, Any] | SkipJsonSchema[None] = Field(
+        default=None, description="machine-readable context, e.g. `field` for invalid_params")
+
+
+class ErrorBody(BaseModel):
+    """Every error answer: `{"error": {"code", "message", "details"?}}`."""
+
+    model_config = ConfigDict(extra="forbid")
+    error: ErrorDetail
+
+
+_ERROR_TEXT = {
+    400: "invalid_params: the request is malformed or out of bounds",
+    401: "unauthorized: no bearer key, or an unknown key",
+    403: "forbidden: the key lacks the route's scope",
+    404: "not_found",
+    409: "conflict or dimension_mismatch: the request contradicts the current state",
+    413: "payload_too_large",
+    429: "rate_limited: over the tenant's request rate (see `Retry-After`)",
+    500: "internal_error",
+    503: "embedder_unavailable: the embedding provider did not answer",
+}
+_RETRY_AFTER = {"Retry-After": {"description": "whole seconds until a request will be admitted",
+                                "schema": {"type": "integer", "minimum": 0}}}
+
+
+def errors(*statuses: int, authenticated: bool = True, json_route: bool = True) -> dict[int | str, dict[str, Any]]:
+    """Error responses with the error body. An authenticated route also answers 401, 403 and
+    429; every route may answer 500. `4XX` declares the body of any other client error
+    (and keeps FastAPI from declaring a 422, which this API never answers). `json_route=False`
+    (a route whose success is not JSON): the JSON media type is spelled out, as FastAPI would
+    give a model the route's own media type."""
+    wanted = set(statuses) | {500} | ({401, 403, 429} if authenticated else set())
+    body: dict[str, Any] = {"model": ErrorBody} if json_route else {
+        "content": {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorBody"}}}}
+    out: dict[int | str, dict[str, Any]] = {}
+    for s in sorted(wanted):
+        out[s] = {**body, "description": _ERROR_TEXT[s]}
+        if s == 429:
+            out[s]["headers"] = _RETRY_AFTER
+    out["4XX"] = {**body, "description": "any other client error, with the same error body"}
+    return out
+
+
+def ok(model: type[BaseModel], description: str, status: int = 200) -> dict[int | str, dict[str, Any]]:
+    return {status: {"model": model, "description": description}}
+
+
+def inline_schema(model: type[BaseModel]) -> dict[str, Any]:
+    """The model's JSON schema with its `$defs` substituted in place (a request body declared
+    through `openapi_extra` is not registered in the document's components)."""
+    schema = model.model_json_schema(by_alias=True)
+    defs = schema.pop("$defs", {})
+
+    def resolve(node: Any) -> Any:
+        if isinstance(node, dict):
+            if "default" in node and node["default"] is None and node.get("type") not in (None, "null"):
+                node = {k: v for k, v in node.items() if k != "default"}  # a SkipJsonSchema[None] default
+            ref = node.get("$ref")
+            if isinstance(ref, str) and ref.startswith("#/$defs/"):
+                target = resolve(copy.deepcopy(defs[ref.removeprefix("#/$defs/")]))
+                return {**target, **{k: resolve(v) for k, v in node.items() if k != "$ref"}}
+            return {k: resolve(v) for k, v in node.items()}
+        if isinstance(node, list):
+            return [resolve(v) for v in node]
+        return node
+
+    return resolve(schema)  # type: ignore[no-any-return]
+
+
+def body(model: type[BaseModel], required: bool = True, description: str | None = None) -> dict[str, Any]:
+    """`openapi_extra` declaring a JSON request body; `required=False`: an empty body (no
+    Content-Length) counts as `{}`."""
+    rb: dict[str, Any] = {"required": required, "content": {"application/json": {"schema": inline_schema(model)}}}
+    if description:
+        rb["description"] = description
+    return {"requestBody": rb}
+
+
+def query(name: str, schema: dict[str, Any], required: bool, description: str) -> dict[str, Any]:
+    """A query parameter declared by hand (the handler reads it as optional and refuses it
+    itself, with its own message)."""
+    return {"name": name, "in": "query", "required": required, "schema": schema, "description": description}
+
+
+# -- shared value schemas ----------------------------------------------------------------------
+
+# services/api/writes.py check_collection: the name matches in full, is not `any` and does not
+# start with the reserved `mcp-task-` (any case).
+COLLECTION_NAME: dict[str, Any] = {
+    "type": "string", "pattern": r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$",
+    "not": {"anyOf": [{"const": "any"}, {"pattern": "^[Mm][Cc][Pp]-[Tt][Aa][Ss][Kk]-"}]},
+    "description": "a collection name: a letter or digit, then up to 127 letters, digits, '_', '.' or '-' "
+                   "(not `any`, not starting with `mcp-task-`)",
+}
+SPACE_NAME: dict[str, Any] = {"type": "string", "pattern": r"^[A-Za-z0-9][A-Za-z0-9_.@-]{0,63}$"}
+# What Python's str.strip() removes (the handlers' "empty" test); a string holding any other
+# character is not empty.
+_NOT_BLANK = "[^\t\n\x0b\x0c\r\x1c-\x1f \x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]"
+
+
+def _as(schema: dict[str, Any]) -> Any:
+    """json_schema_extra that replaces the generated property schema with `schema`."""
+
+    def replace(generated: dict[str, Any]) -> None:
+        generated.clear()
+        generated.update(copy.deepcopy(schema))
+
+    return replace
+
+
+def _name_field(description: str, nullable: bool = False) -> Any:
+    name = {**COLLECTION_NAME, "description": description}
+    if nullable:
+        return Field(default=None, json_schema_extra=_as({"anyOf": [name, {"type": "null"}]}))
+    return Field(json_schema_extra=_as(name))
+
+
+# -- POST /v1/read -------------------------------------------------------------------------------
+
+
+class QueryDocIn(BaseModel):
+    model_config = ConfigDict(extra="forbid", title="QueryDoc")
+    collection: str
+    id: str = Field(alias="_id")
+    fields: list[str] | None = None
+
+
+class QueryTextIn(BaseModel):
+    model_config = ConfigDict(extra="forbid", title="QueryByText")
+    text: str = Field(max_length=MAX_QUERY_CHARS)
+    doc: None = None
+
+
+class QueryByDocIn(BaseModel):
+    model_config = ConfigDict(extra="forbid", title="QueryByDoc")
+    text: None = None
+    doc: QueryDocIn
+
+
+class SemanticIn(BaseModel):
+    model_config = ConfigDict(extra="forbid", title="SemanticOptions")
+    strategy: Literal["auto", "keyword", "semantic", "hybrid"] = "auto"
+    domainHint: str | None = Field(default=None, max_length=MAX_QUERY_CHARS)
+    k: int | None = Field(default=None, ge=1, le=MAX_K, description="candidates per leg")
+    query: QueryTextIn | QueryByDocIn | None = Field(
+        default=None, description="exactly one of `text` or `doc` (a document to find more like)")
+
+
+class IncludeIn(BaseModel):
+    model_config = ConfigDict(extra="forbid", title="Include")
+    semantic: bool = False
+    highlights: bool = False
+
+
+_READ_NOT_EMPTY: dict[str, Any] = {"anyOf": [
+    {"required": ["q"], "properties": {"q": {"type": "string", "pattern": _NOT_BLANK}}},
+    {"required": ["semantic"], "properties": {"semantic": {"required": ["query"], "properties": {"query": {
+        "anyOf": [{"required": ["doc"], "properties": {"doc": {"type": "object"}}},
+                  {"required": ["text"], "properties": {"text": {"type": "string", "pattern": _NOT_BLANK}}}]}}}}},
+], "description": "`q`, or `semantic.query`, must hold something other than whitespace"}
+
+
+class ReadIn(BaseModel):
+    """POST /v1/read (readOnce, DESIGN.md §5)."""
+
+    model_config = ConfigDict(extra="forbid", title="ReadRequest", json_schema_extra=_READ_NOT_EMPTY)
+    collection: str = Field(default="any", min_length=1, description="a collection name, or `any`")
+    q: str = Field(default="", max_length=MAX_QUERY_CHARS)
+    semantic: SemanticIn = Field(default_factory=SemanticIn)
+    limit: int = Field(default=20, ge=1, le=MAX_LIMIT)
+    global_: bool = Field(default=False, alias="global")
+    include: IncludeIn = Field(default_factory=IncludeIn)
+
+
+class SemanticState(BaseModel):
+    """`__semantic` (V§3.2) and GET /semantic/status."""
+
+    status: str = Field(description="none, queued, ready, stale, failed, skipped, deferred, cold, ...")
+    lastEmbeddedAt: str | None
+    space: str
+    reason: str | SkipJsonSchema[None] = None
+
+
+class Hit(BaseModel):
+    id: str
+    collection: str
+    score: float = Field(description="comparable within one answer; higher is better")
+    matchedBy: list[Literal["keyword", "semantic"]]
+    explainId: str = Field(description="GET /v1/explain/{explainId}")
+    highlights: list[str] | SkipJsonSchema[None] = Field(default=None, description="with include.highlights")
+    semantic: SemanticState | SkipJsonSchema[None] = Field(default=None, alias="__semantic",
+                                                          description="with include.semantic")
+
+
+class Warming(BaseModel):
+    """How many results are being embedded now (also the data of an SSE `warming` event)."""
+
+    queued: int
+    message: str
+
+
+class Diagnostics(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    strategy: str
+    strategyReason: str | None = None
+    space: str | None = None
+    model: str | None = None
+    lexical: dict[str, Any] | None = None
+    semantic: dict[str, Any] | None = None
+    elapsedMs: float | None = None
+
+
+class ReadAnswer(BaseModel):
+    """The JSON answer; also the data of the SSE events `lexical`, `semantic` and `done`."""
+
+    results: list[Hit]
+    strategy: str
+    warming: Warming
+    diagnostics: Diagnostics
+
+
+def _event(names: list[str], ref: str) -> dict[str, Any]:
+    return {"type": "object", "required": ["event", "data"], "properties": {
+        "event": {"enum": names}, "data": {"type": "string", "contentMediaType": "application/json",
+                                           "contentSchema": {"$ref": f"#/components/schemas/{ref}"}}}}
+
+
+READ_SSE: dict[str, Any] = {
+    "schema": {"type": "string", "description": (
+        "Server-sent events, in order: `lexical` (the first ranking), `semantic` (each re-ranking as "
+        "embeddings arrive), `warming` (progress), `done` (the final ranking and diagnostics), or `error` "
+        "(the stream's last event on failure). Every event's data is one JSON object: ReadAnswer for "
+        "lexical/semantic/done, Warming for warming, ErrorDetail for error.")},
+    "itemSchema": {"oneOf": [_event(["lexical", "semantic", "done"], "ReadAnswer"),
+                             _event(["warming"], "Warming"), _event(["error"], "ErrorDetail")]},
+}
+
+
+class ExplainReason(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    type: str
+    leg: str | None = None
+    rank: int | None = None
+    score: float | None = None
+
+
+class Explanation(BaseModel):
+    """Why a result is where it is (V§9)."""
+
+    model_config = ConfigDict(extra="allow")
+    id: str
+    collection: str
+    strategy: str
+    score: float
+    fusion: str
+    reasons: list[ExplainReason]
+
+
+# -- admin ---------------------------------------------------------------------------------------
+
+
+class Coverage(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    collection: str | None
+    space: str
+    total: int
+    ready: int
+    indexedPct: float
+    states: dict[str, int] = Field(description="documents per semantic state (`cold`: evicted to the cold store)")
+    skipped: dict[str, int] = Field(description="skipped documents per reason")
+    eager: bool | SkipJsonSchema[None] = Field(default=None, description="with `collection`: promoted (eager)")
+    storage: dict[str, int]
+
+
+class QueueDepth(BaseModel):
+    """Pending jobs of the key's tenant per lane (the lanes are the other keys)."""
+
+    model_config = ConfigDict(extra="allow")
+    total: int
+    queuedInStore: int
+    broker: Literal["ok", "unreachable"]
+
+
+class Lag(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    oldestQueuedAgeSeconds: float
+    queued: int
+    indexFollowerLag: int
+    stuckQueued: int
+    stuckAfterSeconds: float
+    reconciler: dict[str, Any] | SkipJsonSchema[None] = Field(default=None, description="with the Celery queue")
+
+
+class Mismatch(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    ready: int
+    missingVectors: int
+    examples: list[str]
+    queuedWithoutJob: int | None = Field(default=None, description="with the Celery queue; null: broker unreachable")
+    queuedWithoutJobExamples: list[str] | SkipJsonSchema[None] = None
+
+
+class Health(BaseModel):
+    status: Literal["ok"]
+
+
+class Readiness(BaseModel):
+    status: Literal["ready"]
+    embedder: str
+    dim: int
+
+
+METRICS_TEXT: dict[int | str, dict[str, Any]] = {200: {
+    "description": "Prometheus text exposition format",
+    "content": {"text/plain": {"schema": {"type": "string"}}}}}
+# /metrics asks for the metrics token (a bearer) only when VIBE_METRICS_TOKEN is set.
+OPTIONAL_BEARER: dict[str, Any] = {"security": [{}, {SECURITY_NAME: []}]}
+
+# -- lifecycle -------------------------------------------------------------------------------------
+
+
+class Backfill(BaseModel):
+    """A backfill task (reindex, promote, migrate) and its progress."""
+
+    model_config = ConfigDict(extra="allow")
+    id: str
+    kind: str
+    collection: str | None
+    space: str
+    force: bool
+    state: str
+    examined: int
+    total: int
+    queued: int
+    progressPct: float
+
+
+class ReindexIn(BaseModel):
+    model_config = ConfigDict(title="ReindexRequest")
+    space: str | SkipJsonSchema[None] = Field(default=None, description="the active space (default) or a building "
+                                                                        "one; another answers 404")
+    collection: str | None = _name_field("a collection; absent or null: every collection of the tenant", nullable=True)
+    force: bool = Field(default=False, description="re-embed `ready` documents too (a provider call each)")
+
+
+class Reindexing(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    queued: int
+    task: Backfill
+    collection: str | None
+    space: str
+    force: bool
+
+
+class CollectionIn(BaseModel):
+    model_config = ConfigDict(title="CollectionRequest")
+    collection: str = _name_field("the collection")
+
+
+class Promoted(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    collection: str
+    mode: Literal["eager"]
+    queued: int
+    task: Backfill
+
+
+class Demoted(BaseModel):
+    collection: str
+    mode: Literal["lazy"]
+
+
+class CollectionMode(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    collection: str
+    state: Literal["eager", "lazy"]
+    since: str | None
+    reason: str | None = Field(description="`manual` or `auto: <figures>`")
+    manual: bool
+    figures: dict[str, Any] | None = None
+
+
+class Promotions(BaseModel):
+    collections: list[CollectionMode]
+    backfills: list[Backfill]
+
+
+class Backfills(BaseModel):
+    backfills: list[Backfill]
+
+
+class EvictIn(BaseModel):
+    model_config = ConfigDict(title="EvictRequest")
+    collection: str = _name_field("the collection")
+    idleSeconds: Annotated[float, Field(ge=0, le=TEN_YEARS)] | SkipJsonSchema[None] = Field(
+        default=None, description="default VIBE_EVICT_IDLE_SECONDS")
+
+
+class Evicted(BaseModel):
+    collection: str
+    evicted: int
+    idleSeconds: float
+
+
+class UsageToday(BaseModel):
+    day: str
+    tokens: int
+    remaining: int | None
+
+
+class UsageDay(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    day: str
+    calls: int
+    documents: int
+    tokens: int
+    estimatedCost: float
+
+
+class Usage(BaseModel):
+    collection: str | None
+    model: str
+    pricePerMillionTokens: float
+    currency: str
+    dailyTokenCap: int | None
+    today: UsageToday
+    days: list[UsageDay]
+
+
+class Space(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    space: str
+    model: str
+    dim: int
+    state: Literal["active", "building", "retired"]
+    createdAt: str | None
+    activatedAt: str | None
+    coverage: dict[str, Any] | SkipJsonSchema[None] = Field(default=None, description="not for a retired space")
+    migration: Backfill | SkipJsonSchema[None] = None
+
+
+class Spaces(BaseModel):
+    spaces: list[Space]
+
+
+class SpaceIn(BaseModel):
+    model_config = ConfigDict(title="SpaceRequest")
+    space: str = Field(json_schema_extra=_as({**SPACE_NAME, "description": "the new space's name"}))
+    model: str = Field(min_length=1, max_length=200,
+                       description="a model id (hash:v1@64, openai:<model>, local:<model>) or a model name of the "
+                                   "configured provider")
+    dim: int | None = Field(default=None, ge=1, le=8192)
+
+
+class Migrating(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    space: str
+    model: str
+    dim: int
+    state: Literal["building"]
+    queued: int
+    task: Backfill
+
+
+class ActivateIn(BaseModel):
+    model_config = ConfigDict(title="ActivateRequest")
+    force: bool = Field(default=False, description="activate although documents are still to embed")
+
+
+class Activated(BaseModel):
+    space: str
+    state: Literal["active"]
+    retired: str
+    droppedSidecars: int
+
+
+class DeadLetter(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    follower: str
+    seq: int
+    collection: str
+    doc_id: str
+    op: str
+    error: str
+    at: str | None
+
+
+class DeadLetters(BaseModel):
+    """Index changes a follower quarantined (issue #12, finding 1)."""
+
+    deadLetters: list[DeadLetter]
