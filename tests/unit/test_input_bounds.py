@@ -28,9 +28,10 @@ def test_bounds_count_utf8_bytes_not_characters() -> None:
     assert acl(["é" * 256]) == ["é" * 256]
 
 
-def test_duplicates_count_once_and_empty_acl_is_allowed() -> None:
+def test_duplicates_count_once_and_an_empty_acl_is_refused() -> None:
     assert acl(["g:" + "x" * 500] * 1000) == ["g:" + "x" * 500]
-    assert acl([]) == []
+    with pytest.raises(VibeError):  # nobody could read, rewrite or delete such a document
+        acl([])
 
 
 def test_configured_bounds_apply() -> None:
