@@ -210,9 +210,10 @@ class IncludeIn(BaseModel):
 
 _READ_NOT_EMPTY: dict[str, Any] = {"anyOf": [
     {"required": ["q"], "properties": {"q": {"type": "string", "pattern": _NOT_BLANK}}},
-    {"required": ["semantic"], "properties": {"semantic": {"required": ["query"], "properties": {"query": {
-        "anyOf": [{"required": ["doc"], "properties": {"doc": {"type": "object"}}},
-                  {"required": ["text"], "properties": {"text": {"type": "string", "pattern": _NOT_BLANK}}}]}}}}},
+    {"required": ["semantic"], "properties": {"semantic": {"type": "object", "required": ["query"], "properties": {
+        "query": {"type": "object", "anyOf": [
+            {"required": ["doc"], "properties": {"doc": {"type": "object"}}},
+            {"required": ["text"], "properties": {"text": {"type": "string", "pattern": _NOT_BLANK}}}]}}}}},
 ], "description": "`q`, or `semantic.query`, must hold something other than whitespace"}
 
 

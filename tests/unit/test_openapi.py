@@ -1,0 +1,211 @@
+"""The OpenAPI document declares every request, response and error body and the bearer scheme
+(DESIGN.md §5 "Clients", issue #13), and what it declares is what the API does: the error
+body is the one handler's, success statuses are the handlers' (201, 202), no 422 (the API
+answers 400), the SSE alternative of /v1/read, and 405 answers carry `Allow`.
+tests/security/test_schema_fuzz.py checks the same declarations against the served app."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import pytest
+from fastapi import FastAPI
+from fastapi.routing import APIRoute
+from fastapi.testclient import TestClient
+
+from services.api import schemas
+from services.api.app import _leaf_routes, create_app
+from services.api.auth import KeyRing
+from services.api.bodies import ReadBody, parse_model
+from services.wiring import build
+from shared.config import ApiKey, Settings
+from shared.errors import ErrorCode, VibeError, invalid
+
+SCHEME = schemas.SECURITY_NAME
+OPEN = {("GET", "/healthz"), ("GET", "/readyz")}  # answer anyone
+OPTIONAL_AUTH = {("GET", "/metrics")}  # a bearer only with VIBE_METRICS_TOKEN
+# The success statuses each handler answers (JSONResponse(status_code=...)); the rest answer 200.
+SUCCESS = {("PUT", "/v1/collections/{collection}/docs/{doc_id}"): {"200", "201"},
+           ("POST", "/semantic/reindex"): {"202"}, ("POST", "/semantic/spaces"): {"202"}}
+# Bodies read with `json_body` that may be empty (no Content-Length: `{}`).
+OPTIONAL_BODY = {("POST", "/semantic/reindex"), ("POST", "/semantic/spaces/{space}/activate")}
+
+
+@pytest.fixture(scope="module")
+def app(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FastAPI]:
+    c = build(Settings(data_dir=Path(tmp_path_factory.mktemp("openapi")), embedder="hash", embed_dim=32))
+    keys = KeyRing([ApiKey(key="k", tenant="t", principals=["user:a"], scopes=["read", "write", "admin"])])
+    yield create_app(c, keys)
+    c.store.close()
+
+
+@pytest.fixture(scope="module")
+def doc(app: FastAPI) -> dict[str, Any]:
+    return app.openapi()
+
+
+def _routes(app: FastAPI) -> list[APIRoute]:
+    """The app's API routes, also inside included routers."""
+    return [r for r in _leaf_routes(app.router.routes) if isinstance(r, APIRoute)]
+
+
+def _operations(doc: dict[str, Any]) -> Iterator[tuple[str, str, dict[str, Any]]]:
+    for path, item in doc["paths"].items():
+        for method, op in item.items():
+            yield method.upper(), path, op
+
+
+def _authenticates(route: APIRoute) -> bool:
+    """The route depends on `require(scope)` (services/api/auth.py)."""
+    def walk(dep: Any) -> Iterator[Any]:
+        for d in dep.dependencies:
+            yield d.call
+            yield from walk(d)
+    return any(getattr(call, "__qualname__", "").startswith("require.") for call in walk(route.dependant))
+
+
+def _resolve(doc: dict[str, Any], schema: dict[str, Any]) -> dict[str, Any]:
+    ref = schema.get("$ref")
+    return doc["components"]["schemas"][ref.rsplit("/", 1)[1]] if ref else schema
+
+
+def _validator(doc: dict[str, Any], schema: dict[str, Any]) -> jsonschema.Draft202012Validator:
+    """Validate against a schema of the document, its `#/components/...` references resolved."""
+    return jsonschema.Draft202012Validator({**schema, "components": doc["components"]})
+
+
+def test_every_operation_is_listed_once_per_route(app: FastAPI, doc: dict[str, Any]) -> None:
+    routes = {(m, r.path) for r in _routes(app) if r.include_in_schema for m in r.methods}
+    assert {(m, p) for m, p, _ in _operations(doc)} == routes
+    assert len(routes) >= 25  # documents 4, read 2, admin 8, lifecycle 11+
+
+
+def test_the_bearer_scheme_is_declared_on_every_authenticated_route(app: FastAPI, doc: dict[str, Any]) -> None:
+    assert doc["components"]["securitySchemes"][SCHEME] == {
+        "type": "http", "scheme": "bearer", "description": schemas.BEARER.model.description}
+    ops = {(m, p): op for m, p, op in _operations(doc)}
+    for route in _routes(app):
+        for method in route.methods:
+            key, op = (method, route.path), ops[(method, route.path)]
+            if _authenticates(route):
+                assert op.get("security") == [{SCHEME: []}], key
+            elif key in OPTIONAL_AUTH:
+                assert op.get("security") == [{}, {SCHEME: []}], key
+            else:
+                assert key in OPEN and "security" not in op, key
+    assert sum(_authenticates(r) for r in _routes(app)) == len(ops) - len(OPEN | OPTIONAL_AUTH)
+
+
+def test_every_operation_declares_its_success_body(doc: dict[str, Any]) -> None:
+    for method, path, op in _operations(doc):
+        ok = {s for s in op["responses"] if s.startswith("2")}
+        assert ok == SUCCESS.get((method, path), {"200"}), (method, path, ok)
+        for status in ok:
+            content = op["responses"][status]["content"]
+            for media, spec in content.items():
+                schema = _resolve(doc, spec["schema"])
+                assert schema.get("type") or schema.get("properties") or schema.get("anyOf"), (method, path, media)
+            assert set(content) == ({"text/plain"} if path == "/metrics" else
+                                    {"application/json", "text/event-stream"} if path == "/v1/read" else
+                                    {"application/json"}), (method, path)
+
+
+def test_every_error_status_declares_the_error_body_and_none_is_422(app: FastAPI, doc: dict[str, Any]) -> None:
+    assert "HTTPValidationError" not in doc["components"]["schemas"]
+    authenticated = {(m, r.path) for r in _routes(app) if _authenticates(r) for m in r.methods}
+    for method, path, op in _operations(doc):
+        errors = {s for s in op["responses"] if not s.startswith("2")}
+        assert "422" not in errors and {"4XX", "500"} <= errors, (method, path, errors)
+        if (method, path) in authenticated:
+            assert {"401", "403", "429"} <= errors, (method, path)
+        if method in ("POST", "PUT"):
+            assert "400" in errors and "413" in errors, (method, path)
+        for status in errors:
+            assert op["responses"][status]["content"]["application/json"]["schema"] == {
+                "$ref": "#/components/schemas/ErrorBody"}, (method, path, status)
+
+
+def test_every_body_reading_operation_declares_its_request_body(doc: dict[str, Any]) -> None:
+    for method, path, op in _operations(doc):
+        if method not in ("POST", "PUT"):
+            assert "requestBody" not in op, (method, path)
+            continue
+        body = op["requestBody"]
+        assert body["required"] is ((method, path) not in OPTIONAL_BODY), (method, path)
+        schema = body["content"]["application/json"]["schema"]
+        assert schema["type"] == "object" and schema.get("properties"), (method, path)
+        assert "$defs" not in str(schema) and "$ref" not in str(schema), (method, path)  # inlined
+
+
+def test_the_error_body_is_what_the_handler_answers(doc: dict[str, Any]) -> None:
+    check = _validator(doc, {"$ref": "#/components/schemas/ErrorBody"})
+    check.validate(invalid("q must not be empty", field="q").body())
+    check.validate(VibeError(ErrorCode.NOT_FOUND, "document not found").body())
+    check.validate({"error": {"code": "method_not_allowed", "message": "method not allowed"}})
+    assert not check.is_valid({"detail": [{"loc": ["body"], "msg": "Field required"}]})  # FastAPI's 422 body
+    assert not check.is_valid({"error": {"code": "x"}})
+
+
+def _read_schema(doc: dict[str, Any]) -> dict[str, Any]:
+    return doc["paths"]["/v1/read"]["post"]["requestBody"]["content"]["application/json"]["schema"]  # type: ignore[no-any-return]
+
+
+@pytest.mark.parametrize(("body", "accepted"), [
+    ({"q": "wing"}, True),
+    ({"q": "wing", "collection": "c1", "limit": 200, "semantic": {"strategy": "hybrid", "k": 2000}}, True),
+    ({"semantic": {"query": {"text": "a paraphrase"}}}, True),
+    ({"semantic": {"query": {"doc": {"collection": "c", "_id": "1", "fields": ["title"]}}}}, True),
+    ({"q": "x", "global": True, "include": {"semantic": True, "highlights": True}}, True),
+    ({}, False),
+    ({"q": " \t\x1f"}, False),  # whitespace to str.strip(), the handler's test
+    ({"semantic": {"query": None}}, False),
+    ({"semantic": {"query": {"text": "  "}}}, False),
+    ({"semantic": {"query": {"text": "a", "doc": {"collection": "c", "_id": "1"}}}}, False),
+    ({"q": "x", "limit": 201}, False),
+    ({"q": "x", "limit": 0}, False),
+    ({"q": "x", "semantic": {"k": 2001}}, False),
+    ({"q": "x" * 4097}, False),
+    ({"q": "x", "collection": ""}, False),
+    ({"q": "x", "semantic": {"strategy": "vector"}}, False),
+    ({"q": "x", "unknown": 1}, False),
+])
+def test_the_read_body_declaration_matches_the_handler(doc: dict[str, Any], body: dict[str, Any],
+                                                       accepted: bool) -> None:
+    """The declared ReadRequest and the handler's ReadBody + to_request bounds agree."""
+    from services.api.routes_read import to_request
+
+    assert jsonschema.Draft202012Validator(_read_schema(doc)).is_valid(body) is accepted
+
+    class _C:
+        settings = Settings()
+
+    try:
+        to_request(parse_model(ReadBody, body), _C())  # type: ignore[arg-type]
+        handled = True
+    except VibeError as e:
+        assert e.code is ErrorCode.INVALID_PARAMS
+        handled = False
+    assert handled is accepted
+
+
+def test_read_declares_the_event_stream_and_each_event(doc: dict[str, Any]) -> None:
+    stream = doc["paths"]["/v1/read"]["post"]["responses"]["200"]["content"]["text/event-stream"]
+    events = {name: v["properties"]["data"]["contentSchema"]["$ref"].rsplit("/", 1)[1]
+              for v in stream["itemSchema"]["oneOf"] for name in v["properties"]["event"]["enum"]}
+    assert events == {"lexical": "ReadAnswer", "semantic": "ReadAnswer", "done": "ReadAnswer",
+                      "warming": "Warming", "error": "ErrorDetail"}
+    for name in set(events.values()):
+        assert name in doc["components"]["schemas"]
+
+
+def test_a_405_names_every_method_of_the_path_in_allow(app: FastAPI) -> None:
+    client = TestClient(app, raise_server_exceptions=False)  # no lifespan: nothing is served
+    r = client.request("TRACE", "/semantic/promote")
+    assert r.status_code == 405 and r.json()["error"]["code"] == "method_not_allowed"
+    assert r.headers["allow"] == "DELETE, POST"
+    r = client.request("PATCH", "/v1/collections/c/docs/d")
+    assert r.status_code == 405 and r.headers["allow"] == "DELETE, GET, PUT"
+    assert client.request("TRACE", "/healthz").headers["allow"] == "GET"
