@@ -246,6 +246,9 @@ class LifecycleStore(Protocol):
 
     def doc_usage(self, key: DocKey) -> dict[str, float | None] | None: ...
 
+    def pinned_count(self, tenant: str, now: float) -> int:
+        """Documents of the tenant kept embedded by a pin (GET /semantic/promotions)."""
+
     # collection modes (promotion)
     def collection_modes(self, tenant: str | None = None) -> list[CollectionMode]: ...
 

@@ -73,7 +73,7 @@ def _collection(raw: object, required: bool) -> str | None:
 
 
 def _iso(ts: float | None) -> str | None:
-    if ts is None:
+    if not ts:
         return None
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(ts))
 
@@ -142,7 +142,8 @@ async def get_promotions(request: Request, p: Principal = Depends(require("admin
     c = _c(request)
     modes = await run_in_threadpool(c.store.collection_modes, p.tenant)
     tasks = await run_in_threadpool(c.store.tasks, p.tenant)
-    return JSONResponse({"collections": [_mode_body(m) for m in modes],
+    pinned = await run_in_threadpool(c.store.pinned_count, p.tenant, time.time())
+    return JSONResponse({"collections": [_mode_body(m) for m in modes], "pinnedDocuments": pinned,
                          "backfills": [progress(t) for t in tasks if t.kind == "promote"][-50:]})
 
 

@@ -113,6 +113,8 @@ def test_cooccurrence_counts_only_beside_pinned_docs(lc: StoreOfRecord) -> None:
     hot, b, c, d = k("hot"), k("b"), k("c"), k("d")
     lc.record_usage(UsageBatch(touches={hot: 1}), T0, HOUR, HL)
     assert lc.pin_docs([hot], T0 + 1000) == 1
+    assert lc.pinned_count(hot.tenant, T0) == 1 and lc.pinned_count(hot.tenant, T0 + 1000) == 0
+    assert lc.pinned_count("someone-else", T0) == 0
     lc.record_usage(UsageBatch(pages=[(hot, b), (c, d)], used={hot: T0 + 1, b: T0 + 1, c: T0 + 1, d: T0 + 1}),
                     T0 + 1, HOUR, HL)
     cooc = {x.doc_id: (lc.doc_usage(x) or {}).get("cooccur") for x in (hot, b, c, d)}
