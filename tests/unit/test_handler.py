@@ -16,7 +16,7 @@ from shared.adapters.tantivy_lexical import TantivyLexicalIndex
 from shared.indexing import FilePosition, IndexFollower
 from shared.model import DocKey, EmbedJob, Principal, SemanticStatus, StoredDoc
 from shared.policy.eligibility import EligibilityPolicy
-from shared.ports import SearchFilter
+from shared.ports import EmbedderError, SearchFilter
 
 ADMIN = Principal("t", ("user:admin",), frozenset({"read", "write", "admin"}))
 TEXT = "Boundary layer transition on swept wings at high Reynolds numbers in a wind tunnel."
@@ -135,3 +135,23 @@ def test_follower_rebuilds_a_lost_index(rig: Rig, tmp_path: Path) -> None:
     flt = SearchFilter("t", None, ("*",))
     assert [h.key for h in fresh.search("core", flt, rig.embedder.embed_query(TEXT), 5)] == [doc.key]
     assert [h.key for h in lex.search(flt, "swept wings", 5)] == [doc.key]
+
+
+class RefusingEmbedder(CountingEmbedder):
+    """A provider that refuses (4xx, not transient) any batch holding a poisoned text."""
+
+    def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        self.calls.append(len(texts))
+        if any("POISON" in t for t in texts):
+            raise EmbedderError("400 input too long", transient=False)
+        return HashEmbedder.embed(self, texts)
+
+
+def test_one_refused_document_does_not_sink_its_batch(rig: Rig) -> None:
+    docs = [rig.put(i, {"title": i, "body": TEXT + (" POISON" if i == "bad" else "")}) for i in ("a", "bad", "b")]
+    embedder = RefusingEmbedder()
+    handler = EmbedHandler(rig.store, embedder, EligibilityPolicy([]), {}, max_attempts=3)
+    out = handler.run([rig.job(d) for d in docs])
+    assert (rig.status("a"), rig.status("b"), rig.status("bad")) == (
+        SemanticStatus.READY, SemanticStatus.READY, SemanticStatus.FAILED)
+    assert embedder.calls == [3, 1, 1, 1] and not out.retry  # the batch, then each document alone
