@@ -70,6 +70,16 @@ class ReadBody(_Strict):
     include: Include = Field(default_factory=Include)
 
 
+async def optional_object(request: Request, max_bytes: int = 65_536) -> dict[str, Any]:
+    """An admin call's JSON object body; no body at all counts as `{}`."""
+    if not int(request.headers.get("content-length") or 0):
+        return {}
+    body = await json_body(request, max_bytes)
+    if not isinstance(body, dict):
+        raise invalid("body must be a JSON object")
+    return body
+
+
 def parse_model(model: type[BaseModel], data: Any) -> Any:
     try:
         return model.model_validate(data)

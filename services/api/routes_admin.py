@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from typing import Any, Protocol, runtime_checkable
+from typing import Protocol, runtime_checkable
 
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi.concurrency import run_in_threadpool
@@ -11,7 +11,6 @@ from fastapi.responses import JSONResponse, PlainTextResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from services.api.auth import require
-from services.api.bodies import json_body
 from services.api.schemas import (
     AUTHENTICATED,
     METRICS_TEXT,
@@ -28,7 +27,7 @@ from services.api.schemas import (
 )
 from services.planner.planner import semantic_projection
 from services.wiring import Container
-from shared.errors import ErrorCode, VibeError, invalid
+from shared.errors import ErrorCode, VibeError
 from shared.model import DocKey, EmbedJob, Principal, SemanticStatus, SidecarEntry
 
 router = APIRouter()
@@ -37,15 +36,6 @@ REQUEUE_FROM = (SemanticStatus.NONE, SemanticStatus.STALE, SemanticStatus.FAILED
 
 def _c(request: Request) -> Container:
     return request.app.state.container  # type: ignore[no-any-return]
-
-
-async def _optional_body(request: Request) -> dict[str, Any]:
-    if not int(request.headers.get("content-length") or 0):
-        return {}
-    body = await json_body(request, 65_536)
-    if not isinstance(body, dict):
-        raise invalid("body must be a JSON object")
-    return body
 
 
 @router.get("/semantic/status", dependencies=AUTHENTICATED, responses={

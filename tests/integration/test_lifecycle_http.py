@@ -5,25 +5,17 @@ eviction, manual and automatic promotion with its backfill, and daily token caps
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from tests.integration.distributed.conftest import wait_for
 from tests.support.openai_server import OpenAIProtocolServer
 from tests.support.server import Served, served
 
 BODY = " on wing flutter, gust loads and the certification of composite structures in transonic flight"
 DOCS = [{"_id": f"d{i}", "title": f"Flutter report {i}", "body": f"case {i}" + BODY} for i in range(6)]
-
-
-def wait_for(check: Callable[[], bool], timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if check():
-            return
-        time.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def metric(app: Served, name: str) -> float:

@@ -7,26 +7,18 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.integration.distributed.conftest import wait_for
 from tests.support.openai_server import OpenAIProtocolServer
 from tests.support.server import Served, served
 
 BODY = " about flutter margins, gust loads and the certification of composite wings in transonic flight"
 DOCS = [{"_id": f"d{i:02d}", "title": f"Report {i}", "body": f"case {i}" + BODY} for i in range(30)]
-
-
-def wait_for(check: Callable[[], bool], timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if check():
-            return
-        time.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def spaces(app: Served, key: str = "k-admin-a") -> dict[str, dict[str, Any]]:
