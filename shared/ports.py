@@ -246,6 +246,9 @@ class LifecycleStore(Protocol):
 
     def doc_usage(self, key: DocKey) -> dict[str, float | None] | None: ...
 
+    def changes_pending(self, seq: int, tenant: str) -> int:
+        """The tenant's change-log entries after `seq` (GET /semantic/lag: no other tenant's rows)."""
+
     def pinned_count(self, tenant: str, now: float) -> int:
         """Documents of the tenant kept embedded by a pin (GET /semantic/promotions)."""
 

@@ -100,11 +100,11 @@ async def get_queue_depth(request: Request, p: Principal = Depends(require("admi
 def _lag(c: Container, tenant: str) -> dict[str, object]:
     space = c.spaces.active(tenant)
     oldest = c.store.oldest_queued(space, tenant)
-    pending = [ch for ch in c.store.changes_since(c.follower.seq, limit=100_000) if ch.key.tenant == tenant]
+    pending = c.store.changes_pending(c.follower.seq, tenant)
     out: dict[str, object] = {
         "oldestQueuedAgeSeconds": round(time.time() - oldest, 3) if oldest else 0.0,
         "queued": c.store.queued_count(space, tenant),
-        "indexFollowerLag": len(pending),
+        "indexFollowerLag": pending,
         "stuckQueued": len(_stuck(c, tenant)),
         "stuckAfterSeconds": c.settings.reconcile_stuck_seconds,
     }

@@ -221,6 +221,10 @@ class LifecycleSql:
             return sum(int(self._x(conn, "UPDATE doc_usage SET pinned_until=? WHERE tenant=? AND collection=? "
                                          "AND doc_id=?", (until, *k)).rowcount or 0) for k in sorted(set(keys)))
 
+    def changes_pending(self, seq: int, tenant: str) -> int:
+        rows = self._read("SELECT COUNT(*) AS n FROM changes WHERE seq>? AND tenant=?", (seq, tenant))
+        return int(rows[0]["n"])
+
     def pinned_count(self, tenant: str, now: float) -> int:
         rows = self._read("SELECT COUNT(*) AS n FROM doc_usage WHERE tenant=? AND pinned_until>?", (tenant, now))
         return int(rows[0]["n"])

@@ -393,6 +393,15 @@ def test_tenant_spaces_and_dropping_a_space(lc: StoreOfRecord) -> None:
 # -- leases --------------------------------------------------------------------------------------------
 
 
+def test_pending_changes_are_counted_per_tenant(lc: StoreOfRecord) -> None:
+    put(lc, k("a"), "h1")
+    head = lc.change_log_head()
+    put(lc, k("b"), "h2")
+    put(lc, k("x", tenant="other"), "h3")
+    assert lc.changes_pending(head, "t") == 1 and lc.changes_pending(head, "other") == 1
+    assert lc.changes_pending(0, "t") == 2 and lc.changes_pending(lc.change_log_head(), "t") == 0
+
+
 def test_a_lease_has_one_holder(opener: Opener) -> None:  # noqa: F811 - the imported fixture
     one, two = cast(StoreOfRecord, opener()), cast(StoreOfRecord, opener())
     try:
