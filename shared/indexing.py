@@ -152,7 +152,9 @@ class IndexFollower:
                         done, seq = self._drain(batch)
                         applied += done
                 if granted:
-                    if not self.store.changes_since(seq, 1):
+                    # A private position (embedded indexes) has no other applier to have skipped
+                    # a change meanwhile: this process's writers wait on `_lock` instead.
+                    if isinstance(self.position, FilePosition) or not self.store.changes_since(seq, 1):
                         return applied
                 elif wait <= 0 or time.monotonic() >= deadline:
                     return applied
