@@ -438,7 +438,9 @@ class CollectionMode(BaseModel):
 
 
 class Promotions(BaseModel):
+    model_config = ConfigDict(extra="allow")
     collections: list[CollectionMode]
+    pinnedDocuments: int = Field(description="documents of the tenant kept embedded by a pin")
     backfills: list[Backfill]
 
 
