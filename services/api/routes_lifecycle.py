@@ -263,6 +263,8 @@ async def post_space(request: Request, p: Principal = Depends(require("admin")))
         raise invalid("space must be 1-64 letters, digits, '_', '.', '@' or '-'", field="space")
     if not isinstance(model, str) or not 0 < len(model) <= 200:
         raise invalid("model must be a model name or id (hash:v1@64, openai:<model>, local:<model>)", field="model")
+    if isinstance(dim, float) and dim.is_integer():
+        dim = int(dim)  # JSON does not tell 8 from 8.0
     if dim is not None and (isinstance(dim, bool) or not isinstance(dim, int) or not 1 <= dim <= 8192):
         raise invalid("dim must be an integer from 1 to 8192", field="dim")
     out = await run_in_threadpool(start_migration, _c(request), p.tenant, space, model, dim)

@@ -65,31 +65,16 @@ def test_documents_api_answers_within_its_declared_schema(app: Served) -> None:
     assert rc == 0, out[-5000:]
 
 
-# The one answer outside the declared schema left (found by the fuzzing below, seed 12): JSON
-# Schema cannot tell `8` from `8.0` (both are integers to it), but POST /semantic/spaces refuses
-# a `dim` written with a fraction (`isinstance(dim, int)` on what orjson parsed), so a
-# schema-valid `{"dim": 1007.0, ...}` answers 400. That operation is fuzzed with every other
-# check; this one case is pinned by the strict xfail below until the handler accepts an
-# integral float (as pydantic does for `limit` and `k` in POST /v1/read).
-SPACES = "POST /semantic/spaces"
-
-
 def test_every_operation_answers_within_its_declared_schema(app: Served) -> None:
     """Every route and method (services/api/schemas.py declares their request bodies,
     responses, errors and the bearer scheme): schema-valid requests are accepted, invalid ones
     refused with a declared 4xx, and every answer matches its declared status, content type,
     headers and body; an undeclared method answers 405 with `Allow`."""
-    rc, out = _st(app, "--checks", "all", "--generation-allow-x00", "false", "--exclude-name", SPACES)
+    rc, out = _st(app, "--checks", "all", "--generation-allow-x00", "false")
     assert rc == 0, out[-5000:]
     assert " 0 selected" not in out
-    rc, out = _st(app, "--checks", "all", "--exclude-checks", "positive_data_acceptance",
-                  "--generation-allow-x00", "false", "--include-name", SPACES)
-    assert rc == 0, out[-5000:]
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "services/api/routes_lifecycle.py post_space refuses a `dim` written as an integral float (8.0), which "
-    "JSON Schema's integer (and so the declared SpaceRequest) accepts: schemathesis ST202 on POST /semantic/spaces"))
 def test_a_space_dimension_written_as_an_integral_float_is_accepted(app: Served) -> None:
     r = app.client.post("/semantic/spaces", json={"space": "fuzz-dim", "model": "hash:v1@8", "dim": 8.0},
                         headers={"Authorization": "Bearer k-admin-a"})
