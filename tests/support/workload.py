@@ -387,25 +387,34 @@ def _h(key: str) -> dict[str, str]:
 
 
 def wait_settled(base: str, ledger: Ledger, eager: set[str], timeout: float,
-                 lazy_states: Iterable[str] = ("none", "ready")) -> None:
+                 lazy_states: Iterable[str] = ("none", "ready"), stall: float = 10.0) -> None:
     """Wait until every live document of an eager collection is `ready` and every other is in
-    `lazy_states` (coverage per collection and key), or `timeout` passes (the verifier reports)."""
-    want: dict[tuple[str, str], int] = collections.Counter()
+    `lazy_states` (coverage per collection and key); give up after `timeout`, or once the
+    coverage has not changed for `stall` seconds (stuck: the verifier reports what is not)."""
+    want: set[tuple[str, str]] = set()
     for e in ledger.entries.values():
         if isinstance(e.acked, int) or any(isinstance(s, int) for s in e.unsure):
-            want[(e.key, e.collection)] += 1
+            want.add((e.key, e.collection))
     deadline = time.monotonic() + timeout
+    last: object = None
+    since = time.monotonic()
     with httpx.Client(base_url=base, timeout=30) as http:
         while time.monotonic() < deadline:
             settled = True
-            for key, coll in want:
+            seen = []
+            for key, coll in sorted(want):
                 cov = http.get(f"/semantic/coverage?collection={coll}", headers=_h(key)).json()
                 states = cov.get("states", {})
+                seen.append(sorted(states.items()))
                 if coll in eager:
                     settled &= states.get("ready", 0) == cov.get("total", -1)
                 else:
                     settled &= sum(states.get(s, 0) for s in lazy_states) == cov.get("total", -1)
             if settled:
+                return
+            if seen != last:
+                last, since = seen, time.monotonic()
+            elif time.monotonic() - since > stall:
                 return
             time.sleep(0.5)
 
