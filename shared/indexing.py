@@ -19,6 +19,7 @@ Where the position lives depends on who else writes the index:
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -55,10 +56,18 @@ class FilePosition:
         self.path = path
 
     def load(self) -> int:
-        return int(self.path.read_text()) if self.path.exists() else 0
+        """An absent or unreadable position is 0: the whole log is replayed, which is idempotent."""
+        try:
+            return int(self.path.read_text())
+        except (OSError, ValueError):
+            return 0
 
     def save(self, seq: int) -> None:
-        self.path.write_text(str(seq))
+        # A new file renamed over the old one: a reader, or a restart after a kill, never sees a
+        # half-written position (truncate-then-write left an empty file in between).
+        tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+        tmp.write_text(str(seq))
+        os.replace(tmp, self.path)
 
     def reset(self) -> None:
         self.path.unlink(missing_ok=True)

@@ -80,6 +80,12 @@ def _has_nul(value: object) -> bool:
     return False
 
 
+def _needs_job(new: SidecarEntry, prev: SidecarEntry | None) -> bool:
+    """A `queued` row needs a job unless one for this very content is already pending: a job
+    queued for the previous content is dropped by the handler as outdated."""
+    return prev is None or prev.status != SemanticStatus.QUEUED or prev.content_hash != new.content_hash
+
+
 class DocumentService:
     def __init__(
         self,
@@ -197,8 +203,7 @@ class DocumentService:
         self.follower.catch_up(wait=self.sync_wait)
         self.queue.enqueue([
             EmbedJob(s.key, s.space, s.content_hash, priority="bulk")
-            for s in sidecars if s.status == SemanticStatus.QUEUED
-            and ((prev := old[s.space].get(s.key)) is None or prev.status != SemanticStatus.QUEUED)
+            for s in sidecars if s.status == SemanticStatus.QUEUED and _needs_job(s, old[s.space].get(s.key))
         ])
         METRICS.docs_written.labels(op="put").inc(len(docs))
         existed = {k for sp in {spaces[t][0] for t in tenants} for k in old[sp]}
@@ -212,8 +217,7 @@ class DocumentService:
             return
         fresh: dict[str, list[SidecarEntry]] = {}
         for s in sidecars:
-            prev = old[s.space].get(s.key)
-            if s.status == SemanticStatus.QUEUED and (prev is None or prev.status != SemanticStatus.QUEUED):
+            if s.status == SemanticStatus.QUEUED and _needs_job(s, old[s.space].get(s.key)):
                 fresh.setdefault(s.key.tenant, []).append(s)
         for tenant, rows in fresh.items():
             granted = self.budget.take(tenant, len(rows))

@@ -11,17 +11,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
-
 from tests.integration.distributed.conftest import wait_for
 from tests.support.server import Served
 from tests.support.stack import base_env
 from tests.support.workload import RecordingProvider
 
 
-@pytest.mark.xfail(strict=True, reason="services/api/writes.py DocumentService.put skips the enqueue when the "
-                   "previous sidecar is `queued`; the in-flight job has the old content hash and is dropped, so an "
-                   "edit of a queued document of an eager collection stays `queued` forever (embedded profile)")
 def test_an_edit_while_queued_is_embedded(tmp_path: Path) -> None:
     with RecordingProvider(dim=64) as provider:
         app = Served(tmp_path / "data", env=base_env(provider, tmp_path / "data"))

@@ -16,14 +16,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
-
 from tests.support.server import Served, ids
 
 
-@pytest.mark.xfail(strict=True, reason="shared/indexing.py FilePosition.save truncates then writes index.seq "
-                   "(not atomic); FilePosition.load int('') raises ValueError on the empty file a kill between "
-                   "the two leaves")
 def test_an_empty_position_file_left_by_a_kill_is_survived(tmp_path: Path) -> None:
     data = tmp_path / "data"
     app = Served(data, env={"VIBE_EMBED_DIM": "32"})
