@@ -265,8 +265,18 @@ class ReadSession:
         if policy.reach_best and cfg.fusion == "zscore" and self.semantic.hits and len(self.ranking) >= limit:
             reachable = reach([h.score for h in self.lexical_hits], [h.score for h in self.semantic.hits],
                               self.ranking[limit - 1].score, cfg.semantic_weight, policy.reach_best)
+        from services.planner.touch import memory_for, query_key
+
+        # Settled repeats (touch.PageMemory): keyed by tenant, ACL, collection and query, so one
+        # caller's history never decides another's spend.
+        memory = memory_for(self.p) if policy.remember else None
+        qkey = query_key(self.principal.tenant, self.flt.acl, self.req.collection, self._lexical_text(), limit)
+        settled = memory.settled(qkey, page, policy.probe_rounds) if memory is not None else None
+        similar = self._similar_keys(lexical) if policy.similar and settled is not True else []
         chosen = plan(policy, limit, lexical, page, state, self.p.budget.available(self.principal.tenant),
-                      reachable)
+                      reachable, similar, settled)
+        if memory is not None:
+            memory.remember(qkey, page, chosen.probe)
         watched = [*page, *lexical[: chosen.depth]]
         keys = list(chosen.keys)
         if chosen.neighbours:
@@ -286,6 +296,25 @@ class ReadSession:
         if self.budget_limited:
             METRICS.budget_denied.labels(budget="tenant").inc(self.budget_limited)
         self._enqueue(wanted[:granted])
+
+    def _similar_keys(self, lexical: list[DocKey]) -> list[DocKey]:
+        """This query's lexical candidates ordered by likeness to the semantic leg's best hits
+        (a lexical more-like-this of their text with the query's): a predictor of which deeper
+        candidates the semantic leg would lift onto the page. The sources are this query's own
+        semantic hits and the search runs with the caller's filter; only candidates from this
+        query's own lexical list (`similar_within` deep) are returned."""
+        from services.planner.touch import neighbour_query
+
+        policy = self.p.cfg.touch
+        top = [h.key for h in self.semantic.hits[: policy.similar_sources]]
+        if not top:
+            return []
+        docs = self.p.store.get_docs(top)
+        text = " ".join([self._lexical_text(), *(neighbour_query(docs[k]) for k in top if k in docs)])
+        within = policy.similar_within or len(self.lexical_hits)
+        allowed = {h.key for h in self.lexical_hits[:within]}
+        hits = self.p.lexical.search(self.flt, text, max(200, within))
+        return [h.key for h in hits if h.key in allowed]
 
     def _enqueue(self, entries: Sequence[SidecarEntry]) -> None:
         if not entries:

@@ -15,6 +15,16 @@ Three policies, chosen by `Settings.touch_policy`:
      on the deepest `stable_zone` part of what is embedded, there is likely more below; once
      it does not, the query costs nothing more.
      Repeats therefore settle, instead of digging on every repeat as `fixed` does.
+     Sharper, with `remember` (default): the planner keeps, per query (a hash of tenant,
+     ACL, collection and text, `PageMemory`), the page its last touch saw and what that touch
+     probed beyond the page (dig, similar). A repeat is settled, and spends nothing past its
+     page, when its page holds the same documents as then, or when none of the probed ones
+     made it onto the page (the last probe did not pay), or after `probe_rounds` probes.
+     Optional `similar` probes: cold lexical candidates (within `similar_within`) ranked by a
+     lexical more-like-this of the semantic leg's best hits with the query (a predictor of what
+     the semantic leg would lift), on unsettled repeats (`similar_first`: also the first
+     time). Measured in bench/results/touch-*: more quality, but more spend than they save, so
+     off by default.
   4. Under a tight budget (tokens available below `reserve` x `depth`) the depth shrinks
      towards the page and nobody digs: what enters the page comes first.
   Neighbours (optional, `touch_neighbours`) are lexical more-like-this neighbours of the
@@ -33,10 +43,14 @@ caller's SearchFilter, so a query never spends embedding on a document it may no
 
 from __future__ import annotations
 
+import hashlib
 import math
 import statistics
+import threading
+import weakref
+from collections import OrderedDict
 from collections.abc import Callable, Collection, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from shared.model import DocKey, Hit, SemanticStatus, StoredDoc
 from shared.text.hashing import doc_text
@@ -73,6 +87,12 @@ class TouchPolicy:
     reserve: float = 4.0  # below `reserve` x depth tokens available, spend on the page first, never dig
     reach_best: int = 0  # z-score fusion: skip candidates that could not reach the page even with the
     # semantic score of the `reach_best`-th semantic hit (0 = off)
+    similar: int = 0  # extra cold candidates, ranked by likeness to the semantic leg's best (0 = off)
+    similar_sources: int = 3  # how many of the semantic leg's best hits describe "like"
+    similar_within: int = 100  # only lexical candidates this deep are picked that way (0 = the whole list)
+    similar_first: bool = False  # also on a query's first touch (else only on unsettled repeats)
+    remember: bool = True  # a repeat whose page is the one of its last touch is settled (PageMemory)
+    probe_rounds: int = 3  # at most this many probing repeats per query (0 = no cap)
 
     def depth(self, limit: int, candidates: int) -> int:
         if self.policy == "fixed":
@@ -86,6 +106,7 @@ class TouchPlan:
     depth: int  # how deep into the lexical list the plan looked
     dug: bool  # whether it went past the policy depth (unstable page)
     neighbours: bool  # whether neighbours are worth a search
+    probe: list[DocKey] = field(default_factory=list)  # the keys picked beyond the page and the base depth
 
 
 def frontier(lexical: Sequence[DocKey], state: Mapping[DocKey, str]) -> int:
@@ -129,8 +150,65 @@ def _spread(xs: Sequence[float]) -> tuple[float, float]:
     return statistics.fmean(xs), statistics.pstdev(xs) or 1.0
 
 
+class PageMemory:
+    """What each query's last touch saw and probed, per query key (a hash of tenant, ACL,
+    collection and query: one caller's memory never answers another's), bounded LRU.
+
+    A repeat is settled when its page holds the same documents as at its last touch, or when
+    none of what that touch probed beyond the page (dig, similar) made it onto the page: the
+    last spend did not pay, so more of the same is unlikely to."""
+
+    def __init__(self, size: int = 10_000):
+        self.size = size
+        self._seen: OrderedDict[str, tuple[frozenset[DocKey], frozenset[DocKey], int]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def settled(self, key: str, page: Sequence[DocKey], rounds: int = 0) -> bool | None:
+        """None the first time this query touches; else whether its page is settled (also
+        once it has probed `rounds` times, when `rounds` > 0)."""
+        with self._lock:
+            seen = self._seen.get(key)
+            if seen is None:
+                return None
+            self._seen.move_to_end(key)
+        before, probe, probed = seen
+        now = frozenset(page)
+        return now == before or (bool(probe) and not (probe & now)) or 0 < rounds <= probed
+
+    def remember(self, key: str, page: Sequence[DocKey], probe: Sequence[DocKey]) -> None:
+        with self._lock:
+            seen = self._seen.pop(key, None)
+            probed = (seen[2] if seen else 0) + (1 if probe else 0)
+            self._seen[key] = (frozenset(page), frozenset(probe), probed)
+            while len(self._seen) > self.size:
+                self._seen.popitem(last=False)
+
+
+_MEMORIES: weakref.WeakKeyDictionary[object, PageMemory] = weakref.WeakKeyDictionary()
+_MEMORIES_LOCK = threading.Lock()
+
+
+def memory_for(owner: object) -> PageMemory:
+    """One page memory per planner (process-local: another replica starts without it, which
+    only means one more dig there)."""
+    with _MEMORIES_LOCK:
+        mem = _MEMORIES.get(owner)
+        if mem is None:
+            mem = _MEMORIES[owner] = PageMemory()
+        return mem
+
+
+def query_key(tenant: str, acl: Sequence[str], collection: str, text: str, limit: int) -> str:
+    h = hashlib.sha256()
+    for part in (tenant, collection, str(limit), *sorted(acl), "\x00", text):
+        h.update(part.encode("utf-8", "surrogatepass"))
+        h.update(b"\x1f")
+    return h.hexdigest()
+
+
 def plan(policy: TouchPolicy, limit: int, lexical: Sequence[DocKey], page: Sequence[DocKey],
-         state: Mapping[DocKey, str], available: int, reachable: int | None = None) -> TouchPlan:
+         state: Mapping[DocKey, str], available: int, reachable: int | None = None,
+         similar: Sequence[DocKey] = (), settled: bool | None = None) -> TouchPlan:
     """The cold candidates worth embedding for one query, best first (adaptive policy).
 
     `lexical` is the query's lexical candidate list, `page` its current fused first page,
@@ -145,17 +223,28 @@ def plan(policy: TouchPolicy, limit: int, lexical: Sequence[DocKey], page: Seque
         depth, dug = base, False
         edge = frontier(lexical, state)
         bottom = min(policy.dig_max, math.ceil(base * policy.dig_factor))
-        if base <= edge < bottom and unstable(lexical, page, edge, policy.stable_zone):
+        if not settled and base <= edge < bottom and unstable(lexical, page, edge, policy.stable_zone):
             depth, dug = min(edge + policy.dig_step, bottom), True
     if reachable is not None:
         depth = min(depth, max(limit, reachable))
     out: list[DocKey] = []
     seen: set[DocKey] = set()
+    base_keys = {*page, *lexical[:min(depth, base)]}
     for k in [*page, *lexical[:depth]]:
         if k not in seen and state.get(k, OTHER) == COLD:
             seen.add(k)
             out.append(k)
-    return TouchPlan(out, depth, dug, available >= room and policy.neighbours > 0)
+    if available >= room and policy.similar > 0 and not settled and (settled is not None or policy.similar_first):
+        extra = 0
+        for k in similar:
+            if extra >= policy.similar:
+                break
+            if k not in seen and state.get(k, OTHER) == COLD:
+                seen.add(k)
+                out.append(k)
+                extra += 1
+    return TouchPlan(out, depth, dug, available >= room and policy.neighbours > 0,
+                     [k for k in out if k not in base_keys])
 
 
 def neighbour_query(doc: StoredDoc, words: int = 32) -> str:

@@ -2,21 +2,27 @@
 
 from __future__ import annotations
 
+import math
 import statistics
+import zlib
+from collections.abc import Sequence
+from pathlib import Path
 
 from services.planner.touch import (
     COLD,
     OTHER,
     PENDING,
     READY,
+    PageMemory,
     TouchPolicy,
     frontier,
     plan,
+    query_key,
     reach,
     touch_state,
     unstable,
 )
-from shared.model import DocKey, SemanticStatus
+from shared.model import DocKey, Principal, SemanticStatus
 
 POLICY = TouchPolicy("adaptive", depth_factor=2.0, min_depth=10, dig_step=10, dig_factor=3.0, dig_max=60,
                      stable_zone=0.5, reserve=4.0)
@@ -137,3 +143,124 @@ def test_reachable_depth_bounds_the_plan_but_never_below_the_page() -> None:
     assert plan(POLICY, 10, lex, [], state, PLENTY, reachable=14).keys == lex[:14]
     assert plan(POLICY, 10, lex, [], state, PLENTY, reachable=3).keys == lex[:10]
     assert plan(POLICY, 10, lex, [], state, PLENTY, reachable=None).keys == lex[:20]
+
+
+def test_a_settled_repeat_neither_digs_nor_probes_similar_ones() -> None:
+    lex = keys(100)
+    state = {k: (READY if i < 20 else COLD) for i, k in enumerate(lex)}
+    page = [*lex[:9], lex[17]]  # unstable by the zone rule
+    similar_policy = TouchPolicy("adaptive", depth_factor=2.0, dig_factor=3.0, similar=3)
+    like = [lex[70], lex[5], lex[40], lex[41], lex[42]]
+    assert plan(similar_policy, 10, lex, page, state, PLENTY, settled=False, similar=like).keys == \
+        [*lex[20:30], lex[70], lex[40], lex[41]]  # dig, then three similar cold ones (the ready one skipped)
+    p = plan(similar_policy, 10, lex, page, state, PLENTY, settled=True, similar=like)
+    assert p.keys == [] and not p.dug and p.probe == []
+
+
+def test_similar_ones_are_probes_only_for_repeats_with_room() -> None:
+    lex = keys(100)
+    state = {k: COLD for k in lex}
+    pol = TouchPolicy("adaptive", depth_factor=1.0, min_depth=10, similar=2)
+    like = [lex[50], lex[3], lex[60], lex[61]]
+    first = plan(pol, 10, lex, [], state, PLENTY, similar=like)  # first touch (settled None)
+    assert first.keys == lex[:10] and first.probe == []
+    again = plan(pol, 10, lex, [], state, PLENTY, similar=like, settled=False)
+    assert again.keys == [*lex[:10], lex[50], lex[60]] and again.probe == [lex[50], lex[60]]
+    eager_first = TouchPolicy("adaptive", similar=2, similar_first=True)
+    assert plan(eager_first, 10, lex, [], state, PLENTY, similar=like).probe == [lex[50], lex[60]]
+    assert plan(pol, 10, lex, [], state, available=0, similar=like, settled=False).probe == []  # tight budget
+
+
+def test_page_memory_settles_a_repeat_whose_last_spend_did_not_reach_the_page() -> None:
+    mem = PageMemory(size=2)
+    a, b = keys(20, "a"), keys(20, "b")
+    assert mem.settled("q", a[:10]) is None  # first touch
+    mem.remember("q", a[:10], probe=[])
+    assert mem.settled("q", a[:10]) is True  # the same documents: settled
+    assert mem.settled("q", list(reversed(a[:10]))) is True  # order alone is no change
+    assert mem.settled("q", [*a[:9], a[15]]) is False  # changed, and nothing was probed: look further
+    mem.remember("q", [*a[:9], a[15]], probe=[a[16], a[17]])
+    assert mem.settled("q", [*a[:9], a[12]]) is True  # changed, but no probe made it: the probing did not pay
+    assert mem.settled("q", [*a[:9], a[17]]) is False  # a probe made it onto the page: keep going
+    mem.remember("r", b[:10], [])
+    mem.remember("s", b[:10], [])
+    assert mem.settled("q", a[:10]) is None  # bounded: the oldest query is forgotten
+
+
+def test_query_keys_never_collide_across_tenants_acls_or_collections() -> None:
+    base = query_key("t1", ("user:a",), "c", "wing flutter", 10)
+    assert base == query_key("t1", ("user:a",), "c", "wing flutter", 10)
+    assert base == query_key("t1", ("user:a",), "c", "wing flutter", 10)
+    others = {query_key("t2", ("user:a",), "c", "wing flutter", 10),
+              query_key("t1", ("user:b",), "c", "wing flutter", 10),
+              query_key("t1", ("user:a", "group:x"), "c", "wing flutter", 10),
+              query_key("t1", ("user:a",), "d", "wing flutter", 10),
+              query_key("t1", ("user:a",), "c", "wing flutters", 10),
+              query_key("t1", ("user:a",), "c", "wing flutter", 20),
+              query_key("t1c", ("user:a",), "", "wing flutter", 10)}
+    assert base not in others and len(others) == 7
+
+
+def test_page_memory_caps_the_probing_rounds_of_a_query() -> None:
+    mem = PageMemory()
+    a = keys(30, "a")
+    mem.remember("q", a[:10], probe=[])  # the first touch probes nothing
+    assert mem.settled("q", [*a[:9], a[20]], rounds=1) is False
+    mem.remember("q", [*a[:9], a[20]], probe=[a[21]])  # one probing round
+    assert mem.settled("q", [*a[:9], a[21]], rounds=0) is False  # uncapped: the probe paid, go on
+    assert mem.settled("q", [*a[:9], a[21]], rounds=2) is False
+    assert mem.settled("q", [*a[:9], a[21]], rounds=1) is True  # capped at one round
+
+
+class _WordEmbedder:
+    """Deterministic bag-of-words vectors: enough for a semantic leg to rank real hits."""
+
+    model_id = "words-32"
+    dim = 32
+
+    def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        return [self.embed_query(t) for t in texts]
+
+    def embed_query(self, text: str) -> list[float]:
+        v = [0.0] * self.dim
+        for w in text.lower().split():
+            v[zlib.crc32(w.encode()) % self.dim] += 1.0
+        n = math.sqrt(sum(x * x for x in v)) or 1.0
+        return [x / n for x in v]
+
+
+def test_a_touch_with_probes_and_memory_spends_only_on_what_the_caller_may_read(tmp_path: Path) -> None:
+    """Similar probes search lexically with the text of the semantic leg's hits, and page memory
+    decides repeats: both must stay inside the caller's tenant + ACL filter."""
+    from services.planner.planner import ReadRequest
+    from services.wiring import build
+    from shared.adapters.memory_queue import InProcessQueue
+    from shared.config import Settings
+
+    c = build(Settings(data_dir=tmp_path / "data", embedder="openai", per_tenant_per_min=100_000), _WordEmbedder())
+    c.planner.cfg.touch = TouchPolicy("adaptive", min_depth=2, depth_factor=0.2, similar=50, similar_first=True,
+                                      similar_within=0, neighbours=3, dig_step=50, remember=False)
+    c.start()
+    try:
+        words = "wing flutter supersonic boundary layer heat transfer shock wave"
+        alice = Principal("t1", ("user:alice",), frozenset({"read", "write", "admin"}))
+        admin = Principal("t1", ("user:admin",), frozenset({"read", "write", "admin"}))
+        other = Principal("t2", ("user:alice",), frozenset({"read", "write", "admin"}))
+        mine = [{"_id": f"a{i}", "body": f"{words} {i} " * 3, "_acl": ["user:alice"]} for i in range(6)]
+        secret = [{"_id": f"s{i}", "body": f"{words} secret {i} " * 3, "_acl": ["user:admin"]} for i in range(30)]
+        c.docs.put([c.docs.parse(alice, "c", d["_id"], d) for d in mine])
+        c.docs.put([c.docs.parse(admin, "c", d["_id"], d) for d in secret])
+        c.docs.put([c.docs.parse(other, "c", f"o{i}", {"body": f"{words} {i}"}) for i in range(30)])
+        for _ in range(6):
+            session = c.planner.open(alice, ReadRequest("c", "wing flutter shock", "hybrid", limit=3))
+            assert isinstance(c.queue, InProcessQueue)
+            assert c.queue.wait_idle(30)
+            session.refresh()
+        space = c.settings.space
+        touched_mine = c.store.sidecars([DocKey("t1", "c", d["_id"]) for d in mine], space)
+        assert any(s.status != SemanticStatus.NONE for s in touched_mine.values())  # it did spend
+        forbidden = [DocKey("t1", "c", d["_id"]) for d in secret] + [DocKey("t2", "c", f"o{i}") for i in range(30)]
+        spent = {k for k, s in c.store.sidecars(forbidden, space).items() if s.status != SemanticStatus.NONE}
+        assert spent == set()
+    finally:
+        c.stop()
