@@ -144,10 +144,10 @@ def _ask(c: Container, q: str, strategy: Strategy = "auto") -> tuple[list[str], 
     return first, [f.key.doc_id for f in session.ranking[:LIMIT]]
 
 
-def _embedded(c: Container, ds: Dataset) -> int:
+def _embedded(c: Container, ds: Dataset) -> set[str]:
     keys = [DocKey(TENANT, COLLECTION, d) for d in ds.corpus]
     sides = c.store.sidecars(keys, c.settings.space)
-    return sum(1 for s in sides.values() if s.status == SemanticStatus.READY)
+    return {k.doc_id for k, s in sides.items() if s.status == SemanticStatus.READY}
 
 
 @dataclass
@@ -191,7 +191,9 @@ def replay(model: CachedModel, ds: Dataset, env: dict[str, Any], stream: list[st
     union = {d for q in half for d in base.top[q]}
     union_all = {d for q in set(stream) for d in base.top[q]}
     n = len(ds.corpus)
-    return {"embedded_fraction": round(embedded / n, 4), "embeds": emb.calls,
+    return {"embedded_fraction": round(len(embedded) / n, 4), "embeds": emb.calls,
+            # how much of the spend went to documents some eager first page of the stream shows
+            "embedded_on_oracle": round(len(embedded & union_all) / max(1, len(embedded)), 4),
             "ratio_second_half": round(statistics.fmean(got.values()) / base_mean, 4) if base_mean else 0.0,
             "ratio_all": round(statistics.fmean(got_all.values()) / statistics.fmean(base.ndcg[q] for q in got_all), 4),
             "oracle_fraction": round(len(union_all) / n, 4), "oracle_second_half": round(len(union) / n, 4),

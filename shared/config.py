@@ -176,7 +176,10 @@ class Settings(BaseSettings):
     # What a query spends embedding on (services/planner/touch.py; tuned with `bench lazy` and
     # `python -m bench.touch_sim`, results in bench/results/touch-*).
     # adaptive (default): the page first, `limit` x factor deep (at least min_depth), a repeat
-    # whose page is unstable digs to twice that; depth/fixed: the earlier policies.
+    # whose page is unstable digs to twice that, and a repeat whose page is settled (the same
+    # documents as at its last touch, or its last dig did not reach the page) spends nothing
+    # past its page; depth/fixed: the earlier policies. The finer knobs (similar probes, probe
+    # rounds) are TouchPolicy fields, measured with bench.touch_sim `policy.*` settings.
     touch_policy: Literal["adaptive", "depth", "fixed"] = "adaptive"
     touch_depth_factor: float = 1.0
     touch_min_depth: int = 10
