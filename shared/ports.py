@@ -221,6 +221,10 @@ class Budget(Protocol):
 
     def available(self, tenant: str) -> int: ...
 
+    def reachable(self) -> bool:
+        """False while the budget's store cannot be asked (Redis away): a refusal then means
+        "unknown", not "spent"."""
+
 
 @runtime_checkable
 class LifecycleStore(Protocol):

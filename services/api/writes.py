@@ -221,6 +221,8 @@ class DocumentService:
                 fresh.setdefault(s.key.tenant, []).append(s)
         for tenant, rows in fresh.items():
             granted = self.budget.take(tenant, len(rows))
+            if granted < len(rows) and not self.budget.reachable():
+                continue  # the bucket cannot be asked (Redis away): stay queued, as every write then does
             for s in rows[granted:]:
                 s.status = SemanticStatus.NONE
             if granted < len(rows):

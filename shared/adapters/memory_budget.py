@@ -29,6 +29,9 @@ class MemoryBudget:
             self._buckets[tenant] = (level - granted, now)
             return granted
 
+    def reachable(self) -> bool:
+        return True
+
     def available(self, tenant: str) -> int:
         with self._lock:
             return int(self._level(tenant, time.monotonic()))

@@ -111,3 +111,6 @@ class RedisBudget:
 
     def available(self, tenant: str) -> int:
         return self._run(tenant, 0)[1]
+
+    def reachable(self) -> bool:
+        return not self.outage.down
