@@ -15,11 +15,9 @@ import os
 import signal
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
-import pytest
 
 from tests.integration.distributed.conftest import wait_for
 from tests.support.celery_worker import start_worker
@@ -39,15 +37,6 @@ from tests.support.workload import (
 
 EAGER, LAZY = "eager", "lazy"
 KEY = "k-admin-a"
-
-
-@pytest.fixture
-def redis_srv(tmp_path: Path) -> Iterator[RedisServer]:
-    srv = RedisServer(tmp_path / "redis").start()
-    try:
-        yield srv
-    finally:
-        srv.stop()
 
 
 def kill9(app: Served) -> None:

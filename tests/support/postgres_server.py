@@ -68,6 +68,11 @@ class PostgresServer:
         subprocess.run([str(self.bindir / "initdb"), "-D", str(self.datadir), "-U", SUPERUSER, "--auth=trust",
                         "-E", "UTF8", "--locale=C", "--no-sync"],
                        check=True, capture_output=True, cwd=self.root, **self._as)
+        self.launch()
+        return self
+
+    def launch(self) -> None:
+        """Run the server on the existing data dir and wait until it accepts connections."""
         args = [str(self.bindir / "postgres"), "-D", str(self.datadir), "-p", str(self.port),
                 "-c", "listen_addresses=127.0.0.1", "-c", f"unix_socket_directories={self.root}",
                 "-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off",
@@ -76,7 +81,6 @@ class PostgresServer:
             self.proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, cwd=self.root,
                                          start_new_session=True, **self._as)
         self._wait_ready()
-        return self
 
     def _wait_ready(self, timeout: float = 30) -> None:
         deadline = time.monotonic() + timeout

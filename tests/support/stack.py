@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import contextlib
 import signal
-import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -56,14 +55,7 @@ class HaltablePostgres(PostgresServer):
         self.proc = None
 
     def resume(self) -> None:
-        args = [str(self.bindir / "postgres"), "-D", str(self.datadir), "-p", str(self.port),
-                "-c", "listen_addresses=127.0.0.1", "-c", f"unix_socket_directories={self.root}",
-                "-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off",
-                "-c", "max_connections=200"]
-        with self.log_path.open("ab") as log:
-            self.proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, cwd=self.root,
-                                         start_new_session=True, **self._as)
-        self._wait_ready()
+        self.launch()
 
 
 @contextlib.contextmanager
