@@ -185,6 +185,12 @@ class Settings(BaseSettings):
     touch_min_depth: int = 10
     speculate_neighbors: int = 0
     speculate_sources: int = 3
+    # adaptive only (TouchPolicy fields of the same names without `touch_`):
+    touch_dig_step: Annotated[int, Field(ge=0)] = 10
+    touch_dig_max: Annotated[int, Field(ge=0)] = 60
+    touch_remember: bool = True
+    touch_probe_rounds: Annotated[int, Field(ge=0)] = 3
+    touch_similar: Annotated[int, Field(ge=0)] = 0
 
     # --- hardening (issue 12): input bounds, adapters, MCP: helper C's block ---
     # ACL bounds (services/api/writes.py DocumentService._acl): each principal is one keyword term

@@ -264,3 +264,14 @@ def test_a_touch_with_probes_and_memory_spends_only_on_what_the_caller_may_read(
         assert spent == set()
     finally:
         c.stop()
+
+
+def test_the_adaptive_knobs_are_settings() -> None:
+    from services.wiring import _touch_policy
+    from shared.config import Settings
+
+    policy = _touch_policy(Settings(touch_dig_step=5, touch_dig_max=40, touch_remember=False, touch_probe_rounds=1,
+                                    touch_similar=4))
+    got = (policy.dig_step, policy.dig_max, policy.remember, policy.probe_rounds, policy.similar)
+    assert got == (5, 40, False, 1, 4)
+    assert _touch_policy(Settings()) == TouchPolicy()  # the settings' defaults are the policy's
