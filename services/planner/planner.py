@@ -15,12 +15,31 @@ from services.planner.explain import ExplainCache
 from services.planner.fusion import Fused, relative, rrf, single, zscore
 from services.planner.query_cache import QueryVectorCache
 from services.planner.strategy import choose_strategy
-from services.planner.touch import TouchPolicy, neighbours, plan, reach, touch_state
+from services.planner.touch import (
+    TouchPolicy,
+    memory_for,
+    neighbour_query,
+    neighbours,
+    plan,
+    query_key,
+    reach,
+    touch_state,
+)
 from services.planner.usage import UsageRecorder
 from shared.errors import ErrorCode, VibeError
 from shared.indexing import IndexFollower
 from shared.metrics import METRICS
-from shared.model import DocKey, EmbedJob, Hit, Principal, SemanticStatus, SidecarEntry, Strategy, visible_status
+from shared.model import (
+    DocKey,
+    EmbedJob,
+    Hit,
+    Principal,
+    SemanticStatus,
+    SidecarEntry,
+    StoredDoc,
+    Strategy,
+    visible_status,
+)
 from shared.ports import (
     Budget,
     DocumentStore,
@@ -133,7 +152,7 @@ class ReadSession:
         self.req = req
         self.flt = planner.search_filter(principal, req.collection)
         self.space, self.building = planner.spaces.of(principal.tenant)
-        self._shown_ok: set[DocKey] = set()  # documents re-checked readable (see _readable_top)
+        self._shown_ok: dict[DocKey, StoredDoc] = {}  # documents re-checked readable (see _readable_top)
         self.k = req.k or planner.cfg.lexical_candidates
         self.lexical_hits: list[Hit] = []
         self.semantic = SemanticLeg()
@@ -231,7 +250,11 @@ class ReadSession:
         sides = self.p.store.sidecars(keys, self.space)
         cold = [sides[k] for k in keys if k in sides and sides[k].status in COLD]
         self.pending = {k for k in keys if k in sides and sides[k].status == SemanticStatus.QUEUED}
-        wanted = cold[: cfg.per_query_max_embeds]
+        self._spend(cold)
+
+    def _spend(self, cold: list[SidecarEntry]) -> None:
+        """Queue cold candidates, in order, within the per-query ceiling and the tenant's bucket."""
+        wanted = cold[: self.p.cfg.per_query_max_embeds]
         granted = self.p.budget.take(self.principal.tenant, len(wanted))
         self.budget_limited = len(wanted) - granted
         if self.budget_limited:
@@ -265,8 +288,6 @@ class ReadSession:
         if policy.reach_best and cfg.fusion == "zscore" and self.semantic.hits and len(self.ranking) >= limit:
             reachable = reach([h.score for h in self.lexical_hits], [h.score for h in self.semantic.hits],
                               self.ranking[limit - 1].score, cfg.semantic_weight, policy.reach_best)
-        from services.planner.touch import memory_for, query_key
-
         # Settled repeats (touch.PageMemory): keyed by tenant, ACL, collection and query, so one
         # caller's history never decides another's spend.
         memory = memory_for(self.p) if policy.remember else None
@@ -290,12 +311,7 @@ class ReadSession:
             keys += [k for k in extra if k in more and more[k].status in COLD]
             watched += extra
         self.pending = {k for k in watched if k in sides and sides[k].status == SemanticStatus.QUEUED}
-        wanted = [sides[k] for k in keys if k in sides and sides[k].status in COLD][: cfg.per_query_max_embeds]
-        granted = self.p.budget.take(self.principal.tenant, len(wanted))
-        self.budget_limited = len(wanted) - granted
-        if self.budget_limited:
-            METRICS.budget_denied.labels(budget="tenant").inc(self.budget_limited)
-        self._enqueue(wanted[:granted])
+        self._spend([sides[k] for k in keys if k in sides and sides[k].status in COLD])
 
     def _similar_keys(self, lexical: list[DocKey]) -> list[DocKey]:
         """This query's lexical candidates ordered by likeness to the semantic leg's best hits
@@ -303,8 +319,6 @@ class ReadSession:
         candidates the semantic leg would lift onto the page. The sources are this query's own
         semantic hits and the search runs with the caller's filter; only candidates from this
         query's own lexical list (`similar_within` deep) are returned."""
-        from services.planner.touch import neighbour_query
-
         policy = self.p.cfg.touch
         top = [h.key for h in self.semantic.hits[: policy.similar_sources]]
         if not top:
@@ -500,7 +514,7 @@ class ReadSession:
                 return top
             docs = self.p.store.get_docs(unchecked)
             bad = {k for k in unchecked if k not in docs or not docs[k].readable_by(self.principal)}
-            self._shown_ok.update(k for k in unchecked if k not in bad)
+            self._shown_ok.update((k, docs[k]) for k in unchecked if k not in bad)
             if not bad:
                 return top
             self.ranking = [f for f in self.ranking if f.key not in bad]
@@ -517,8 +531,8 @@ class ReadSession:
     def _decorate(self, results: list[dict[str, object]], top: list[Fused]) -> None:
         if self.req.include_highlights and top:
             text = self._lexical_text()
-            docs = self.p.store.get_docs([f.key for f in top])
-            hl = self.p.lexical.highlights(self.flt, text, [d for d in docs.values() if d.readable_by(self.principal)])
+            docs = [self._shown_ok[f.key] for f in top]  # loaded by the page's re-check (_readable_top)
+            hl = self.p.lexical.highlights(self.flt, text, [d for d in docs if d.readable_by(self.principal)])
             for r, f in zip(results, top, strict=True):
                 if f.key in hl:
                     r["highlights"] = hl[f.key]
