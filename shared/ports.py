@@ -34,13 +34,36 @@ class Change:
     space: str | None = None
 
 
+Scalar = str | int | float | bool
+
+
+@dataclass(frozen=True)
+class FieldCondition:
+    """One metadata condition on a top-level document field (`filter` in `/v1/read`).
+
+    A field holding a list matches when any element matches (as in OpenSearch and Qdrant).
+    `eq`: `values` has one value; `in`: one or more; `range`: numbers, any of the four bounds.
+    Booleans are never numbers here (`True` does not equal `1`)."""
+
+    field: str
+    op: str  # "eq" | "in" | "range"
+    values: tuple[Scalar, ...] = ()
+    gt: float | None = None
+    gte: float | None = None
+    lt: float | None = None
+    lte: float | None = None
+
+
 @dataclass(frozen=True)
 class SearchFilter:
-    """Tenant + collections + ACL, applied inside every engine query (DESIGN.md §3.2)."""
+    """Tenant + collections + ACL (+ metadata conditions and an id allow-list), applied inside
+    every engine query, before scoring (DESIGN.md §3.2): never as a post-filter on a top-k."""
 
     tenant: str
     collections: tuple[str, ...] | None  # None = every collection of the tenant
     acl: tuple[str, ...]  # the caller's readable ACL tokens
+    where: tuple[FieldCondition, ...] = ()  # all must hold
+    ids: tuple[DocKey, ...] | None = None  # None = any document; () = none
 
 
 @runtime_checkable
