@@ -11,8 +11,11 @@ setup: $(STAMP)
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	# The CPU build of torch first: otherwise pip resolves a multi-GB CUDA build.
-	$(BIN)/pip install -q torch==2.13.0
+	# The CPU build of torch first: PyPI's default torch for Linux x86_64 is a multi-GB CUDA
+	# build. PyTorch's CPU index where it is reachable; otherwise the configured index (where a
+	# machine's pip configuration provides the CPU wheel, as ours do).
+	$(BIN)/pip install -q --timeout 20 --index-url https://download.pytorch.org/whl/cpu torch==2.13.0 \
+	  || $(BIN)/pip install -q torch==2.13.0
 	$(BIN)/pip install -q -e '.[dev,bench]'
 	touch $(STAMP)
 
