@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import IO, Any, Literal
 from urllib.parse import urlsplit
 
-from services.api.writes import DocumentService
+from services.core.documents import DocumentService
 from services.planner.explain import ExplainCache
 from services.planner.planner import Planner, PlannerConfig
 from services.planner.promotion import PromotionPolicy

@@ -37,7 +37,7 @@ from typing import Any
 
 import blake3
 
-from services.api.writes import check_collection
+from services.core.documents import check_collection
 from services.mcp import core
 from services.mcp.chunking import markdown_chunks
 from services.mcp.errors import FEATURE_DISABLED, ToolFailure, invalid

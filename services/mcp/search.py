@@ -22,7 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from services.api.writes import check_collection
+from services.core.documents import check_collection
 from services.mcp import core
 from services.mcp.citations import Passage, cite, render_context
 from services.mcp.errors import invalid

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from services.api.writes import DocumentService
+from services.core.documents import DocumentService
 from services.worker.handlers import EmbedHandler
 from shared.adapters.edge_vectors import EdgeVectorIndex
 from shared.adapters.embedders.hash_embedder import HashEmbedder

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from services.api.writes import DocumentService
+from services.core.documents import DocumentService
 from shared.config import Settings
 from shared.errors import ErrorCode, VibeError
 

@@ -1,0 +1,258 @@
+"""Document writes: validate, hash, decide the sidecar transition, store, index. Core: the
+API, the MCP tools and the composition root share them (services/api/writes.py re-exports).
+
+Sidecar transitions on write (DESIGN.md §4): unchanged content keeps its state (so
+re-ingesting queues nothing); changed content moves `ready → stale`; policy or writer intent
+moves to `denied`/`deferred` with the reason; an eager (promoted) collection queues at once.
+A bulk write validates every document first and stores the valid ones in one transaction.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from services.api.reserved import is_reserved_collection
+from shared.errors import ErrorCode, VibeError, invalid
+from shared.indexing import Follower
+from shared.metrics import METRICS
+from shared.model import (
+    PUBLIC_PRINCIPAL,
+    DocKey,
+    EmbedJob,
+    Principal,
+    SemanticStatus,
+    SidecarEntry,
+    StoredDoc,
+)
+from shared.policy.eligibility import EligibilityPolicy
+from shared.ports import Budget, DocumentStore, JobQueue
+from shared.spaces import FixedSpace, Spaces
+from shared.text.hashing import content_hash, doc_text
+from shared.text.redaction import select_fields
+
+COLLECTION_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
+RESERVED_COLLECTIONS = {"any"}
+KNOWN_META = {"_id", "_acl", "_vibe"}
+INTENTS = {"deny", "allow"}
+
+
+@dataclass
+class WriteResult:
+    id: str
+    status: int
+    result: str | None = None
+    error: dict[str, str] | None = None
+
+    def body(self) -> dict[str, object]:
+        out: dict[str, object] = {"_id": self.id, "status": self.status}
+        if self.result:
+            out["result"] = self.result
+        if self.error:
+            out["error"] = self.error
+        return out
+
+
+def check_collection(name: str) -> None:
+    if not COLLECTION_RE.fullmatch(name) or name in RESERVED_COLLECTIONS or is_reserved_collection(name):
+        raise invalid(f"invalid collection name {name[:64]!r}", field="collection")
+
+
+def check_doc_id(doc_id: object) -> str:
+    if not isinstance(doc_id, str) or not 0 < len(doc_id) <= 256:
+        raise invalid("_id must be a string of 1 to 256 characters", field="_id")
+    if any(ord(ch) < 32 for ch in doc_id):
+        raise invalid("_id must not contain control characters", field="_id")
+    return doc_id
+
+
+def _has_nul(value: object) -> bool:
+    if isinstance(value, str):
+        return "\x00" in value
+    if isinstance(value, dict):
+        return any(_has_nul(k) or _has_nul(v) for k, v in value.items())
+    if isinstance(value, list):
+        return any(_has_nul(v) for v in value)
+    return False
+
+
+def _needs_job(new: SidecarEntry, prev: SidecarEntry | None) -> bool:
+    """A `queued` row needs a job unless one for this very content is already pending: a job
+    queued for the previous content is dropped by the handler as outdated."""
+    return prev is None or prev.status != SemanticStatus.QUEUED or prev.content_hash != new.content_hash
+
+
+class DocumentService:
+    def __init__(
+        self,
+        store: DocumentStore,
+        follower: Follower,
+        queue: JobQueue,
+        policy: EligibilityPolicy,
+        embed_fields: dict[str, list[str]],
+        spaces: Spaces | str,
+        max_doc_bytes: int,
+        eager: Callable[[str], set[str]],
+        sync_wait: float = 0.0,
+        acl_limits: tuple[int, int] = (512, 65_536),
+        budget: Budget | None = None,
+    ):
+        self.store = store
+        self.follower = follower
+        self.queue = queue
+        self.policy = policy
+        self.embed_fields = embed_fields
+        self.spaces: Spaces = FixedSpace(spaces) if isinstance(spaces, str) else spaces
+        self.space = self.spaces.default
+        self.acl_limits = acl_limits  # (bytes per principal, bytes in all): VIBE_ACL_MAX_*
+        self.budget = budget  # the tenant's per-minute embedding bucket
+        self.max_doc_bytes = max_doc_bytes
+        # The tenant's eager collections, read from the store at every write: a promotion made
+        # by any replica or by the scheduler applies to the next write everywhere.
+        self.eager = eager
+        self.sync_wait = sync_wait  # for a shared index another replica is applying
+        self._lock = threading.Lock()  # read-decide-write of sidecars is one critical section
+
+    # -- validation --------------------------------------------------------------------
+
+    def parse(self, principal: Principal, collection: str, doc_id: str, body: Any) -> StoredDoc:
+        if not isinstance(body, dict):
+            raise invalid("a document must be a JSON object")
+        size = len(json.dumps(body, separators=(",", ":")).encode())
+        if size > self.max_doc_bytes:
+            raise VibeError(ErrorCode.PAYLOAD_TOO_LARGE,
+                            f"document is {size} bytes; the limit is {self.max_doc_bytes}")
+        if _has_nul(body):  # PostgreSQL's text and jsonb refuse U+0000; SQLite would keep it
+            raise invalid("a document must not contain NUL characters (U+0000)")
+        unknown = [k for k in body if k.startswith("_") and k not in KNOWN_META]
+        if unknown:
+            raise invalid(f"unknown reserved field(s): {', '.join(sorted(unknown))[:200]}", fields=unknown)
+        acl = self._acl(body.get("_acl"), *self.acl_limits)
+        vibe, intent = self._vibe(body.get("_vibe"))
+        fields = {k: v for k, v in body.items() if k not in KNOWN_META}
+        allow = self.embed_fields.get(collection)
+        chash = content_hash(doc_text(select_fields(fields, allow), allow))
+        return StoredDoc(DocKey(principal.tenant, collection, doc_id), fields, acl, intent, chash,
+                         time.time(), vibe)
+
+    @staticmethod
+    def _acl(raw: object, max_principal_bytes: int = 512, max_bytes: int = 65_536) -> list[str]:
+        """The document's readers. Each principal is one index term (an OpenSearch keyword, a
+        Qdrant payload value) and the list rides with every index write, so both are bounded
+        (VIBE_ACL_MAX_PRINCIPAL_BYTES, VIBE_ACL_MAX_BYTES; UTF-8 bytes): one huge ACL must not
+        fail the shared bulk or upsert request that carries other tenants' changes."""
+        if raw is None:
+            return [PUBLIC_PRINCIPAL]
+        if not isinstance(raw, list) or not all(isinstance(p, str) and p for p in raw):
+            raise invalid("_acl must be a list of non-empty principal strings", field="_acl")
+        if not raw:  # nobody could ever read, rewrite or delete such a document
+            raise invalid("_acl must name at least one principal (omit it for every principal of the tenant)",
+                          field="_acl")
+        if len(raw) > 1000:
+            raise invalid("_acl has more than 1000 principals", field="_acl")
+        acl = list(dict.fromkeys(raw))
+        sizes = [len(p.encode("utf-8", "surrogatepass")) for p in acl]
+        if max(sizes, default=0) > max_principal_bytes:
+            raise invalid(f"_acl principals must be at most {max_principal_bytes} bytes (UTF-8); "
+                          f"one is {max(sizes)}", field="_acl")
+        if sum(sizes) > max_bytes:
+            raise invalid(f"_acl must be at most {max_bytes} bytes in all (UTF-8); it is {sum(sizes)}",
+                          field="_acl")
+        return acl
+
+    @staticmethod
+    def _vibe(raw: object) -> tuple[dict[str, Any], str | None]:
+        if raw is None:
+            return {}, None
+        if not isinstance(raw, dict):
+            raise invalid("_vibe must be an object", field="_vibe")
+        sem = raw.get("semantic", {})
+        if not isinstance(sem, dict):
+            raise invalid("_vibe.semantic must be an object", field="_vibe.semantic")
+        intent = sem.get("intent")
+        if intent is not None and (not isinstance(intent, str) or intent not in INTENTS):
+            raise invalid("_vibe.semantic.intent must be 'deny' or 'allow'", field="_vibe.semantic.intent")
+        return raw, intent
+
+    # -- writes ------------------------------------------------------------------------
+
+    def put(self, docs: Sequence[StoredDoc]) -> list[str]:
+        """Store documents (one transaction) and make them searchable; returns per-doc
+        'created' or 'updated'. The sidecar is decided in the tenant's active space and in any
+        space it is migrating to, where a write embeds at once (V§13: a write made during a
+        migration must not be missed by it)."""
+        tenants = {d.key.tenant for d in docs}
+        eager = {t: self.eager(t) for t in tenants}
+        spaces = {t: self.spaces.of(t) for t in tenants}
+        plan: dict[str, list[tuple[StoredDoc, bool]]] = {}  # space -> (doc, embed at once)
+        for d in docs:
+            active, building = spaces[d.key.tenant]
+            plan.setdefault(active, []).append((d, d.key.collection in eager[d.key.tenant]))
+            for b in building:
+                plan.setdefault(b, []).append((d, True))
+        with self._lock:
+            old = {sp: self.store.sidecars([d.key for d, _ in items], sp) for sp, items in plan.items()}
+            sidecars = [self._transition(d, old[sp].get(d.key), now, sp) for sp, items in plan.items()
+                        for d, now in items]
+            self._within_budget(sidecars, old)
+            self.store.put_docs(docs, sidecars)
+        self.follower.catch_up(wait=self.sync_wait)
+        self.queue.enqueue([
+            EmbedJob(s.key, s.space, s.content_hash, priority="bulk")
+            for s in sidecars if s.status == SemanticStatus.QUEUED and _needs_job(s, old[s.space].get(s.key))
+        ])
+        METRICS.docs_written.labels(op="put").inc(len(docs))
+        existed = {k for sp in {spaces[t][0] for t in tenants} for k in old[sp]}
+        return ["updated" if d.key in existed else "created" for d in docs]
+
+    def _within_budget(self, sidecars: list[SidecarEntry], old: dict[str, dict[DocKey, SidecarEntry]]) -> None:
+        """Eager embedding spends the tenant's per-minute bucket like every other path (V§12);
+        what it does not grant stays `none` and the scheduler's backfill of the eager collection
+        embeds it as the bucket refills. The write itself is never refused for cost."""
+        if self.budget is None:
+            return
+        fresh: dict[str, list[SidecarEntry]] = {}
+        for s in sidecars:
+            if s.status == SemanticStatus.QUEUED and _needs_job(s, old[s.space].get(s.key)):
+                fresh.setdefault(s.key.tenant, []).append(s)
+        for tenant, rows in fresh.items():
+            granted = self.budget.take(tenant, len(rows))
+            if granted < len(rows) and not self.budget.reachable():
+                continue  # the bucket cannot be asked (Redis away): stay queued, as every write then does
+            for s in rows[granted:]:
+                s.status = SemanticStatus.NONE
+            if granted < len(rows):
+                METRICS.budget_denied.labels(budget="tenant").inc(len(rows) - granted)
+
+    def _transition(self, d: StoredDoc, old: SidecarEntry | None, eager: bool, space: str) -> SidecarEntry:
+        allow = self.embed_fields.get(d.key.collection)
+        text = doc_text(select_fields(d.fields, allow), allow)
+        decision = self.policy.decide(d.key.collection, d.fields, d.intent, text, vibe=d.vibe)
+        new = SidecarEntry(d.key, space, SemanticStatus.NONE, d.content_hash, updated_at=time.time())
+        if decision.action != "embed":
+            new.status = SemanticStatus.DENIED if decision.action == "ignore" else SemanticStatus.DEFERRED
+            new.reason = decision.reason
+            return new
+        if old is not None and old.content_hash == d.content_hash and old.status in (
+            SemanticStatus.READY, SemanticStatus.QUEUED
+        ):
+            return old  # unchanged content never re-embeds
+        if old is not None and old.content_hash == d.content_hash and old.cold_ref:
+            new.cold_ref = old.cold_ref  # still evicted: the next touch rehydrates it
+        if eager:
+            new.status = SemanticStatus.QUEUED
+        elif old is not None and old.status == SemanticStatus.READY:
+            new.status = SemanticStatus.STALE
+        return new
+
+    def delete(self, key: DocKey) -> bool:
+        gone = self.store.delete_doc(key)
+        self.follower.catch_up(wait=self.sync_wait)
+        if gone:
+            METRICS.docs_written.labels(op="delete").inc()
+        return gone
