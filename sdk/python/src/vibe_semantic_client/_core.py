@@ -1,0 +1,307 @@
+"""What the sync and async clients share: each API call as a `Call` (method, path, body, whether
+it is safe to repeat, how to read the answer), the retry policy, and answer/error handling.
+
+The clients only move bytes and sleep; everything that decides something lives here once.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import random
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Generic, TypeVar
+from urllib.parse import quote
+
+import httpx
+
+from vibe_semantic_client.errors import Timeout, TransportError, VibeError, error_from_body
+from vibe_semantic_client.models import JSON, BulkResult, ReadAnswer
+
+T = TypeVar("T")
+Progress = Callable[[int, int], None]
+OnRetry = Callable[[int, float, str], None]
+SSE_ACCEPT = {"Accept": "text/event-stream"}
+JSON_ACCEPT = {"Accept": "application/json"}
+STREAM_END = ("done", "error")
+
+
+def _json(data: Any) -> JSON:
+    return data if isinstance(data, dict) else {"value": data}
+
+
+@dataclass(frozen=True, slots=True)
+class Call(Generic[T]):
+    """One request and how to read its answer. `idempotent`: sending it twice has the effect of
+    sending it once, so a 429/503 or a lost connection may be retried."""
+
+    method: str
+    path: str
+    parse: Callable[[Any], T]
+    json: Any = None
+    params: Mapping[str, Any] | None = None
+    idempotent: bool = True
+    headers: Mapping[str, str] = field(default_factory=lambda: JSON_ACCEPT)
+
+    def request_kwargs(self) -> dict[str, Any]:
+        kw: dict[str, Any] = {"headers": self.headers}
+        if self.json is not None:
+            kw["json"] = self.json
+        if self.params:
+            kw["params"] = {k: v for k, v in self.params.items() if v is not None}
+        return kw
+
+
+def seg(s: str) -> str:
+    """One path segment: ids may hold '/', '?', '#', spaces."""
+    return quote(str(s), safe="")
+
+
+# -- answers and errors ------------------------------------------------------------------------
+
+def retry_after(headers: httpx.Headers) -> float | None:
+    """Retry-After as seconds: a number, or an HTTP date."""
+    value = headers.get("retry-after")
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - time.time())
+
+
+def error_for(resp: httpx.Response) -> VibeError:
+    """The typed error of a non-2xx answer whose body has been read."""
+    try:
+        body = resp.json()
+    except ValueError:
+        body = None
+    return error_from_body(body, resp.status_code, retry_after(resp.headers))
+
+
+def finish(call: Call[T], resp: httpx.Response) -> T:
+    if not resp.is_success:
+        raise error_for(resp)
+    try:
+        data = resp.json()
+    except ValueError as e:
+        raise TransportError(f"the answer to {call.method} {call.path} is not JSON", status=resp.status_code) from e
+    return call.parse(data)
+
+
+def transport_error(e: httpx.TransportError) -> VibeError:
+    cls = Timeout if isinstance(e, httpx.TimeoutException) else TransportError
+    return cls(f"{type(e).__name__}: {e}")
+
+
+# -- retries -----------------------------------------------------------------------------------
+
+# Nothing reached the server: safe to send again whatever the method.
+_NOT_SENT = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout)
+RETRY_STATUSES = (429, 503)
+
+
+@dataclass(slots=True)
+class RetryPolicy:
+    """Exponential backoff with full jitter; a 429/503's Retry-After is a floor. Only idempotent
+    calls are retried after the server saw them; a longer Retry-After than `max_retry_after`
+    is handed to the caller (as `RateLimited.retry_after`) instead of blocking."""
+
+    retries: int = 3
+    backoff: float = 0.25
+    max_backoff: float = 8.0
+    max_retry_after: float = 60.0
+    on_retry: OnRetry | None = None
+
+    def _jitter(self, attempt: int) -> float:
+        return random.uniform(0, min(self.max_backoff, self.backoff * 2 ** attempt))
+
+    def after_response(self, call: Call[Any], attempt: int, resp: httpx.Response) -> float | None:
+        """Seconds to wait before sending `call` again, or None to give this answer back."""
+        if resp.status_code not in RETRY_STATUSES or not call.idempotent or attempt >= self.retries:
+            return None
+        floor = retry_after(resp.headers) or 0.0
+        if floor > self.max_retry_after:
+            return None
+        return self._notify(attempt, max(floor, self._jitter(attempt)), f"HTTP {resp.status_code}")
+
+    def after_exception(self, call: Call[Any], attempt: int, e: httpx.TransportError) -> float | None:
+        if attempt >= self.retries or not (call.idempotent or isinstance(e, _NOT_SENT)):
+            return None
+        return self._notify(attempt, self._jitter(attempt), type(e).__name__)
+
+    def _notify(self, attempt: int, wait: float, reason: str) -> float:
+        if self.on_retry is not None:
+            self.on_retry(attempt + 1, wait, reason)
+        return wait
+
+
+# -- the calls ---------------------------------------------------------------------------------
+
+def doc_path(collection: str, doc_id: str | None = None) -> str:
+    base = f"/v1/collections/{seg(collection)}/docs"
+    return base if doc_id is None else f"{base}/{seg(doc_id)}"
+
+
+def put(collection: str, doc_id: str, doc: Mapping[str, Any], acl: Sequence[str] | None,
+        semantic_intent: str | None) -> Call[JSON]:
+    body = dict(doc)
+    if acl is not None:
+        body["_acl"] = list(acl)
+    if semantic_intent is not None:
+        body["_vibe"] = {**body.get("_vibe", {}), "semantic": {"intent": semantic_intent}}
+    return Call("PUT", doc_path(collection, doc_id), _json, json=body)
+
+
+def get(collection: str, doc_id: str, include_semantic: bool) -> Call[JSON]:
+    include = "semantic" if include_semantic else None
+    return Call("GET", doc_path(collection, doc_id), _json, params={"include": include})
+
+
+def delete(collection: str, doc_id: str) -> Call[JSON]:
+    return Call("DELETE", doc_path(collection, doc_id), _json)
+
+
+def _mget_docs(data: Any) -> list[JSON | None]:
+    """`{"docs": [...]}` in the order asked; an absent or unreadable id (`found: false`) → None."""
+    docs = data.get("docs") if isinstance(data, dict) else None
+    out: list[JSON | None] = []
+    for d in docs or ():
+        found = isinstance(d, dict) and d.get("_found", d.get("found", True)) is not False
+        out.append({k: v for k, v in d.items() if k not in ("_found", "found")} if found else None)
+    return out
+
+
+def mget(collection: str, ids: Sequence[str]) -> Call[list[JSON | None]]:
+    """Reading is safe to repeat although it is a POST."""
+    return Call("POST", doc_path(collection) + ":mget", _mget_docs, json={"ids": list(ids)})
+
+
+def bulk(collection: str, docs: Sequence[Mapping[str, Any]]) -> Call[JSON]:
+    """Idempotent by id: sending a batch again writes the same documents again."""
+    return Call("POST", doc_path(collection) + ":bulk", _json, json={"docs": [dict(d) for d in docs]})
+
+
+def batches(docs: Iterable[Mapping[str, Any]], size: int) -> tuple[int, Iterator[list[Mapping[str, Any]]]]:
+    if size < 1:
+        raise ValueError("batch_size must be at least 1")
+    items = list(docs)
+
+    def chunks() -> Iterator[list[Mapping[str, Any]]]:
+        for i in range(0, len(items), size):
+            yield items[i:i + size]
+    return len(items), chunks()
+
+
+@dataclass(slots=True)
+class BulkTally:
+    """Per-document results of every batch, and the progress callback's figures."""
+
+    total: int
+    progress: Progress | None
+    done: int = 0
+    accepted: int = 0
+    rejected: int = 0
+    results: list[JSON] = field(default_factory=list)
+
+    def add(self, sent: int, answer: JSON) -> None:
+        self.accepted += int(answer.get("accepted", 0))
+        self.rejected += int(answer.get("rejected", 0))
+        self.results.extend(answer.get("results") or ())
+        self.done += sent
+        if self.progress is not None:
+            self.progress(self.done, self.total)
+
+    def result(self) -> BulkResult:
+        return BulkResult(self.accepted, self.rejected, self.results)
+
+
+# Python-style names of read options → the JSON body's place for them.
+_INCLUDE_OPTIONS = {"include_semantic": "semantic", "highlights": "highlights", "fields": "fields"}
+_SEMANTIC_OPTIONS = {"k": "k", "domain_hint": "domainHint"}
+
+
+def read_body(collection: str, q: str, strategy: str, limit: int, options: Mapping[str, Any]) -> JSON:
+    """The `/v1/read` body. Options: `filter`, `cursor`, `include={...}`, `semantic={...}`, and the
+    shorthands `fields`, `highlights`, `include_semantic`, `k`, `domain_hint`, `query_text`,
+    `like=(collection, id[, fields])`, `global_`. Any other option is sent as given, so the server
+    refuses what it does not support (an unsupported option is an error, never ignored)."""
+    opts = dict(options)
+    semantic: JSON = {"strategy": strategy, **(opts.pop("semantic", None) or {})}
+    include: JSON = dict(opts.pop("include", None) or {})
+    for name, key in _INCLUDE_OPTIONS.items():
+        if name in opts:
+            include[key] = opts.pop(name)
+    for name, key in _SEMANTIC_OPTIONS.items():
+        if name in opts:
+            semantic[key] = opts.pop(name)
+    if "query_text" in opts:
+        semantic["query"] = {"text": opts.pop("query_text")}
+    if "like" in opts:
+        coll, doc_id, *fields = opts.pop("like")
+        semantic["query"] = {"doc": {"collection": coll, "_id": doc_id, **({"fields": fields[0]} if fields else {})}}
+    if "global_" in opts:
+        opts["global"] = opts.pop("global_")
+    body: JSON = {"collection": collection, "q": q, "semantic": semantic, "limit": limit}
+    if include:
+        body["include"] = include
+    body.update({k: v for k, v in opts.items() if v is not None})
+    return body
+
+
+def read(body: JSON) -> Call[ReadAnswer]:
+    """POST /v1/read changes nothing a second call would not: safe to retry."""
+    return Call("POST", "/v1/read", ReadAnswer.from_json, json=body)
+
+
+def read_stream(body: JSON) -> Call[None]:
+    return Call("POST", "/v1/read", lambda _: None, json=body, headers=SSE_ACCEPT)
+
+
+def explain(explain_id: str) -> Call[JSON]:
+    return Call("GET", f"/v1/explain/{seg(explain_id)}", _json)
+
+
+# -- admin (scope `admin`); a POST that starts work is never repeated ----------------------------
+
+def admin_get(path: str, **params: Any) -> Call[JSON]:
+    return Call("GET", path, _json, params=params)
+
+
+def admin_post(path: str, body: Mapping[str, Any] | None = None) -> Call[JSON]:
+    payload = {k: v for k, v in (body or {}).items() if v is not None}
+    return Call("POST", path, _json, json=payload, idempotent=False)
+
+
+def demote(collection: str) -> Call[JSON]:
+    return Call("DELETE", "/semantic/promote", _json, params={"collection": collection})
+
+
+def reindex(collection: str | None, space: str | None, force: bool) -> Call[JSON]:
+    return admin_post("/semantic/reindex", {"collection": collection, "space": space, "force": force or None})
+
+
+def evict(collection: str, idle_seconds: float | None) -> Call[JSON]:
+    return admin_post("/semantic/evict", {"collection": collection, "idleSeconds": idle_seconds})
+
+
+def create_space(space: str, model: str, dim: int | None) -> Call[JSON]:
+    return admin_post("/semantic/spaces", {"space": space, "model": model, "dim": dim})
+
+
+def activate_space(space: str, force: bool) -> Call[JSON]:
+    return admin_post(f"/semantic/spaces/{seg(space)}/activate", {"force": force or None})
+
+
+def client_headers(api_key: str | None, extra: Mapping[str, str] | None) -> dict[str, str]:
+    headers = {"User-Agent": "vibe-semantic-client-python/0.1.0"}
+    if api_key:
+        headers["Authorization"] = f"Bearer {api_key}"
+    headers.update(extra or {})
+    return headers

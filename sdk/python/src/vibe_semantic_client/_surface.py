@@ -1,0 +1,110 @@
+"""The calls whose answer is a JSON object, written once for both clients.
+
+`_json` sends a call: the sync client returns the object, the async one an awaitable of it, so
+`JsonCalls[JSON]` and `JsonCalls[Awaitable[JSON]]` type each client's methods exactly.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, Generic, TypeVar
+
+from vibe_semantic_client import _core as core
+from vibe_semantic_client.models import JSON
+
+R = TypeVar("R")
+
+
+class JsonCalls(Generic[R]):
+    def _json(self, call: core.Call[JSON]) -> R:
+        raise NotImplementedError
+
+    # -- documents ---------------------------------------------------------------------------
+
+    def put(self, collection: str, id: str, doc: Mapping[str, Any], acl: Sequence[str] | None = None,
+            semantic_intent: str | None = None) -> R:
+        """Create or replace a document. `acl`: principals who may read it (default: everyone of
+        the tenant); `semantic_intent="deny"` keeps it out of embedding. → `{_id, collection, result}`."""
+        return self._json(core.put(collection, id, doc, acl, semantic_intent))
+
+    def get(self, collection: str, id: str, include_semantic: bool = False) -> R:
+        """The document's fields with `_id` (and `__semantic` when asked). `NotFound` if absent or unreadable."""
+        return self._json(core.get(collection, id, include_semantic))
+
+    def delete(self, collection: str, id: str) -> R:
+        """Remove the document, its vector and its semantic state."""
+        return self._json(core.delete(collection, id))
+
+    def explain(self, explain_id: str) -> R:
+        """Why a hit is where it is (its `explain_id`)."""
+        return self._json(core.explain(explain_id))
+
+    # -- admin (scope `admin`) ---------------------------------------------------------------
+
+    def coverage(self, collection: str | None = None) -> R:
+        """Documents per semantic state (indexed %, skipped reasons, `eager`) of one collection or the tenant."""
+        return self._json(core.admin_get("/semantic/coverage", collection=collection))
+
+    def status(self, collection: str, id: str) -> R:
+        """The document's `__semantic` state in the active space."""
+        return self._json(core.admin_get("/semantic/status", collection=collection, _id=id))
+
+    def reindex(self, collection: str | None = None, space: str | None = None, force: bool = False) -> R:
+        """Start a backfill: embed what has no current vector (`force`: re-embed everything). Not retried."""
+        return self._json(core.reindex(collection, space, force))
+
+    def promote(self, collection: str) -> R:
+        """Make the collection eager (embed on write) and backfill it. Not retried."""
+        return self._json(core.admin_post("/semantic/promote", {"collection": collection}))
+
+    def demote(self, collection: str) -> R:
+        """Make the collection lazy again."""
+        return self._json(core.demote(collection))
+
+    def promotions(self) -> R:
+        """Each collection's mode (eager/lazy, since, reason) and recent promotion backfills."""
+        return self._json(core.admin_get("/semantic/promotions"))
+
+    def backfills(self) -> R:
+        """The tenant's recent backfill tasks."""
+        return self._json(core.admin_get("/semantic/backfills"))
+
+    def evict(self, collection: str, idle_seconds: float | None = None) -> R:
+        """Move vectors unused for `idle_seconds` to the cold store now. Not retried."""
+        return self._json(core.evict(collection, idle_seconds))
+
+    def spaces(self) -> R:
+        """The tenant's spaces: model, dimension, state, coverage, migration progress."""
+        return self._json(core.admin_get("/semantic/spaces"))
+
+    def create_space(self, space: str, model: str, dim: int | None = None) -> R:
+        """Start a rolling re-embed into a new space (`model`: e.g. `hash:v1@64`). Not retried."""
+        return self._json(core.create_space(space, model, dim))
+
+    def activate_space(self, space: str, force: bool = False) -> R:
+        """Cut over to a built space (`force`: before it is complete). Not retried."""
+        return self._json(core.activate_space(space, force))
+
+    def usage(self, collection: str | None = None, days: int = 30) -> R:
+        """Provider calls, tokens and estimated cost by day."""
+        return self._json(core.admin_get("/semantic/usage", collection=collection, days=days))
+
+    def queue_depth(self) -> R:
+        """The tenant's pending embedding jobs."""
+        return self._json(core.admin_get("/semantic/queueDepth"))
+
+    def lag(self) -> R:
+        """How far embedding and the index follower are behind."""
+        return self._json(core.admin_get("/semantic/lag"))
+
+    def mismatch(self) -> R:
+        """Index/store disagreements (0 when healthy)."""
+        return self._json(core.admin_get("/semantic/mismatch"))
+
+    def dead_letters(self) -> R:
+        """Index changes a follower quarantined."""
+        return self._json(core.admin_get("/semantic/deadLetters"))
+
+    def health(self) -> R:
+        """`/healthz` (no key needed)."""
+        return self._json(core.admin_get("/healthz"))

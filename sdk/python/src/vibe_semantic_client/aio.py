@@ -1,0 +1,113 @@
+"""The asynchronous client: `Client`'s surface with `await` and `async for`."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Awaitable, Iterable, Mapping, Sequence
+from contextlib import asynccontextmanager
+from typing import Any, TypeVar
+
+import httpx
+from httpx_sse import EventSource
+
+from vibe_semantic_client import _core as core
+from vibe_semantic_client._base import ClientConfig
+from vibe_semantic_client._surface import JsonCalls
+from vibe_semantic_client.models import JSON, BulkResult, Event, ReadAnswer, parse_event
+
+T = TypeVar("T")
+
+
+class AsyncClient(ClientConfig, JsonCalls[Awaitable[JSON]]):
+    """Like `Client`, for asyncio::
+
+        async with AsyncClient("http://127.0.0.1:8080", "my-key") as vibe:
+            async for event in vibe.stream("posts", "consent UX"):
+                print(event.event, [h.id for h in event.results])
+    """
+
+    def __init__(self, base_url: str | None = None, api_key: str | None = None, *,
+                 http_client: httpx.AsyncClient | None = None, **options: Any) -> None:
+        super().__init__(base_url, api_key, **options)
+        self._http = http_client or httpx.AsyncClient(**self._http_kwargs)
+
+    async def __aenter__(self) -> AsyncClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        await self._http.aclose()
+
+    # -- transport (the same steps as Client._send; the decisions are RetryPolicy's) ---------
+
+    async def _send(self, call: core.Call[Any], stream: bool = False) -> httpx.Response:
+        attempt = 0
+        while True:
+            try:
+                request = self._http.build_request(call.method, call.path, **call.request_kwargs())
+                resp = await self._http.send(request, stream=stream)
+            except httpx.TransportError as e:
+                wait = self.retry.after_exception(call, attempt, e)
+                if wait is None:
+                    raise core.transport_error(e) from e
+            else:
+                wait = self.retry.after_response(call, attempt, resp)
+                if wait is None:
+                    return resp
+                await resp.aclose()
+            attempt += 1
+            await asyncio.sleep(wait)
+
+    async def _do(self, call: core.Call[T]) -> T:
+        return core.finish(call, await self._send(call))
+
+    def _json(self, call: core.Call[JSON]) -> Awaitable[JSON]:
+        return self._do(call)
+
+    # -- documents (put, get, delete, admin: JsonCalls) --------------------------------------
+
+    async def mget(self, collection: str, ids: Sequence[str]) -> list[JSON | None]:
+        """See `Client.mget`."""
+        return await self._do(core.mget(collection, ids))
+
+    async def bulk(self, collection: str, docs: Iterable[Mapping[str, Any]], batch_size: int = 500,
+                   progress: core.Progress | None = None) -> BulkResult:
+        """See `Client.bulk`."""
+        total, chunks = core.batches(docs, batch_size)
+        tally = core.BulkTally(total, progress)
+        for chunk in chunks:
+            tally.add(len(chunk), await self._do(core.bulk(collection, chunk)))
+        return tally.result()
+
+    # -- read --------------------------------------------------------------------------------
+
+    async def read_once(self, collection: str, q: str = "", strategy: str = "auto", limit: int = 10,
+                        **options: Any) -> ReadAnswer:
+        """See `Client.read_once`."""
+        return await self._do(core.read(core.read_body(collection, q, strategy, limit, options)))
+
+    async def stream(self, collection: str, q: str = "", strategy: str = "auto", limit: int = 10,
+                     **options: Any) -> AsyncIterator[Event]:
+        """See `Client.stream`; consume with `async for`."""
+        call = core.read_stream(core.read_body(collection, q, strategy, limit, options))
+        async with self._open(call) as resp:
+            async for sse in EventSource(resp).aiter_sse():
+                event = parse_event(sse.event, sse.json() if sse.data else None, sse.id, sse.retry)
+                if event is None:
+                    continue
+                yield event
+                if event.event in core.STREAM_END:
+                    return
+
+    @asynccontextmanager
+    async def _open(self, call: core.Call[Any]) -> AsyncIterator[httpx.Response]:
+        resp = await self._send(call, stream=True)
+        try:
+            if not resp.is_success:
+                await resp.aread()
+                raise core.error_for(resp)
+            yield resp
+        finally:
+            await resp.aclose()

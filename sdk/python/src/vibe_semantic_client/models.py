@@ -1,0 +1,181 @@
+"""Typed answers of `/v1/read` and the events of its SSE stream.
+
+Each object keeps the JSON it came from in `raw`, so fields a newer server adds are reachable
+before this package names them. Parsing is plain attribute copying (no validation library):
+the SDK's added latency over a raw HTTP call must stay well under a millisecond.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Literal
+
+from vibe_semantic_client.errors import VibeError, error_from_body
+
+JSON = dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class Hit:
+    """One result. `score` is comparable within one answer (higher is better); `fields` holds
+    the document's permitted fields when the read asked for them (`fields=` / `include.fields`)."""
+
+    id: str
+    collection: str
+    score: float
+    matched_by: list[str]
+    explain_id: str | None = None
+    fields: JSON | None = None
+    highlights: Any = None
+    semantic: JSON | None = None
+    raw: JSON = field(default_factory=dict, repr=False)
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> Hit:
+        return cls(id=str(d["id"]), collection=str(d.get("collection", "")), score=float(d.get("score") or 0.0),
+                   matched_by=list(d.get("matchedBy") or ()), explain_id=d.get("explainId"), fields=d.get("fields"),
+                   highlights=d.get("highlights"), semantic=d.get("__semantic"), raw=dict(d))
+
+
+@dataclass(frozen=True, slots=True)
+class Warming:
+    """How many results are being embedded now: the answer's `warming`, and the SSE `warming`
+    event (then `id`/`retry` are the event's SSE fields)."""
+
+    queued: int
+    message: str
+    id: str | None = None
+    retry: int | None = None
+    event: ClassVar[Literal["warming"]] = "warming"
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any] | None, id: str | None = None, retry: int | None = None) -> Warming:
+        d = d or {}
+        return cls(queued=int(d.get("queued") or 0), message=str(d.get("message") or ""), id=id, retry=retry)
+
+
+@dataclass(frozen=True, slots=True)
+class ReadAnswer:
+    """One readOnce answer: what is ready now (JSON), or one ranking of the stream."""
+
+    results: list[Hit]
+    strategy: str
+    warming: Warming
+    diagnostics: JSON
+    next_cursor: str | None = None
+    raw: JSON = field(default_factory=dict, repr=False)
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> ReadAnswer:
+        return cls(results=[Hit.from_json(r) for r in d.get("results") or ()], strategy=str(d.get("strategy", "")),
+                   warming=Warming.from_json(d.get("warming")), diagnostics=dict(d.get("diagnostics") or {}),
+                   next_cursor=d.get("nextCursor"), raw=dict(d))
+
+    @property
+    def ids(self) -> list[str]:
+        return [h.id for h in self.results]
+
+
+@dataclass(frozen=True, slots=True)
+class _Ranking:
+    answer: ReadAnswer
+    id: str | None = None
+    retry: int | None = None
+
+    @property
+    def results(self) -> list[Hit]:
+        return self.answer.results
+
+    @property
+    def warming(self) -> Warming:
+        return self.answer.warming
+
+    @property
+    def diagnostics(self) -> JSON:
+        return self.answer.diagnostics
+
+    @property
+    def strategy(self) -> str:
+        return self.answer.strategy
+
+    @property
+    def next_cursor(self) -> str | None:
+        return self.answer.next_cursor
+
+
+@dataclass(frozen=True, slots=True)
+class Lexical(_Ranking):
+    """The first ranking: keyword hits and vectors already ready, before anything is embedded."""
+
+    event: ClassVar[Literal["lexical"]] = "lexical"
+
+
+@dataclass(frozen=True, slots=True)
+class Semantic(_Ranking):
+    """A re-ranking after embeddings arrived (zero or more per stream)."""
+
+    event: ClassVar[Literal["semantic"]] = "semantic"
+
+
+@dataclass(frozen=True, slots=True)
+class Done(_Ranking):
+    """The final ranking and diagnostics; the stream ends after it."""
+
+    event: ClassVar[Literal["done"]] = "done"
+
+
+@dataclass(frozen=True, slots=True)
+class Error:
+    """The stream failed after it started; it ends after this event. `exception()` gives the
+    typed error, to raise it."""
+
+    code: str
+    message: str
+    details: JSON = field(default_factory=dict)
+    id: str | None = None
+    retry: int | None = None
+    event: ClassVar[Literal["error"]] = "error"
+
+    @property
+    def results(self) -> list[Hit]:
+        return []
+
+    def exception(self) -> VibeError:
+        return error_from_body({"code": self.code, "message": self.message, "details": self.details}, None)
+
+
+Event = Lexical | Warming | Semantic | Done | Error
+_RANKINGS: dict[str, type[Lexical | Semantic | Done]] = {"lexical": Lexical, "semantic": Semantic, "done": Done}
+
+
+def parse_event(name: str, data: Any, id: str | None = None, retry: int | None = None) -> Event | None:
+    """A stream event from its SSE name and decoded data; None for names this version does not know
+    (a newer server may add some; they are skipped, not fatal)."""
+    if name in _RANKINGS:
+        return _RANKINGS[name](ReadAnswer.from_json(data), id or None, retry)
+    if name == "warming":
+        return Warming.from_json(data, id or None, retry)
+    if name == "error":
+        d = data if isinstance(data, dict) else {}
+        details = d.get("details")
+        return Error(str(d.get("code") or "internal_error"), str(d.get("message") or ""),
+                     details if isinstance(details, dict) else {}, id or None, retry)
+    return None
+
+
+@dataclass(frozen=True, slots=True)
+class BulkResult:
+    """Every batch's per-document results, in the order sent."""
+
+    accepted: int
+    rejected: int
+    results: list[JSON]
+
+    @property
+    def errors(self) -> bool:
+        return self.rejected > 0
+
+    @property
+    def failed(self) -> list[JSON]:
+        return [r for r in self.results if r.get("error")]
