@@ -1,0 +1,70 @@
+/** Request and answer types, taken from the generated `schema.ts` (openapi-typescript over the
+ * committed `openapi.json`, the app's `/openapi.json`): regenerate with `npm run snapshot && npm
+ * run gen`, never edit by hand. Where the API declares no body schema, a loose fallback. */
+
+import type { components, paths } from "./schema.js";
+
+type Schemas = components["schemas"];
+
+/** `T`, or `F` where the document declares nothing (`unknown`/`never`). */
+type Or<T, F> = [T] extends [never] ? F : unknown extends T ? F : T;
+
+type Op<P extends keyof paths, M extends "get" | "put" | "post" | "delete"> = NonNullable<paths[P][M]>;
+
+type JsonBody<R> = R extends { content: { "application/json": infer T } } ? T : never;
+
+/** The JSON answer of a route's 2xx statuses. */
+type Ok<P extends keyof paths, M extends "get" | "put" | "post" | "delete"> =
+  Op<P, M> extends { responses: infer Rs }
+    ? JsonBody<Rs[Extract<keyof Rs, 200 | 201 | 202 | "200" | "201" | "202">]>
+    : never;
+
+/** The JSON request body of a route. */
+type In<P extends keyof paths, M extends "get" | "put" | "post" | "delete"> =
+  Op<P, M> extends { requestBody?: infer B } ? JsonBody<NonNullable<B>> : never;
+
+/** `POST /v1/read`'s body: `{collection, q, semantic: {strategy, query, k}, limit, include, ...}`. */
+export type ReadBody = In<"/v1/read", "post">;
+export type Strategy = "auto" | "keyword" | "semantic" | "hybrid";
+/** One answer with what is ready now (`Accept: application/json`), and each ranking event's data. */
+export type ReadAnswer = Schemas["ReadAnswer"];
+export type Hit = Schemas["Hit"];
+export type Warming = Schemas["Warming"];
+export type ErrorDetail = Schemas["ErrorDetail"];
+export type Explanation = Schemas["Explanation"];
+
+/** One event of the POST SSE stream (`Accept: text/event-stream`), in the order sent:
+ * `lexical` (first ranking), `semantic` (each re-ranking), `warming` (progress), `done` (final
+ * ranking and diagnostics) or `error`. `id` is the SSE event id when the server sends one. */
+export type ReadEvent =
+  | { event: "lexical" | "semantic" | "done"; data: ReadAnswer; id?: string }
+  | { event: "warming"; data: Warming; id?: string }
+  | { event: "error"; data: ErrorDetail; id?: string };
+
+/** A stored document: its JSON fields, `_acl` (principals who may read), `_vibe` (hints). */
+export type DocFields = Record<string, unknown> & { _acl?: string[]; _vibe?: Record<string, unknown> };
+export type PutAnswer = Or<Ok<"/v1/collections/{collection}/docs/{doc_id}", "put">,
+  { _id: string; collection: string; result: string }>;
+export type GotDoc = Or<Ok<"/v1/collections/{collection}/docs/{doc_id}", "get">,
+  { _id: string; [field: string]: unknown }> & Record<string, unknown>;
+export type DeleteAnswer = Or<Ok<"/v1/collections/{collection}/docs/{doc_id}", "delete">,
+  { _id: string; collection: string; result: string }>;
+export type BulkDoc = DocFields & { _id: string };
+export type BulkItem = { _id: string; status: number; result?: string; error?: ErrorDetail };
+export type BulkAnswer = { errors: boolean; accepted: number; rejected: number; results: BulkItem[] };
+/** `POST /v1/collections/{c}/docs:mget`: each id's document, or `{_id, found: false}` (a
+ * document the key may not read is answered exactly like a missing one). */
+export type MgetAnswer = { docs: Array<{ _id: string; found?: boolean; [field: string]: unknown }> };
+
+export type Coverage = Schemas["Coverage"];
+export type Promotions = Schemas["Promotions"];
+export type Promoted = Schemas["Promoted"];
+export type Demoted = Schemas["Demoted"];
+export type QueueDepth = Schemas["QueueDepth"];
+export type Lag = Schemas["Lag"];
+export type SemanticState = Schemas["SemanticState"];
+export type Reindexing = Schemas["Reindexing"];
+export type ReindexBody = In<"/semantic/reindex", "post">;
+export type Usage = Schemas["Usage"];
+export type Spaces = Schemas["Spaces"];
+export type Health = Schemas["Health"];
