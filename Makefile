@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed
 
 setup: $(STAMP)
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml sdk/python/pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	# The CPU build of torch first: PyPI's default torch for Linux x86_64 is a multi-GB CUDA
@@ -17,18 +17,20 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install -q --timeout 20 --index-url https://download.pytorch.org/whl/cpu torch==2.13.0 \
 	  || $(BIN)/pip install -q torch==2.13.0
 	$(BIN)/pip install -q -e '.[dev,bench]'
+	# The Python SDK (its tests and bench/sdk_overhead.py use it as a user would).
+	$(BIN)/pip install -q -e ./sdk/python
 	touch $(STAMP)
 
 run: setup
 	HF_HUB_OFFLINE=1 $(BIN)/vibe-semantic serve
 
 test: setup
-	$(BIN)/ruff check --no-cache shared services tests bench deploy
+	$(BIN)/ruff check --no-cache shared services tests bench deploy sdk/python
 	$(BIN)/mypy
 	HF_HUB_OFFLINE=1 $(BIN)/pytest -q
 
 lint: setup
-	$(BIN)/ruff check --no-cache shared services tests bench deploy
+	$(BIN)/ruff check --no-cache shared services tests bench deploy sdk/python
 	$(BIN)/mypy
 
 checks: setup
