@@ -57,6 +57,14 @@ class Settings(BaseSettings):
     per_query_max_embeds: int = 50
     per_tenant_per_min: int = 200
     stream_wait_seconds: float = 15.0
+    # SSE hygiene (issue #13): a `: keep-alive` comment after this many seconds without an
+    # event, and the `retry:` reconnection hint (milliseconds) a stream starts with.
+    stream_heartbeat_seconds: Annotated[float, Field(gt=0)] = 10.0
+    stream_retry_ms: Annotated[int, Field(ge=0)] = 3_000
+    # Browser origins allowed to call the API (CORS): a JSON list or a comma-separated list;
+    # empty (the default) sends no CORS headers at all.
+    cors_origins: Annotated[list[str], NoDecode] = Field(default_factory=list)
+    max_mget_ids: Annotated[int, Field(ge=1)] = 100  # POST .../docs:mget ids per request
     # How long a write waits for a SHARED index (OpenSearch, Qdrant server) that another
     # replica is applying to reach it, so a revoked ACL or a delete is searched no more once
     # the write returns (shared/indexing.py). Embedded indexes apply in the writer's process.
@@ -234,6 +242,20 @@ class Settings(BaseSettings):
     # submitted, and new chunks stored (and embedded). Refused with `quota_exceeded`.
     extract_daily_chars_per_key: Annotated[int, Field(ge=1)] = 2_000_000
     extract_daily_chunks_per_key: Annotated[int, Field(ge=1)] = 10_000
+
+    @field_validator("cors_origins", mode="before")
+    @classmethod
+    def _origins(cls, raw: Any) -> Any:
+        """VIBE_CORS_ORIGINS: `["https://a.example", ...]` or `https://a.example,https://b.example`."""
+        if not isinstance(raw, str):
+            return raw
+        text = raw.strip()
+        if text.startswith("["):
+            value = json.loads(text)
+            if not (isinstance(value, list) and all(isinstance(v, str) for v in value)):
+                raise ValueError("VIBE_CORS_ORIGINS must be a JSON list of origins or a comma-separated list")
+            return [v.strip() for v in value if v.strip()]
+        return [p.strip() for p in text.split(",") if p.strip()]
 
     @field_validator("mcp_reindex_roots", mode="before")
     @classmethod

@@ -17,6 +17,7 @@ from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
+from fastapi.middleware.cors import CORSMiddleware
 from fastapi.responses import JSONResponse
 from prometheus_client import REGISTRY, Histogram
 from starlette.exceptions import HTTPException as StarletteHTTPException
@@ -88,7 +89,8 @@ def create_app(container: Container, keys: KeyRing) -> FastAPI:
         container.stop()
         mcp.close()
 
-    app = FastAPI(title="vibe-semantic", version="0.1.0", lifespan=lifespan)
+    app = FastAPI(title="vibe-semantic", version="0.1.0", lifespan=lifespan,
+                  swagger_ui_parameters={"persistAuthorization": True})
     app.state.container = container
     app.state.keys = keys
     app.add_exception_handler(VibeError, _vibe_error)
@@ -101,10 +103,16 @@ def create_app(container: Container, keys: KeyRing) -> FastAPI:
     for r in (routes_read.router, routes_admin.router, routes_lifecycle.router):
         app.include_router(r)
     app.router.routes.append(Route("/mcp", endpoint=mcp, methods=["GET", "POST", "DELETE"]))
+    generate = app.openapi
+    app.openapi = lambda: app.openapi_schema or schemas.openapi_components(generate())  # type: ignore[method-assign]
     s = container.settings
     app.add_middleware(TenantRateLimit, keys=keys, rate=s.per_tenant_requests_per_second,  # type: ignore[arg-type]
                        burst=s.per_tenant_request_burst)
     app.add_middleware(TimedRequests, routes=app.router.routes)  # type: ignore[arg-type]  # last: outermost of ours
+    if s.cors_origins:  # outermost: preflights answered at once, error answers (429, 500) carry the headers too
+        app.add_middleware(CORSMiddleware, allow_origins=s.cors_origins, allow_methods=["*"],
+                           allow_headers=["Authorization", "Content-Type", "Accept", "Last-Event-ID"],
+                           expose_headers=["Retry-After"], max_age=600)
     return app
 
 

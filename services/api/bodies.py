@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import orjson
 from fastapi import Request
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from shared.errors import ErrorCode, VibeError, invalid
+from shared.filters import MAX_FIELD_CHARS
+
+MAX_INCLUDE_FIELDS = 100
+MAX_CURSOR_CHARS = 512
 
 
 async def json_body(request: Request, max_bytes: int) -> Any:
@@ -59,6 +63,9 @@ class SemanticOptions(_Strict):
 class Include(_Strict):
     semantic: bool = False
     highlights: bool = False
+    # `true`: every stored field of the hit; a list: those fields (never `_acl` / `_vibe`).
+    fields: bool | Annotated[list[Annotated[str, Field(min_length=1, max_length=MAX_FIELD_CHARS)]],
+                             Field(max_length=MAX_INCLUDE_FIELDS)] = False
 
 
 class ReadBody(_Strict):
@@ -68,6 +75,9 @@ class ReadBody(_Strict):
     limit: int = Field(default=20, ge=1)
     global_: bool = Field(default=False, alias="global")
     include: Include = Field(default_factory=Include)
+    # Parsed and bounded by shared/filters.py (the one definition of its meaning).
+    filter: dict[str, Any] | None = None
+    cursor: str | None = Field(default=None, min_length=1, max_length=MAX_CURSOR_CHARS)
 
 
 async def optional_object(request: Request, max_bytes: int = 65_536) -> dict[str, Any]:

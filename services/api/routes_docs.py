@@ -28,8 +28,8 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse
 
 from services.api.auth import require
-from services.api.bodies import json_body
-from services.api.schemas import COLLECTION_NAME, errors
+from services.api.bodies import json_body, parse_model
+from services.api.schemas import COLLECTION_NAME, MgetAnswer, MgetIn, body, errors, ok
 from services.api.writes import WriteResult, check_collection, check_doc_id
 from services.planner.planner import semantic_projection
 from services.wiring import Container
@@ -250,6 +250,40 @@ async def get_doc(request: Request, collection: str = COLLECTION, doc_id: str = 
         side = await run_in_threadpool(c.store.sidecar, doc.key, space)
         out["__semantic"] = semantic_projection(side, space)
     return JSONResponse(out)
+
+
+def _mget(c: Container, p: Principal, collection: str, ids: list[str]) -> list[dict[str, Any]]:
+    """One store read for every id. A document the caller may not read is answered exactly like
+    a missing one: same shape, same `found: false`."""
+    keys = [DocKey(p.tenant, collection, i) for i in ids]
+    docs = c.store.get_docs(list(dict.fromkeys(keys)))
+    out: list[dict[str, Any]] = []
+    for k in keys:
+        doc = docs.get(k)
+        if doc is None or not doc.readable_by(p):
+            out.append({"_id": k.doc_id, "found": False, "_found": False})
+            continue
+        item: dict[str, Any] = {"_id": k.doc_id, **doc.fields, "_found": True}
+        if doc.vibe:
+            item["_vibe"] = doc.vibe
+        out.append(item)
+    return out
+
+
+@router.post("/v1/collections/{collection}/docs:mget", openapi_extra=body(MgetIn), responses={
+    **ok(MgetAnswer, "each id in the order asked: the document, or `found: false`"), **_errors(400, 401, 403, 413)})
+async def mget(request: Request, collection: str = COLLECTION,
+               p: Principal = Depends(require("read"))) -> JSONResponse:
+    """Several documents by id in one request (the page behind a result list)."""
+    c = _c(request)
+    check_collection(collection)
+    raw = await json_body(request, 65_536)
+    parsed: MgetIn = parse_model(MgetIn, raw)
+    if len(parsed.ids) > c.settings.max_mget_ids:
+        raise invalid(f"ids takes at most {c.settings.max_mget_ids} ids", field="ids")
+    for doc_id in parsed.ids:
+        check_doc_id(doc_id)
+    return JSONResponse({"docs": await run_in_threadpool(_mget, c, p, collection, list(parsed.ids))})
 
 
 @router.delete("/v1/collections/{collection}/docs/{doc_id}", responses={

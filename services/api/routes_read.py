@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import orjson
@@ -14,20 +15,23 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 
+from services.api import cursors
 from services.api.auth import require
 from services.api.bodies import ReadBody, json_body, parse_model
 from services.api.schemas import AUTHENTICATED, READ_SSE, Explanation, ReadAnswer, ReadIn, body, errors
 from services.planner.planner import ReadRequest, ReadSession
 from services.wiring import Container
 from shared.errors import ErrorCode, VibeError, invalid
+from shared.filters import FilterError, parse_filter
 from shared.metrics import METRICS
 from shared.model import DocKey, Principal
 
 router = APIRouter()
+log = logging.getLogger("vibe.api")
 POLL_SECONDS = 0.25  # also catches jobs finished by other processes (Celery workers)
 
 
-def to_request(body: ReadBody, c: Container) -> ReadRequest:
+def to_request(body: ReadBody, c: Container, offset: int = 0) -> ReadRequest:
     s = c.settings
     sem = body.semantic
     query_text = sem.query.text if sem.query else None
@@ -44,9 +48,43 @@ def to_request(body: ReadBody, c: Container) -> ReadRequest:
         raise invalid(f"semantic.k must be at most {s.max_k}", field="semantic.k")
     if body.collection != "any" and not body.collection:
         raise invalid("collection must be a name or 'any'", field="collection")
+    # Accepted options are never ignored (issue #13). `global` (V§7.1, "cross-db search") is what
+    # collection `any` does: every collection of the key's tenant (never another tenant's).
+    if body.global_ and body.collection != "any":
+        raise invalid("global: true searches every collection of the tenant; give collection 'any' "
+                      "(or omit global to search one collection)", field="global")
+    if sem.domainHint is not None:  # V§7.1 "server MAY map to a space": this server maps none
+        raise invalid("semantic.domainHint is not supported: this server maps no domains to spaces",
+                      field="semantic.domainHint")
+    try:
+        where = parse_filter(body.filter)
+    except FilterError as e:
+        raise invalid(str(e), field="filter") from None
+    if offset + body.limit > s.max_k:
+        raise invalid(f"pages end at result {s.max_k} (VIBE_MAX_K)", field="cursor")
+    fields = body.include.fields
     return ReadRequest(body.collection, body.q, sem.strategy, query_text, query_doc,
-                       max(sem.k or s.lexical_candidates, body.limit), body.limit,
-                       body.include.semantic, body.include.highlights)
+                       max(sem.k or s.lexical_candidates, offset + body.limit), body.limit,
+                       body.include.semantic, body.include.highlights,
+                       include_fields=tuple(dict.fromkeys(fields)) if isinstance(fields, list) else fields,
+                       where=where, offset=offset)
+
+
+def _bound(body: ReadBody, request: Request) -> bytes:
+    """The cursor binding of this request: its ranking-deciding fields (as parsed, so an
+    omitted default and the default spelled out bind alike) and its bearer key."""
+    query = body.model_dump(mode="json", by_alias=True, include={"collection", "q", "semantic", "filter", "global_"})
+    auth = request.headers.get("authorization", "")
+    return cursors.binding(query, auth.partition(" ")[2].strip())
+
+
+def _with_cursor(payload: dict[str, object], session: ReadSession, c: Container, bound: bytes) -> dict[str, object]:
+    """`nextCursor`: the next page of the same query, or null when the ranking ends here (or
+    the next page would pass the candidate bound)."""
+    end = session.req.offset + session.req.limit
+    more = session.has_more and end < c.settings.max_k
+    payload["nextCursor"] = cursors.encode(c.settings, end, bound) if more else None
+    return payload
 
 
 @router.post("/v1/read", dependencies=AUTHENTICATED, openapi_extra=body(ReadIn), responses={
@@ -56,42 +94,89 @@ def to_request(body: ReadBody, c: Container) -> ReadRequest:
 async def read(request: Request, p: Principal = Depends(require("read"))) -> Response:
     c: Container = request.app.state.container
     body = parse_model(ReadBody, await json_body(request, 1_048_576))
-    req = to_request(body, c)
+    bound = _bound(body, request)
+    offset = cursors.decode(c.settings, body.cursor, bound) if body.cursor is not None else 0
+    req = to_request(body, c, offset)
     started = time.perf_counter()
     mode = "sse" if "text/event-stream" in request.headers.get("accept", "") else "json"
     session: ReadSession = await run_in_threadpool(c.planner.open, p, req, mode == "sse")
     METRICS.read_seconds.labels(strategy=session.strategy, mode=mode).observe(time.perf_counter() - started)
+
+    def answer(final: bool = False) -> dict[str, object]:
+        return _with_cursor(session.payload(final), session, c, bound)
+
     if mode == "json":
-        payload = await run_in_threadpool(session.payload)
+        payload = await run_in_threadpool(answer)
         return Response(orjson.dumps(payload), media_type="application/json")
-    return StreamingResponse(_stream(c, session, started), media_type="text/event-stream",
+    events = _stream(c, session, started, answer)
+    return StreamingResponse(_hygienic(events, c.settings.stream_heartbeat_seconds, c.settings.stream_retry_ms),
+                             media_type="text/event-stream",
                              headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
 
 
-def _event(name: str, data: Any) -> bytes:
-    return b"event: " + name.encode() + b"\ndata: " + orjson.dumps(data) + b"\n\n"
+def _event(name: str, data: Any) -> tuple[str, bytes]:
+    return name, orjson.dumps(data)
 
 
-async def _stream(c: Container, session: ReadSession, started: float) -> AsyncIterator[bytes]:
+HEARTBEAT = b": keep-alive\n\n"
+
+
+async def _hygienic(events: AsyncIterator[tuple[str, bytes]], heartbeat: float, retry_ms: int) -> AsyncIterator[bytes]:
+    """SSE framing (issue #13 "stream hygiene"): a `retry:` hint first, an `id:` on every event
+    (1, 2, ... in order), a `: keep-alive` comment whenever `heartbeat` seconds pass without an
+    event (proxies and browsers drop a silent connection), and the body always ends after the
+    last event: `_stream` turns failures into an `error` event and returns."""
+    yield f"retry: {retry_ms}\n\n".encode()
+    n = 0
+    it = events.__aiter__()
+    pending: asyncio.Task[tuple[str, bytes]] | None = None
     try:
-        yield _event("lexical", await run_in_threadpool(session.payload))
+        while True:
+            if pending is None:
+                pending = asyncio.ensure_future(it.__anext__())
+            done, _ = await asyncio.wait({pending}, timeout=heartbeat)
+            if not done:
+                yield HEARTBEAT  # the next event is still being computed; the task keeps running
+                continue
+            try:
+                name, data = pending.result()
+            except StopAsyncIteration:
+                return
+            finally:
+                pending = None
+            n += 1
+            yield b"id: %d\nevent: %s\ndata: %s\n\n" % (n, name.encode(), data)
+    finally:
+        if pending is not None:  # the client went away mid-wait
+            pending.cancel()
+            with contextlib.suppress(BaseException):
+                await pending
+        with contextlib.suppress(Exception):
+            await it.aclose()  # type: ignore[attr-defined]
+
+
+async def _stream(c: Container, session: ReadSession, started: float,
+                  answer: Callable[..., dict[str, object]]) -> AsyncIterator[tuple[str, bytes]]:
+    try:
+        yield _event("lexical", await run_in_threadpool(answer))
         if await run_in_threadpool(session.complete_semantic):
-            yield _event("semantic", await run_in_threadpool(session.payload))
+            yield _event("semantic", await run_in_threadpool(answer))
         await run_in_threadpool(session.touch)
         if session.pending:
             yield _event("warming", session.warming())
-        async for chunk in _backfill(c, session):
+        async for chunk in _backfill(c, session, answer):
             yield chunk
-        yield _event("done", await run_in_threadpool(session.payload, True))
+        yield _event("done", await run_in_threadpool(answer, True))
         METRICS.stream_done_seconds.labels(strategy=session.strategy).observe(time.perf_counter() - started)
     except VibeError as e:
         yield _event("error", e.body()["error"])
-    except Exception:  # the stream has started: report in-band, never a stack trace
+    except Exception:  # the stream has started: report in-band (never a stack trace), end the body cleanly
+        log.exception("read stream failed")
         yield _event("error", {"code": ErrorCode.INTERNAL_ERROR.code, "message": "internal error"})
-        raise
 
 
-async def _backfill(c: Container, session: ReadSession) -> AsyncIterator[bytes]:
+async def _backfill(c: Container, session: ReadSession,
+                    answer: Callable[..., dict[str, object]]) -> AsyncIterator[tuple[str, bytes]]:
     """Re-rank as workers finish, until nothing this query waits for is pending or the
     wait bound passes."""
     loop = asyncio.get_running_loop()
@@ -111,7 +196,7 @@ async def _backfill(c: Container, session: ReadSession) -> AsyncIterator[bytes]:
             changed = await run_in_threadpool(session.refresh)
             if changed:
                 METRICS.backfill_events.inc()
-                yield _event("semantic", await run_in_threadpool(session.payload))
+                yield _event("semantic", await run_in_threadpool(answer))
             if len(session.pending) != before:
                 yield _event("warming", session.warming())
     finally:

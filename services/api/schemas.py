@@ -25,6 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from pydantic.json_schema import SkipJsonSchema
 
 from shared.config import Settings
+from shared.filters import MAX_FIELD_CHARS, MAX_FIELDS, MAX_IN_VALUES, MAX_STRING_CHARS
 
 _DEFAULTS = Settings.model_fields
 MAX_QUERY_CHARS: int = _DEFAULTS["max_query_chars"].default
@@ -196,7 +197,9 @@ class QueryByDocIn(BaseModel):
 class SemanticIn(BaseModel):
     model_config = ConfigDict(extra="forbid", title="SemanticOptions")
     strategy: Literal["auto", "keyword", "semantic", "hybrid"] = "auto"
-    domainHint: str | None = Field(default=None, max_length=MAX_QUERY_CHARS)
+    domainHint: None = Field(default=None, description=(
+        "V§7.1: the server MAY map a domain to a space. This server maps none: any value other than "
+        "null answers 400 `invalid_params` (never silently ignored)."))
     k: int | None = Field(default=None, ge=1, le=MAX_K, description="candidates per leg")
     query: QueryTextIn | QueryByDocIn | None = Field(
         default=None, description="exactly one of `text` or `doc` (a document to find more like)")
@@ -204,8 +207,45 @@ class SemanticIn(BaseModel):
 
 class IncludeIn(BaseModel):
     model_config = ConfigDict(extra="forbid", title="Include")
-    semantic: bool = False
-    highlights: bool = False
+    semantic: bool = Field(default=False, description="each result's `__semantic` state")
+    highlights: bool = Field(default=False, description="each result's `highlights`: HTML-escaped snippets, "
+                                                        "matched terms in `<b>`")
+    fields: bool | Annotated[list[Annotated[str, Field(min_length=1, max_length=MAX_FIELD_CHARS)]],
+                             Field(max_length=100)] = Field(default=False, description=(
+            "each result's `fields`: `true` for every stored field of the document, or a list of field "
+            "names (missing ones are left out). Never `_acl` or `_vibe`."))
+
+
+_SCALAR: list[dict[str, Any]] = [{"type": "string", "maxLength": MAX_STRING_CHARS}, {"type": "number"},
+                                 {"type": "boolean"}]
+_RANGE_OPS = {op: {"type": "number"} for op in ("gt", "gte", "lt", "lte")}
+FILTER: dict[str, Any] = {
+    "anyOf": [{"type": "null"}, {
+        "type": "object", "maxProperties": MAX_FIELDS,
+        "propertyNames": {"minLength": 1, "maxLength": MAX_FIELD_CHARS, "pattern": "^[^_\x00-\x1f][^\x00-\x1f]*$"},
+        "additionalProperties": {"anyOf": [
+            *_SCALAR,
+            {"type": "object", "title": "Equals", "required": ["eq"], "additionalProperties": False,
+             "properties": {"eq": {"anyOf": _SCALAR}}},
+            {"type": "object", "title": "In", "required": ["in"], "additionalProperties": False,
+             "properties": {"in": {"type": "array", "minItems": 1, "maxItems": MAX_IN_VALUES,
+                                   "items": {"anyOf": _SCALAR}}}},
+            {"type": "object", "title": "Range", "minProperties": 1, "additionalProperties": False,
+             "properties": _RANGE_OPS},
+        ]}}],
+    "description": (
+        "metadata conditions on top-level document fields, all of which must hold: `{\"field\": value}` "
+        "(equals), `{\"field\": {\"in\": [...]}}` (any of up to 100 values), `{\"field\": {\"gte\": 1, "
+        "\"lt\": 5}}` (a numeric range). A field holding a list matches when any element does; strings, "
+        "numbers and booleans only equal their own kind. Applied inside every engine's query together "
+        "with the ACL, before the top-k. At most 16 fields; names not starting with '_'."),
+}
+CURSOR: dict[str, Any] = {
+    "type": "string", "pattern": "^[A-Za-z0-9_-]{32}$",
+    "description": ("`nextCursor` of the previous page of the same query (same collection, q, semantic, filter, "
+                    "global) and the same key; `limit` and `include` may change. Any other value answers 400 "
+                    "`invalid_params`. Pages end at result VIBE_MAX_K."),
+}
 
 
 _READ_NOT_EMPTY: dict[str, Any] = {"anyOf": [
@@ -214,7 +254,10 @@ _READ_NOT_EMPTY: dict[str, Any] = {"anyOf": [
         "query": {"type": "object", "anyOf": [
             {"required": ["doc"], "properties": {"doc": {"type": "object"}}},
             {"required": ["text"], "properties": {"text": {"type": "string", "pattern": _NOT_BLANK}}}]}}}}},
-], "description": "`q`, or `semantic.query`, must hold something other than whitespace"}
+], "not": {"required": ["global", "collection"], "properties": {
+    "global": {"const": True}, "collection": {"not": {"const": "any"}}}},
+    "description": "`q`, or `semantic.query`, must hold something other than whitespace; `global: true` "
+                   "goes with collection `any`"}
 
 
 class ReadIn(BaseModel):
@@ -224,9 +267,13 @@ class ReadIn(BaseModel):
     collection: str = Field(default="any", min_length=1, description="a collection name, or `any`")
     q: str = Field(default="", max_length=MAX_QUERY_CHARS)
     semantic: SemanticIn = Field(default_factory=SemanticIn)
-    limit: int = Field(default=20, ge=1, le=MAX_LIMIT)
-    global_: bool = Field(default=False, alias="global")
+    limit: int = Field(default=20, ge=1, le=MAX_LIMIT, description="results per page")
+    global_: bool = Field(default=False, alias="global", description=(
+        "V§7.1 cross-database search: every collection of the key's tenant (as collection `any`, which "
+        "it requires; never another tenant's)"))
     include: IncludeIn = Field(default_factory=IncludeIn)
+    filter: dict[str, Any] | None = Field(default=None, json_schema_extra=_as(FILTER))
+    cursor: str | None = Field(default=None, json_schema_extra=_as({"anyOf": [CURSOR, {"type": "null"}]}))
 
 
 class SemanticState(BaseModel):
@@ -238,13 +285,24 @@ class SemanticState(BaseModel):
     reason: str | SkipJsonSchema[None] = None
 
 
+SCORE_TEXT = (
+    "in (0, 1], higher is better, comparable within one answer and across the pages of one query. "
+    "keyword: BM25 divided by the best BM25 of the caller's results (1 = the best match); semantic: "
+    "cosine similarity mapped to (1 + cos) / 2 (1 = same direction as the query); hybrid (z-score fusion, "
+    "the default): exp(fused - best fused), 1 for the best result and a factor e less per standard "
+    "deviation behind it; hybrid with VIBE_FUSION=rrf: the RRF sum over the best possible (rank 1 in both "
+    "legs). GET /v1/explain/{explainId} gives the ranking's own figures.")
+
+
 class Hit(BaseModel):
     id: str
     collection: str
-    score: float = Field(description="comparable within one answer; higher is better")
+    score: float = Field(gt=0, le=1, description=SCORE_TEXT)
     matchedBy: list[Literal["keyword", "semantic"]]
     explainId: str = Field(description="GET /v1/explain/{explainId}")
     highlights: list[str] | SkipJsonSchema[None] = Field(default=None, description="with include.highlights")
+    fields: dict[str, Any] | SkipJsonSchema[None] = Field(
+        default=None, description="with include.fields: the document's stored fields (never `_acl`, `_vibe`)")
     semantic: SemanticState | SkipJsonSchema[None] = Field(default=None, alias="__semantic",
                                                           description="with include.semantic")
 
@@ -274,23 +332,76 @@ class ReadAnswer(BaseModel):
     strategy: str
     warming: Warming
     diagnostics: Diagnostics
+    nextCursor: str | None = Field(description="`cursor` for the next page; null: this is the last page")
 
 
-def _event(names: list[str], ref: str) -> dict[str, Any]:
-    return {"type": "object", "required": ["event", "data"], "properties": {
-        "event": {"enum": names}, "data": {"type": "string", "contentMediaType": "application/json",
+# The data schema of each SSE event of /v1/read, as named components (issue #13: a generator
+# gives each event its own type). Added to the document by `openapi_components`.
+EVENT_COMPONENTS: dict[str, dict[str, Any]] = {
+    "LexicalEvent": {"title": "LexicalEvent", "allOf": [{"$ref": "#/components/schemas/ReadAnswer"}],
+                     "description": "data of `event: lexical`: the first ranking, from the keyword leg (and the "
+                                    "semantic leg when the query vector was at hand)"},
+    "SemanticEvent": {"title": "SemanticEvent", "allOf": [{"$ref": "#/components/schemas/ReadAnswer"}],
+                      "description": "data of `event: semantic`: a re-ranking as the query vector or touched "
+                                     "documents' embeddings arrive"},
+    "WarmingEvent": {"title": "WarmingEvent", "allOf": [{"$ref": "#/components/schemas/Warming"}],
+                     "description": "data of `event: warming`: how many results are being embedded now"},
+    "DoneEvent": {"title": "DoneEvent", "allOf": [{"$ref": "#/components/schemas/ReadAnswer"}],
+                  "description": "data of `event: done`: the final ranking and diagnostics; the stream ends"},
+    "ErrorEvent": {"title": "ErrorEvent", "allOf": [{"$ref": "#/components/schemas/ErrorDetail"}],
+                   "description": "data of `event: error`: the stream's last event on failure"},
+}
+EVENT_DATA = {"lexical": "LexicalEvent", "semantic": "SemanticEvent", "warming": "WarmingEvent",
+              "done": "DoneEvent", "error": "ErrorEvent"}
+
+
+def _event(name: str, ref: str) -> dict[str, Any]:
+    return {"type": "object", "title": ref, "required": ["event", "data"], "properties": {
+        "id": {"type": "string", "description": "1, 2, ... in the order sent"},
+        "event": {"const": name}, "data": {"type": "string", "contentMediaType": "application/json",
                                            "contentSchema": {"$ref": f"#/components/schemas/{ref}"}}}}
 
 
 READ_SSE: dict[str, Any] = {
     "schema": {"type": "string", "description": (
-        "Server-sent events, in order: `lexical` (the first ranking), `semantic` (each re-ranking as "
-        "embeddings arrive), `warming` (progress), `done` (the final ranking and diagnostics), or `error` "
-        "(the stream's last event on failure). Every event's data is one JSON object: ReadAnswer for "
-        "lexical/semantic/done, Warming for warming, ErrorDetail for error.")},
-    "itemSchema": {"oneOf": [_event(["lexical", "semantic", "done"], "ReadAnswer"),
-                             _event(["warming"], "Warming"), _event(["error"], "ErrorDetail")]},
+        "Server-sent events. The stream opens with a `retry:` hint (VIBE_STREAM_RETRY_MS); every event has an "
+        "`id:` (1, 2, ...); while the next event is being computed, a `: keep-alive` comment is sent every "
+        "VIBE_STREAM_HEARTBEAT_SECONDS. Events, in order: `lexical` (the first ranking), `semantic` (each "
+        "re-ranking as embeddings arrive), `warming` (progress), then `done` (the final ranking and "
+        "diagnostics) or `error` (on failure); the body ends after either. Data: LexicalEvent, SemanticEvent, "
+        "WarmingEvent, DoneEvent, ErrorEvent.")},
+    "itemSchema": {"oneOf": [_event(name, ref) for name, ref in EVENT_DATA.items()]},
 }
+
+
+def openapi_components(doc: dict[str, Any]) -> dict[str, Any]:
+    """Add the SSE event components to a generated document (FastAPI registers only models a
+    route names; these are referenced from the `text/event-stream` alternative)."""
+    doc.setdefault("components", {}).setdefault("schemas", {}).update(copy.deepcopy(EVENT_COMPONENTS))
+    return doc
+
+
+# -- POST /v1/collections/{c}/docs:mget ----------------------------------------------------------
+
+
+class MgetIn(BaseModel):
+    model_config = ConfigDict(extra="forbid", title="MgetRequest")
+    ids: list[Annotated[str, Field(min_length=1, max_length=256, pattern=r"^[^\x00-\x1f]+$")]] = Field(
+        min_length=1, max_length=100, description="document ids, at most 100 (VIBE_MAX_MGET_IDS)")
+
+
+class MgetDoc(BaseModel):
+    """A found document: `_id`, its stored fields, `_vibe` if set and `_found: true`; a missing
+    one, or one the key may not read (the two are indistinguishable): `{_id, found: false,
+    _found: false}`. `_found` is the flag to test (a document may have a field named `found`)."""
+
+    model_config = ConfigDict(extra="allow", title="MgetDoc")
+    id: str = Field(alias="_id")
+    found_: bool = Field(alias="_found")
+
+
+class MgetAnswer(BaseModel):
+    docs: list[MgetDoc] = Field(description="one per id asked, in that order")
 
 
 class ExplainReason(BaseModel):

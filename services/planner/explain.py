@@ -22,7 +22,10 @@ class ExplainCache:
         self._items: OrderedDict[str, tuple[str, dict[str, object]]] = OrderedDict()
         self._lock = threading.Lock()
 
-    def put(self, principal: Principal, f: Fused, strategy: str, query: str) -> str:
+    def put(self, principal: Principal, f: Fused, strategy: str, query: str,
+            fusion: str = "rrf", shown: float | None = None) -> str:
+        """`fusion`: the method that fused a hybrid ranking; `shown`: the result's `score` as
+        the answer showed it (the record's `score` is the ranking's own)."""
         eid = secrets.token_urlsafe(9)
         reasons: list[dict[str, object]] = []
         if f.lexical_rank is not None:
@@ -32,8 +35,10 @@ class ExplainCache:
                             "score": f.semantic_score})
         record: dict[str, object] = {
             "id": f.key.doc_id, "collection": f.key.collection, "strategy": strategy,
-            "score": f.score, "fusion": "rrf" if strategy == "hybrid" else "none", "reasons": reasons,
+            "score": f.score, "fusion": fusion if strategy == "hybrid" else "none", "reasons": reasons,
         }
+        if shown is not None:
+            record["shownScore"] = shown
         with self._lock:
             self._items[eid] = (principal.tenant, record)
             while len(self._items) > self.capacity:

@@ -7,6 +7,7 @@ answer and `done`, so the SSE route can ask it to refresh as workers finish.
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -27,6 +28,7 @@ from services.planner.touch import (
 )
 from services.planner.usage import UsageRecorder
 from shared.errors import ErrorCode, VibeError
+from shared.filters import describe, matches
 from shared.indexing import IndexFollower
 from shared.metrics import METRICS
 from shared.model import (
@@ -45,6 +47,7 @@ from shared.ports import (
     DocumentStore,
     Embedder,
     EmbedderError,
+    FieldCondition,
     JobQueue,
     LexicalIndex,
     SearchFilter,
@@ -68,6 +71,12 @@ class ReadRequest:
     limit: int = 20
     include_semantic: bool = False
     include_highlights: bool = False
+    include_fields: bool | tuple[str, ...] = False  # True: every stored field; a tuple: those
+    where: tuple[FieldCondition, ...] = ()  # metadata conditions (shared/filters.py), inside every engine query
+    offset: int = 0  # the page starts here (cursor pagination)
+
+
+MIN_SCORE = 1e-6  # the lowest `score` shown: every shown score is in (0, 1]
 
 
 @dataclass
@@ -140,9 +149,10 @@ class Planner:
             session.touch()
         return session
 
-    def search_filter(self, principal: Principal, collection: str) -> SearchFilter:
+    def search_filter(self, principal: Principal, collection: str,
+                      where: tuple[FieldCondition, ...] = ()) -> SearchFilter:
         cols = None if collection == "any" else (collection,)
-        return SearchFilter(principal.tenant, cols, tuple(principal.readable_acl))
+        return SearchFilter(principal.tenant, cols, tuple(principal.readable_acl), where)
 
 
 class ReadSession:
@@ -150,7 +160,7 @@ class ReadSession:
         self.p = planner
         self.principal = principal
         self.req = req
-        self.flt = planner.search_filter(principal, req.collection)
+        self.flt = planner.search_filter(principal, req.collection, req.where)
         self.space, self.building = planner.spaces.of(principal.tenant)
         self._shown_ok: dict[DocKey, StoredDoc] = {}  # documents re-checked readable (see _readable_top)
         self.k = req.k or planner.cfg.lexical_candidates
@@ -195,7 +205,7 @@ class ReadSession:
         if usage is None:
             return
         limit = self.req.limit
-        page = [f.key for f in self.ranking[:limit]]
+        page = [f.key for f in self._page()]
         first = self.lexical_hits[:limit]
         hits: dict[str, int] = {}
         for h in first:
@@ -281,17 +291,18 @@ class ReadSession:
         cfg, limit = self.p.cfg, self.req.limit
         policy = cfg.touch
         lexical = [h.key for h in self.lexical_hits[: max(policy.dig_max, policy.depth(limit, len(self.lexical_hits)))]]
-        page = [f.key for f in self.ranking[:limit]]
+        page = [f.key for f in self._page()]
         sides = self.p.store.sidecars(list(dict.fromkeys([*page, *lexical])), self.space)
         state = {k: touch_state(s.status, COLD) for k, s in sides.items()}
         reachable = None
-        if policy.reach_best and cfg.fusion == "zscore" and self.semantic.hits and len(self.ranking) >= limit:
+        end = self.req.offset + limit
+        if policy.reach_best and cfg.fusion == "zscore" and self.semantic.hits and len(self.ranking) >= end:
             reachable = reach([h.score for h in self.lexical_hits], [h.score for h in self.semantic.hits],
-                              self.ranking[limit - 1].score, cfg.semantic_weight, policy.reach_best)
+                              self.ranking[end - 1].score, cfg.semantic_weight, policy.reach_best)
         # Settled repeats (touch.PageMemory): keyed by tenant, ACL, collection and query, so one
         # caller's history never decides another's spend.
         memory = memory_for(self.p) if policy.remember else None
-        qkey = query_key(self.principal.tenant, self.flt.acl, self.req.collection, self._lexical_text(), limit)
+        qkey = query_key(self.principal.tenant, self.flt.acl, self._scope_key(), self._lexical_text(), limit)
         settled = memory.settled(qkey, page, policy.probe_rounds) if memory is not None else None
         similar = self._similar_keys(lexical) if policy.similar and settled is not True else []
         chosen = plan(policy, limit, lexical, page, state, self.p.budget.available(self.principal.tenant),
@@ -303,7 +314,7 @@ class ReadSession:
         if chosen.neighbours:
             # "Vector similarity once a few are embedded": the page's documents the semantic
             # leg ranks highest lend their lexical neighbours.
-            near = sorted((f for f in self.ranking[:limit] if f.semantic_rank is not None),
+            near = sorted((f for f in self._page() if f.semantic_rank is not None),
                           key=lambda f: f.semantic_rank or 0)
             extra = self._neighbour_keys([f.key for f in near])
             more = self.p.store.sidecars([k for k in extra if k not in sides], self.space)
@@ -491,13 +502,29 @@ class ReadSession:
         return True
 
     def _visible(self) -> list[tuple[DocKey, float]]:
-        return [(f.key, round(f.score, 9)) for f in self.ranking[: self.req.limit]]
+        return [(f.key, round(f.score, 9)) for f in self._page()]
+
+    def _page(self) -> list[Fused]:
+        return self.ranking[self.req.offset: self.req.offset + self.req.limit]
+
+    def _scope_key(self) -> str:
+        """The collection plus the filter: one query text under two filters is two queries
+        (touch page memory keys on it)."""
+        if not self.req.where:
+            return self.req.collection
+        return self.req.collection + "\x1f" + repr(describe(self.req.where))
+
+    @property
+    def has_more(self) -> bool:
+        """Whether the ranking holds results past this page (a next cursor is worth giving)."""
+        return len(self.ranking) > self.req.offset + self.req.limit
 
     # -- payloads ----------------------------------------------------------------------
 
     def payload(self, final: bool = False) -> dict[str, object]:
         top = self._readable_top()
-        results = [self._result(f) for f in top]
+        shown = self._shown_scores(top)
+        results = [self._result(f, s) for f, s in zip(top, shown, strict=True)]
         self._decorate(results, top)
         body: dict[str, object] = {"results": results, "strategy": self.strategy,
                                    "warming": self.warming(), "diagnostics": self.diagnostics(final)}
@@ -505,30 +532,64 @@ class ReadSession:
 
     def _readable_top(self) -> list[Fused]:
         """The page, each document re-checked against the store of record before it is shown:
-        an index another process has not caught up with yet (a revoked ACL, a delete) must not
-        decide what a caller sees. A document that fails leaves the ranking for good."""
+        an index another process has not caught up with yet (a revoked ACL, a delete, an edit
+        that no longer meets the filter) must not decide what a caller sees. A document that
+        fails leaves the ranking for good. The ranking's first document is checked too on a
+        later page: its score anchors the shown scores (`_shown_scores`)."""
+        where = self.req.where
         while True:
-            top = self.ranking[: self.req.limit]
-            unchecked = [f.key for f in top if f.key not in self._shown_ok]
+            top = self._page()
+            unchecked = [f.key for f in [*self.ranking[:1], *top] if f.key not in self._shown_ok]
             if not unchecked:
                 return top
             docs = self.p.store.get_docs(unchecked)
-            bad = {k for k in unchecked if k not in docs or not docs[k].readable_by(self.principal)}
+            bad = {k for k in unchecked if k not in docs or not docs[k].readable_by(self.principal)
+                   or (where and not matches(where, docs[k].fields))}
             self._shown_ok.update((k, docs[k]) for k in unchecked if k not in bad)
             if not bad:
                 return top
             self.ranking = [f for f in self.ranking if f.key not in bad]
 
-    def _result(self, f: Fused) -> dict[str, object]:
+    def _shown_scores(self, page: list[Fused]) -> list[float]:
+        """`score` as shown: in (0, 1], higher is better, comparable across the pages of one
+        query (anchored on the ranking's best, not the page's). The ranking's own scores are
+        kept for explain; the mapping is monotone, so the order is the ranking's.
+        - keyword: BM25 divided by the best BM25 of the caller's list (fusion.relative);
+        - semantic: cosine similarity mapped onto (0, 1] as (1 + cos) / 2, an absolute figure
+          (1: same direction as the query); a space being built standardises its scores, and
+          then the hybrid rule below is used;
+        - hybrid, z-score fusion: exp(fused - best fused), 1 for the best, each standard
+          deviation behind it a factor e less (a lone hit scores 1, not the 0.0 it used to);
+        - hybrid, RRF: the RRF sum divided by the best possible (rank 1 in both legs)."""
+        if not page:
+            return []
+        best = self.ranking[0].score
+        raw = [f.score for f in page]
+        if self.strategy == "keyword":
+            shown = raw
+        elif self.strategy == "semantic" and all(-1.0 <= s <= 1.0 for s in [best, *raw]):
+            shown = [(1.0 + s) / 2.0 for s in raw]
+        elif self.strategy == "hybrid" and self.p.cfg.fusion == "rrf":
+            shown = [s * (self.p.cfg.rrf_k + 1) / 2.0 for s in raw]
+        else:
+            shown = [math.exp(min(0.0, s - best)) for s in raw]
+        return [min(1.0, max(MIN_SCORE, round(s, 6))) for s in shown]
+
+    def _result(self, f: Fused, shown: float) -> dict[str, object]:
         return {
             "id": f.key.doc_id,
             "collection": f.key.collection,
-            "score": f.score,
+            "score": shown,
             "matchedBy": list(f.matched_by),
-            "explainId": self.p.explain.put(self.principal, f, self.strategy, self.req.q),
+            "explainId": self.p.explain.put(self.principal, f, self.strategy, self.req.q,
+                                            fusion=self.p.cfg.fusion, shown=shown),
         }
 
     def _decorate(self, results: list[dict[str, object]], top: list[Fused]) -> None:
+        wanted = self.req.include_fields
+        if wanted and top:
+            for r, f in zip(results, top, strict=True):
+                r["fields"] = shown_fields(self._shown_ok[f.key], wanted)  # loaded by the page's re-check
         if self.req.include_highlights and top:
             text = self._lexical_text()
             docs = [self._shown_ok[f.key] for f in top]  # loaded by the page's re-check (_readable_top)
@@ -568,6 +629,15 @@ class ReadSession:
             },
             "elapsedMs": round((time.perf_counter() - self.started) * 1000, 3),
         }
+
+
+def shown_fields(doc: StoredDoc, wanted: bool | tuple[str, ...]) -> dict[str, object]:
+    """The stored fields a reader is shown: all (`True`) or the named ones that exist; never a
+    `_`-prefixed field (`_acl`, `_vibe` live apart from the fields; this is belt and braces)."""
+    if wanted is True:
+        return {k: v for k, v in doc.fields.items() if not k.startswith("_")}
+    names = wanted if isinstance(wanted, tuple) else ()
+    return {k: doc.fields[k] for k in names if k in doc.fields and not k.startswith("_")}
 
 
 def _standard(hits: Sequence[Hit]) -> list[float]:

@@ -171,6 +171,30 @@ def _read_schema(doc: dict[str, Any]) -> dict[str, Any]:
     ({"q": "x", "collection": ""}, False),
     ({"q": "x", "semantic": {"strategy": "vector"}}, False),
     ({"q": "x", "unknown": 1}, False),
+    # issue #13: filters, include.fields, cursors, and no accepted-but-ignored option
+    ({"q": "x", "filter": {"year": {"gte": 1990, "lt": 2000}, "tag": {"in": ["a", 1, True]}, "lang": "en"}}, True),
+    ({"q": "x", "filter": {"year": {"eq": 3}}, "include": {"fields": ["title", "year"]}}, True),
+    ({"q": "x", "filter": None, "include": {"fields": True}}, True),
+    ({"q": "x", "filter": {"_acl": "user:a"}}, False),
+    ({"q": "x", "filter": {"year": {}}}, False),
+    ({"q": "x", "filter": {"year": {"in": []}}}, False),
+    ({"q": "x", "filter": {"year": {"in": list(range(101))}}}, False),
+    ({"q": "x", "filter": {"year": {"gte": "1990"}}}, False),
+    ({"q": "x", "filter": {"year": {"eq": 1, "in": [2]}}}, False),
+    ({"q": "x", "filter": {"year": {"near": 1}}}, False),
+    ({"q": "x", "filter": {"year": None}}, False),
+    ({"q": "x", "filter": {"y": [1, 2]}}, False),
+    ({"q": "x", "filter": {f"f{i}": 1 for i in range(17)}}, False),
+    ({"q": "x", "filter": {"x" * 65: 1}}, False),
+    ({"q": "x", "filter": ["year"]}, False),
+    ({"q": "x", "include": {"fields": [""]}}, False),
+    ({"q": "x", "include": {"fields": ["f"] * 101}}, False),
+    ({"q": "x", "include": {"fields": "title"}}, False),
+    ({"q": "x", "semantic": {"domainHint": "code"}}, False),
+    ({"q": "x", "global": True, "collection": "posts"}, False),
+    ({"q": "x", "global": True, "collection": "any"}, True),
+    ({"q": "x", "global": False, "collection": "posts"}, True),
+    ({"q": "x", "cursor": ""}, False),
 ])
 def test_the_read_body_declaration_matches_the_handler(doc: dict[str, Any], body: dict[str, Any],
                                                        accepted: bool) -> None:
@@ -192,13 +216,23 @@ def test_the_read_body_declaration_matches_the_handler(doc: dict[str, Any], body
 
 
 def test_read_declares_the_event_stream_and_each_event(doc: dict[str, Any]) -> None:
+    """Each SSE event's data has its own component (a generator gives each a type), and each
+    component is the shape the handler sends (ReadAnswer, Warming, ErrorDetail)."""
     stream = doc["paths"]["/v1/read"]["post"]["responses"]["200"]["content"]["text/event-stream"]
-    events = {name: v["properties"]["data"]["contentSchema"]["$ref"].rsplit("/", 1)[1]
-              for v in stream["itemSchema"]["oneOf"] for name in v["properties"]["event"]["enum"]}
-    assert events == {"lexical": "ReadAnswer", "semantic": "ReadAnswer", "done": "ReadAnswer",
-                      "warming": "Warming", "error": "ErrorDetail"}
-    for name in set(events.values()):
-        assert name in doc["components"]["schemas"]
+    events = {v["properties"]["event"]["const"]: v["properties"]["data"]["contentSchema"]["$ref"].rsplit("/", 1)[1]
+              for v in stream["itemSchema"]["oneOf"]}
+    assert events == {"lexical": "LexicalEvent", "semantic": "SemanticEvent", "done": "DoneEvent",
+                      "warming": "WarmingEvent", "error": "ErrorEvent"}
+    shapes = {"LexicalEvent": "ReadAnswer", "SemanticEvent": "ReadAnswer", "DoneEvent": "ReadAnswer",
+              "WarmingEvent": "Warming", "ErrorEvent": "ErrorDetail"}
+    for name, shape in shapes.items():
+        assert doc["components"]["schemas"][name]["allOf"] == [{"$ref": f"#/components/schemas/{shape}"}]
+        assert shape in doc["components"]["schemas"]
+    answer = doc["components"]["schemas"]["ReadAnswer"]
+    assert "nextCursor" in answer["required"]
+    hit = doc["components"]["schemas"]["Hit"]["properties"]
+    assert hit["score"]["exclusiveMinimum"] == 0 and hit["score"]["maximum"] == 1
+    assert "fields" in hit and "(0, 1]" in hit["score"]["description"]
 
 
 def test_a_405_names_every_method_of_the_path_in_allow(app: FastAPI) -> None:
