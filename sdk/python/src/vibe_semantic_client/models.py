@@ -54,6 +54,11 @@ class Warming:
         d = d or {}
         return cls(queued=int(d.get("queued") or 0), message=str(d.get("message") or ""), id=id, retry=retry)
 
+    @property
+    def results(self) -> list[Hit]:
+        """No ranking in this event (empty, so any event's `.results` can be read)."""
+        return []
+
 
 @dataclass(frozen=True, slots=True)
 class ReadAnswer:
@@ -139,6 +144,7 @@ class Error:
 
     @property
     def results(self) -> list[Hit]:
+        """No ranking in this event (empty, so any event's `.results` can be read)."""
         return []
 
     def exception(self) -> VibeError:

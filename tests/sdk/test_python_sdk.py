@@ -1,0 +1,379 @@
+"""The Python SDK (sdk/python, `vibe-semantic-client`) against the real served app, and its
+retry policy against a local stand-in that answers 429/503 the way a proxy or the API does."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import shutil
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+from vibe_semantic_client import (
+    AsyncClient,
+    Client,
+    Conflict,
+    Done,
+    EmbedderUnavailable,
+    Forbidden,
+    InvalidParams,
+    Lexical,
+    NotFound,
+    RateLimited,
+    ReadAnswer,
+    ServiceUnavailable,
+    Timeout,
+    TransportError,
+    Unauthorized,
+    VibeError,
+    Warming,
+)
+
+from tests.sdk.conftest import ADMIN, ALICE, BOB, OTHER_ADMIN
+from tests.support.server import REPO, free_port
+
+FILLER = (" The team met on Tuesday to review progress, open risks and owners for each workstream."
+          " Notes were taken by the program manager and shared in the weekly digest for later reference.")
+DOCS = [
+    {"_id": "d1", "title": "Quarterly launch notes", "body": "We agreed to push the launch to March 10." + FILLER,
+     "_acl": ["group:eng"]},
+    {"_id": "d2", "title": "Sales playbook", "body": "Discount rules for the launch quarter." + FILLER,
+     "_acl": ["group:sales"]},
+    {"_id": "d3", "title": "Company handbook", "body": "Launch reviews happen every quarter." + FILLER},
+    {"_id": "d4", "title": "Secret launch memo", "body": "Only the admin may read this launch memo." + FILLER,
+     "_acl": ["user:admin"]},
+]
+FORBIDDEN_FOR_ALICE = {"d2", "d4"}
+
+
+@pytest.fixture(scope="module")
+def admin(base_url: str) -> Iterator[Client]:
+    with Client(base_url, ADMIN) as c:
+        yield c
+
+
+@pytest.fixture(scope="module")
+def loaded(admin: Client) -> str:
+    """Collection `notes` with DOCS (tenant ta) and one launch document of tenant tb."""
+    out = admin.bulk("notes", DOCS)
+    assert out.accepted == 4 and not out.errors, out
+    with Client(admin.base_url, OTHER_ADMIN) as other:
+        other.put("notes", "tb1", {"title": "Other tenant launch", "body": "launch quarter" + FILLER})
+    return "notes"
+
+
+# -- documents -------------------------------------------------------------------------------
+
+def test_documents_round_trip(admin: Client) -> None:
+    assert admin.put("docs", "a 1?x#é", {"title": "Hello", "n": 1}, acl=["user:admin"])["result"] == "created"
+    assert admin.put("docs", "a 1?x#é", {"title": "Hello again", "n": 2}, acl=["user:admin"])["result"] == "updated"
+    got = admin.get("docs", "a 1?x#é")
+    assert got["_id"] == "a 1?x#é" and got["title"] == "Hello again" and got["n"] == 2 and "__semantic" not in got
+    projected = admin.get("docs", "a 1?x#é", include_semantic=True)
+    assert {"status", "lastEmbeddedAt", "space"} <= set(projected["__semantic"])
+    admin.put("docs", "private", {"title": "no ai"}, semantic_intent="deny")
+    assert admin.get("docs", "private")["_vibe"] == {"semantic": {"intent": "deny"}}
+    assert admin.delete("docs", "a 1?x#é")["result"] == "deleted"
+    with pytest.raises(NotFound):
+        admin.get("docs", "a 1?x#é")
+
+
+def test_mget_in_order_and_unreadable_looks_absent(admin: Client, loaded: str, base_url: str) -> None:
+    with Client(base_url, ALICE) as alice:
+        try:
+            docs = alice.mget(loaded, ["d3", "d2", "missing", "d1"])
+        except NotFound as e:  # the route is new (issue 13); an older server has none
+            pytest.skip(f"this server has no docs:mget ({e.message})")
+    assert [d["_id"] if d else None for d in docs] == ["d3", None, None, "d1"]
+    assert "Discount" not in json.dumps(docs)
+
+
+def test_typed_errors(base_url: str, admin: Client, loaded: str) -> None:
+    with Client(base_url, "not-a-key", retries=0) as stranger, pytest.raises(Unauthorized) as e401:
+        stranger.get(loaded, "d3")
+    with Client(base_url, BOB) as bob, pytest.raises(Forbidden) as e403:
+        bob.put(loaded, "x", {"title": "bob has no write scope"})
+    with pytest.raises(NotFound) as e404:
+        admin.get(loaded, "no-such-doc")
+    with pytest.raises(InvalidParams) as e400:
+        admin.read_once(loaded, "launch", limit=0)
+    with pytest.raises(InvalidParams):
+        admin.read_once(loaded, "launch", no_such_option=True)  # sent as given; the server refuses it
+    for info, code, status in ((e401, "unauthorized", 401), (e403, "forbidden", 403), (e404, "not_found", 404),
+                               (e400, "invalid_params", 400)):
+        err = info.value
+        assert isinstance(err, VibeError) and err.code == code and err.status == status and err.message
+    with Client(base_url, ALICE) as alice, pytest.raises(Forbidden):
+        alice.coverage(loaded)  # admin scope
+
+
+# -- read ------------------------------------------------------------------------------------
+
+def test_read_once_typed_answer_respects_acl_and_tenant(base_url: str, loaded: str) -> None:
+    with Client(base_url, ALICE) as alice:
+        answer = alice.read_once("any", "launch", strategy="keyword", limit=10, highlights=True)
+    assert isinstance(answer, ReadAnswer) and answer.strategy == "keyword"
+    assert set(answer.ids) == {"d1", "d3"}
+    hit = answer.results[0]
+    assert hit.collection == loaded and isinstance(hit.score, float) and hit.matched_by == ["keyword"]
+    assert hit.explain_id and isinstance(answer.warming, Warming) and "strategy" in answer.diagnostics
+    assert any(h.highlights for h in answer.results)
+    scores = [h.score for h in answer.results]
+    assert scores == sorted(scores, reverse=True)
+
+
+def test_stream_events_in_order_and_no_leak(admin: Client, base_url: str) -> None:
+    admin.bulk("fresh", DOCS)  # nothing has touched these yet: the stream has something to warm
+    with Client(base_url, ALICE) as alice:
+        events = list(alice.stream("fresh", "launch date", strategy="hybrid", limit=10, highlights=True))
+    names = [e.event for e in events]
+    assert isinstance(events[0], Lexical) and isinstance(events[-1], Done), names
+    assert set(names) <= {"lexical", "warming", "semantic", "done"} and "warming" in names
+    seen = {h.id for e in events for h in e.results}
+    assert "d1" in seen and not seen & FORBIDDEN_FOR_ALICE
+    assert "Discount" not in repr(events) and "Only the admin" not in repr(events)
+    assert events[-1].diagnostics["semantic"]["pending"] == 0
+
+
+def test_stream_of_a_forbidden_collection_yields_nothing(admin: Client, base_url: str) -> None:
+    admin.put("vault", "v1", {"title": "Vault launch codes", "body": "launch launch" + FILLER}, acl=["user:admin"])
+    for key in (ALICE, BOB, OTHER_ADMIN):
+        with Client(base_url, key) as other:
+            events = list(other.stream("vault", "launch codes", strategy="hybrid"))
+            answer = other.read_once("vault", "launch codes", strategy="hybrid")
+        assert events and events[0].event == "lexical" and events[-1].event == "done"
+        assert not any(e.results for e in events) and not answer.results
+        assert "Vault" not in repr(events)
+
+
+def test_breaking_out_of_a_stream_closes_it(base_url: str, loaded: str) -> None:
+    with Client(base_url, ALICE) as alice:
+        for event in alice.stream(loaded, "launch", strategy="hybrid"):
+            assert event.event == "lexical"
+            break
+        # the connection went back (or was closed): the client still works
+        assert alice.read_once(loaded, "launch", strategy="keyword").results
+
+
+# -- bulk ------------------------------------------------------------------------------------
+
+def test_bulk_batches_and_reports_progress(admin: Client) -> None:
+    docs: list[dict[str, Any]] = [{"_id": f"b{i}", "title": f"bulk item {i}", "body": "bulkword"} for i in range(25)]
+    docs.insert(7, {"title": "no id"})  # a bad document does not sink the others
+    seen: list[tuple[int, int]] = []
+    out = admin.bulk("bulk", docs, batch_size=10, progress=lambda done, total: seen.append((done, total)))
+    assert seen == [(10, 26), (20, 26), (26, 26)]
+    assert out.accepted == 25 and out.rejected == 1 and out.errors and len(out.results) == 26
+    assert out.failed[0]["error"]["code"] == "invalid_params"
+    assert admin.get("bulk", "b24")["title"] == "bulk item 24"
+
+
+# -- admin -----------------------------------------------------------------------------------
+
+def test_admin_calls(admin: Client, loaded: str) -> None:
+    assert admin.coverage(loaded)["total"] >= 4
+    assert admin.status(loaded, "d3")["status"]
+    assert admin.promote(loaded)["mode"] == "eager"
+    assert any(c["collection"] == loaded and c["state"] == "eager" for c in admin.promotions()["collections"])
+    assert admin.demote(loaded)["mode"] == "lazy"
+    assert admin.reindex(loaded)["collection"] == loaded
+    assert "total" in admin.queue_depth() and "queued" in admin.lag()
+    assert admin.spaces()["spaces"][0]["state"] == "active"
+    assert admin.usage(loaded)["collection"] == loaded
+    assert admin.evict(loaded, idle_seconds=3600)["collection"] == loaded
+    assert admin.mismatch()["missingVectors"] == 0
+    active = admin.spaces()["spaces"][0]["space"]
+    with pytest.raises(Conflict):
+        admin.create_space(active, "hash:v1@64")  # already the active space
+    with pytest.raises(NotFound):
+        admin.activate_space("no-such-space")
+
+
+# -- async parity ----------------------------------------------------------------------------
+
+def test_async_client_parity(admin: Client, base_url: str, loaded: str) -> None:
+    sync_answer = admin.read_once(loaded, "launch quarter", strategy="keyword")
+
+    async def run() -> dict[str, Any]:
+        progress: list[tuple[int, int]] = []
+        async with AsyncClient(base_url, ADMIN) as a:
+            answer = await a.read_once(loaded, "launch quarter", strategy="keyword")
+            events = [e async for e in a.stream(loaded, "launch quarter", strategy="hybrid")]
+            put = await a.put("async", "x1", {"title": "async doc"})
+            got = await a.get("async", "x1", include_semantic=True)
+            bulk = await a.bulk("async", [{"_id": f"y{i}"} for i in range(3)], batch_size=2,
+                                progress=lambda d, t: progress.append((d, t)))
+            coverage = await a.coverage("async")
+            with pytest.raises(NotFound):
+                await a.get("async", "nope")
+            deleted = await a.delete("async", "x1")
+        async with AsyncClient(base_url, ALICE) as alice:
+            with pytest.raises(Forbidden):
+                await alice.lag()
+        return {"answer": answer, "events": events, "put": put, "got": got, "bulk": bulk, "progress": progress,
+                "coverage": coverage, "deleted": deleted}
+
+    out = asyncio.run(run())
+    assert out["answer"].ids == sync_answer.ids
+    names = [e.event for e in out["events"]]
+    assert names[0] == "lexical" and names[-1] == "done"
+    assert out["put"]["result"] == "created" and out["got"]["__semantic"]["status"]
+    assert out["bulk"].accepted == 3 and out["progress"] == [(2, 3), (3, 3)]
+    assert out["coverage"]["total"] == 4 and out["deleted"]["result"] == "deleted"
+
+
+# -- retries, against a stand-in --------------------------------------------------------------
+
+class StandIn:
+    """A local HTTP server that answers each path from a script: a list of (status, headers,
+    body) used in turn, the last one repeated. Counts the requests it saw per path."""
+
+    def __init__(self) -> None:
+        self.script: dict[str, list[tuple[int, dict[str, str], Any]]] = {}
+        self.hits: dict[str, int] = {}
+        self.delay = 0.0
+        stand_in = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def _answer(self) -> None:
+                path = self.path.split("?")[0]
+                n = stand_in.hits.get(path, 0)
+                stand_in.hits[path] = n + 1
+                length = int(self.headers.get("content-length") or 0)
+                self.rfile.read(length)
+                steps = stand_in.script.get(path) or [(404, {}, {"error": {"code": "not_found", "message": "no"}})]
+                status, headers, body = steps[min(n, len(steps) - 1)]
+                if stand_in.delay:
+                    threading.Event().wait(stand_in.delay)
+                data = body.encode() if isinstance(body, str) else json.dumps(body).encode()
+                self.send_response(status)
+                for k, v in {"Content-Type": "application/json", **headers}.items():
+                    self.send_header(k, v)
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            do_GET = do_POST = do_PUT = do_DELETE = _answer
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.base = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+LIMITED = (429, {"Retry-After": "1"}, {"error": {"code": "rate_limited", "message": "slow down"}})
+ANSWER = {"results": [{"id": "r1", "collection": "c", "score": 1.0, "matchedBy": ["keyword"], "explainId": "e"}],
+          "strategy": "keyword", "warming": {"queued": 0, "message": "Nothing to warm up"}, "diagnostics": {}}
+SSE_BODY = ("event: lexical\nid: 1\ndata: " + json.dumps(ANSWER) + "\n\n: heartbeat\n\n"
+            "event: done\nid: 2\ndata: " + json.dumps(ANSWER) + "\n\n")
+
+
+@pytest.fixture
+def stand_in() -> Iterator[StandIn]:
+    s = StandIn()
+    yield s
+    s.close()
+
+
+def _client(stand_in: StandIn, waits: list[tuple[int, float, str]], **kw: Any) -> Client:
+    return Client(stand_in.base, "k", backoff=0.01, on_retry=lambda a, w, r: waits.append((a, w, r)), **kw)
+
+
+def test_idempotent_calls_retry_a_429_after_retry_after(stand_in: StandIn) -> None:
+    stand_in.script = {"/v1/collections/c/docs/d": [LIMITED, (200, {}, {"_id": "d", "title": "t"})],
+                       "/v1/read": [LIMITED, (200, {}, ANSWER)]}
+    waits: list[tuple[int, float, str]] = []
+    with _client(stand_in, waits) as c:
+        assert c.get("c", "d")["title"] == "t"
+        assert c.read_once("c", "q").ids == ["r1"]  # POST /v1/read is safe to repeat
+    assert stand_in.hits == {"/v1/collections/c/docs/d": 2, "/v1/read": 2}
+    assert [(a, r) for a, _, r in waits] == [(1, "HTTP 429"), (1, "HTTP 429")]
+    assert all(w >= 1.0 for _, w, _ in waits)  # Retry-After is a floor, not a hint
+
+
+def test_stream_retries_before_it_starts(stand_in: StandIn) -> None:
+    stand_in.script = {"/v1/read": [(503, {"Retry-After": "0"}, {"error": {"code": "embedder_unavailable",
+                                                                           "message": "later"}}),
+                                    (200, {"Content-Type": "text/event-stream"}, SSE_BODY)]}
+    waits: list[tuple[int, float, str]] = []
+    with _client(stand_in, waits) as c:
+        events = list(c.stream("c", "q"))
+    assert [(e.event, e.id) for e in events] == [("lexical", "1"), ("done", "2")]
+    assert stand_in.hits["/v1/read"] == 2 and len(waits) == 1
+
+
+def test_non_idempotent_post_is_never_retried(stand_in: StandIn) -> None:
+    stand_in.script = {"/semantic/promote": [LIMITED, (200, {}, {"mode": "eager"})],
+                       "/semantic/reindex": [(503, {}, {"error": {"code": "embedder_unavailable", "message": "x"}})]}
+    waits: list[tuple[int, float, str]] = []
+    with _client(stand_in, waits) as c:
+        with pytest.raises(RateLimited) as e:
+            c.promote("c")
+        with pytest.raises(EmbedderUnavailable):
+            c.reindex("c")
+    assert e.value.retry_after == 1.0 and e.value.status == 429
+    assert stand_in.hits == {"/semantic/promote": 1, "/semantic/reindex": 1} and waits == []
+
+
+def test_retries_give_up_with_the_typed_error(stand_in: StandIn) -> None:
+    stand_in.script = {"/v1/read": [(429, {"Retry-After": "0"}, {"error": {"code": "rate_limited", "message": "x"}})],
+                       "/healthz": [(503, {}, "<html>bad gateway</html>")],
+                       "/semantic/lag": [(429, {"Retry-After": "3600"}, {"error": {"code": "rate_limited",
+                                                                                   "message": "tomorrow"}})]}
+    waits: list[tuple[int, float, str]] = []
+    with _client(stand_in, waits, retries=2) as c:
+        with pytest.raises(RateLimited):
+            c.read_once("c", "q")
+        with pytest.raises(ServiceUnavailable):  # no error body: typed by status
+            c.health()
+        with pytest.raises(RateLimited) as e:  # a wait longer than max_retry_after is the caller's call
+            c.lag()
+    assert stand_in.hits == {"/v1/read": 3, "/healthz": 3, "/semantic/lag": 1}
+    assert e.value.retry_after == 3600
+    with Client(stand_in.base, "k", retries=0) as c, pytest.raises(RateLimited):
+        c.read_once("c", "q")
+    assert stand_in.hits["/v1/read"] == 4
+
+
+def test_transport_errors_and_timeouts_are_typed(stand_in: StandIn) -> None:
+    waits: list[tuple[int, float, str]] = []
+    with Client(f"http://127.0.0.1:{free_port()}", "k", retries=2, backoff=0.01,
+                on_retry=lambda a, w, r: waits.append((a, w, r))) as c, pytest.raises(TransportError):
+        c.promote("c")  # refused: nothing was sent, so even a POST may be tried again
+    assert [r for _, _, r in waits] == ["ConnectError", "ConnectError"]
+    stand_in.script = {"/semantic/promote": [(200, {}, {"mode": "eager"})]}
+    stand_in.delay = 2.0
+    with Client(stand_in.base, "k", timeout=0.2, retries=3) as c, pytest.raises(Timeout):
+        c.promote("c")  # the server may have acted: not repeated
+    assert stand_in.hits["/semantic/promote"] == 1
+
+
+# -- packaging -------------------------------------------------------------------------------
+
+def test_package_installs_alone(tmp_path: Path) -> None:
+    """`pip install ./sdk/python` on its own (no repository code) gives an importable, typed package."""
+    src = tmp_path / "src"
+    shutil.copytree(REPO / "sdk" / "python", src, ignore=shutil.ignore_patterns("build", "*.egg-info", "__pycache__"))
+    target = tmp_path / "site"
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation",
+                    "--target", str(target), str(src)], check=True, timeout=240)
+    assert (target / "vibe_semantic_client" / "py.typed").exists()
+    code = ("import vibe_semantic_client as v; from vibe_semantic_client import Client, AsyncClient, VibeError; "
+            "print(v.__file__)")
+    env = {**os.environ, "PYTHONPATH": str(target)}
+    out = subprocess.run([sys.executable, "-c", code], env=env, cwd=tmp_path, capture_output=True, text=True,
+                         check=True, timeout=60)
+    assert out.stdout.strip().startswith(str(target)), out.stdout
