@@ -41,7 +41,7 @@ from tests.support.server import REPO, free_port
 
 FILLER = (" The team met on Tuesday to review progress, open risks and owners for each workstream."
           " Notes were taken by the program manager and shared in the weekly digest for later reference.")
-DOCS = [
+DOCS: list[dict[str, Any]] = [
     {"_id": "d1", "title": "Quarterly launch notes", "body": "We agreed to push the launch to March 10." + FILLER,
      "_acl": ["group:eng"]},
     {"_id": "d2", "title": "Sales playbook", "body": "Discount rules for the launch quarter." + FILLER,
