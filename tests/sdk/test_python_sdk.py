@@ -129,6 +129,25 @@ def test_read_once_typed_answer_respects_acl_and_tenant(base_url: str, loaded: s
     assert scores == sorted(scores, reverse=True)
 
 
+def test_fields_filter_and_pages(admin: Client, base_url: str) -> None:
+    docs = [{"_id": f"p{i:02}", "title": f"paging report {i}", "year": 2000 + i, "tag": ["odd", "even"][i % 2 == 0],
+             "body": "paging" + FILLER} for i in range(12)]
+    docs.append({"_id": "hidden", "title": "paging hidden", "year": 2005, "tag": "odd", "_acl": ["user:admin"]})
+    admin.bulk("paged", docs)
+    with Client(base_url, ALICE) as alice:
+        answer = alice.read_once("paged", "paging", strategy="keyword", limit=5, fields=["title", "year"],
+                                 filter={"year": {"gte": 2004}, "tag": {"in": ["odd"]}})
+        assert answer.results and all(h.fields and set(h.fields) <= {"title", "year"} for h in answer.results)
+        assert {h.id for h in answer.results} == {"p05", "p07", "p09", "p11"}  # `hidden`: not alice's
+        assert answer.next_cursor is None
+        pages = list(alice.pages("paged", "paging", strategy="keyword", limit=5))
+        with pytest.raises(InvalidParams):
+            alice.read_once("paged", "paging", strategy="keyword", filter={"year": {"near": 3}})
+    assert [len(p.results) for p in pages] == [5, 5, 2]
+    seen = [h.id for p in pages for h in p.results]
+    assert sorted(seen) == [f"p{i:02}" for i in range(12)]  # every readable hit once, across pages
+
+
 def test_stream_events_in_order_and_no_leak(admin: Client, base_url: str) -> None:
     admin.bulk("fresh", DOCS)  # nothing has touched these yet: the stream has something to warm
     with Client(base_url, ALICE) as alice:
@@ -377,3 +396,13 @@ def test_package_installs_alone(tmp_path: Path) -> None:
     out = subprocess.run([sys.executable, "-c", code], env=env, cwd=tmp_path, capture_output=True, text=True,
                          check=True, timeout=60)
     assert out.stdout.strip().startswith(str(target)), out.stdout
+
+
+def test_readme_example_runs(base_url: str) -> None:
+    """The Python example of the README's "Clients" section, as written, against the served app."""
+    readme = (REPO / "README.md").read_text()
+    block = readme.split("### Python", 1)[1].split("```python\n", 1)[1].split("```", 1)[0]
+    code = block.replace("http://127.0.0.1:8080", base_url)
+    printed: list[str] = []
+    exec(compile(code, "README.md", "exec"), {"KEY": ADMIN, "print": lambda *a: printed.append(" ".join(map(str, a)))})
+    assert any(line.startswith("lexical") for line in printed) and "998/998" in printed

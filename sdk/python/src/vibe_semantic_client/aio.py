@@ -88,6 +88,17 @@ class AsyncClient(ClientConfig, JsonCalls[Awaitable[JSON]]):
         """See `Client.read_once`."""
         return await self._do(core.read(core.read_body(collection, q, strategy, limit, options)))
 
+    async def pages(self, collection: str, q: str = "", strategy: str = "auto", limit: int = 10,
+                    **options: Any) -> AsyncIterator[ReadAnswer]:
+        """See `Client.pages`; consume with `async for`."""
+        body = core.read_body(collection, q, strategy, limit, options)
+        while True:
+            page = await self._do(core.read(body))
+            yield page
+            if not page.next_cursor:
+                return
+            body = {**body, "cursor": page.next_cursor}
+
     async def stream(self, collection: str, q: str = "", strategy: str = "auto", limit: int = 10,
                      **options: Any) -> AsyncIterator[Event]:
         """See `Client.stream`; consume with `async for`."""

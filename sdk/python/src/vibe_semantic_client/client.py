@@ -95,6 +95,18 @@ class Client(ClientConfig, JsonCalls[JSON]):
         `fields`, `highlights`, `include_semantic`, `k`, `like`, `semantic={...}`, ...)."""
         return self._do(core.read(core.read_body(collection, q, strategy, limit, options)))
 
+    def pages(self, collection: str, q: str = "", strategy: str = "auto", limit: int = 10,
+              **options: Any) -> Iterator[ReadAnswer]:
+        """`read_once` page after page (`limit` hits each), following `next_cursor` to the end
+        of the ranking. Stop iterating to stop asking."""
+        body = core.read_body(collection, q, strategy, limit, options)
+        while True:
+            page = self._do(core.read(body))
+            yield page
+            if not page.next_cursor:
+                return
+            body = {**body, "cursor": page.next_cursor}
+
     def stream(self, collection: str, q: str = "", strategy: str = "auto", limit: int = 10,
                **options: Any) -> Iterator[Event]:
         """The readOnce stream: `Lexical` first, then `Warming` / `Semantic` as embeddings arrive,
