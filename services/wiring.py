@@ -10,6 +10,7 @@ profile never loads their clients.
 from __future__ import annotations
 
 import fcntl
+import importlib
 import logging
 import threading
 from collections.abc import Callable
@@ -29,12 +30,15 @@ from services.worker.backfill import BackfillLimits, Backfills
 from services.worker.handlers import BatchOutcome, EmbedHandler
 from services.worker.lifecycle import Lifecycle, LifecycleConfig
 from services.worker.scheduler import SchedulerThread
+from shared.adapters.citations_sqlite import SqliteCitationRegistry
 from shared.adapters.cold_files import FileColdStore
 from shared.adapters.edge_vectors import EdgeVectorIndex
+from shared.adapters.mcp_audit_sqlite import SqliteAuditLog, SqliteMaterialBudget, SqliteTaskLedger
 from shared.adapters.memory_budget import MemoryBudget
 from shared.adapters.memory_queue import InProcessQueue
 from shared.adapters.sqlite_store import SqliteStore
 from shared.adapters.tantivy_lexical import TantivyLexicalIndex
+from shared.agent_ports import AuditLog, CitationRegistry, MaterialBudget, PreCallCheck, Reranker, TaskLedger
 from shared.config import Settings
 from shared.indexing import FilePosition, Followers, IndexFollower, StorePosition
 from shared.metrics import METRICS
@@ -92,6 +96,22 @@ class Container:
     embedders: SpaceEmbedders
     index_home: Path
     signal: Signal = field(default_factory=Signal)
+    _agent: AgentAdapters | None = field(default=None, repr=False)
+    _agent_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def agent(self) -> AgentAdapters:
+        """The agent tools' adapters (MCP over stdio and HTTP), built on first use so the
+        processes that serve no tools (workers, CLI commands) never open their stores."""
+        with self._agent_lock:
+            if self._agent is None:
+                self._agent = build_agent_adapters(self.settings)
+            return self._agent
+
+    def close_agent(self) -> None:
+        with self._agent_lock:
+            agent, self._agent = self._agent, None
+        if agent is not None:
+            agent.close()
 
     def start(self) -> None:
         self.follower.sync()
@@ -119,6 +139,7 @@ class Container:
         self.lexical.close()
         self.store.close()
         release_index_home(self.index_home)
+        self.close_agent()
 
 
 def _check_space(store: DocumentStore, space: str, emb: Embedder) -> None:
@@ -390,3 +411,60 @@ def build(settings: Settings, embedder: Embedder | None = None) -> Container:
 
 def _eager(store: StoreOfRecord, tenant: str) -> set[str]:
     return {m.collection for m in store.collection_modes(tenant) if m.mode == "eager"}
+
+
+# --- agent tools (MCP): the citation registry, audit log, budget, task ledger, pre-call check, reranker ---
+
+
+@dataclass
+class AgentAdapters:
+    citations: CitationRegistry
+    audit: AuditLog
+    budget: MaterialBudget
+    tasks: TaskLedger
+    precall: PreCallCheck
+    reranker: Reranker | None  # None = off (VIBE_RERANK_URL unset)
+
+    def close(self) -> None:
+        for part in (self.citations, self.audit, self.budget, self.tasks, self.reranker):
+            if part is not None:
+                part.close()
+
+
+def allow_all(tenant: str, user: str, tool: str, params: dict[str, Any]) -> None:
+    """The default pre-call check: no billing system exists here."""
+
+
+def load_precall(spec: str | None) -> PreCallCheck:
+    """`VIBE_MCP_PRECALL_CHECK=module:attr` (seed 004's billing hook), or allow everything."""
+    if not spec:
+        return allow_all
+    module, _, attr = spec.partition(":")
+    fn = getattr(importlib.import_module(module), attr or "check")
+    if not callable(fn):
+        raise RuntimeError(f"VIBE_MCP_PRECALL_CHECK {spec!r} is not callable")
+    return fn  # type: ignore[no-any-return]
+
+
+def build_citations(s: Settings) -> CitationRegistry:
+    """Redis when API processes scale out (the Celery queue means Redis is there anyway);
+    SQLite in the data dir otherwise. Both keep numbers across restarts."""
+    if s.queue == "celery":
+        from shared.adapters.citations_redis import RedisCitationRegistry
+
+        return RedisCitationRegistry.from_settings(s)
+    return SqliteCitationRegistry(s.data_dir / "mcp_citations.sqlite3")
+
+
+def build_reranker(s: Settings) -> Reranker | None:
+    if not s.rerank_url:
+        return None
+    from shared.adapters.rerank_http import HttpReranker
+
+    return HttpReranker(s.rerank_url, s.rerank_model, s.rerank_protocol, s.rerank_api_key, s.rerank_timeout_seconds)
+
+
+def build_agent_adapters(s: Settings) -> AgentAdapters:
+    audit_path = s.data_dir / "mcp_audit.sqlite3"
+    return AgentAdapters(build_citations(s), SqliteAuditLog(audit_path), SqliteMaterialBudget(audit_path),
+                         SqliteTaskLedger(audit_path), load_precall(s.mcp_precall_check), build_reranker(s))

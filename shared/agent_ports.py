@@ -1,8 +1,11 @@
-"""Ports of the agent tools (issue #4): the citation registry, the tool audit log and the
-pre-call check. Kept apart from shared/ports.py, which holds the retrieval core's ports.
+"""Ports of the agent tools (issue #4): the citation registry, the tool audit log, the
+pre-call check, the extract_key_info budget and task ledger, and the reranker. Kept apart from
+shared/ports.py, which holds the retrieval core's ports.
 
 Adapters: shared/adapters/citations_sqlite.py (embedded), citations_redis.py (when the
-queue is Celery: several API processes), shared/adapters/mcp_audit_sqlite.py.
+queue is Celery: several API processes), shared/adapters/mcp_audit_sqlite.py (audit log,
+budget, task ledger), shared/adapters/rerank_http.py (Cohere/TEI `/rerank`). All are built
+by the composition root, services/wiring.py.
 """
 
 from __future__ import annotations
@@ -101,5 +104,38 @@ class MaterialBudget(Protocol):
 
     def used(self, key: str, day: str) -> tuple[int, int]:
         """(characters, chunks) charged to the key on that day."""
+
+    def close(self) -> None: ...
+
+
+class RerankError(Exception):
+    """The reranker could not answer (unreachable, timed out, refused, malformed reply)."""
+
+
+@runtime_checkable
+class Reranker(Protocol):
+    """A cross-encoder behind a provider port (seed 001 §4.3, V§10): scores each passage
+    against the query. Adapters: shared/adapters/rerank_http.py (Cohere/TEI `/rerank`)."""
+
+    model_id: str
+
+    def rerank(self, query: str, passages: list[str]) -> list[float]:
+        """One relevance score per passage, in the passages' order (higher is better); raises
+        RerankError when the provider fails."""
+
+    def close(self) -> None: ...
+
+
+@runtime_checkable
+class TaskLedger(Protocol):
+    """When each extract_key_info task collection was last used (seed 004 retention: tasks
+    inactive for N days are purged)."""
+
+    def touch(self, tenant: str, collection: str, now: float) -> None: ...
+
+    def stale(self, before: float, limit: int = 100) -> list[tuple[str, str]]:
+        """(tenant, collection) of tasks last used before `before`."""
+
+    def forget(self, tenant: str, collection: str) -> None: ...
 
     def close(self) -> None: ...

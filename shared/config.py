@@ -10,7 +10,7 @@ import json
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, Field, field_validator, model_validator
+from pydantic import AliasChoices, BaseModel, Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 
@@ -24,7 +24,7 @@ class ApiKey(BaseModel):
 
 
 class Settings(BaseSettings):
-    model_config = SettingsConfigDict(env_prefix="VIBE_", extra="ignore")
+    model_config = SettingsConfigDict(env_prefix="VIBE_", extra="ignore", populate_by_name=True)
 
     profile: Literal["embedded", "distributed"] = "embedded"
     queue: Literal["embedded", "celery"] | None = None
@@ -81,6 +81,12 @@ class Settings(BaseSettings):
     # Threads the local model may use; 0 = all cores but one, so background embedding leaves
     # a core to the read path (bench latency: first events wait behind a busy model otherwise).
     embed_threads: int = 0
+    # The local model's runtime (shared/adapters/embedders/onnx_embedder.py): auto = an ONNX
+    # export (cached in <data_dir>/models, verified against torch) when it verifies, torch
+    # otherwise (logged at start-up); onnx = fail at start-up without it. Documents follow
+    # embed_doc_runtime (auto = onnxruntime: bench/perf_report.py compares the two).
+    embed_runtime: Literal["auto", "onnx", "torch"] = "auto"
+    embed_doc_runtime: Literal["auto", "onnx", "torch"] = "auto"
 
     # Input limits.
     max_doc_bytes: int = 1_048_576
@@ -120,27 +126,47 @@ class Settings(BaseSettings):
 
     # --- MCP and agent tools (issue #4) ---
     mcp_key: str | None = None  # the key `vibe-semantic mcp` (stdio) acts as
-    enable_inner_voice: bool = False
+    # Seed 000's own names (SURR_*, MCP_NO_LOG) are read too; the VIBE_ name wins when both are set.
+    enable_inner_voice: bool = Field(default=False, validation_alias=AliasChoices(
+        "VIBE_ENABLE_INNER_VOICE", "SURR_ENABLE_INNER_VOICE"))
     mcp_collection: str = "kb"  # where `reindex` stores chunks and `search` looks by default
     mcp_max_file_bytes: int = 2_000_000
     mcp_chunk_chars: int = 1200
     mcp_chunk_overlap: int = 200
     mcp_max_top_k: int = 100
-    mcp_no_log: bool = False  # seed 000 `MCP_NO_LOG`: counters only, no detail logs
+    mcp_no_log: bool = Field(default=False, validation_alias=AliasChoices(  # seed 000: counters only, no detail logs
+        "VIBE_MCP_NO_LOG", "MCP_NO_LOG"))
     mcp_precall_check: str | None = None  # "module:attr" of a PreCallCheck (seed 004 billing hook)
     inner_voice_kg_collection: str = "kg"
     inner_voice_thoughts_collection: str = "thoughts"
-    inner_voice_mix: float = 0.6
-    inner_voice_topk_default: int = 10
+    inner_voice_mix: float = Field(default=0.6, validation_alias=AliasChoices(
+        "VIBE_INNER_VOICE_MIX", "SURR_INNER_VOICE_MIX"))
+    inner_voice_topk_default: int = Field(default=10, validation_alias=AliasChoices(
+        "VIBE_INNER_VOICE_TOPK_DEFAULT", "SURR_INNER_VOICE_TOPK_DEFAULT"))
     inner_voice_floor: float = 0.25
-    inner_voice_min_floor: float = 0.15
-    inner_voice_max_candidates_per_source: int = 150
+    inner_voice_min_floor: float = Field(default=0.15, validation_alias=AliasChoices(
+        "VIBE_INNER_VOICE_MIN_FLOOR", "SURR_INNER_VOICE_MIN_FLOOR"))
+    inner_voice_max_candidates_per_source: int = Field(default=150, validation_alias=AliasChoices(
+        "VIBE_INNER_VOICE_MAX_CANDIDATES_PER_SOURCE", "SURR_INNER_VOICE_MAX_CANDIDATES_PER_SOURCE"))
     extract_top_k_default: int = 5
     extract_max_top_k: int = 20
     extract_max_materials_chars: int = 200_000
     extract_max_query_chars: int = 2_000
     extract_max_chunk_chars: int = 1_500
-    extract_fusion: Literal["rrf", "weighted"] = "rrf"  # seed 004 weighted 0.65/0.35 on request
+    extract_fusion: Literal["rrf", "weighted"] = "weighted"  # seed 004: 0.65 semantic/0.35 lexical, recency ties
+    # Seed 004 `Authorization: Bearer <identity>@<token>`: when on, a call without task_id takes
+    # <identity> as its task and <token> as the API key (off: task_id is required).
+    extract_task_from_bearer: bool = False
+    extract_embed_attempts: Annotated[int, Field(ge=1, le=10)] = 3  # then `embedder_unavailable`
+    extract_embed_backoff_seconds: Annotated[float, Field(ge=0)] = 0.2  # doubled per retry
+    extract_task_retention_days: Annotated[float, Field(ge=0)] = 90.0  # 0 = keep forever
+    # --- reranker (seed 001 §4.3, V§10): a Cohere/TEI-compatible `/rerank` endpoint; off when unset ---
+    rerank_url: str | None = None  # the full endpoint, e.g. http://tei:8080/rerank
+    rerank_model: str | None = None
+    rerank_api_key: str | None = Field(default=None, repr=False)
+    rerank_protocol: Literal["cohere", "tei"] = "cohere"
+    rerank_candidates: Annotated[int, Field(ge=1, le=1000)] = 50  # fused candidates sent to the reranker
+    rerank_timeout_seconds: Annotated[float, Field(gt=0)] = 10.0
 
     # --- lifecycle (issue 11): scheduler, promotion, eviction, cold store, spaces, cost caps ---
     # (lead's block; DESIGN.md §5 "Lifecycle")

@@ -52,6 +52,11 @@ class _Metrics:
         # that an index has not applied yet; "embedded" is this process's own indexes.
         self.follower_lag = Gauge("vibe_index_follower_lag_changes", "Change-log entries an index has not applied",
                                   ["follower"], multiprocess_mode=_ANY_PROCESS)
+        # An index rebuilt from the store (schema version changed, or `vibe-semantic rebuild-index`).
+        self.index_rebuilds = Counter("vibe_index_rebuilds_total", "Index rebuilds from the change log", ["follower"])
+        self.index_rebuild_remaining = Gauge(
+            "vibe_index_rebuild_remaining_changes", "Change-log entries a running index rebuild has still to replay",
+            ["follower"], multiprocess_mode=_ANY_PROCESS)
         # Distributed profile (issue #3): Celery/Redis queue, reconciler, provider breaker.
         self.jobs_deduped = Counter("vibe_embed_jobs_deduped_total", "Enqueues dropped: the job key was pending")
         self.jobs_postponed = Counter(
@@ -102,6 +107,14 @@ class _Metrics:
                                     multiprocess_mode=_ANY_PROCESS)
         self.stored_bytes = Gauge("vibe_vector_bytes", "Bytes of vectors of record and in the cold store", ["store"],
                                   multiprocess_mode=_ANY_PROCESS)
+        # Agent tools (MCP; seed 004 "Operational Considerations" names). No tenant labels on /metrics.
+        self.tool_calls = Counter("tool_calls_total", "MCP tool calls", ["tool", "outcome"])
+        self.tool_call_seconds = Histogram("tool_call_seconds", "MCP tool call time", ["tool"],
+                                           buckets=_LATENCY_BUCKETS)
+        self.embedding_latency = Histogram("embedding_latency_seconds", "Embedding time inside an MCP tool call",
+                                           ["tool", "stage"], buckets=_LATENCY_BUCKETS)
+        self.bm25_latency = Histogram("bm25_latency_seconds", "Lexical (BM25) time inside an MCP tool call",
+                                      ["tool"], buckets=_LATENCY_BUCKETS)
 
 
 METRICS = _Metrics()

@@ -35,15 +35,21 @@ class Passage:
     text: str
 
 
+def escape(text: str) -> str:
+    """Brackets in passage text become `\\[` and `\\]`, so a `[3]` inside a passage never reads
+    as a citation number and `[n]` stays the only bracketed integer next to a passage (§3.6)."""
+    return text.replace("\\", "\\\\").replace("[", "\\[").replace("]", "\\]")
+
+
 def render_context(passages: Iterable[Passage], intro: str = "Excerpts retrieved for this query.") -> str:
     lines = ["<retrieved_context>", intro, "Cite a passage with its [n].", ""]
     current: str | None = None
     for p in passages:
         if p.document != current:
             current = p.document
-            label = f'Document: "{p.document}"' + (f" ({p.source})" if p.source else "")
+            label = f'Document: "{escape(p.document)}"' + (f" ({escape(p.source)})" if p.source else "")
             lines.append(label)
-        body = " ".join(p.text.split())
+        body = escape(" ".join(p.text.split()))
         lines.append(f"  [{p.n}] {body}")
     lines.append("</retrieved_context>")
     return "\n".join(lines)

@@ -43,11 +43,15 @@ def exact_semantic(c: Container, flt: SearchFilter, qvec: list[float], limit: in
     """ANN candidates inside the filter, re-scored with exact cosine over the stored vectors
     of the active space. Vectors of another dimension are skipped, never compared (seed 000
     dim safety); the order is by descending cosine (SEM-003)."""
-    if limit <= 0 or not any(qvec):
-        return []  # a zero-norm query has no direction: no semantic ranking exists
+    if limit <= 0:
+        return []
     c.follower.catch_up()
     space = c.spaces.active(flt.tenant)
-    hits = c.vectors.search(space, flt, qvec, limit, only=only)
+    # A zero-norm query has no direction: any stored vector is as close as any other, so the
+    # candidates come from an arbitrary probe direction and every cosine is 0.0 (seed 002
+    # SEM-002 and §9: rows with cosine 0.0, not an empty semantic leg).
+    probe = qvec if any(qvec) else [1.0] + [0.0] * (len(qvec) - 1)
+    hits = c.vectors.search(space, flt, probe, limit, only=only)
     stored = c.store.vectors_for([h.key for h in hits], space)
     scored = [Hit(h.key, cosine(qvec, v)) for h in hits if (v := stored.get(h.key)) is not None
               and len(v) == len(qvec)]

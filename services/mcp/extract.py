@@ -19,14 +19,32 @@ Ingestion: paragraphs, then sentences above the cap (chunking.material_chunks); 
 text is indexed and embedded, the original is kept (in `meta`, which nothing indexes) and
 returned. A chunk's id is the hash of its cleaned text, so the same chunk of the same task
 is stored once (dedupe per key and task); one `put` writes the new chunks in one
-transaction. Retrieval is hybrid: RRF (the Vibe default) or seed 004's weighted fusion
-(0.65 semantic + 0.35 lexical on min-max normalised scores, ties by recency).
+transaction. Retrieval is hybrid: seed 004's weighted fusion (0.65 semantic + 0.35 lexical
+on min-max normalised scores, ties by recency; the default, VIBE_EXTRACT_FUSION) or RRF.
+
+Seed 004's contract:
+- the answer is the seed's `[]string` of contexts: one text content block per context and
+  structured content `{"result": [...]}` (the MCP SDK's shape for a list return); the other
+  facts (task, fusion, counts) ride in the result's `_meta["vibe/extract_key_info"]`;
+- `topK` 0 or absent means the default (VIBE_EXTRACT_TOP_K_DEFAULT), at most
+  VIBE_EXTRACT_MAX_TOP_K;
+- `task_id` is required, unless the operator enabled VIBE_EXTRACT_TASK_FROM_BEARER and the
+  caller sent `Authorization: Bearer <identity>@<key>`: then `<identity>` is the task;
+- every check runs before the pre-call (billing) hook; nothing is charged for a refused call;
+- the query embedding, and the materials' embeddings, are retried with exponential backoff
+  (VIBE_EXTRACT_EMBED_ATTEMPTS, VIBE_EXTRACT_EMBED_BACKOFF_SECONDS), then the call fails with
+  `embedder_unavailable`: never a silent lexical-only answer;
+- retention: each task's last use is kept (TaskLedger); tasks unused for
+  VIBE_EXTRACT_TASK_RETENTION_DAYS lose their materials (swept at most hourly, on a call).
 """
 
 from __future__ import annotations
 
+import logging
 import re
+import threading
 import time
+from dataclasses import dataclass
 from typing import Any
 
 import blake3
@@ -37,13 +55,28 @@ from services.mcp.errors import QUOTA_EXCEEDED, ToolFailure, invalid
 from services.mcp.secret import task_names
 from services.planner.fusion import Fused, rrf
 from services.wiring import Container
-from shared.agent_ports import BudgetExceeded, MaterialBudget
+from shared.agent_ports import BudgetExceeded, MaterialBudget, TaskLedger
 from shared.errors import ErrorCode
-from shared.model import DocKey, Hit, Principal, StoredDoc
-from shared.ports import SearchFilter
+from shared.metrics import METRICS
+from shared.model import DocKey, Hit, Principal, SemanticStatus, StoredDoc
+from shared.ports import EmbedderError, SearchFilter
+
+log = logging.getLogger("vibe.mcp")
 
 TASK_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$")
 SEMANTIC_WEIGHT, LEXICAL_WEIGHT = 0.65, 0.35
+SWEEP_EVERY_SECONDS = 3600.0
+
+
+@dataclass(frozen=True)
+class Request:
+    """A validated call: what the billing hook may see, and what the work needs."""
+
+    query: str
+    materials: str
+    top_k: int
+    fusion: str
+    task: str
 
 
 def sanitize_task(task_id: str) -> str:
@@ -77,16 +110,20 @@ def _utc_day(now: float) -> tuple[str, int]:
 
 
 class KeyInfo:
-    def __init__(self, c: Container, secret: bytes, budget: MaterialBudget):
+    def __init__(self, c: Container, secret: bytes, budget: MaterialBudget, tasks: TaskLedger):
         self.c = c
         self.secret = secret
         self.budget = budget
+        self.tasks = tasks
+        self._last_sweep = 0.0
+        self._sweep_lock = threading.Lock()
 
-    def validate(self, query: str, materials: str, top_k: int | None, fusion: str | None) -> tuple[int, str]:
+    def validate(self, query: str, materials: str, top_k: int | None, fusion: str | None, task_id: str | None,
+                 identity: str | None) -> Request:
         s = self.c.settings
-        k = s.extract_top_k_default if top_k is None else top_k
+        k = top_k or s.extract_top_k_default  # seed 004: topK 0 means the default
         if not 0 < k <= s.extract_max_top_k:
-            raise invalid(f"topK must be between 1 and {s.extract_max_top_k}")
+            raise invalid(f"topK must be between 1 and {s.extract_max_top_k} (0 or absent: the default)")
         if not query.strip():
             raise invalid("query must not be empty")
         if len(query) > s.extract_max_query_chars:
@@ -100,23 +137,27 @@ class KeyInfo:
         mode = fusion or s.extract_fusion
         if mode not in ("rrf", "weighted"):
             raise invalid("fusion must be 'rrf' or 'weighted'")
-        return k, mode
+        raw_task = task_id if task_id is not None else (identity if s.extract_task_from_bearer else None)
+        if raw_task is None:
+            how = " (or send `Authorization: Bearer <task>@<key>`)" if s.extract_task_from_bearer else ""
+            raise invalid(f"task_id is required{how}")
+        return Request(query.strip(), materials, k, mode, sanitize_task(raw_task))
 
-    def run(self, p: Principal, key: str, query: str, materials: str, top_k: int | None, task_id: str,
-            fusion: str | None) -> dict[str, Any]:
-        k, mode = self.validate(query, materials, top_k, fusion)
-        task = sanitize_task(task_id)
-        col, token = task_names(self.secret, key, task)
-        docs = self._docs(p, col, token, materials)
+    def run(self, p: Principal, key: str, req: Request) -> tuple[list[str], dict[str, Any]]:
+        """(the contexts, the facts that go into the result's metadata)."""
+        self._sweep()
+        col, token = task_names(self.secret, key, req.task)
+        docs = self._docs(p, col, token, req.materials)
         existing = self.c.store.get_docs([d.key for d in docs])
         new = [d for d in docs if d.key not in existing]
-        self._charge(key, len(materials), len(new))
+        self._charge(key, len(req.materials), len(new))
         if new:
             self.c.docs.put(new)  # one transaction: all new chunks or none
-        core.embed_now(self.c, docs)
-        contexts = self._retrieve(SearchFilter(p.tenant, (col,), (token,)), query.strip(), k, mode)
-        return {"contexts": contexts, "count": len(contexts), "task_id": task, "fusion": mode,
-                "ingested_chunks": len(new), "duplicate_chunks": len(docs) - len(new)}
+        self.tasks.touch(p.tenant, col, time.time())
+        self._embed_materials(docs)
+        contexts = self._retrieve(SearchFilter(p.tenant, (col,), (token,)), req.query, req.top_k, req.fusion)
+        return contexts, {"task_id": req.task, "fusion": req.fusion, "topK": req.top_k, "count": len(contexts),
+                          "ingested_chunks": len(new), "duplicate_chunks": len(docs) - len(new)}
 
     def _charge(self, key: str, chars: int, chunks: int) -> None:
         s = self.c.settings
@@ -138,11 +179,56 @@ class KeyInfo:
                     "content": m.cleaned, "meta": {"original": m.original, "index": m.index}, "_acl": [token]})
         return list(by_id.values())
 
+    def _backoff(self, attempt: int) -> None:
+        time.sleep(self.c.settings.extract_embed_backoff_seconds * (2 ** attempt))
+
+    def _unavailable(self, why: str) -> ToolFailure:
+        return ToolFailure(ErrorCode.EMBEDDER_UNAVAILABLE.code,
+                           f"the embedder failed after {self.c.settings.extract_embed_attempts} attempts: {why}")
+
+    def _embed_materials(self, docs: list[StoredDoc]) -> None:
+        """Embed the task's chunks now; chunks whose embedding failed are retried with backoff,
+        then the call fails. Chunks the tenant's budget did not grant stay lazy (not a failure)."""
+        if not docs:
+            return
+        space = self.c.spaces.active(docs[0].key.tenant)
+        attempts = self.c.settings.extract_embed_attempts
+        with METRICS.embedding_latency.labels(tool="extract_key_info", stage="materials").time():
+            for attempt in range(attempts):
+                core.embed_now(self.c, docs)
+                sides = self.c.store.sidecars([d.key for d in docs], space)
+                failing = [k for k, sd in sides.items() if sd.status != SemanticStatus.READY
+                           and (sd.reason or "").startswith("embed_error")]
+                if not failing:
+                    return
+                docs = [d for d in docs if d.key in set(failing)]
+                if attempt + 1 < attempts:
+                    self._backoff(attempt)
+        raise self._unavailable(f"{len(failing)} material chunk(s) could not be embedded")
+
+    def _query_vector(self, query: str, tenant: str) -> list[float]:
+        attempts = self.c.settings.extract_embed_attempts
+        why = ""
+        with METRICS.embedding_latency.labels(tool="extract_key_info", stage="query").time():
+            for attempt in range(attempts):
+                try:
+                    emb = core.space_embedder(self.c, tenant)
+                    vec = emb.embed_query(query)
+                    if len(vec) == emb.dim:
+                        return vec
+                    why = "the embedder returned another dimension"
+                except (EmbedderError, LookupError) as e:
+                    why = type(e).__name__
+                if attempt + 1 < attempts:
+                    self._backoff(attempt)
+        raise self._unavailable(why)
+
     def _retrieve(self, flt: SearchFilter, query: str, k: int, mode: str) -> list[str]:
         depth = max(2 * k, 20)
-        lex = self.c.lexical.search(flt, query, depth)
-        qvec = core.query_vector(self.c, query, flt.tenant)
-        sem = core.exact_semantic(self.c, flt, qvec, depth) if qvec is not None else []
+        with METRICS.bm25_latency.labels(tool="extract_key_info").time():
+            lex = self.c.lexical.search(flt, query, depth)
+        qvec = self._query_vector(query, flt.tenant)
+        sem = core.exact_semantic(self.c, flt, qvec, depth)
         docs = self.c.store.get_docs(list(dict.fromkeys([h.key for h in lex] + [h.key for h in sem])))
         mine = {key: d for key, d in docs.items() if key.tenant == flt.tenant and flt.collections is not None
                 and key.collection in flt.collections and set(d.acl) & set(flt.acl)}
@@ -152,3 +238,26 @@ class KeyInfo:
             lex, sem, {key: d.updated_at for key, d in mine.items()})
         return [str(mine[f.key].fields.get("meta", {}).get("original", mine[f.key].fields["content"]))
                 for f in ranking[:k]]
+
+    def _sweep(self) -> None:
+        """Seed 004 retention: materials of tasks unused for the retention period are deleted.
+        At most hourly per process, a bounded batch each time."""
+        days = self.c.settings.extract_task_retention_days
+        now = time.time()
+        if days <= 0 or now - self._last_sweep < SWEEP_EVERY_SECONDS or not self._sweep_lock.acquire(blocking=False):
+            return
+        try:
+            self._last_sweep = now
+            purged = self.purge_before(now - days * 86400.0)
+            if purged:
+                log.info("extract_key_info retention", extra={"purged_tasks": purged})
+        finally:
+            self._sweep_lock.release()
+
+    def purge_before(self, cutoff: float) -> int:
+        stale = self.tasks.stale(cutoff)
+        for tenant, col in stale:
+            for key in list(self.c.store.collection_keys(tenant, col)):
+                self.c.docs.delete(key)
+            self.tasks.forget(tenant, col)
+        return len(stale)

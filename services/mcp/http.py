@@ -15,7 +15,7 @@ from mcp.server.mcpserver import MCPServer
 from starlette.types import Receive, Scope, Send
 
 from services.api.auth import KeyRing
-from services.mcp.runtime import ToolRuntime, build_runtime
+from services.mcp.runtime import ToolRuntime, build_runtime, split_identity
 from services.mcp.server import build_server
 from services.wiring import Container
 from shared.errors import ErrorCode, VibeError
@@ -45,7 +45,15 @@ class McpHttp:
     def _authorized(self, scope: Scope) -> bool:
         header = next((v.decode("latin-1") for k, v in scope.get("headers", []) if k == b"authorization"), "")
         kind, _, token = header.partition(" ")
-        return kind.lower() == "bearer" and bool(token.strip()) and self.keys.lookup(token.strip()) is not None
+        token = token.strip()
+        if kind.lower() != "bearer" or not token:
+            return False
+        if self.keys.lookup(token) is not None:
+            return True
+        # seed 004 `Bearer <identity>@<token>`, when the operator enabled it
+        identity, key = split_identity(token)
+        return self.runtime.settings.extract_task_from_bearer and identity is not None \
+            and self.keys.lookup(key) is not None
 
     def close(self) -> None:
         self.runtime.close()

@@ -9,15 +9,34 @@ human|logged|tool|model, `is_private`, `tags`, `created_at`). `table` is the col
 and `id` is `kg:<doc id>` or `t:<doc id>`. Each source is a separate engine query (no
 UNION), filtered by tenant and ACL inside the engine; privacy and tag filters apply to an
 over-fetched candidate list, which is then cut to `min(3 x top_k, max candidates)`.
+
+Seed 000 exactly where it is explicit:
+- configuration: the seed's names (`SURR_ENABLE_INNER_VOICE`, `SURR_INNER_VOICE_*`,
+  `MCP_NO_LOG`) are read by shared/config.py beside the `VIBE_` ones (which win); out-of-range
+  values clamp (mix, top_k) or fall back (min_floor, max candidates) with a warning at start;
+- call parameters: `top_k`, `mix` and `floor` out of range are clamped (with a warning, no
+  content); only what no clamp can fix (NaN) is `invalid_params`;
+- `content_hash`: bare hex `blake3` of the returned (capped) text normalised in the seed's
+  order (NFKC, lowercase, whitespace runs to one space, trim, then zero-width/control
+  characters removed); dedupe across sources uses it;
+- `origin` as stored; a thought without one is `"unknown"` and `red` (nothing vouches for it:
+  only human|logged is green), never assumed human;
+- `diagnostics`: `provider` and `model` as the seed shows them (`"openai"`,
+  `"text-embedding-3-small"`: the model name without our `provider:` prefix), `latency_ms` an
+  integer.
 """
 
 from __future__ import annotations
 
 import logging
 import math
+import re
 import time
+import unicodedata
 from dataclasses import dataclass, field
 from typing import Any
+
+import blake3
 
 from services.mcp import core
 from services.mcp.errors import FEATURE_DISABLED, ToolFailure, invalid
@@ -26,11 +45,29 @@ from shared.config import Settings
 from shared.errors import ErrorCode
 from shared.model import Hit, Principal, StoredDoc
 from shared.ports import EmbedderError, SearchFilter
-from shared.text.hashing import SNIPPET_LIMIT, cap_text, content_hash, doc_text
+from shared.text.hashing import SNIPPET_LIMIT, cap_text, doc_text
 
 log = logging.getLogger("vibe.mcp.inner_voice")
 
 TRUST = {"human": "green", "logged": "green", "tool": "amber", "model": "red"}
+UNKNOWN_ORIGIN = "unknown"
+_WS = re.compile(r"\s+")
+# Seed step 5: zero-width/format (Cf) and control (Cc) characters; lone surrogates (Cs) too,
+# which UTF-8 cannot encode (the hash would fail on JSON like "\ud800").
+_DROP = frozenset({"Cc", "Cf", "Cs"})
+
+
+def seed_normalize(text: str) -> str:
+    """Seed 000 "Content Normalization", in its order: NFKC, lowercase, whitespace sequences →
+    one ASCII space, trim, then zero-width/control characters removed."""
+    t = unicodedata.normalize("NFKC", text).lower()
+    t = _WS.sub(" ", t).strip()
+    return "".join(ch for ch in t if unicodedata.category(ch) not in _DROP)
+
+
+def seed_hash(text: str) -> str:
+    """`content_hash`: bare hex blake3 of the normalised text (no `blake3:` prefix)."""
+    return blake3.blake3(seed_normalize(text).encode("utf-8")).hexdigest()
 MAX_TOP_K = 50
 DEFAULT_MIN_FLOOR = 0.15
 
@@ -158,14 +195,15 @@ def _iso(ts: float) -> str:
 
 def snippet(c: Cand) -> dict[str, Any]:
     f = c.doc.fields
-    origin = str(f.get("origin") or "human")
-    capped = cap_text(c.text, SNIPPET_LIMIT)
+    raw = f.get("origin")
+    origin = raw if isinstance(raw, str) and raw.strip() else UNKNOWN_ORIGIN
+    capped = c.text
     return {
         "id": f"{'kg' if c.kg else 't'}:{c.doc.key.doc_id}",
         "table": c.table,
         "source_type": ("kg_observation" if f.get("kind") == "observation" else "kg_entity") if c.kg else "thought",
         "origin": origin,
-        "trust_tier": "green" if c.kg else TRUST.get(origin, "amber"),
+        "trust_tier": "green" if c.kg else TRUST.get(origin, "red"),
         "created_at": f["created_at"] if isinstance(f.get("created_at"), str) else _iso(c.doc.updated_at),
         "text": capped,
         "score": round(c.score, 6),
@@ -198,8 +236,13 @@ class InnerVoice:
         k = min(max(self.cfg.top_k if top_k is None else top_k, 1), MAX_TOP_K)  # seed 000: clamp 1-50
         m = self.cfg.mix if mix is None else mix
         fl = self.cfg.floor if floor is None else floor
-        if not (0.0 <= m <= 1.0 and 0.0 <= fl <= 1.0):
-            raise invalid("mix and floor must be between 0.0 and 1.0")
+        if math.isnan(m) or math.isnan(fl):
+            raise invalid("mix and floor must be numbers between 0.0 and 1.0")  # post-clamp still invalid
+        warns: list[str] = []
+        m, fl = _clamp("mix", m, 0.0, 1.0, warns), _clamp("floor", fl, 0.0, 1.0, warns)
+        for w in warns:
+            if not s.mcp_no_log:
+                log.warning("inner_voice.retrieve parameter", extra={"problem": w})
         return Params(q, k, fl, m, include_private, include_tags, exclude_tags)
 
     def embed(self, query: str, tenant: str) -> list[float]:
@@ -221,8 +264,8 @@ class InnerVoice:
         out = [Cand(collection, docs[h.key], h.score, kg) for h in hits
                if h.key in docs and passes(docs[h.key], prm, thought=not kg)][:cap]
         for cand in out:
-            cand.text = snippet_text(cand.doc)
-            cand.hash = content_hash(cand.text)
+            cand.text = cap_text(snippet_text(cand.doc), SNIPPET_LIMIT)  # what is returned is what is hashed
+            cand.hash = seed_hash(cand.text)
         return out
 
     def retrieve(self, p: Principal, prm: Params) -> tuple[list[Cand], dict[str, Any]]:
@@ -236,10 +279,11 @@ class InnerVoice:
         take_kg, take_t = allocate(prm.top_k, prm.mix, len(kg_hits), len(th_hits))
         picked = sorted(kg_hits[:take_kg] + th_hits[:take_t], key=lambda c: -c.score)[: prm.top_k]
         emb = core.space_embedder(self.c, p.tenant)
+        provider, _, model = emb.model_id.partition(":")
         diag: dict[str, Any] = {
-            "provider": s.embedder, "model": emb.model_id, "dim": emb.dim, "k_req": prm.top_k, "k_ret": len(picked),
-            "kg_candidates": len(kg), "thought_candidates": len(th), "floor_used": round(floor_used, 6),
-            "latency_ms": round((time.perf_counter() - started) * 1000, 3)}
+            "provider": provider if model else s.embedder, "model": model or emb.model_id, "dim": emb.dim,
+            "k_req": prm.top_k, "k_ret": len(picked), "kg_candidates": len(kg), "thought_candidates": len(th),
+            "floor_used": round(floor_used, 6), "latency_ms": int(round((time.perf_counter() - started) * 1000))}
         if not picked:
             diag["no_results"] = True
             diag["reason"] = "no_candidates" if not (kg or th) else "floor_excluded_all"

@@ -1,5 +1,9 @@
-"""One path for every tool call: authenticate, check the scope, run the pre-call check, do
-the work, map failures to typed errors, log counters (never text) and write the audit log."""
+"""One path for every tool call: authenticate, check the scope, validate the arguments, run
+the pre-call (billing) check, do the work, map failures to typed errors, count and time the
+call (tool_calls_total, tool_call_seconds), log counters (never text) and write the audit log.
+
+Storage failures of any store (SQLite, PostgreSQL, Redis, the engines) leave as `db_error`
+(seed 000), never as SDK text or a stack trace."""
 
 from __future__ import annotations
 
@@ -8,6 +12,7 @@ import logging
 import sqlite3
 import time
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 import redis
@@ -17,15 +22,53 @@ from services.mcp.errors import DB_ERROR, ToolFailure, forbidden
 from services.mcp.runtime import Caller, ToolRuntime, owner_id
 from shared.agent_ports import AuditRecord, PreCallDenied
 from shared.errors import ErrorCode, VibeError
+from shared.metrics import METRICS
 from shared.model import Principal
 
 log = logging.getLogger("vibe.mcp")
 
-Work = Callable[[Caller], dict[str, Any]]
+@dataclass
+class ListResult:
+    """A tool whose contract returns a list (seed 004's `[]string`): one text block per item,
+    structured content `{"result": items}` (the MCP SDK's shape for a list return) and the
+    other facts in `_meta`."""
+
+    items: list[str]
+    meta: dict[str, Any] = field(default_factory=dict)
 
 
-def ok(body: dict[str, Any]) -> CallToolResult:
+Work = Callable[[Caller], dict[str, Any] | ListResult]
+Check = Callable[[Caller], object]
+
+
+def ok(body: dict[str, Any] | ListResult) -> CallToolResult:
+    if isinstance(body, ListResult):
+        return CallToolResult(content=[TextContent(type="text", text=t) for t in body.items],
+                              structured_content={"result": body.items}, _meta=body.meta or None)
     return CallToolResult(content=[TextContent(type="text", text=json.dumps(body))], structured_content=body)
+
+
+def _storage_errors() -> tuple[type[BaseException], ...]:
+    """Exception types that mean "a store failed": SQLite and Redis always; PostgreSQL, and
+    the engines' clients, when installed."""
+    kinds: list[type[BaseException]] = [sqlite3.Error, redis.RedisError]
+    try:
+        import psycopg
+
+        kinds.append(psycopg.Error)
+    except ImportError:  # pragma: no cover - the embedded profile may lack it
+        pass
+    try:
+        import opensearchpy
+
+        kinds.append(opensearchpy.exceptions.ConnectionError)
+        kinds.append(opensearchpy.exceptions.TransportError)
+    except ImportError:  # pragma: no cover
+        pass
+    return tuple(kinds)
+
+
+STORAGE_ERRORS = _storage_errors()
 
 
 def failed(e: ToolFailure) -> CallToolResult:
@@ -41,7 +84,7 @@ def _failure(e: Exception, tool: str) -> ToolFailure:
         return ToolFailure.of(e)
     if isinstance(e, PreCallDenied):
         return forbidden(f"refused by the pre-call check: {str(e)[:200]}")
-    if isinstance(e, sqlite3.Error | redis.RedisError):  # the registry's or audit log's store
+    if isinstance(e, STORAGE_ERRORS):  # the store, an index, the registry or the audit log
         log.warning("tool storage error", extra={"tool": tool, "error": type(e).__name__})
         return ToolFailure(DB_ERROR, "the store failed; try again")
     log.exception("tool crashed", extra={"tool": tool})
@@ -49,7 +92,10 @@ def _failure(e: Exception, tool: str) -> ToolFailure:
 
 
 def invoke(rt: ToolRuntime, headers: Mapping[str, str] | None, tool: str, scope: str,
-           audit_params: dict[str, Any], work: Work, task: str | None = None) -> CallToolResult:
+           audit_params: dict[str, Any], work: Work, task: str | None = None,
+           check: Check | None = None) -> CallToolResult:
+    """`check` validates the arguments (raising invalid_params) BEFORE the pre-call hook, so a
+    refused call is never billed (seed 004)."""
     started = time.perf_counter()
     principal: Principal | None = None
     key = ""
@@ -57,9 +103,14 @@ def invoke(rt: ToolRuntime, headers: Mapping[str, str] | None, tool: str, scope:
     try:
         caller = rt.caller(headers, scope)
         principal, key = caller.principal, caller.key
+        if check is not None:
+            check(caller)
         rt.precall(principal.tenant, owner_id(principal), tool, audit_params)
         body = work(caller)
-        count = body.get("count") if isinstance(body.get("count"), int) else None
+        if isinstance(body, ListResult):
+            count = len(body.items)
+        else:
+            count = body.get("count") if isinstance(body.get("count"), int) else None
         return ok(body)
     except Exception as e:  # every failure leaves as a typed error, never a stack trace
         fail = _failure(e, tool)
@@ -67,6 +118,8 @@ def invoke(rt: ToolRuntime, headers: Mapping[str, str] | None, tool: str, scope:
         return failed(fail)
     finally:
         ms = (time.perf_counter() - started) * 1000
+        METRICS.tool_calls.labels(tool=tool, outcome=outcome).inc()
+        METRICS.tool_call_seconds.labels(tool=tool).observe(ms / 1000)
         _log(rt, tool, outcome, ms, count)
         if principal is not None:
             rt.audit.record(AuditRecord(tool, principal.tenant, owner_id(principal), audit_params, outcome, ms,

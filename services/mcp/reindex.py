@@ -24,6 +24,15 @@ which nothing indexes), written through DocumentService like any PUT, so tenant 
 filtering inside the engines applies to them. A file whose hash equals the stored one is
 skipped unless `force`; a file that shrank loses its surplus chunks. Vectors are produced at
 once by the EmbedHandler (core.embed_now), as seed 002's reindex embeds at index time.
+
+`prune_missing` (default true): a file this tool indexed from inside a scanned folder (its
+absolute path is kept in the chunks' `meta.file`) that is no longer there loses all its
+chunks, so search stops finding deleted files. Only folders scanned in this call are pruned,
+and only documents the caller can read.
+
+`background`: validation (roots, locations, the file limit) runs first and answers at once;
+then the work runs on a per-process worker thread and the call returns a `job_id`, which
+`reindex_status` reports (services/mcp/jobs.py).
 """
 
 from __future__ import annotations
@@ -41,7 +50,7 @@ from services.core.documents import check_collection
 from services.mcp import core
 from services.mcp.chunking import markdown_chunks
 from services.mcp.errors import FEATURE_DISABLED, ToolFailure, invalid
-from services.mcp.search import CHUNK_SEP
+from services.mcp.scope import CHUNK_SEP, file_chunk_keys, file_heads, file_source
 from services.wiring import Container
 from shared.model import DocKey, Principal, StoredDoc
 
@@ -148,7 +157,20 @@ class Tally:
     skipped: int = 0
     chunks: int = 0
     embedded: int = 0
+    pruned: int = 0
     paths: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Plan:
+    """A validated reindex call: what will be read, into which collection."""
+
+    collection: str
+    listed: list[tuple[Path, list[Path]]]
+    roots: list[Path]
+    force: bool
+    prune_missing: bool
+    multi: bool  # `paths` was given: the answer lists `indexed_paths`
 
 
 class Reindexer:
@@ -171,8 +193,9 @@ class Reindexer:
                 raise invalid(f"a path is longer than {s.mcp_max_path_chars} characters")
         return given
 
-    def run(self, p: Principal, path: str | None, paths: list[str] | None, force: bool,
-            collection: str | None) -> dict[str, Any]:
+    def plan(self, path: str | None, paths: list[str] | None, force: bool, collection: str | None,
+             prune_missing: bool = True) -> Plan:
+        """Everything that can refuse the call, before anything is written."""
         roots = self.roots()
         if not roots:
             raise ToolFailure(FEATURE_DISABLED, "reindex is off on this server: set VIBE_MCP_REINDEX_ROOTS to the "
@@ -187,17 +210,43 @@ class Reindexer:
         listed = [(loc, files_of(loc, skip, limit)) for loc in locs]
         if sum(len(files) for _, files in listed) > limit:
             raise invalid(f"the locations hold more than {limit} files; reindex fewer at a time")
+        return Plan(col, listed, roots, force, prune_missing, bool(paths))
+
+    def run(self, p: Principal, path: str | None, paths: list[str] | None, force: bool,
+            collection: str | None, prune_missing: bool = True) -> dict[str, Any]:
+        return self.execute(p, self.plan(path, paths, force, collection, prune_missing))
+
+    def execute(self, p: Principal, plan: Plan) -> dict[str, Any]:
+        col = plan.collection
         tally = Tally()
-        for loc, files in listed:
-            self._location(p, col, loc, files, roots, force, tally)
+        for loc, files in plan.listed:
+            self._location(p, col, loc, files, plan.roots, plan.force, tally)
             tally.paths.append(str(loc))
+        if plan.prune_missing:
+            self._prune(p, col, [loc for loc, _ in plan.listed if loc.is_dir()],
+                        {str(f) for _, files in plan.listed for f in files}, tally)
         out: dict[str, Any] = {"indexed_files": tally.indexed, "skipped_files": tally.skipped,
                                "embedding_model": self.c.embedder.model_id,
                                "embedding_backend": self.c.settings.embedder,
-                               "collection": col, "chunks": tally.chunks, "embedded_chunks": tally.embedded}
-        if paths:
+                               "collection": col, "chunks": tally.chunks, "embedded_chunks": tally.embedded,
+                               "pruned_files": tally.pruned}
+        if plan.multi:
             out["indexed_paths"] = tally.paths
         return out
+
+    def _prune(self, p: Principal, col: str, folders: list[Path], present: set[str], tally: Tally) -> None:
+        """Files indexed from inside a scanned folder that are gone lose all their chunks."""
+        if not folders:
+            return
+        for head in list(file_heads(self.c, p.tenant, col)):
+            src = file_source(head)
+            if not src or src in present or not head.readable_by(p):
+                continue
+            if not any(Path(src) == f or f in Path(src).parents for f in folders) or Path(src).exists():
+                continue
+            for key in file_chunk_keys(head):
+                self.c.docs.delete(key)
+            tally.pruned += 1
 
     def _location(self, p: Principal, col: str, loc: Path, files: list[Path], roots: list[Path], force: bool,
                   tally: Tally) -> None:
@@ -211,19 +260,22 @@ class Reindexer:
             digest = blake3.blake3(raw).hexdigest()
             fid = file_id(f)
             old = self.c.store.get_doc(DocKey(p.tenant, col, f"{fid}{CHUNK_SEP}0"))
-            if not force and old is not None and old.fields.get("meta", {}).get("file_hash") == digest:
+            meta = old.fields.get("meta", {}) if old is not None else {}
+            if not force and meta.get("file_hash") == digest and meta.get("file") == str(f):
                 tally.skipped += 1
                 continue
-            docs = self._docs(p, col, fid, str(f.relative_to(base)), raw.decode("utf-8", "replace"), digest)
+            docs = self._docs(p, col, fid, str(f.relative_to(base)), raw.decode("utf-8", "replace"), digest,
+                              str(f))
             self._write(p, col, fid, docs, old)
             tally.indexed += 1
             tally.chunks += len(docs)
             tally.embedded += core.embed_now(self.c, docs)
 
-    def _docs(self, p: Principal, col: str, fid: str, rel: str, text: str, digest: str) -> list[StoredDoc]:
+    def _docs(self, p: Principal, col: str, fid: str, rel: str, text: str, digest: str,
+              source: str) -> list[StoredDoc]:
         s = self.c.settings
         chunks = markdown_chunks(text, s.mcp_chunk_chars, s.mcp_chunk_overlap)
-        meta = {"file_hash": digest, "chunk_count": len(chunks)}
+        meta = {"file_hash": digest, "chunk_count": len(chunks), "file": source}
         return [self.c.docs.parse(p, col, f"{fid}{CHUNK_SEP}{ch.index}", {
             "path": rel, "heading_path": ch.heading_path, "chunk_index": ch.index, "content": ch.content,
             "meta": meta}) for ch in chunks]

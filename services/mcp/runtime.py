@@ -1,34 +1,38 @@
-"""What every tool call needs: the core Container, who is calling, the citation registry,
-the audit log and the pre-call check. One runtime per process (stdio or the API's /mcp).
+"""What every tool call needs: the core Container, who is calling, and the agent adapters
+(citation registry, audit log, pre-call check, material budget, task ledger, reranker), which
+the composition root builds (services/wiring.py `Container.agent()`). One runtime per process
+(stdio or the API's /mcp).
 
 The caller is decided exactly as for HTTP: over streamable HTTP by the request's bearer key,
 over stdio by `VIBE_MCP_KEY` (or the local dev key when no keys are configured). A `Caller`
 also carries `key`, an HMAC of the bearer key under the server secret (services/mcp/secret.py):
 what a tool keeps per API key (extract_key_info materials, their budget) is keyed by it.
+
+Seed 004's `Authorization: Bearer <identity>@<token>`: with VIBE_EXTRACT_TASK_FROM_BEARER on,
+a bearer that is not itself a key but `<identity>@<key>` authenticates as `<key>`, and
+`<identity>` becomes the caller's `identity` (extract_key_info's task when no task_id is given).
 """
 
 from __future__ import annotations
 
-import importlib
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
 import blake3
 
 from services.api.auth import KeyRing
 from services.mcp.errors import ToolFailure, forbidden
 from services.mcp.secret import key_ref, server_secret
-from services.wiring import Container
-from shared.adapters.citations_sqlite import SqliteCitationRegistry
-from shared.adapters.mcp_audit_sqlite import SqliteAuditLog, SqliteMaterialBudget
-from shared.agent_ports import AuditLog, CitationRegistry, MaterialBudget, PreCallCheck
+from services.wiring import Container, build_citations
+from shared.agent_ports import AuditLog, CitationRegistry, MaterialBudget, PreCallCheck, Reranker, TaskLedger
 from shared.config import Settings
 from shared.errors import ErrorCode
 from shared.model import Principal
 
 log = logging.getLogger("vibe.mcp")
+
+_citations = build_citations  # the name tests/contract imports
 
 
 def owner_id(p: Principal) -> str:
@@ -39,24 +43,11 @@ def owner_id(p: Principal) -> str:
     return blake3.blake3(raw.encode()).hexdigest()[:32]
 
 
-def allow_all(tenant: str, user: str, tool: str, params: dict[str, Any]) -> None:
-    """The default pre-call check: no billing system exists here."""
-
-
-def load_precall(spec: str | None) -> PreCallCheck:
-    if not spec:
-        return allow_all
-    module, _, attr = spec.partition(":")
-    fn = getattr(importlib.import_module(module), attr or "check")
-    if not callable(fn):
-        raise RuntimeError(f"VIBE_MCP_PRECALL_CHECK {spec!r} is not callable")
-    return fn  # type: ignore[no-any-return]
-
-
 @dataclass(frozen=True)
 class Caller:
     principal: Principal
     key: str  # key_ref of the bearer key: opaque, per API key, never the key itself
+    identity: str | None = None  # seed 004 `Bearer <identity>@<token>` (when enabled)
 
 
 @dataclass
@@ -67,6 +58,8 @@ class ToolRuntime:
     audit: AuditLog
     precall: PreCallCheck
     budget: MaterialBudget
+    tasks: TaskLedger
+    reranker: Reranker | None
     secret: bytes
     fixed: Caller | None = None  # stdio: the one key this process acts as
 
@@ -84,31 +77,28 @@ class ToolRuntime:
         scheme, _, token = (headers or {}).get("authorization", "").partition(" ")
         token = token.strip()
         found = self.keys.lookup(token) if scheme.lower() == "bearer" and token else None
+        identity = None
+        if found is None and scheme.lower() == "bearer" and self.settings.extract_task_from_bearer:
+            identity, token = split_identity(token)
+            found = self.keys.lookup(token) if identity is not None else None
         if found is None:
             raise ToolFailure(ErrorCode.UNAUTHORIZED.code, "missing or unknown bearer key")
-        return Caller(found, key_ref(self.secret, token))
+        return Caller(found, key_ref(self.secret, token), identity)
 
     def close(self) -> None:
-        self.citations.close()
-        self.audit.close()
-        self.budget.close()
+        self.container.close_agent()
 
 
-def _citations(s: Settings) -> CitationRegistry:
-    """Redis when API processes scale out (the Celery queue means Redis is there anyway);
-    SQLite in the data dir otherwise. Both keep numbers across restarts."""
-    if s.queue == "celery":
-        from shared.adapters.citations_redis import RedisCitationRegistry
-
-        return RedisCitationRegistry.from_settings(s)
-    return SqliteCitationRegistry(s.data_dir / "mcp_citations.sqlite3")
+def split_identity(bearer: str) -> tuple[str | None, str]:
+    """(`identity`, `token`) of `<identity>@<token>`; (None, bearer) when there is no '@'."""
+    identity, at, token = bearer.partition("@")
+    return (identity, token) if at and identity and token else (None, bearer)
 
 
 def build_runtime(container: Container, keys: KeyRing, fixed: tuple[Principal, str] | None = None) -> ToolRuntime:
     """`fixed`: the (principal, bearer key) a stdio server acts as."""
-    s = container.settings
-    secret = server_secret(s)
-    audit_path = s.data_dir / "mcp_audit.sqlite3"
+    secret = server_secret(container.settings)
     caller = Caller(fixed[0], key_ref(secret, fixed[1])) if fixed else None
-    return ToolRuntime(container, keys, _citations(s), SqliteAuditLog(audit_path), load_precall(s.mcp_precall_check),
-                       SqliteMaterialBudget(audit_path), secret, caller)
+    a = container.agent()
+    return ToolRuntime(container, keys, a.citations, a.audit, a.precall, a.budget, a.tasks, a.reranker, secret,
+                       caller)

@@ -96,3 +96,38 @@ class SqliteMaterialBudget:
     def close(self) -> None:
         with self._lock:
             self._db.close()
+
+
+LEDGER_SCHEMA = """
+CREATE TABLE IF NOT EXISTS task_use(
+  tenant TEXT NOT NULL, collection TEXT NOT NULL, last_used REAL NOT NULL,
+  PRIMARY KEY(tenant, collection));
+CREATE INDEX IF NOT EXISTS task_use_by_time ON task_use(last_used);
+"""
+
+
+class SqliteTaskLedger:
+    """When each extract_key_info task collection was last used (seed 004 retention)."""
+
+    def __init__(self, path: Path):
+        self._db = open_wal(path, LEDGER_SCHEMA)
+        self._lock = threading.Lock()
+
+    def touch(self, tenant: str, collection: str, now: float) -> None:
+        with self._lock:
+            self._db.execute("INSERT INTO task_use VALUES (?,?,?) ON CONFLICT(tenant, collection) "
+                             "DO UPDATE SET last_used=MAX(last_used, excluded.last_used)", (tenant, collection, now))
+
+    def stale(self, before: float, limit: int = 100) -> list[tuple[str, str]]:
+        with self._lock:
+            rows = self._db.execute("SELECT tenant, collection FROM task_use WHERE last_used < ? "
+                                    "ORDER BY last_used LIMIT ?", (before, limit)).fetchall()
+        return [(str(r[0]), str(r[1])) for r in rows]
+
+    def forget(self, tenant: str, collection: str) -> None:
+        with self._lock:
+            self._db.execute("DELETE FROM task_use WHERE tenant=? AND collection=?", (tenant, collection))
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()

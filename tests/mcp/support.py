@@ -20,6 +20,7 @@ from typing import Any
 import httpx2
 from mcp import Client, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
+from mcp_types import CallToolResult
 
 from tests.support.server import KEYS, REPO
 
@@ -59,16 +60,31 @@ class McpClient:
                 self._ready.set_exception(e)
             raise
 
-    def call(self, name: str, args: dict[str, Any] | None = None) -> tuple[bool, dict[str, Any]]:
-        """(is_error, JSON body) of one tool call."""
+    def raw(self, name: str, args: dict[str, Any] | None = None) -> CallToolResult:
         fut = asyncio.run_coroutine_threadsafe(self.client.call_tool(name, args or {}), self._loop)
-        res = fut.result(timeout=120)
+        return fut.result(timeout=120)
+
+    def call(self, name: str, args: dict[str, Any] | None = None) -> tuple[bool, dict[str, Any]]:
+        """(is_error, JSON body) of one tool call: the structured content (a list-returning tool,
+        extract_key_info, gives `{"result": [...]}`), else the first text block as JSON."""
+        res = self.raw(name, args)
+        if res.structured_content is not None:
+            return bool(res.is_error), dict(res.structured_content)
         text = res.content[0].text if res.content else "{}"  # type: ignore[union-attr]
         try:
             body = json.loads(text)
         except json.JSONDecodeError:
             body = {"raw": text}
         return bool(res.is_error), body
+
+    def extract(self, args: dict[str, Any]) -> tuple[list[str], dict[str, Any]]:
+        """extract_key_info's contexts (seed 004: a list of strings, one text block each) and the
+        facts in the result's `_meta`."""
+        res = self.raw("extract_key_info", args)
+        assert not res.is_error, res.content
+        texts = [c.text for c in res.content]  # type: ignore[union-attr]
+        assert res.structured_content == {"result": texts}
+        return texts, dict((res.meta or {}).get("vibe/extract_key_info", {}))
 
     def ok(self, name: str, args: dict[str, Any] | None = None) -> dict[str, Any]:
         err, body = self.call(name, args)

@@ -75,8 +75,7 @@ def _real_names(srv: Served, key: str, task: str) -> tuple[str, str]:
 
 
 def _extract(c: McpClient, task: str, query: str, materials: str) -> list[str]:
-    return list(c.ok("extract_key_info", {"query": query, "materials": materials, "task_id": task,
-                                          "topK": 20})["contexts"])
+    return c.extract({"query": query, "materials": materials, "task_id": task, "topK": 20})[0]
 
 
 # --- finding 7 ---------------------------------------------------------------------------------
@@ -122,14 +121,14 @@ def test_two_keys_with_the_same_principals_never_share_materials(clients: dict[s
 def test_material_budget_per_key_per_day(srv: Served, clients: dict[str, McpClient]) -> None:
     small, small2 = clients["k-small"], clients["k-small2"]
     paras = [f"Paragraph {i} tells of walrus number {i} resting on the ice." for i in range(CHUNKS + 1)]
-    err, body = small.call("extract_key_info", {"query": "walrus", "materials": "\n\n".join(paras)})
+    err, body = small.call("extract_key_info", {"query": "walrus", "materials": "\n\n".join(paras), "task_id": "t"})
     assert err and body["error"]["code"] == "quota_exceeded"  # 9 new chunks > 8
     d = body["error"]["details"]
     assert (d["quota"], d["limit"], d["requested"]) == ("material_chunks_per_day", CHUNKS, CHUNKS + 1)
     assert d["retry_after_seconds"] > 0
-    ok = small.ok("extract_key_info", {"query": "walrus", "materials": "\n\n".join(paras[:CHUNKS]), "topK": 20})
-    assert ok["ingested_chunks"] == CHUNKS and not [c for c in ok["contexts"] if f"number {CHUNKS} " in c]
-    again = small.ok("extract_key_info", {"query": "walrus", "materials": "\n\n".join(paras[:CHUNKS])})
+    got, ok = small.extract({"query": "walrus", "materials": "\n\n".join(paras[:CHUNKS]), "topK": 20, "task_id": "t"})
+    assert ok["ingested_chunks"] == CHUNKS and not [c for c in got if f"number {CHUNKS} " in c]
+    _, again = small.extract({"query": "walrus", "materials": "\n\n".join(paras[:CHUNKS]), "task_id": "t"})
     assert again["ingested_chunks"] == 0  # re-sending stored chunks costs characters, not chunks
     used = 2 * len("\n\n".join(paras[:CHUNKS]))  # refused calls are not charged
     big = "Seals " * ((CHARS - used) // 6 + 10)
@@ -138,7 +137,7 @@ def test_material_budget_per_key_per_day(srv: Served, clients: dict[str, McpClie
     assert body["error"]["details"]["quota"] == "materials_chars_per_day"
     assert body["error"]["details"]["used"] == used
     # another key of the same identity has its own budget (k-small's chunks are all spent)
-    mine = small2.ok("extract_key_info", {"query": "walrus", "materials": "\n\n".join(paras[:CHUNKS])})
+    _, mine = small2.extract({"query": "walrus", "materials": "\n\n".join(paras[:CHUNKS]), "task_id": "t"})
     assert mine["ingested_chunks"] == CHUNKS
     db = sqlite3.connect(srv.data_dir / "mcp_audit.sqlite3")
     rows = db.execute("SELECT outcome, extra FROM tool_calls WHERE tool='extract_key_info'").fetchall()
@@ -193,8 +192,8 @@ def test_every_tool_input_is_bounded(tree: Path, clients: dict[str, McpClient]) 
         (ann, "inner_voice.retrieve", {"query": long_q}),
         (ann, "inner_voice.retrieve", {"query": "x", "include_tags": [f"t{i}" for i in range(101)]}),
         (ann, "inner_voice.retrieve", {"query": "x", "exclude_tags": ["t" * 1025]}),
-        (ann, "extract_key_info", {"query": "q" * 2001, "materials": "m"}),
-        (ann, "extract_key_info", {"query": "q", "materials": "m", "topK": 21}),
+        (ann, "extract_key_info", {"query": "q" * 2001, "materials": "m", "task_id": "t"}),
+        (ann, "extract_key_info", {"query": "q", "materials": "m", "topK": 21, "task_id": "t"}),
         (ann, "extract_key_info", {"query": "q", "materials": "m", "task_id": "t" * 129}),
         (mal, "reindex", {"paths": [str(tree / "root" / "docs")] * 65}),
         (mal, "reindex", {"path": str(tree / "root") + "/" + "a" * 4097}),
@@ -203,7 +202,7 @@ def test_every_tool_input_is_bounded(tree: Path, clients: dict[str, McpClient]) 
     ]
     for client, tool, args in refused:
         assert client.error(tool, args) == "invalid_params", (tool, {k: str(v)[:40] for k, v in args.items()})
-    err, body = ann.call("extract_key_info", {"query": "q", "materials": "m" * 200_001})
+    err, body = ann.call("extract_key_info", {"query": "q", "materials": "m" * 200_001, "task_id": "t"})
     assert err and body["error"]["code"] == "payload_too_large"
     # at the limits, calls are served
     assert ann.ok("search", {"query": "q" * 4096, "top_k": 100, "mode": "lexical"})["count"] == 0

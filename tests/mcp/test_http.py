@@ -109,8 +109,8 @@ def test_reindex_and_search_over_http(srv: Served, alice: McpClient) -> None:
 
 def test_extract_key_info_isolated_per_user(alice: McpClient, bob: McpClient) -> None:
     alice.ok("extract_key_info", {"query": "launch date", "materials": "Launch is on March 10.", "task_id": "t"})
-    got = bob.ok("extract_key_info", {"query": "launch date", "materials": "Budget is small.", "task_id": "t"})
-    assert got["contexts"] == ["Budget is small."]
+    got, _ = bob.extract({"query": "launch date", "materials": "Budget is small.", "task_id": "t"})
+    assert got == ["Budget is small."]
 
 
 def _iv(c: McpClient, **args: Any) -> dict[str, Any]:
@@ -153,7 +153,10 @@ def test_inner_voice_tags_backfill_and_empty(bob: McpClient, srv: Served) -> Non
     assert none["snippets"] == [] and none["diagnostics"]["no_results"] is True
     assert none["diagnostics"]["reason"] == "floor_excluded_all"
     assert bob.error("inner_voice.retrieve", {"query": "  "}) == "invalid_params"
-    assert bob.error("inner_voice.retrieve", {"query": "x", "mix": 1.5}) == "invalid_params"
+    # seed 000: out-of-range mix/floor clamp (mix 1.5 → 1.0: KG only), a wrong type is invalid_params
+    clamped = bob.ok("inner_voice.retrieve", {"query": "federation coordination", "mix": 1.5, "floor": -1})
+    assert clamped["snippets"] and {s["table"] for s in clamped["snippets"]} == {"kg"}
+    assert bob.error("inner_voice.retrieve", {"query": "x", "mix": "lots"}) == "invalid_params"
     cited = bob.ok("inner_voice.retrieve", {"query": "federation coordination quorum", "top_k": 3, "floor": 0.0,
                                             "conversation_id": "iv"})
     assert [s["n"] for s in cited["snippets"]] == [1, 2, 3] and "<retrieved_context>" in cited["context"]

@@ -46,7 +46,9 @@ def mcp(corpus: Path) -> Iterator[McpClient]:
 
 
 def test_lists_every_tool(mcp: McpClient) -> None:
-    assert set(mcp.tools()) == {"search", "reindex", "citations.resolve", "extract_key_info", "inner_voice.retrieve"}
+    assert set(mcp.tools()) == {"search_rifflux", "search", "reindex", "reindex_status", "get_chunk", "get_file",
+                                "index_status", "search_knowledge_base", "citations.resolve", "extract_key_info",
+                                "inner_voice.retrieve", "snippets.retrieve"}
 
 
 def test_reindex_paths_win_aggregate_and_skip_unchanged(mcp: McpClient, corpus: Path) -> None:
@@ -102,9 +104,12 @@ def test_search_top_k_truncates_and_validates(mcp: McpClient) -> None:
     assert mcp.error("search", {"query": "   "}) == "invalid_params"
 
 
-def test_semantic_zero_norm_query_is_empty_not_an_error(mcp: McpClient) -> None:
+def test_semantic_zero_norm_query_gives_rows_with_cosine_zero(mcp: McpClient) -> None:
+    """Seed 002 SEM-002 and §9: a zero-norm query vector scores 0.0, it does not empty the leg."""
     out = _search(mcp, query="!!! ???", mode="semantic")
-    assert out["results"] == [] and out["count"] == 0
+    assert out["count"] > 0 and all(r["score_breakdown"] == {"cosine": 0.0} for r in out["results"])
+    hybrid = _search(mcp, query="!!! ???", mode="hybrid")
+    assert all(r["score_breakdown"]["semantic_rank"] is not None for r in hybrid["results"])
 
 
 def test_scope_restricts_but_still_ranks(mcp: McpClient) -> None:
@@ -125,7 +130,7 @@ def test_citations_numbering_resolve_and_restart(mcp: McpClient, corpus: Path) -
     for r in second["results"]:  # find-or-create: a seen chunk keeps its number, new ones continue
         assert r["n"] == by_id.get(r["chunk_id"], r["n"]) and (r["chunk_id"] in by_id or r["n"] >= 3)
     res = mcp.ok("citations.resolve", {"conversation_id": "conv-1", "text": "TTL is 60 [1], see [999]."})
-    assert res["citations"]["1"]["locator"]["id"] == first["results"][0]["chunk_id"]
+    assert res["citations"]["1"]["locator"]["chunk_id"] == first["results"][0]["chunk_id"]
     assert res["unknown"] == [999] and res["normalized_text"] == "TTL is 60 [citation:1], see [citation:999]."
     other = mcp.ok("citations.resolve", {"conversation_id": "conv-2", "numbers": [1]})
     assert other["citations"] == {} and other["unknown"] == [1]
@@ -141,20 +146,27 @@ def test_citations_numbering_resolve_and_restart(mcp: McpClient, corpus: Path) -
 
 
 def test_extract_key_info_isolation_dedupe_limits_and_audit(mcp: McpClient, corpus: Path) -> None:
-    a = mcp.ok("extract_key_info", {"query": "what colour is the sky", "task_id": "task-a", "topK": 2,
-                                    "materials": "The sky is blue today.\n\nGrass is green.\n\nThe sky is blue today."})
-    assert a["contexts"][0] == "The sky is blue today." and a["ingested_chunks"] == 2 and a["count"] <= 2
-    b = mcp.ok("extract_key_info", {"query": "what colour is the sky", "task_id": "task-b", "topK": 5,
-                                    "materials": "Bananas are yellow."})
-    assert b["contexts"] == ["Bananas are yellow."]  # task-a's sky chunks are invisible to task-b
-    again = mcp.ok("extract_key_info", {"query": "grass", "task_id": "task-a", "materials": "Grass is green."})
+    got, a = mcp.extract({"query": "what colour is the sky", "task_id": "task-a", "topK": 2,
+                          "materials": "The sky is blue today.\n\nGrass is green.\n\nThe sky is blue today."})
+    assert got[0] == "The sky is blue today." and a["ingested_chunks"] == 2 and a["count"] == len(got) <= 2
+    assert a["fusion"] == "weighted"  # seed 004's default for this tool
+    got, _ = mcp.extract({"query": "what colour is the sky", "task_id": "task-b", "topK": 5,
+                          "materials": "Bananas are yellow."})
+    assert got == ["Bananas are yellow."]  # task-a's sky chunks are invisible to task-b
+    got, again = mcp.extract({"query": "grass", "task_id": "task-a", "materials": "Grass is green."})
     assert again["ingested_chunks"] == 0 and again["duplicate_chunks"] == 1
-    assert "Grass is green." in again["contexts"] and "Bananas are yellow." not in again["contexts"]
-    assert mcp.error("extract_key_info", {"query": "q", "materials": "m", "topK": 21}) == "invalid_params"
-    assert mcp.error("extract_key_info", {"query": "", "materials": "m"}) == "invalid_params"
-    assert mcp.error("extract_key_info", {"query": "q", "materials": "x" * 200_001}) == "payload_too_large"
+    assert "Grass is green." in got and "Bananas are yellow." not in got
+    t = {"task_id": "task-a"}
+    assert mcp.error("extract_key_info", {"query": "q", "materials": "m", "topK": 21, **t}) == "invalid_params"
+    assert mcp.error("extract_key_info", {"query": "", "materials": "m", **t}) == "invalid_params"
+    assert mcp.error("extract_key_info", {"query": "q", "materials": "x" * 200_001, **t}) == "payload_too_large"
     assert mcp.error("extract_key_info", {"query": "q", "materials": "m", "task_id": "../x"}) == "invalid_params"
-    assert mcp.error("extract_key_info", {"query": "q", "materials": "m", "topK": 13}) == "forbidden"  # pre-call
+    assert mcp.error("extract_key_info", {"query": "q", "materials": "m"}) == "invalid_params"  # task_id required
+    assert mcp.error("extract_key_info", {"query": "q", "materials": "m", "topK": 13, **t}) == "forbidden"  # pre-call
+    # validation runs before the pre-call (billing) hook: an invalid call is never billed
+    assert mcp.error("extract_key_info", {"query": "", "materials": "m", "topK": 13, **t}) == "invalid_params"
+    got, facts = mcp.extract({"query": "grass", "materials": "Grass is green.", "topK": 0, **t})
+    assert facts["topK"] == 5  # topK=0 means the default
     # no search, not even over every collection of the tenant, surfaces task materials
     for mode in ("lexical", "semantic", "hybrid"):
         found = _search(mcp, query="bananas yellow sky blue", mode=mode, collection="any", top_k=100)["results"]

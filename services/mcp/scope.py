@@ -1,0 +1,151 @@
+"""`scope` (seed 001 §4.2): the typed filter that narrows a search's haystack, applied INSIDE
+the engine queries as an id allow-list (`SearchFilter.ids`), never as a post-filter of a top
+list (which lost in-scope documents ranked past the candidate depth in large collections).
+
+Keys and what they map to here:
+- `document_ids`: a document of the collection; a file indexed by `reindex` is one document
+  whose chunks are `<file id>~<i>`, so its id covers every chunk (a chunk id names one chunk);
+- `folder_ids`: a folder of indexed files, by the path `reindex` stored (relative to the
+  location) or the file's absolute path; `paths` is an alias;
+- `collection_ids`: collections to search instead of the default one (ours, not the seed's);
+- `connector_ids`, `thread_ids`: kinds this server has nothing for (no connectors, chats are
+  not indexed): a non-empty list is refused with `invalid_params` naming the kind, an empty
+  list is no constraint (as every empty list).
+
+Ids the caller cannot read, or that do not exist, simply match nothing: the allow-list only
+narrows the caller's tenant+ACL filter, so it cannot widen what a caller sees.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import PurePosixPath
+from typing import Any
+
+from services.core.documents import check_collection
+from services.mcp.errors import invalid
+from services.wiring import Container
+from shared.errors import VibeError
+from shared.model import DocKey, Principal, StoredDoc
+
+SCOPE_KEYS = {"document_ids", "folder_ids", "connector_ids", "thread_ids", "collection_ids", "paths"}
+UNSERVED = {"connector_ids": "this server has no connectors", "thread_ids": "chats are not indexed on this server"}
+CHUNK_SEP = "~"  # chunk doc id = <file id>~<chunk index>
+ANY = "any"
+SCAN_BATCH = 500
+
+
+@dataclass(frozen=True)
+class Scope:
+    collections: tuple[str, ...]
+    ids: frozenset[DocKey] | None = None  # None = no id constraint
+
+    @property
+    def narrows(self) -> bool:
+        return self.ids is not None
+
+
+def check_search_collection(name: str) -> str:
+    """A collection an agent may search: a valid name, never a reserved task collection, or
+    `any` (every collection of the tenant, as for POST /v1/read)."""
+    if name == ANY:
+        return name
+    try:
+        check_collection(name)
+    except VibeError as e:
+        raise invalid(f"invalid collection name {name[:64]!r}") from e
+    return name
+
+
+def _ids(raw: dict[str, Any], name: str, max_chars: int) -> list[str]:
+    v = raw.get(name)
+    if v is None:
+        return []
+    if not isinstance(v, list) or not all(isinstance(x, str | int) and not isinstance(x, bool) and str(x) for x in v):
+        raise invalid(f"scope.{name} must be a list of ids")
+    out = [str(x) for x in v]
+    if any(len(x) > max_chars for x in out):
+        raise invalid(f"scope.{name} has an id longer than {max_chars} characters")
+    return out
+
+
+def file_heads(c: Container, tenant: str, collection: str) -> Iterator[StoredDoc]:
+    """Chunk 0 of every file `reindex` stored in a collection (one store scan, in batches)."""
+    keys = [k for k in c.store.collection_keys(tenant, collection) if k.doc_id.endswith(CHUNK_SEP + "0")]
+    for i in range(0, len(keys), SCAN_BATCH):
+        yield from c.store.get_docs(keys[i:i + SCAN_BATCH]).values()
+
+
+def file_chunk_keys(head: StoredDoc) -> list[DocKey]:
+    """Every chunk key of the file whose chunk 0 is `head`."""
+    meta = head.fields.get("meta")
+    count = meta.get("chunk_count") if isinstance(meta, dict) else None
+    n = count if isinstance(count, int) and not isinstance(count, bool) and count > 0 else 1
+    fid = head.key.doc_id[: -len(CHUNK_SEP + "0")]
+    k = head.key
+    return [DocKey(k.tenant, k.collection, f"{fid}{CHUNK_SEP}{i}") for i in range(n)]
+
+
+def file_source(doc: StoredDoc) -> str:
+    meta = doc.fields.get("meta")
+    src = meta.get("file") if isinstance(meta, dict) else None
+    return src if isinstance(src, str) else ""
+
+
+def in_folder(doc: StoredDoc, folders: list[str]) -> bool:
+    rel = doc.fields.get("path")
+    names = [n for n in (rel if isinstance(rel, str) else "", file_source(doc)) if n]
+    for f in folders:
+        base = f.rstrip("/")
+        if not base:  # "/" or "": the root holds everything
+            return True
+        if any(n == base or PurePosixPath(n).is_relative_to(base) for n in names):
+            return True
+    return False
+
+
+def _document_keys(c: Container, tenant: str, collection: str, doc_ids: list[str]) -> set[DocKey]:
+    out: set[DocKey] = set()
+    heads = c.store.get_docs([DocKey(tenant, collection, f"{d}{CHUNK_SEP}0") for d in doc_ids
+                              if CHUNK_SEP not in d])
+    for d in doc_ids:
+        out.add(DocKey(tenant, collection, d))  # a plain document, or one chunk by its id
+        head = heads.get(DocKey(tenant, collection, f"{d}{CHUNK_SEP}0"))
+        if head is not None:
+            out.update(file_chunk_keys(head))
+    return out
+
+
+def resolve(c: Container, p: Principal, raw: dict[str, Any] | None, collection: str) -> Scope:
+    s = c.settings
+    if raw is None:
+        return Scope((check_search_collection(collection),))
+    if not isinstance(raw, dict):
+        raise invalid("scope must be an object")
+    unknown = set(raw) - SCOPE_KEYS
+    if unknown:
+        raise invalid(f"unknown scope key(s): {', '.join(sorted(unknown))[:200]}; use "
+                      f"{', '.join(sorted(SCOPE_KEYS))}")
+    lists = {name: _ids(raw, name, s.mcp_max_id_chars) for name in SCOPE_KEYS}
+    if sum(len(v) for v in lists.values()) > s.mcp_max_scope_ids:
+        raise invalid(f"scope lists at most {s.mcp_max_scope_ids} ids in all")
+    for name, why in UNSERVED.items():
+        if lists[name]:
+            raise invalid(f"scope.{name} cannot be served: {why}; pass an empty list or leave it out")
+    cols = tuple(dict.fromkeys(check_search_collection(x) for x in lists["collection_ids"])) \
+        or (check_search_collection(collection),)
+    docs, folders = lists["document_ids"], lists["folder_ids"] + lists["paths"]
+    if not docs and not folders:
+        return Scope(cols)  # only empty lists (or collections): no id constraint
+    if ANY in cols:
+        raise invalid("document_ids and folder_ids need named collections, not 'any'")
+    ids: set[DocKey] = set()
+    for col in cols:
+        if docs:
+            ids |= _document_keys(c, p.tenant, col, docs)
+        if folders:
+            for head in file_heads(c, p.tenant, col):
+                if in_folder(head, folders):
+                    ids.update(file_chunk_keys(head))
+    return Scope(cols, frozenset(ids))
