@@ -23,9 +23,9 @@ def _build_raw(settings: Settings, dim: int | None) -> Embedder:
 
         return HashEmbedder(settings.embed_dim)
     if settings.embedder == "local":
-        from shared.adapters.embedders.local_embedder import LocalEmbedder
+        from shared.adapters.embedders.onnx_embedder import build_local
 
-        return LocalEmbedder(settings.embed_model, settings.embed_batch_size, settings.embed_threads)
+        return build_local(settings)
     from shared.adapters.embedders.openai_embedder import OpenAIEmbedder
 
     if not settings.openai_base_url:

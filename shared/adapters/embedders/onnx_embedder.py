@@ -1,0 +1,199 @@
+"""The local model through onnxruntime: queries off torch (issue 15 item 1).
+
+A query is one short sequence; torch's per-call overhead dominates it, onnxruntime with one
+intra-op thread embeds it in a fraction of the time (bench/perf_report.py measures both) and
+leaves the other core to the lexical leg and to document embedding. Documents go through
+onnxruntime too unless `VIBE_EMBED_DOC_RUNTIME=torch` (bench/perf_report.py measures both
+runtimes' throughput per batch size on the machine at hand).
+
+`build_local` chooses at start-up (`VIBE_EMBED_RUNTIME=auto|onnx|torch`): `auto` uses the
+ONNX export when it loads and verifies against torch, and otherwise falls back to the torch
+embedder with a log line; `onnx` makes a failure a start-up error. Never a switch at call
+time. The vectors are the torch model's (cosine >= 0.999, checked), so the model id is the
+same and a store keeps its vectors whichever runtime embeds.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from shared.adapters.embedders import onnx_export as ox
+from shared.adapters.embedders.local_embedder import model_path
+from shared.ports import Embedder, EmbedderError
+
+if TYPE_CHECKING:
+    from tokenizers import Tokenizer
+
+    from shared.config import Settings
+
+log = logging.getLogger("vibe.embedder")
+
+
+def tokenizer_for(model_dir: Path, max_length: int) -> Tokenizer:
+    """The model's fast tokenizer, truncating like sentence-transformers (max_seq_length tokens,
+    special tokens included); no padding here: batches are padded per length-sorted chunk."""
+    from tokenizers import Tokenizer
+
+    tok = Tokenizer.from_file(str(model_dir / "tokenizer.json"))
+    tok.no_padding()
+    tok.enable_truncation(max_length)
+    return tok
+
+
+def _session(path: Path, threads: int) -> Any:
+    import onnxruntime as ort
+
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = threads
+    so.inter_op_num_threads = 1
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    # Spinning pool threads burn a core between calls; on a small shared machine that core is
+    # the one the read path needs.
+    so.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    return ort.InferenceSession(str(path), so, providers=["CPUExecutionProvider"])
+
+
+def _cosines(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    na = a / np.maximum(np.linalg.norm(a, axis=1, keepdims=True), 1e-12)
+    nb = b / np.maximum(np.linalg.norm(b, axis=1, keepdims=True), 1e-12)
+    return np.asarray(np.sum(na * nb, axis=1))
+
+
+class OnnxEmbedder:
+    runtime = "onnx"
+    precision = "fp32"
+
+    def __init__(self, model_name: str, onnx_file: Path, model_dir: Path, cfg: ox.PipelineConfig,
+                 batch_size: int = 32, threads: int = 0, documents: Embedder | None = None):
+        self._name = model_name
+        self.batch_size = max(1, batch_size)
+        self._tok = tokenizer_for(model_dir, cfg.max_seq_length)
+        # One intra-op thread per query: on 2 cores a second thread costs more in hand-off than
+        # it gains on a 10-token sequence (measured), and keeps a core for everything else.
+        self._query = _session(onnx_file, 1)
+        doc_threads = threads or max(1, (os.cpu_count() or 1) - 1)
+        self._docs = self._query if doc_threads == 1 else _session(onnx_file, doc_threads)
+        self._names = [i.name for i in self._query.get_inputs()]
+        self._dim = int(self._run(self._query, ["dim"]).shape[1])
+        self._documents = documents  # torch for documents when configured so
+        self.onnx_file = onnx_file
+
+    @property
+    def model_id(self) -> str:
+        return f"local:{Path(self._name).name}"  # same vectors as the torch embedder (verified)
+
+    @property
+    def dim(self) -> int:
+        return self._dim
+
+    @property
+    def document_runtime(self) -> str:
+        return "torch" if self._documents is not None else "onnx"
+
+    def _feed(self, ids: list[list[int]], masks: list[list[int]], types: list[list[int]]) -> dict[str, np.ndarray]:
+        width = max(len(x) for x in ids)
+        arrays = {"input_ids": ids, "attention_mask": masks, "token_type_ids": types}
+        out = {}
+        for name in self._names:
+            a = np.zeros((len(ids), width), dtype=np.int64)
+            for row, seq in enumerate(arrays[name]):
+                a[row, : len(seq)] = seq
+            out[name] = a
+        return out
+
+    def _run(self, session: Any, texts: Sequence[str]) -> np.ndarray:
+        encs = self._tok.encode_batch(list(texts)) if len(texts) > 1 else [self._tok.encode(texts[0])]
+        order = sorted(range(len(encs)), key=lambda i: len(encs[i].ids))  # little padding per chunk
+        out = np.empty((len(encs), 0), dtype=np.float32)
+        for start in range(0, len(order), self.batch_size):
+            chunk = [encs[i] for i in order[start:start + self.batch_size]]
+            feed = self._feed([e.ids for e in chunk], [e.attention_mask for e in chunk], [e.type_ids for e in chunk])
+            vecs = session.run(None, feed)[0]
+            if out.shape[1] == 0:
+                out = np.empty((len(encs), vecs.shape[1]), dtype=np.float32)
+            out[order[start:start + self.batch_size]] = vecs
+        return out
+
+    def verify(self, manifest: dict[str, Any]) -> float:
+        """Lowest cosine to the torch reference over the probes, each alone and all batched."""
+        ref = np.asarray(manifest["reference"], dtype=np.float32)
+        probes = list(manifest["probes"])
+        alone = np.vstack([self._run(self._query, [p]) for p in probes])
+        batched = self._run(self._docs, probes)
+        return float(min(_cosines(alone, ref).min(), _cosines(batched, ref).min()))
+
+    def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        if not texts:
+            return []
+        if self._documents is not None:
+            return self._documents.embed(texts)
+        try:
+            return self._run(self._docs, texts).tolist()  # type: ignore[no-any-return]
+        except Exception as e:
+            raise EmbedderError(f"onnx model failed: {e}", transient=False) from e
+
+    def embed_query(self, text: str) -> list[float]:
+        try:
+            return self._run(self._query, [text])[0].tolist()  # type: ignore[no-any-return]
+        except Exception as e:
+            raise EmbedderError(f"onnx model failed: {e}", transient=False) from e
+
+
+def load(model_name: str, cache_root: Path, batch_size: int = 32, threads: int = 0,
+         documents: Embedder | None = None) -> OnnxEmbedder:
+    """The verified ONNX embedder, exporting (or re-exporting a bad cache entry) as needed.
+
+    A cached entry that is corrupted, does not load, or no longer matches its torch reference
+    vectors is exported again, once; a fresh export that fails the check raises."""
+    model_dir = model_path(model_name)
+    cfg = ox.pipeline_config(model_dir)
+    entry = ox.entry_dir(cache_root, model_name, model_dir)
+    with ox.locked(entry):
+        manifest = ox.read_manifest(entry)
+        fresh = manifest is None
+        for attempt in range(2):
+            if manifest is None:
+                log.info("exporting %s to ONNX in %s", model_name, entry)
+                manifest, fresh = ox.export_in_child(model_name, entry), True
+            err: Exception | None = None
+            try:
+                emb = OnnxEmbedder(model_name, entry / "model.onnx", model_dir, cfg, batch_size, threads, documents)
+                worst = emb.verify(manifest)
+            except Exception as e:  # a file onnxruntime cannot load is a bad entry like any other
+                worst, err = float("nan"), e
+            if worst >= ox.MIN_COSINE:
+                log.info("ONNX encoder for %s verified (min cosine %.5f vs torch)", model_name, worst)
+                return emb
+            if fresh or attempt:
+                raise RuntimeError(f"the ONNX export of {model_name!r} does not match torch "
+                                   f"(min cosine {worst:.5f}; {err or 'vectors differ'})")
+            log.warning("cached ONNX export in %s is unusable (%s); exporting again", entry, err or worst)
+            manifest = None
+    raise AssertionError("unreachable")
+
+
+def build_local(settings: Settings) -> Embedder:
+    """The local model for these settings: ONNX queries (and documents) when verified, torch
+    otherwise, chosen here once (see the module docstring)."""
+    from shared.adapters.embedders.local_embedder import LocalEmbedder
+
+    def torch_embedder() -> LocalEmbedder:
+        return LocalEmbedder(settings.embed_model, settings.embed_batch_size, settings.embed_threads)
+
+    if settings.embed_runtime == "torch":
+        return torch_embedder()
+    try:
+        documents = torch_embedder() if settings.embed_doc_runtime == "torch" else None
+        return load(settings.embed_model, settings.data_dir / "models", settings.embed_batch_size,
+                    settings.embed_threads, documents)
+    except Exception as e:
+        if settings.embed_runtime == "onnx":
+            raise RuntimeError(f"VIBE_EMBED_RUNTIME=onnx but the ONNX encoder is unavailable: {e}") from e
+        log.warning("ONNX encoder unavailable, using torch for the local model: %s", e)
+        return torch_embedder()

@@ -1,0 +1,221 @@
+"""ONNX export of a sentence-transformers model, cached in the data dir and checked before use.
+
+The export runs once per (model, weights, library versions), in a child process
+(`python -m shared.adapters.embedders.onnx_export MODEL OUT_DIR`) so the serving process never
+imports torch for it: the query encoder's memory stays the ONNX session's, not torch's.
+
+A cache entry is a directory `<cache root>/<model>-<key>/` holding `model.onnx` and
+`manifest.json`: the file's sha256 (a truncated or corrupted file is re-exported, not loaded)
+and the torch vectors of `PROBES`, computed by sentence-transformers at export time. The
+runtime compares its own vectors of the probes with those (cosine >= MIN_COSINE, each probe
+alone and all of them as one padded batch) every time it loads the file, so a cached export is
+verified against torch without loading torch.
+
+The graph computes what the model's sentence-transformers modules compute: transformer, then
+the pooling its `1_Pooling/config.json` names (mean or CLS), then L2 normalisation when
+`modules.json` lists a Normalize module. Inputs are truncated to its `max_seq_length`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import importlib.metadata
+import json
+import os
+import subprocess
+import sys
+import warnings
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+FORMAT = 1  # bump when the graph or the manifest changes: old cache entries are then ignored
+OPSET = 17
+MIN_COSINE = 0.999
+EXPORT_TIMEOUT_SECONDS = 900.0
+_VERSIONED = ("torch", "transformers", "sentence-transformers", "onnx", "onnxruntime", "tokenizers")
+_WEIGHTS = ("model.safetensors", "pytorch_model.bin", "config.json", "tokenizer.json", "modules.json")
+
+# Short and long, several scripts, one longer than the model's window (tests truncation), and
+# lengths that differ, so the padded batch exercises the attention mask.
+PROBES = [
+    "How do I fix a flat bicycle tire?",
+    "Quarterly revenue grew by eight percent.",
+    "The boundary layer separates near the trailing edge of the wing.",
+    "a",
+    "Der schnelle braune Fuchs springt über den faulen Hund. 東京は日本の首都です。",
+    "Interest rates, inflation and unemployment: what the central bank weighs before it acts, "
+    "and why forward guidance matters as much as the rate decision itself.",
+    " ".join(["retrieval augmented generation with hybrid lexical and dense ranking"] * 40),
+    "SELECT * FROM docs WHERE id = 42; -- 3.14159 x^2 + y^2 = r^2",
+]
+
+
+class ExportUnsupported(RuntimeError):
+    """The model's sentence-transformers pipeline is not one this exporter reproduces."""
+
+
+@dataclass(frozen=True)
+class PipelineConfig:
+    max_seq_length: int
+    pooling: str  # "mean" | "cls"
+    normalize: bool
+
+
+def pipeline_config(model_dir: Path) -> PipelineConfig:
+    """What sentence-transformers does after the transformer, read from the model's own files."""
+    try:
+        modules = json.loads((model_dir / "modules.json").read_text())
+        pool_dir = next(m["path"] for m in modules if m["type"].endswith(".Pooling"))
+        pool = json.loads((model_dir / pool_dir / "config.json").read_text())
+        sbert = json.loads((model_dir / "sentence_bert_config.json").read_text())
+    except (OSError, ValueError, StopIteration, KeyError) as e:
+        raise ExportUnsupported(f"not a sentence-transformers model directory: {e}") from e
+    known = {"Transformer", "Pooling", "Normalize"}
+    extra = [m["type"] for m in modules if m["type"].rpartition(".")[2] not in known]
+    if extra:
+        raise ExportUnsupported(f"unsupported modules {extra}")
+    modes = [k for k, v in pool.items() if k.startswith("pooling_mode") and v is True]
+    if modes == ["pooling_mode_mean_tokens"]:
+        pooling = "mean"
+    elif modes == ["pooling_mode_cls_token"]:
+        pooling = "cls"
+    else:
+        raise ExportUnsupported(f"unsupported pooling {modes}")
+    normalize = any(m["type"].endswith(".Normalize") for m in modules)
+    return PipelineConfig(int(sbert.get("max_seq_length") or 512), pooling, normalize)
+
+
+def versions() -> dict[str, str]:
+    out = {}
+    for name in _VERSIONED:
+        try:
+            out[name] = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            out[name] = "absent"
+    return out
+
+
+def cache_key(model_name: str, model_dir: Path) -> str:
+    """Model id + its weight files (name and size) + the versions of every library that shapes
+    the graph or runs it: a change of any of them means a new export, never a stale one."""
+    weights = {f: (model_dir / f).stat().st_size for f in _WEIGHTS if (model_dir / f).exists()}
+    blob = json.dumps({"model": model_name, "format": FORMAT, "opset": OPSET, "versions": versions(),
+                       "weights": weights}, sort_keys=True)
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+def entry_dir(cache_root: Path, model_name: str, model_dir: Path) -> Path:
+    return cache_root / f"{Path(model_name).name}-{cache_key(model_name, model_dir)}"
+
+
+def sha256_of(path: Path) -> str:
+    h = hashlib.sha256()
+    with path.open("rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+@contextlib.contextmanager
+def locked(entry: Path) -> Iterator[None]:
+    """Processes sharing a data dir (API, worker pool children) export one at a time; the
+    others then find the finished entry."""
+    entry.parent.mkdir(parents=True, exist_ok=True)
+    with (entry.parent / f"{entry.name}.lock").open("a") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
+def read_manifest(entry: Path) -> dict[str, Any] | None:
+    """The manifest when it matches its model file; None for a missing or corrupted entry."""
+    try:
+        manifest = json.loads((entry / "manifest.json").read_text())
+        if manifest.get("format") != FORMAT or sha256_of(entry / "model.onnx") != manifest.get("sha256"):
+            return None
+        return dict(manifest)
+    except (OSError, ValueError):
+        return None
+
+
+def export_in_child(model_name: str, entry: Path) -> dict[str, Any]:
+    """Export in a child process (torch stays out of the caller); returns the new manifest."""
+    root = str(Path(__file__).resolve().parents[3])  # where `shared` is importable from
+    path = os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH", "")) if p)
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false", "PYTHONPATH": path}
+    done = subprocess.run([sys.executable, "-m", "shared.adapters.embedders.onnx_export", model_name, str(entry)],
+                          capture_output=True, text=True, env=env, timeout=EXPORT_TIMEOUT_SECONDS)
+    manifest = read_manifest(entry)
+    if done.returncode != 0 or manifest is None:
+        tail = (done.stderr or done.stdout).strip().splitlines()[-3:]
+        raise RuntimeError(f"ONNX export of {model_name!r} failed (exit {done.returncode}): {' | '.join(tail)}")
+    return manifest
+
+
+# -- the export itself (child process; imports torch) ---------------------------------------
+
+
+def _module(model: Any, cfg: PipelineConfig) -> Any:
+    import torch
+
+    class Pipeline(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.encoder = model
+
+        def forward(self, input_ids: Any, attention_mask: Any, token_type_ids: Any) -> Any:
+            hidden = self.encoder(input_ids=input_ids, attention_mask=attention_mask,
+                                  token_type_ids=token_type_ids).last_hidden_state
+            if cfg.pooling == "cls":
+                vec = hidden[:, 0]
+            else:
+                mask = attention_mask.unsqueeze(-1).to(hidden.dtype)
+                vec = (hidden * mask).sum(1) / mask.sum(1).clamp(min=1e-9)
+            return torch.nn.functional.normalize(vec, p=2.0, dim=1) if cfg.normalize else vec
+
+    return Pipeline().eval()
+
+
+def export(model_name: str, entry: Path) -> None:
+    """Write `entry/model.onnx` and `entry/manifest.json` (reference vectors from torch)."""
+    import numpy as np
+    import torch
+    from sentence_transformers import SentenceTransformer
+
+    from shared.adapters.embedders.local_embedder import model_path
+    from shared.adapters.embedders.onnx_embedder import tokenizer_for
+
+    model_dir = model_path(model_name)
+    cfg = pipeline_config(model_dir)
+    st = SentenceTransformer(str(model_dir), device="cpu")
+    tok = tokenizer_for(model_dir, cfg.max_seq_length)
+    encs = tok.encode_batch(PROBES[:2])
+    width = max(len(e.ids) for e in encs)
+    dummy = tuple(torch.tensor([getattr(e, f) + [0] * (width - len(e.ids)) for e in encs])
+                  for f in ("ids", "attention_mask", "type_ids"))
+    entry.mkdir(parents=True, exist_ok=True)
+    tmp = entry / f"model.onnx.{os.getpid()}.tmp"
+    names = ["input_ids", "attention_mask", "token_type_ids"]
+    axes = {n: {0: "batch", 1: "tokens"} for n in names} | {"embedding": {0: "batch"}}
+    with torch.inference_mode(False), torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # tracer warnings about Python control flow on shapes
+        torch.onnx.export(_module(st[0].auto_model, cfg), dummy, str(tmp), input_names=names,
+                          output_names=["embedding"], dynamic_axes=axes, opset_version=OPSET, dynamo=False)
+        reference = st.encode(PROBES, normalize_embeddings=False, convert_to_numpy=True, show_progress_bar=False)
+    manifest = {"format": FORMAT, "model": model_name, "sha256": sha256_of(tmp), "versions": versions(),
+                "pipeline": cfg.__dict__, "probes": PROBES,
+                "reference": np.asarray(reference, dtype=np.float32).round(7).tolist()}
+    os.replace(tmp, entry / "model.onnx")
+    mtmp = entry / f"manifest.json.{os.getpid()}.tmp"
+    mtmp.write_text(json.dumps(manifest))
+    os.replace(mtmp, entry / "manifest.json")  # last: an entry with a manifest is complete
+
+
+if __name__ == "__main__":
+    export(sys.argv[1], Path(sys.argv[2]))

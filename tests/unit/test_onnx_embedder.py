@@ -1,0 +1,171 @@
+"""The ONNX query encoder: same vectors as torch, batch = single, cached export reused, a bad
+cache entry exported again, and the start-up fallback to torch (never at call time)."""
+
+from __future__ import annotations
+
+import json
+import logging
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from shared.adapters.embedders import onnx_embedder as oe
+from shared.adapters.embedders import onnx_export as ox
+from shared.adapters.embedders.local_embedder import LocalEmbedder, model_path
+from shared.config import Settings
+
+MODEL = "all-MiniLM-L6-v2"
+TEXTS = ["How do I fix a flat bicycle tire?", "Repairing a punctured bike tyre",
+         "Quarterly revenue grew by eight percent", "", "wing " * 400,
+         "Die Grenzschicht löst sich nahe der Hinterkante ab."]
+
+
+def _unsupported(tmp: Path, pooling: dict[str, bool], modules: list[str]) -> Path:
+    (tmp / "1_Pooling").mkdir(parents=True)
+    (tmp / "modules.json").write_text(json.dumps(
+        [{"idx": i, "name": str(i), "path": "1_Pooling" if m == "Pooling" else "", "type": f"x.{m}"}
+         for i, m in enumerate(modules)]))
+    (tmp / "1_Pooling" / "config.json").write_text(json.dumps(pooling))
+    (tmp / "sentence_bert_config.json").write_text(json.dumps({"max_seq_length": 128}))
+    return tmp
+
+
+def test_pipeline_config_refuses_what_the_graph_does_not_reproduce(tmp_path: Path) -> None:
+    ok = ox.pipeline_config(_unsupported(tmp_path / "a", {"pooling_mode_mean_tokens": True},
+                                         ["Transformer", "Pooling", "Normalize"]))
+    assert ok == ox.PipelineConfig(128, "mean", True)
+    with pytest.raises(ox.ExportUnsupported, match="pooling"):
+        ox.pipeline_config(_unsupported(tmp_path / "b", {"pooling_mode_max_tokens": True}, ["Transformer", "Pooling"]))
+    with pytest.raises(ox.ExportUnsupported, match="modules"):
+        ox.pipeline_config(_unsupported(tmp_path / "c", {"pooling_mode_mean_tokens": True},
+                                        ["Transformer", "Pooling", "Dense"]))
+    with pytest.raises(ox.ExportUnsupported):
+        ox.pipeline_config(tmp_path / "missing")
+
+
+def test_a_corrupted_manifest_or_model_file_is_not_a_cache_hit(tmp_path: Path) -> None:
+    entry = tmp_path / "e"
+    entry.mkdir()
+    (entry / "model.onnx").write_bytes(b"graph")
+    sha = ox.sha256_of(entry / "model.onnx")
+    (entry / "manifest.json").write_text(json.dumps({"format": ox.FORMAT, "sha256": sha}))
+    assert ox.read_manifest(entry) is not None
+    (entry / "model.onnx").write_bytes(b"grapH")
+    assert ox.read_manifest(entry) is None
+    (entry / "manifest.json").write_text("{not json")
+    assert ox.read_manifest(entry) is None
+
+
+def test_cache_key_follows_model_and_versions(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    (tmp_path / "config.json").write_text("{}")
+    a = ox.cache_key("m", tmp_path)
+    assert a == ox.cache_key("m", tmp_path) != ox.cache_key("other", tmp_path)
+    monkeypatch.setattr(ox, "versions", lambda: {"onnxruntime": "0.0"})
+    assert ox.cache_key("m", tmp_path) != a
+
+
+# -- with the real model ------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def cache_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return Path(tmp_path_factory.mktemp("onnx-cache"))
+
+
+@pytest.fixture(scope="module")
+def onnx(cache_root: Path) -> oe.OnnxEmbedder:
+    return oe.load(MODEL, cache_root)
+
+
+@pytest.fixture(scope="module")
+def torch_model() -> Iterator[LocalEmbedder]:
+    yield LocalEmbedder()
+
+
+def _entry(root: Path) -> Path:
+    return ox.entry_dir(root, MODEL, model_path(MODEL))
+
+
+@pytest.mark.model
+def test_onnx_vectors_match_torch(onnx: oe.OnnxEmbedder, torch_model: LocalEmbedder) -> None:
+    assert onnx.dim == torch_model.dim == 384 and onnx.model_id == torch_model.model_id
+    a, b = np.asarray(onnx.embed(TEXTS)), np.asarray(torch_model._encode(TEXTS, "fp32"))
+    assert np.min(np.sum(a * b, axis=1)) >= 0.999
+    q = np.asarray(onnx.embed_query(TEXTS[0]))
+    assert float(q @ b[0]) >= 0.999 and abs(float(np.linalg.norm(q)) - 1) < 1e-4
+    assert float(a[0] @ a[1]) > float(a[0] @ a[2]) + 0.3  # still the model: paraphrase beats topic change
+
+
+@pytest.mark.model
+def test_batch_equals_single_whatever_the_batch_size(onnx: oe.OnnxEmbedder) -> None:
+    singles = np.asarray([onnx.embed_query(t) for t in TEXTS])
+    for size in (1, 2, 32):
+        onnx.batch_size = size
+        assert np.allclose(np.asarray(onnx.embed(TEXTS)), singles, atol=1e-5)
+    onnx.batch_size = 32
+    assert onnx.embed([]) == []
+
+
+@pytest.mark.model
+def test_cached_export_is_reused(onnx: oe.OnnxEmbedder, cache_root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    before = (_entry(cache_root) / "model.onnx").stat()
+
+    def no_export(*_: object) -> None:
+        raise AssertionError("a valid cache entry was exported again")
+
+    monkeypatch.setattr(ox, "export_in_child", no_export)
+    again = oe.load(MODEL, cache_root)
+    after = (_entry(cache_root) / "model.onnx").stat()
+    assert (before.st_ino, before.st_mtime_ns) == (after.st_ino, after.st_mtime_ns)
+    assert np.allclose(again.embed_query("rotor icing"), onnx.embed_query("rotor icing"), atol=1e-6)
+
+
+@pytest.mark.model
+@pytest.mark.parametrize("damage", ["truncate", "reference"])
+def test_a_bad_cache_entry_is_exported_again(onnx: oe.OnnxEmbedder, cache_root: Path, tmp_path: Path,
+                                             damage: str) -> None:
+    root = tmp_path / "models"
+    shutil.copytree(_entry(cache_root), _entry(root))
+    entry = _entry(root)
+    if damage == "truncate":  # a half-written file: its sha256 no longer matches
+        data = (entry / "model.onnx").read_bytes()
+        (entry / "model.onnx").write_bytes(data[: len(data) // 2])
+    else:  # file intact but its vectors no longer match the torch reference
+        manifest = json.loads((entry / "manifest.json").read_text())
+        manifest["reference"] = [list(reversed(v)) for v in manifest["reference"]]
+        (entry / "manifest.json").write_text(json.dumps(manifest))
+    emb = oe.load(MODEL, root)
+    assert ox.read_manifest(entry) is not None
+    assert json.loads((entry / "manifest.json").read_text())["reference"] == \
+        json.loads((_entry(cache_root) / "manifest.json").read_text())["reference"]
+    assert np.allclose(emb.embed_query("rotor icing"), onnx.embed_query("rotor icing"), atol=1e-5)
+
+
+@pytest.mark.model
+def test_start_up_falls_back_to_torch_with_a_log_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                      caplog: pytest.LogCaptureFixture) -> None:
+    def broken(*_: object) -> None:
+        raise RuntimeError("exporter exploded")
+
+    monkeypatch.setattr(ox, "export_in_child", broken)
+    with caplog.at_level(logging.WARNING, logger="vibe.embedder"):
+        emb = oe.build_local(Settings(data_dir=tmp_path, embedder="local"))
+    assert isinstance(emb, LocalEmbedder)
+    assert any("exporter exploded" in r.getMessage() for r in caplog.records)
+    with pytest.raises(RuntimeError, match="VIBE_EMBED_RUNTIME=onnx"):
+        oe.build_local(Settings(data_dir=tmp_path, embedder="local", embed_runtime="onnx"))
+
+
+@pytest.mark.model
+def test_settings_choose_the_runtime(cache_root: Path, onnx: oe.OnnxEmbedder, tmp_path: Path) -> None:
+    shutil.copytree(_entry(cache_root), _entry(tmp_path / "models"))
+    auto = oe.build_local(Settings(data_dir=tmp_path, embedder="local"))
+    assert isinstance(auto, oe.OnnxEmbedder) and auto.document_runtime == "onnx"
+    assert isinstance(oe.build_local(Settings(data_dir=tmp_path, embedder="local", embed_runtime="torch")),
+                      LocalEmbedder)
+    mixed = oe.build_local(Settings(data_dir=tmp_path, embedder="local", embed_doc_runtime="torch"))
+    assert isinstance(mixed, oe.OnnxEmbedder) and mixed.document_runtime == "torch"
+    assert float(np.dot(mixed.embed(["rotor icing"])[0], auto.embed_query("rotor icing"))) >= 0.999
