@@ -22,6 +22,7 @@ from vibe_semantic_client import (
     Conflict,
     Done,
     EmbedderUnavailable,
+    Error,
     Forbidden,
     InvalidParams,
     Lexical,
@@ -332,6 +333,42 @@ def test_stream_retries_before_it_starts(stand_in: StandIn) -> None:
         events = list(c.stream("c", "q"))
     assert [(e.event, e.id) for e in events] == [("lexical", "1"), ("done", "2")]
     assert stand_in.hits["/v1/read"] == 2 and len(waits) == 1
+
+
+def test_stream_error_event_cut_body_and_wrong_type(stand_in: StandIn) -> None:
+    sse = {"Content-Type": "text/event-stream"}
+    lexical = "event: lexical\ndata: " + json.dumps(ANSWER) + "\n\n"
+    stand_in.script = {"/v1/read": [
+        (200, sse, lexical + "event: shiny-new\ndata: {}\n\n"
+                   'event: error\ndata: {"code": "embedder_unavailable", "message": "provider down"}\n\n'),
+        (200, sse, lexical),  # the body ends without done
+        (200, {}, ANSWER),  # JSON where a stream was asked for
+    ]}
+    with Client(stand_in.base, "k") as c:
+        events = list(c.stream("c", "q"))
+        assert [e.event for e in events] == ["lexical", "error"]  # an unknown event is skipped
+        err = events[-1]
+        assert isinstance(err, Error) and isinstance(err.exception(), EmbedderUnavailable)
+        assert err.exception().message == "provider down" and err.results == []
+        with pytest.raises(TransportError, match="before its done"):
+            list(c.stream("c", "q"))
+        with pytest.raises(TransportError):
+            list(c.stream("c", "q"))
+
+
+def test_async_client_retries_like_the_sync_one(stand_in: StandIn) -> None:
+    stand_in.script = {"/v1/read": [LIMITED, (200, {}, ANSWER)], "/semantic/evict": [LIMITED]}
+    waits: list[float] = []
+
+    async def run() -> list[str]:
+        async with AsyncClient(stand_in.base, "k", backoff=0.01, on_retry=lambda a, w, r: waits.append(w)) as c:
+            answer = await c.read_once("c", "q")
+            with pytest.raises(RateLimited):
+                await c.evict("c")
+            return answer.ids
+
+    assert asyncio.run(run()) == ["r1"]
+    assert stand_in.hits == {"/v1/read": 2, "/semantic/evict": 1} and len(waits) == 1 and waits[0] >= 1.0
 
 
 def test_non_idempotent_post_is_never_retried(stand_in: StandIn) -> None:

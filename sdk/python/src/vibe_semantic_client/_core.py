@@ -15,9 +15,10 @@ from typing import Any, Generic, TypeVar
 from urllib.parse import quote
 
 import httpx
+from httpx_sse import ServerSentEvent
 
 from vibe_semantic_client.errors import Timeout, TransportError, VibeError, error_from_body
-from vibe_semantic_client.models import JSON, BulkResult, ReadAnswer
+from vibe_semantic_client.models import JSON, BulkResult, Event, ReadAnswer, parse_event
 
 T = TypeVar("T")
 Progress = Callable[[int, int], None]
@@ -93,6 +94,19 @@ def finish(call: Call[T], resp: httpx.Response) -> T:
     except ValueError as e:
         raise TransportError(f"the answer to {call.method} {call.path} is not JSON", status=resp.status_code) from e
     return call.parse(data)
+
+
+def to_event(sse: ServerSentEvent) -> Event | None:
+    try:
+        data = sse.json() if sse.data else None
+    except ValueError as e:
+        raise TransportError(f"the {sse.event!r} event's data is not JSON") from e
+    return parse_event(sse.event, data, sse.id, sse.retry)
+
+
+def cut_short() -> TransportError:
+    """The body ended without `done` or `error`: the ranking seen so far may not be final."""
+    return TransportError("the stream ended before its done event")
 
 
 def transport_error(e: httpx.TransportError) -> VibeError:

@@ -13,7 +13,7 @@ from httpx_sse import EventSource
 from vibe_semantic_client import _core as core
 from vibe_semantic_client._base import ClientConfig
 from vibe_semantic_client._surface import JsonCalls
-from vibe_semantic_client.models import JSON, BulkResult, Event, ReadAnswer, parse_event
+from vibe_semantic_client.models import JSON, BulkResult, Event, ReadAnswer
 
 T = TypeVar("T")
 
@@ -104,13 +104,17 @@ class AsyncClient(ClientConfig, JsonCalls[Awaitable[JSON]]):
         """See `Client.stream`; consume with `async for`."""
         call = core.read_stream(core.read_body(collection, q, strategy, limit, options))
         async with self._open(call) as resp:
-            async for sse in EventSource(resp).aiter_sse():
-                event = parse_event(sse.event, sse.json() if sse.data else None, sse.id, sse.retry)
-                if event is None:
-                    continue
-                yield event
-                if event.event in core.STREAM_END:
-                    return
+            try:
+                async for sse in EventSource(resp).aiter_sse():
+                    event = core.to_event(sse)
+                    if event is None:
+                        continue
+                    yield event
+                    if event.event in core.STREAM_END:
+                        return
+            except httpx.TransportError as e:  # cut mid-stream, or not an event stream at all
+                raise core.transport_error(e) from e
+        raise core.cut_short()
 
     @asynccontextmanager
     async def _open(self, call: core.Call[Any]) -> AsyncIterator[httpx.Response]:

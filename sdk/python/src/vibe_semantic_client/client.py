@@ -13,7 +13,7 @@ from httpx_sse import EventSource
 from vibe_semantic_client import _core as core
 from vibe_semantic_client._base import ClientConfig
 from vibe_semantic_client._surface import JsonCalls
-from vibe_semantic_client.models import JSON, BulkResult, Event, ReadAnswer, parse_event
+from vibe_semantic_client.models import JSON, BulkResult, Event, ReadAnswer
 
 T = TypeVar("T")
 
@@ -113,13 +113,17 @@ class Client(ClientConfig, JsonCalls[JSON]):
         and `Done` (or `Error`) last. Breaking out of the loop closes the connection."""
         call = core.read_stream(core.read_body(collection, q, strategy, limit, options))
         with self._open(call) as resp:
-            for sse in EventSource(resp).iter_sse():
-                event = parse_event(sse.event, sse.json() if sse.data else None, sse.id, sse.retry)
-                if event is None:
-                    continue
-                yield event
-                if event.event in core.STREAM_END:
-                    return
+            try:
+                for sse in EventSource(resp).iter_sse():
+                    event = core.to_event(sse)
+                    if event is None:
+                        continue
+                    yield event
+                    if event.event in core.STREAM_END:
+                        return
+            except httpx.TransportError as e:  # cut mid-stream, or not an event stream at all
+                raise core.transport_error(e) from e
+        raise core.cut_short()
 
     @contextmanager
     def _open(self, call: core.Call[Any]) -> Iterator[httpx.Response]:
