@@ -96,6 +96,11 @@ class McpClient:
         assert err, body
         return str(body.get("error", {}).get("code", body))
 
+    def schemas(self) -> dict[str, dict[str, Any]]:
+        """Each listed tool's input JSON schema."""
+        fut = asyncio.run_coroutine_threadsafe(self.client.list_tools(), self._loop)
+        return {t.name: t.input_schema for t in fut.result(timeout=60).tools}
+
     def tools(self) -> list[str]:
         fut = asyncio.run_coroutine_threadsafe(self.client.list_tools(), self._loop)
         return [t.name for t in fut.result(timeout=60).tools]

@@ -1,0 +1,185 @@
+"""Seed 002 compatibility: this test speaks to our server exactly as a Rifflux MCP client does,
+installing nothing from outside, over stdio (`vibe-semantic mcp`, as a Rifflux host launches
+its server) and over streamable HTTP (a served app's /mcp), with the official MCP client.
+
+It lists the tools and checks names, the `mode` enum, the `top_k` bounds and a description
+on every parameter; then reindex → search_rifflux (each mode, the seed's "cache ttl"
+example) → get_chunk → get_file → index_status; then prune_missing, background jobs and
+invalid arguments in the tool's error shape.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.mcp.support import McpClient, http, stdio
+from tests.support.server import served
+
+CACHE = """# Caching
+
+Intro to caching layers.
+
+## TTL
+
+The cache ttl controls expiry of entries. Set the ttl to 60 seconds.
+
+## Eviction
+
+LRU eviction drops the least recently used entry when memory is full.
+"""
+DEPLOY = "# Deploy\n\nRoll out the service behind a load balancer.\n"
+RIFFLUX_TOOLS = {"search_rifflux", "reindex", "get_chunk", "get_file", "index_status"}
+RESULT_KEYS = {"chunk_id", "path", "heading_path", "chunk_index", "content", "score_breakdown"}
+BREAKDOWN = {"lexical": {"bm25"}, "semantic": {"cosine"}, "hybrid": {"rrf", "lexical_rank", "semantic_rank"}}
+
+
+def _tree(root: Path) -> Path:
+    (root / "notes" / "ops").mkdir(parents=True)
+    (root / "notes" / "cache.md").write_text(CACHE)
+    (root / "notes" / "ops" / "deploy.md").write_text(DEPLOY)
+    (root / "other").mkdir()
+    (root / "other" / "misc.txt").write_text("Miscellaneous text about gardening.\n")
+    (root / "gone").mkdir()
+    return root
+
+
+@pytest.fixture(scope="module", params=["stdio", "http"])
+def rig(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[McpClient, Path]]:
+    root = _tree(Path(tmp_path_factory.mktemp(f"rifflux-{request.param}")) / "corpus")
+    data = root.parent / "data"
+    roots = json.dumps([str(root)])
+    if request.param == "stdio":
+        c = stdio(data, cwd=root / "notes", VIBE_MCP_REINDEX_ROOTS=roots)  # cwd: CON-006
+        try:
+            yield c, root
+        finally:
+            c.close()
+    else:
+        with served(data, env={"VIBE_MCP_REINDEX_ROOTS": roots}) as s:
+            c = http(s.base, "k-alice")
+            try:
+                yield c, root
+            finally:
+                c.close()
+
+
+def _prop(schema: dict[str, Any], name: str) -> dict[str, Any]:
+    """A property's schema with `anyOf: [X, null]` unwrapped (optional parameters)."""
+    p = dict(schema["properties"][name])
+    for alt in p.pop("anyOf", []):
+        if alt.get("type") != "null":
+            p.update(alt)
+    return p
+
+
+def test_tools_names_enum_bounds_and_descriptions(rig: tuple[McpClient, Path]) -> None:
+    c, _ = rig
+    schemas = c.schemas()
+    assert RIFFLUX_TOOLS <= set(schemas) and "reindex_status" in schemas and "search" in schemas  # alias kept
+    s = schemas["search_rifflux"]
+    assert s["required"] == ["query"] and _prop(s, "query")["type"] == "string"
+    assert _prop(s, "mode")["enum"] == ["lexical", "semantic", "hybrid"] and s["properties"]["mode"]["default"] == \
+        "hybrid"
+    top_k = _prop(s, "top_k")
+    assert (top_k["type"], top_k["minimum"], top_k["maximum"], top_k["default"]) == ("integer", 1, 100, 10)
+    assert "db_path" in s["properties"]
+    r = schemas["reindex"]
+    assert {"path", "paths", "force", "prune_missing", "background"} <= set(r["properties"])
+    assert r["properties"]["prune_missing"]["default"] is True and r["properties"]["force"]["default"] is False
+    assert _prop(r, "paths")["type"] == "array"
+    for tool in (*RIFFLUX_TOOLS, "reindex_status"):
+        for name in schemas[tool].get("properties", {}):
+            assert _prop(schemas[tool], name).get("description"), (tool, name)
+
+
+def test_reindex_search_get_chunk_get_file_index_status(rig: tuple[McpClient, Path]) -> None:
+    c, root = rig
+    out = c.ok("reindex", {"path": str(root / "nowhere"), "paths": [str(root / "notes"), str(root / "other")]})
+    assert (out["indexed_files"], out["skipped_files"]) == (3, 0)  # AC-008/009: paths win, counts summed
+    assert out["indexed_paths"] == [str(root / "notes"), str(root / "other")]
+    assert out["embedding_model"] == "hash:v1@384" and out["embedding_backend"] == "hash"
+    for mode in ("lexical", "semantic", "hybrid"):
+        res = c.ok("search_rifflux", {"query": "cache ttl", "top_k": 5, "mode": mode})  # seed §9's query
+        assert {"query", "mode", "count", "embedding_model", "results"} <= set(res)  # AC-006
+        assert (res["query"], res["mode"], res["embedding_model"]) == ("cache ttl", mode, "hash:v1@384")
+        assert res["count"] == len(res["results"]) and 0 < res["count"] <= 5  # AC-005
+        for r in res["results"]:
+            assert RESULT_KEYS <= set(r) and set(r["score_breakdown"]) == BREAKDOWN[mode]
+    top = c.ok("search_rifflux", {"query": "cache ttl", "top_k": 1, "mode": "lexical"})["results"][0]
+    assert top["path"] == "cache.md" and "ttl" in top["content"]
+    assert c.ok("search", {"query": "cache ttl", "top_k": 1, "mode": "lexical"})["results"][0] == top  # alias
+
+    chunk = c.ok("get_chunk", {"chunk_id": top["chunk_id"]})["chunk"]
+    assert chunk == {k: top[k] for k in RESULT_KEYS - {"score_breakdown"}}
+    assert c.error("get_chunk", {"chunk_id": "no-such-chunk~0"}) == "not_found"
+
+    f = c.ok("get_file", {"path": "cache.md"})
+    assert [x["chunk_index"] for x in f["chunks"]] == list(range(len(f["chunks"])))
+    assert chunk in f["chunks"] and {x["path"] for x in f["chunks"]} == {"cache.md"}
+    assert c.ok("get_file", {"path": str(root / "notes" / "ops" / "deploy.md")})["chunks"][0]["path"] == \
+        "ops/deploy.md"
+    assert c.ok("get_file", {"path": "missing.md"})["chunks"] == []
+
+    st = c.ok("index_status", {})
+    assert {"files", "chunks", "embeddings", "embedding_backend", "embedding_model"} <= set(st)
+    assert st["files"] == 3 and st["chunks"] >= 3 and st["embeddings"] == st["chunks"]
+    assert (st["embedding_backend"], st["embedding_model"]) == ("hash", "hash:v1@384")
+
+
+def test_prune_missing_default_true_and_off(rig: tuple[McpClient, Path]) -> None:
+    c, root = rig
+    (root / "gone" / "a.md").write_text("# A\n\nAardvark notes.\n")
+    (root / "gone" / "b.md").write_text("# B\n\nBadger notes.\n")
+    assert c.ok("reindex", {"path": str(root / "gone")})["indexed_files"] == 2
+    (root / "gone" / "a.md").unlink()
+    kept = c.ok("reindex", {"path": str(root / "gone"), "prune_missing": False})
+    assert kept["pruned_files"] == 0 and c.ok("get_file", {"path": str(root / "gone" / "a.md")})["chunks"]
+    pruned = c.ok("reindex", {"path": str(root / "gone")})
+    assert pruned["pruned_files"] == 1 and (pruned["indexed_files"], pruned["skipped_files"]) == (0, 1)
+    assert c.ok("get_file", {"path": str(root / "gone" / "a.md")})["chunks"] == []
+    assert not c.ok("search_rifflux", {"query": "aardvark", "mode": "lexical"})["results"]
+    assert c.ok("search_rifflux", {"query": "badger", "mode": "lexical"})["results"]
+
+
+def test_background_reindex_reports_through_reindex_status(rig: tuple[McpClient, Path]) -> None:
+    c, root = rig
+    job = c.ok("reindex", {"path": str(root / "other"), "force": True, "background": True})
+    assert job["status"] in ("queued", "running", "done") and job["job_id"]
+    deadline = time.monotonic() + 120
+    st = c.ok("reindex_status", {"job_id": job["job_id"]})
+    while st["status"] in ("queued", "running") and time.monotonic() < deadline:
+        time.sleep(0.2)
+        st = c.ok("reindex_status", {"job_id": job["job_id"]})
+    assert st["status"] == "done" and st["result"]["indexed_files"] == 1
+    assert c.error("reindex_status", {"job_id": "0" * 24}) == "not_found"
+    # a call that cannot run is refused at once, not queued
+    assert c.error("reindex", {"path": "/etc", "background": True}) == "invalid_params"
+
+
+def test_invalid_arguments_are_invalid_params_in_the_tool_shape(rig: tuple[McpClient, Path]) -> None:
+    c, _ = rig
+    bad = [{"query": "x", "top_k": 0}, {"query": "x", "top_k": 101}, {"query": "x", "top_k": "ten"},
+           {"query": "x", "mode": "fuzzy"}, {"top_k": 3}, {"query": ["not", "a", "string"]},
+           {"query": "x", "db_path": "/tmp/rifflux.db"}]
+    for args in bad:
+        err, body = c.call("search_rifflux", args)
+        assert err and body["error"]["code"] == "invalid_params" and body["error"]["message"], (args, body)
+    err, body = c.call("get_chunk", {})
+    assert err and body["error"]["code"] == "invalid_params" and "chunk_id" in body["error"]["message"]
+    err, body = c.call("reindex", {"force": "maybe"})
+    assert err and body["error"]["code"] == "invalid_params"
+
+
+def test_reindex_without_locations_uses_the_working_directory(rig: tuple[McpClient, Path]) -> None:
+    c, root = rig
+    out = c.call("reindex", {})
+    if "rifflux-stdio" in str(root):  # the stdio server runs in <root>/notes
+        assert not out[0] and out[1]["indexed_files"] + out[1]["skipped_files"] == 2  # AC-010
+    else:  # the served app's working directory is not an allowed root: refused, not indexed
+        assert out[0] and out[1]["error"]["code"] == "invalid_params"
