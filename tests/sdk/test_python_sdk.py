@@ -13,7 +13,7 @@ import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 from vibe_semantic_client import (
@@ -37,21 +37,11 @@ from vibe_semantic_client import (
     Warming,
 )
 
+from tests.integration.test_read_path import DOCS, FILLER, FORBIDDEN_FOR_ALICE  # the same corpus as the HTTP tests
 from tests.sdk.conftest import ADMIN, ALICE, BOB, OTHER_ADMIN
 from tests.support.server import REPO, free_port
 
-FILLER = (" The team met on Tuesday to review progress, open risks and owners for each workstream."
-          " Notes were taken by the program manager and shared in the weekly digest for later reference.")
-DOCS: list[dict[str, Any]] = [
-    {"_id": "d1", "title": "Quarterly launch notes", "body": "We agreed to push the launch to March 10." + FILLER,
-     "_acl": ["group:eng"]},
-    {"_id": "d2", "title": "Sales playbook", "body": "Discount rules for the launch quarter." + FILLER,
-     "_acl": ["group:sales"]},
-    {"_id": "d3", "title": "Company handbook", "body": "Launch reviews happen every quarter." + FILLER},
-    {"_id": "d4", "title": "Secret launch memo", "body": "Only the admin may read this launch memo." + FILLER,
-     "_acl": ["user:admin"]},
-]
-FORBIDDEN_FOR_ALICE = {"d2", "d4"}
+CORPUS = cast(list[dict[str, Any]], DOCS)
 
 
 @pytest.fixture(scope="module")
@@ -63,7 +53,7 @@ def admin(base_url: str) -> Iterator[Client]:
 @pytest.fixture(scope="module")
 def loaded(admin: Client) -> str:
     """Collection `notes` with DOCS (tenant ta) and one launch document of tenant tb."""
-    out = admin.bulk("notes", DOCS)
+    out = admin.bulk("notes", CORPUS)
     assert out.accepted == 4 and not out.errors, out
     with Client(admin.base_url, OTHER_ADMIN) as other:
         other.put("notes", "tb1", {"title": "Other tenant launch", "body": "launch quarter" + FILLER})
@@ -150,7 +140,7 @@ def test_fields_filter_and_pages(admin: Client, base_url: str) -> None:
 
 
 def test_stream_events_in_order_and_no_leak(admin: Client, base_url: str) -> None:
-    admin.bulk("fresh", DOCS)  # nothing has touched these yet: the stream has something to warm
+    admin.bulk("fresh", CORPUS)  # nothing has touched these yet: the stream has something to warm
     with Client(base_url, ALICE) as alice:
         events = list(alice.stream("fresh", "launch date", strategy="hybrid", limit=10, highlights=True))
     names = [e.event for e in events]
