@@ -61,15 +61,16 @@ class KnowledgeBase:
             doc = out.docs[f.key]
             ch = chunk_fields(doc)
             loc = citation_locator(doc)
-            display = {"title": ch["path"], "source": f.key.collection, "heading_path": ch["heading_path"]}
+            title = doc.fields["title"] if isinstance(doc.fields.get("title"), str) else ch["path"]
+            display = {"title": title, "source": f.key.collection, "heading_path": ch["heading_path"]}
             n = cite(self.citations, owner, cid, "kb_chunk", loc, display)
             r: dict[str, Any] = {"n": n, "source_type": "kb_chunk", "document_id": loc["document_id"],
-                                 "chunk_id": loc["chunk_id"], "title": ch["path"], "source": f.key.collection,
+                                 "chunk_id": loc["chunk_id"], "title": title, "source": f.key.collection,
                                  "heading_path": ch["heading_path"], "content": ch["content"], "score": f.score}
             if f.key in scores:
                 r["rerank_score"] = scores[f.key]
             results.append(r)
-            passages.append(Passage(n, ch["path"], f.key.collection, ch["content"]))
+            passages.append(Passage(n, title, f.key.collection, ch["content"]))
         body: dict[str, Any] = {"query": query, "conversation_id": cid, "count": len(results), "results": results,
                                 "context": render_context(passages, INTRO), "reranked": reranked}
         if self.reranker is not None:
