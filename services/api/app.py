@@ -23,7 +23,7 @@ from prometheus_client import REGISTRY, Histogram
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import BaseRoute, Match, Route
 
-from services.api import routes_admin, routes_docs, routes_lifecycle, routes_read, schemas
+from services.api import routes_admin, routes_docs, routes_lifecycle, routes_read, routes_ui, schemas
 from services.api.auth import KeyRing
 from services.api.ratelimit import ASGIApp, Message, Receive, Scope, Send, TenantRateLimit
 from services.mcp.http import McpHttp
@@ -102,6 +102,7 @@ def create_app(container: Container, keys: KeyRing) -> FastAPI:
     app.include_router(routes_docs.router, dependencies=schemas.AUTHENTICATED)
     for r in (routes_read.router, routes_admin.router, routes_lifecycle.router):
         app.include_router(r)
+    app.include_router(routes_ui.router)  # the /ui page's static build: no key, no data
     app.router.routes.append(Route("/mcp", endpoint=mcp, methods=["GET", "POST", "DELETE"]))
     generate = app.openapi
     app.openapi = lambda: app.openapi_schema or schemas.openapi_components(generate())  # type: ignore[method-assign]

@@ -1,0 +1,60 @@
+"""The `/ui` search page (issue #13 item 6, V§15): the committed static build in
+`services/api/ui/dist/` (built from `services/api/ui/src/` with the TypeScript SDK by
+`sdk/typescript/scripts/build_ui.mjs`, so serving it needs no Node).
+
+The files carry no data, so they need no key: the page asks for one (or takes it from the URL
+fragment, which browsers never send) and calls the API with it as a bearer header. Still
+`Cache-Control: no-store` on every answer (nothing a shared cache or another key could reuse)
+and a CSP that allows only this origin's script, style and API calls: document text the page
+shows can never run as script even if it slipped past the page's own escaping."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from fastapi import APIRouter
+from fastapi.responses import Response
+
+from shared.errors import ErrorCode, VibeError
+
+UI_DIR = Path(__file__).resolve().parent / "ui" / "dist"
+
+# The only files served: a fixed list, so no request path ever reaches the file system.
+FILES = {
+    "index.html": "text/html; charset=utf-8",
+    "app.js": "text/javascript; charset=utf-8",
+    "style.css": "text/css; charset=utf-8",
+}
+
+CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self' data:; "
+       "base-uri 'none'; form-action 'self'; frame-ancestors 'none'")
+HEADERS = {
+    "Cache-Control": "no-store",
+    "Content-Security-Policy": CSP,
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "no-referrer",
+    "X-Frame-Options": "DENY",
+}
+
+router = APIRouter(include_in_schema=False)  # a page, not an API operation: kept out of /openapi.json
+
+
+def _file(name: str) -> Response:
+    media = FILES.get(name)
+    path = UI_DIR / name
+    if media is None or not path.is_file():
+        raise VibeError(ErrorCode.NOT_FOUND, "no such page file" if media is None else
+                        "the /ui build is missing (cd sdk/typescript && npm ci && npm run build:ui)")
+    return Response(path.read_bytes(), media_type=media, headers=HEADERS)
+
+
+@router.get("/ui")
+@router.get("/ui/")
+async def page() -> Response:
+    """The page; `/ui?collection=C&q=Q#key=K` runs the query on load."""
+    return _file("index.html")
+
+
+@router.get("/ui/{name}")
+async def asset(name: str) -> Response:
+    return _file(name)

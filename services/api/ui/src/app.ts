@@ -1,0 +1,444 @@
+/** The `/ui` search page (V§15 building blocks) on the TypeScript SDK: search box with strategy
+ * and scope pickers, results that appear with the lexical event and re-order live as semantic
+ * events arrive, the warming line, an explain panel per hit, "more like this", and an admin tab
+ * (coverage, promotions, queue depth).
+ *
+ * The key: typed by the user or given as `#key=K` in the URL fragment (never sent to the server
+ * in a URL: the fragment stays in the browser and is removed from the address bar at once), then
+ * kept in memory and sessionStorage (this tab only). `/ui?collection=C&q=Q&strategy=S#key=K` runs
+ * the query on load. */
+
+import { Client, VibeError } from "../../../../sdk/typescript/src/index.js";
+import type { Hit, ReadAnswer, ReadBody, Strategy, Warming } from "../../../../sdk/typescript/src/index.js";
+import { clear, h, highlightNodes, jsonView } from "./dom.js";
+
+const KEY_STORE = "vibe.ui.key";
+const STRATEGIES: readonly Strategy[] = ["auto", "keyword", "semantic", "hybrid"];
+const LIMIT = 20;
+
+function $<T extends HTMLElement = HTMLElement>(id: string): T {
+  const el = document.getElementById(id);
+  if (!el) throw new Error(`#${id} missing`);
+  return el as T;
+}
+
+// -- key ---------------------------------------------------------------------------------
+
+let client: Client | null = null;
+
+function setKey(key: string): void {
+  const k = key.trim();
+  client = k ? new Client({ baseUrl: location.origin, apiKey: k, retries: 2 }) : null;
+  try {
+    if (k) sessionStorage.setItem(KEY_STORE, k);
+    else sessionStorage.removeItem(KEY_STORE);
+  } catch {
+    // storage refused (private mode): the key stays in memory only
+  }
+  $<HTMLInputElement>("key").value = "";
+  $("key-state").textContent = k ? "key set (this tab only)" : "no key";
+  document.body.dataset.key = k ? "set" : "none";
+}
+
+function needClient(): Client | null {
+  if (!client) showError($("error"), "Enter an API key first.");
+  return client;
+}
+
+// -- results -----------------------------------------------------------------------------
+
+const TITLE_FIELDS = ["title", "name", "subject", "heading"];
+const TEXT_FIELDS = ["body", "text", "content", "description", "summary"];
+
+function titleOf(hit: Hit): string {
+  const f = hit.fields ?? {};
+  for (const k of TITLE_FIELDS) if (typeof f[k] === "string" && f[k]) return f[k] as string;
+  for (const v of Object.values(f)) if (typeof v === "string" && v) return v.length > 90 ? v.slice(0, 90) + "…" : v;
+  return hit.id;
+}
+
+function snippetOf(hit: Hit): Node[] {
+  if (hit.highlights?.length) return highlightNodes(hit.highlights.join(" … "));
+  const f = hit.fields ?? {};
+  for (const k of TEXT_FIELDS) {
+    const v = f[k];
+    if (typeof v === "string" && v) return [document.createTextNode(v.length > 240 ? v.slice(0, 240) + "…" : v)];
+  }
+  return [];
+}
+
+/** One ranking shown as a list whose items are kept per document across events, so a
+ * re-ranking moves the existing elements (and marks the ones that arrived or moved). */
+class ResultList {
+  private readonly items = new Map<string, HTMLLIElement>();
+  private events = 0;
+
+  constructor(readonly list: HTMLOListElement, private readonly exclude?: { collection: string; id: string }) {}
+
+  reset(): void {
+    this.items.clear();
+    this.events = 0;
+    clear(this.list);
+    this.list.dataset.phase = "running";
+    this.list.dataset.events = "0";
+  }
+
+  render(event: string, answer: ReadAnswer): void {
+    this.events++;
+    const seen = new Set<string>();
+    let rank = 0;
+    for (const hit of answer.results) {
+      if (this.exclude && hit.id === this.exclude.id && hit.collection === this.exclude.collection) continue;
+      const key = `${hit.collection}\u0000${hit.id}`;
+      seen.add(key);
+      rank++;
+      let li = this.items.get(key);
+      const fresh = !li;
+      if (!li) {
+        li = this.create(hit, event);
+        this.items.set(key, li);
+      }
+      const before = Number(li.dataset.rank || 0);
+      this.update(li, hit, rank, event);
+      li.classList.toggle("arrived", fresh && this.events > 1);
+      li.classList.toggle("moved", !fresh && before !== rank);
+      this.list.append(li); // append moves an existing node: the list takes the new order
+    }
+    for (const [key, li] of this.items) {
+      if (!seen.has(key)) {
+        li.remove();
+        this.items.delete(key);
+      }
+    }
+    this.list.dataset.phase = event;
+    this.list.dataset.events = String(this.events);
+  }
+
+  private create(hit: Hit, event: string): HTMLLIElement {
+    const explainBtn = h("button", { type: "button", class: "explain-btn", "aria-expanded": "false" }, "Why here?");
+    const moreBtn = h("button", { type: "button", class: "more-btn" }, "More like this");
+    const li = h("li", { class: "hit", "data-doc-id": hit.id, "data-collection": hit.collection, "data-first-event": event },
+      h("div", { class: "hit-head" },
+        h("span", { class: "rank" }), h("span", { class: "title" }), h("span", { class: "coll" }, hit.collection),
+        h("span", { class: "badges" }), h("span", { class: "score" })),
+      h("p", { class: "snippet" }),
+      h("div", { class: "actions" }, explainBtn, moreBtn),
+      h("div", { class: "explain", hidden: "" }));
+    explainBtn.addEventListener("click", () => void toggleExplain(li, explainBtn));
+    moreBtn.addEventListener("click", () => void moreLikeThis(li));
+    return li;
+  }
+
+  private update(li: HTMLLIElement, hit: Hit, rank: number, _event: string): void {
+    li.dataset.rank = String(rank);
+    li.dataset.score = String(hit.score);
+    li.dataset.matchedBy = hit.matchedBy.join(" ");
+    li.dataset.explainId = hit.explainId;
+    li.querySelector(".rank")!.textContent = `${rank}.`;
+    li.querySelector(".title")!.textContent = titleOf(hit);
+    li.querySelector(".score")!.textContent = `score ${hit.score.toFixed(3)}`;
+    const badges = li.querySelector(".badges")!;
+    badges.replaceChildren(...hit.matchedBy.map((m) => h("span", { class: `badge ${m}` }, m)));
+    const snippet = snippetOf(hit);
+    if (snippet.length) li.querySelector(".snippet")!.replaceChildren(...snippet);
+  }
+}
+
+// -- streams -----------------------------------------------------------------------------
+
+/** Whether the server takes `include.fields` (older servers answer 400 to it). */
+let fieldsSupported = true;
+
+interface Target {
+  results: ResultList;
+  phase: HTMLElement;
+  warming?: HTMLElement;
+  error: HTMLElement;
+  timeline?: HTMLOListElement;
+  controller?: AbortController;
+}
+
+function showError(el: HTMLElement, message: string): void {
+  el.textContent = message;
+  el.hidden = !message;
+}
+
+function showWarming(el: HTMLElement | undefined, w: Warming | undefined): void {
+  if (!el || !w) return;
+  el.textContent = w.queued > 0 ? (w.message || `Warming up… ${w.queued} results are being indexed`) : "";
+  el.hidden = w.queued <= 0;
+  el.dataset.queued = String(w.queued);
+}
+
+function phaseText(event: string, answer: ReadAnswer, n: number): string {
+  const count = `${answer.results.length} result${answer.results.length === 1 ? "" : "s"}`;
+  if (event === "lexical") {
+    return answer.strategy === "keyword" ? `Keyword results · ${count}` : `Keyword results · ${count} · semantic re-ranking on the way…`;
+  }
+  if (event === "semantic") return `Re-ranked with semantic matches (update ${n}) · ${count}`;
+  return `Final ranking · ${answer.strategy} · ${count}`;
+}
+
+async function run(target: Target, body: ReadBody): Promise<void> {
+  const c = needClient();
+  if (!c) return;
+  target.controller?.abort();
+  const controller = new AbortController();
+  target.controller = controller;
+  target.results.reset();
+  showError(target.error, "");
+  if (target.warming) target.warming.hidden = true;
+  if (target.timeline) clear(target.timeline);
+  target.phase.textContent = "Searching…";
+  const include = fieldsSupported ? { fields: true, highlights: true } : { highlights: true };
+  let rankings = 0;
+  try {
+    for await (const ev of c.readOnce({ ...body, include } as ReadBody, { signal: controller.signal })) {
+      if (target.timeline) {
+        const ids = "results" in ev.data && Array.isArray(ev.data.results) ? ev.data.results.map((r) => r.id) : [];
+        target.timeline.append(h("li", { "data-event": ev.event, "data-ids": ids.join(",") },
+          ev.event === "warming" ? `warming · ${(ev.data as Warming).queued} queued` : `${ev.event} · ${ids.length} results`));
+      }
+      switch (ev.event) {
+        case "lexical":
+        case "semantic":
+        case "done":
+          rankings++;
+          target.results.render(ev.event, ev.data);
+          target.phase.textContent = phaseText(ev.event, ev.data, rankings - 1);
+          if (ev.event === "done") showWarming(target.warming, ev.data.warming);
+          break;
+        case "warming":
+          showWarming(target.warming, ev.data);
+          break;
+        case "error":
+          target.results.list.dataset.phase = "error";
+          showError(target.error, `${ev.data.code}: ${ev.data.message}`);
+          break;
+      }
+    }
+  } catch (e) {
+    if (controller.signal.aborted) return; // a newer search replaced this one
+    if (e instanceof VibeError && e.code === "invalid_params" && fieldsSupported && /include/.test(e.message)) {
+      fieldsSupported = false;
+      return run(target, body);
+    }
+    target.results.list.dataset.phase = "error";
+    target.phase.textContent = "";
+    showError(target.error, e instanceof VibeError ? `${e.code}: ${e.message}` : String(e));
+  }
+}
+
+// -- search ------------------------------------------------------------------------------
+
+const main: Target = {
+  results: new ResultList($<HTMLOListElement>("results")),
+  phase: $("phase"), warming: $("warming"), error: $("error"), timeline: $<HTMLOListElement>("timeline"),
+};
+let similar: Target | null = null;
+let lastQuery = "";
+
+function currentForm(): { q: string; strategy: Strategy; collection: string } {
+  const strategy = $<HTMLSelectElement>("strategy").value as Strategy;
+  const collection = $<HTMLInputElement>("collection").value.trim() || "any";
+  return { q: $<HTMLInputElement>("q").value, strategy, collection };
+}
+
+function search(force: boolean): void {
+  const f = currentForm();
+  const signature = JSON.stringify(f);
+  if (!f.q.trim()) return;
+  if (!force && signature === lastQuery) return;
+  lastQuery = signature;
+  // the page's address reflects the query (shareable), never the key
+  const params = new URLSearchParams({ collection: f.collection, q: f.q, strategy: f.strategy });
+  history.replaceState(null, "", `${location.pathname}?${params}`);
+  rememberCollection(f.collection);
+  void run(main, { collection: f.collection, q: f.q, semantic: { strategy: f.strategy }, limit: LIMIT } as ReadBody);
+}
+
+async function moreLikeThis(li: HTMLLIElement): Promise<void> {
+  const id = li.dataset.docId!;
+  const collection = li.dataset.collection!;
+  const aside = $("similar");
+  aside.hidden = false;
+  $("similar-of").textContent = li.querySelector(".title")?.textContent || id;
+  if (!similar) {
+    similar = { results: new ResultList($<HTMLOListElement>("similar-results")), phase: $("similar-phase"), error: $("error") };
+  }
+  // a new list that leaves the document itself out
+  similar.results = new ResultList($<HTMLOListElement>("similar-results"), { collection, id });
+  await run(similar, { collection, q: "", semantic: { strategy: "semantic", query: { doc: { collection, _id: id } } },
+                       limit: 10 } as ReadBody);
+}
+
+async function toggleExplain(li: HTMLLIElement, btn: HTMLButtonElement): Promise<void> {
+  const panel = li.querySelector<HTMLElement>(".explain")!;
+  if (!panel.hidden) {
+    panel.hidden = true;
+    btn.setAttribute("aria-expanded", "false");
+    return;
+  }
+  const c = needClient();
+  if (!c) return;
+  panel.hidden = false;
+  btn.setAttribute("aria-expanded", "true");
+  panel.replaceChildren("Loading…");
+  try {
+    const rec = await c.explain(li.dataset.explainId!);
+    const reasons = (rec.reasons ?? []).map((r) => {
+      const parts = [`${r.leg ?? r.type} match`];
+      if (r.rank !== undefined && r.rank !== null) parts.push(`rank ${Number(r.rank) + 1} in its leg`);
+      if (typeof r.score === "number") parts.push(`leg score ${r.score.toFixed(4)}`);
+      return h("li", { "data-leg": String(r.leg ?? r.type) }, parts.join(", "));
+    });
+    panel.replaceChildren(
+      h("div", {}, `Strategy ${rec.strategy}, fusion ${rec.fusion}, score ${Number(rec.score).toFixed(4)}`),
+      reasons.length ? h("ul", {}, ...reasons) : h("div", { class: "muted" }, "no reasons recorded"),
+      h("details", {}, h("summary", {}, "Raw record"), jsonView(rec)));
+  } catch (e) {
+    panel.replaceChildren(e instanceof VibeError && e.code === "not_found"
+      ? "This explanation expired: search again." : `Could not explain: ${String((e as Error).message ?? e)}`);
+  }
+}
+
+function rememberCollection(name: string): void {
+  const list = $("collections");
+  if (!name || [...list.querySelectorAll("option")].some((o) => o.value === name)) return;
+  list.append(h("option", { value: name }));
+}
+
+// -- admin -------------------------------------------------------------------------------
+
+function adminCollection(): string | undefined {
+  const own = $<HTMLInputElement>("admin-collection").value.trim();
+  const scope = currentForm().collection;
+  return own || (scope !== "any" ? scope : undefined);
+}
+
+async function refreshAdmin(): Promise<void> {
+  const c = needClient();
+  if (!c) return;
+  const err = $("admin-error");
+  showError(err, "");
+  const collection = adminCollection();
+  if (collection) $<HTMLInputElement>("admin-collection").value = collection;
+  const [coverage, promotions, queue] = await Promise.allSettled([
+    collection ? c.coverage(collection) : Promise.resolve(null), c.promotions(), c.queueDepth(),
+  ]);
+  const failures = [coverage, promotions, queue].filter((r): r is PromiseRejectedResult => r.status === "rejected");
+  if (failures.length) {
+    const e = failures[0]!.reason;
+    showError(err, e instanceof VibeError && e.code === "forbidden"
+      ? "This key has no admin scope." : e instanceof VibeError ? `${e.code}: ${e.message}` : String(e));
+  }
+  const cov = $("coverage");
+  cov.replaceChildren(coverage.status === "fulfilled"
+    ? (coverage.value ? jsonView(coverage.value) : h("p", { class: "muted" }, "Pick a collection."))
+    : h("p", { class: "muted" }, "—"));
+  const promos = $("promotions");
+  if (promotions.status === "fulfilled") {
+    const rows = promotions.value.collections.map((p) => {
+      rememberCollection(p.collection);
+      return h("tr", { "data-collection": p.collection, "data-state": p.state },
+        h("td", {}, p.collection), h("td", {}, p.state), h("td", {}, String(p.since ?? "")), h("td", {}, String(p.reason ?? "")));
+    });
+    promos.replaceChildren(rows.length
+      ? h("table", {}, h("thead", {}, h("tr", {}, h("th", {}, "collection"), h("th", {}, "state"), h("th", {}, "since"),
+          h("th", {}, "reason"))), h("tbody", {}, ...rows))
+      : h("p", { class: "muted" }, "No collection is eager."));
+  } else {
+    promos.replaceChildren(h("p", { class: "muted" }, "—"));
+  }
+  $("queue").replaceChildren(queue.status === "fulfilled" ? jsonView(queue.value) : h("p", { class: "muted" }, "—"));
+  $("panel-admin").dataset.loaded = String(Date.now());
+}
+
+async function changePromotion(promote: boolean): Promise<void> {
+  const c = needClient();
+  const collection = adminCollection();
+  if (!c) return;
+  if (!collection) {
+    showError($("admin-error"), "Pick a collection.");
+    return;
+  }
+  try {
+    await (promote ? c.promote(collection) : c.demote(collection));
+  } catch (e) {
+    showError($("admin-error"), e instanceof VibeError ? `${e.code}: ${e.message}` : String(e));
+    return;
+  }
+  await refreshAdmin();
+}
+
+function showTab(name: "search" | "admin"): void {
+  for (const t of ["search", "admin"] as const) {
+    $(`tab-${t}`).setAttribute("aria-selected", String(t === name));
+    $(`panel-${t}`).hidden = t !== name;
+  }
+  if (name === "admin") void refreshAdmin();
+}
+
+// -- start -------------------------------------------------------------------------------
+
+function start(): void {
+  const fragment = new URLSearchParams(location.hash.slice(1));
+  const fromFragment = fragment.get("key");
+  if (fromFragment) {
+    setKey(fromFragment);
+    // out of the address bar and the history entry: a copied link or a screenshot never shows it
+    history.replaceState(null, "", location.pathname + location.search);
+  } else {
+    let stored: string | null = null;
+    try {
+      stored = sessionStorage.getItem(KEY_STORE);
+    } catch {
+      stored = null;
+    }
+    setKey(stored ?? "");
+  }
+
+  const params = new URLSearchParams(location.search);
+  const strategy = params.get("strategy");
+  if (strategy && (STRATEGIES as readonly string[]).includes(strategy)) $<HTMLSelectElement>("strategy").value = strategy;
+  const collection = params.get("collection");
+  if (collection) {
+    $<HTMLInputElement>("collection").value = collection;
+    rememberCollection(collection);
+  }
+  const q = params.get("q");
+  if (q) $<HTMLInputElement>("q").value = q;
+
+  $("key-form").addEventListener("submit", (e) => {
+    e.preventDefault();
+    setKey($<HTMLInputElement>("key").value);
+    if (currentForm().q.trim()) search(true);
+  });
+  $("key-forget").addEventListener("click", () => {
+    setKey("");
+    main.controller?.abort();
+    main.results.reset();
+    main.results.list.dataset.phase = "idle";
+  });
+  $("search").addEventListener("submit", (e) => {
+    e.preventDefault();
+    clearTimeout(typing);
+    search(true);
+  });
+  let typing: ReturnType<typeof setTimeout> | undefined;
+  $("q").addEventListener("input", () => {
+    clearTimeout(typing);
+    typing = setTimeout(() => search(false), 300); // search as you type, once the typing pauses
+  });
+  for (const id of ["strategy", "collection"]) $(id).addEventListener("change", () => search(false));
+  $("tab-search").addEventListener("click", () => showTab("search"));
+  $("tab-admin").addEventListener("click", () => showTab("admin"));
+  $("admin-refresh").addEventListener("click", () => void refreshAdmin());
+  $("admin-promote").addEventListener("click", () => void changePromotion(true));
+  $("admin-demote").addEventListener("click", () => void changePromotion(false));
+
+  document.body.dataset.ready = "true";
+  if (q && client) search(true);
+}
+
+start();
