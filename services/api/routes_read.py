@@ -118,7 +118,10 @@ def _event(name: str, data: Any) -> tuple[str, bytes]:
     return name, orjson.dumps(data)
 
 
-HEARTBEAT = b": keep-alive\n\n"
+# Neither the hint nor the heartbeat ends with a blank line: a blank line dispatches an event
+# block, and some parsers (httpx-sse) then hand out an empty event once an `id:` was seen.
+# `retry:` joins the first event's block; a comment line never dispatches anything.
+HEARTBEAT = b": keep-alive\n"
 
 
 async def _hygienic(events: AsyncIterator[tuple[str, bytes]], heartbeat: float, retry_ms: int) -> AsyncIterator[bytes]:
@@ -126,7 +129,7 @@ async def _hygienic(events: AsyncIterator[tuple[str, bytes]], heartbeat: float, 
     (1, 2, ... in order), a `: keep-alive` comment whenever `heartbeat` seconds pass without an
     event (proxies and browsers drop a silent connection), and the body always ends after the
     last event: `_stream` turns failures into an `error` event and returns."""
-    yield f"retry: {retry_ms}\n\n".encode()
+    yield f"retry: {retry_ms}\n".encode()
     n = 0
     it = events.__aiter__()
     pending: asyncio.Task[tuple[str, bytes]] | None = None

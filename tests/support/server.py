@@ -17,6 +17,8 @@ from typing import Any
 import httpx
 from httpx_sse import connect_sse
 
+from tests.support.openapi_responses import OpenApiResponses
+
 REPO = Path(__file__).resolve().parents[2]
 
 KEYS = [
@@ -45,11 +47,19 @@ def end_process(proc: subprocess.Popen[bytes], sig: int = signal.SIGTERM, grace:
 
 
 class Served:
-    """A running `vibe-semantic serve` and an HTTP client for it."""
+    """A running `vibe-semantic serve` and an HTTP client for it.
 
-    def __init__(self, data_dir: Path, env: dict[str, str] | None = None, keys: list[dict[str, Any]] | None = None):
+    Every JSON answer the client receives, and every SSE event `stream` reads, is checked
+    against the server's own /openapi.json (tests/support/openapi_responses.py): a mismatch
+    fails the call. `validate=False` only for a test that reads answers of a server on purpose
+    outside its contract (none today)."""
+
+    def __init__(self, data_dir: Path, env: dict[str, str] | None = None, keys: list[dict[str, Any]] | None = None,
+                 validate: bool = True):
         self.port = free_port()
         self.base = f"http://127.0.0.1:{self.port}"
+        self.contract = OpenApiResponses(self.base)
+        self.validate = validate
         self.data_dir = data_dir
         full = dict(os.environ)
         full.update({
@@ -65,6 +75,8 @@ class Served:
                                      stdout=self._log, stderr=subprocess.STDOUT, start_new_session=True)
         self.client = httpx.Client(base_url=self.base, timeout=60)
         self._wait_healthy()
+        if validate:
+            self.client.event_hooks["response"].append(self.contract.check)
 
     def _wait_healthy(self, timeout: float = 120) -> None:
         deadline = time.time() + timeout
@@ -116,7 +128,10 @@ class Served:
         with connect_sse(self.client, "POST", "/v1/read", json=body, headers=headers, timeout=timeout) as es:
             assert es.response.status_code == 200, es.response.read()
             for sse in es.iter_sse():
-                events.append((sse.event, json.loads(sse.data)))
+                data = json.loads(sse.data)
+                if self.validate:
+                    self.contract.check_event(sse.event, data)
+                events.append((sse.event, data))
                 if sse.event in ("done", "error"):
                     break
         return events

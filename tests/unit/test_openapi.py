@@ -48,8 +48,8 @@ def doc(app: FastAPI) -> dict[str, Any]:
 
 
 def _routes(app: FastAPI) -> list[APIRoute]:
-    """The app's API routes, also inside included routers."""
-    return [r for r in _leaf_routes(app.router.routes) if isinstance(r, APIRoute)]
+    """The app's API routes, also inside included routers (not pages kept out of the schema: /ui)."""
+    return [r for r in _leaf_routes(app.router.routes) if isinstance(r, APIRoute) and r.include_in_schema]
 
 
 def _operations(doc: dict[str, Any]) -> Iterator[tuple[str, str, dict[str, Any]]]:
