@@ -24,6 +24,7 @@ from vibe_semantic_client import (
     EmbedderUnavailable,
     Error,
     Forbidden,
+    Hit,
     InvalidParams,
     Lexical,
     NotFound,
@@ -36,6 +37,7 @@ from vibe_semantic_client import (
     VibeError,
     Warming,
 )
+from vibe_semantic_client.models import parse_event
 
 from tests.integration.test_read_path import DOCS, FILLER, FORBIDDEN_FOR_ALICE  # the same corpus as the HTTP tests
 from tests.sdk.conftest import ADMIN, ALICE, BOB, OTHER_ADMIN
@@ -150,6 +152,8 @@ def test_stream_events_in_order_and_no_leak(admin: Client, base_url: str) -> Non
     assert "d1" in seen and not seen & FORBIDDEN_FOR_ALICE
     assert "Discount" not in repr(events) and "Only the admin" not in repr(events)
     assert events[-1].diagnostics["semantic"]["pending"] == 0
+    event_ids = [int(e.id or 0) for e in events]
+    assert event_ids == sorted(event_ids) and event_ids[0] >= 1 and len(set(event_ids)) == len(events)
 
 
 def test_stream_of_a_forbidden_collection_yields_nothing(admin: Client, base_url: str) -> None:
@@ -170,6 +174,41 @@ def test_breaking_out_of_a_stream_closes_it(base_url: str, loaded: str) -> None:
             break
         # the connection went back (or was closed): the client still works
         assert alice.read_once(loaded, "launch", strategy="keyword").results
+
+
+# Every property the OpenAPI document declares for a hit, an answer, a warming and an error
+# event, and the SDK attribute that carries it: a field the server adds fails here until the
+# SDK models it (the Python models are written by hand; this keeps them generated-types-true).
+HIT = {"id": ("id", "x"), "collection": ("collection", "c"), "score": ("score", 0.5),
+       "matchedBy": ("matched_by", ["keyword"]), "explainId": ("explain_id", "e"), "highlights": ("highlights", ["h"]),
+       "fields": ("fields", {"title": "t"}), "__semantic": ("semantic", {"status": "ready"})}
+HIT_JSON = {wire: value for wire, (_, value) in HIT.items()}
+WARMING = {"queued": ("queued", 3), "message": ("message", "Warming up")}
+ERROR = {"code": ("code", "conflict"), "message": ("message", "m"), "details": ("details", {"waiting": 1})}
+ANSWER_FIELDS = {"results": "results", "strategy": "strategy", "warming": "warming", "diagnostics": "diagnostics",
+                 "nextCursor": "next_cursor"}
+
+
+def test_models_cover_the_openapi_document(admin: Client) -> None:
+    doc = admin._http.get("/openapi.json").json()
+    schemas = doc["components"]["schemas"]
+    for name, table in (("Hit", HIT), ("Warming", WARMING), ("ErrorDetail", ERROR), ("ReadAnswer", ANSWER_FIELDS)):
+        assert set(schemas[name]["properties"]) == set(table), name
+    hit = Hit.from_json(HIT_JSON)
+    assert all(getattr(hit, attr) == value for attr, value in HIT.values())
+    warming = Warming.from_json({wire: value for wire, (_, value) in WARMING.items()})
+    assert all(getattr(warming, attr) == value for attr, value in WARMING.values())
+    error = parse_event("error", {wire: value for wire, (_, value) in ERROR.items()})
+    assert all(getattr(error, attr) == value for attr, value in ERROR.values())
+    answer = ReadAnswer.from_json({"results": [HIT_JSON], "strategy": "hybrid", "diagnostics": {"a": 1},
+                                   "warming": {"queued": 1, "message": "m"}, "nextCursor": "cur"})
+    assert (answer.results[0].id, answer.strategy, answer.warming.queued, answer.diagnostics, answer.next_cursor) == (
+        "x", "hybrid", 1, {"a": 1}, "cur")
+    sse = doc["paths"]["/v1/read"]["post"]["responses"]["200"]["content"]["text/event-stream"]
+    names = {n for alt in sse["itemSchema"]["oneOf"] for n in alt["properties"]["event"].get("enum", [])}
+    names |= {alt["properties"]["event"]["const"] for alt in sse["itemSchema"]["oneOf"]
+              if "const" in alt["properties"]["event"]}
+    assert names == {"lexical", "semantic", "warming", "done", "error"}
 
 
 # -- bulk ------------------------------------------------------------------------------------
