@@ -3,10 +3,18 @@ PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+NPM := $(shell command -v npm 2>/dev/null)
+NODE_STAMP := sdk/typescript/node_modules/.installed
 
 .PHONY: setup run test lint checks clean
 
-setup: $(STAMP)
+setup: $(STAMP) $(if $(NPM),$(NODE_STAMP))
+
+# The TypeScript SDK (npm ci also builds its dist/) and the /ui page's build tools, for their
+# tests; without npm they are skipped and /ui is served from its committed build.
+$(NODE_STAMP): sdk/typescript/package-lock.json
+	cd sdk/typescript && npm ci --no-audit --no-fund
+	touch $(NODE_STAMP)
 
 $(STAMP): pyproject.toml sdk/python/pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
