@@ -80,10 +80,7 @@ def test_documents_round_trip(admin: Client) -> None:
 
 def test_mget_in_order_and_unreadable_looks_absent(admin: Client, loaded: str, base_url: str) -> None:
     with Client(base_url, ALICE) as alice:
-        try:
-            docs = alice.mget(loaded, ["d3", "d2", "missing", "d1"])
-        except NotFound as e:  # the route is new (issue 13); an older server has none
-            pytest.skip(f"this server has no docs:mget ({e.message})")
+        docs = alice.mget(loaded, ["d3", "d2", "missing", "d1"])
     assert [d["_id"] if d else None for d in docs] == ["d3", None, None, "d1"]
     assert "Discount" not in json.dumps(docs)
 
@@ -120,6 +117,11 @@ def test_read_once_typed_answer_respects_acl_and_tenant(base_url: str, loaded: s
     assert any(h.highlights for h in answer.results)
     scores = [h.score for h in answer.results]
     assert scores == sorted(scores, reverse=True)
+    eng_only = next(h for h in answer.results if h.id == "d1")
+    with Client(base_url, ALICE) as alice:
+        assert alice.explain(str(eng_only.explain_id))
+    with Client(base_url, BOB) as bob, pytest.raises(NotFound):
+        bob.explain(str(eng_only.explain_id))  # bob may not read d1: its explanation looks absent
 
 
 def test_fields_filter_and_pages(admin: Client, base_url: str) -> None:
