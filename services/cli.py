@@ -122,6 +122,80 @@ def reindex_follower(
     typer.echo(json.dumps({"index": index, "applied": applied, "seq": seq}))
 
 
+@app.command("rebuild-index")
+def rebuild_index(
+    index: str = typer.Argument("all", help="lexical | vectors | all"),
+    wait: float = typer.Option(60.0, "--wait", min=0, help="seconds to wait while another process is applying"),
+) -> None:
+    """Rebuild indexes from the store of record: empty them (stamped with this release's schema
+    version) and replay the whole change log, logging progress. A shared index (OpenSearch, a
+    Qdrant server) is rebuilt under its follower lease; embedded indexes (tantivy, qdrant-edge) in
+    every index slot of the data dir that no running process holds. A running process rebuilds
+    its own slot by itself on start when the schema version differs; restart it to force one."""
+    from services.wiring import (
+        _build_lexical,
+        _build_vectors,
+        build_shared_follower,
+        build_store,
+        claim_index_home,
+        follower_name,
+        release_index_home,
+    )
+    from shared.indexing import FilePosition, IndexFollower
+    from shared.logging import configure_logging
+    from shared.spaces import SpaceDirectory
+
+    if index not in ("lexical", "vectors", "all"):
+        raise typer.BadParameter("lexical, vectors or all", param_hint="INDEX")
+    settings = _settings()
+    configure_logging(settings.debug)
+    kinds = ["lexical", "vectors"] if index == "all" else [index]
+    report: list[dict[str, object]] = []
+    failed = False
+    for kind in kinds:  # shared indexes: one rebuild, wherever it runs
+        follower = build_shared_follower(settings, "lexical" if kind == "lexical" else "vectors")
+        if follower is None:
+            continue
+        try:
+            applied = follower.rebuild(wait, reset_schema=True)
+        finally:
+            for part in (follower.lexical, follower.vectors, follower.store):
+                if part is not None:
+                    part.close()
+        failed |= applied is None
+        report.append({"index": kind, "where": "shared", "applied": applied})
+    own = [k for k in kinds if follower_name(settings, "lexical" if k == "lexical" else "vectors") is None]
+    if own:
+        store = build_store(settings)
+        homes: list[Path] = []
+        try:
+            while True:  # every free slot that holds indexes; the first empty one ends the walk
+                home = claim_index_home(settings.data_dir)
+                homes.append(home)
+                if not (home / "index.seq").exists() and not (home / "lexical").exists():
+                    break
+                lexical = _build_lexical(settings, home) if "lexical" in own else None
+                vectors = _build_vectors(settings, home) if "vectors" in own else None
+                live = SpaceDirectory(store, settings.space).live
+                follower = IndexFollower(store, lexical, vectors, FilePosition(home / "index.seq"), settings.space,
+                                         live)
+                try:
+                    applied = follower.rebuild(wait, reset_schema=True)
+                finally:
+                    for part in (lexical, vectors):
+                        if part is not None:
+                            part.close()
+                report.append({"index": "+".join(own), "where": str(home), "applied": applied})
+        finally:
+            for home in homes:
+                release_index_home(home)
+            store.close()
+    typer.echo(json.dumps({"rebuilt": report}))
+    if failed:
+        typer.echo(f"another process kept a shared index's lease for {wait:g} s; try again", err=True)
+        raise typer.Exit(code=1)
+
+
 bench_app = typer.Typer(help="Benchmarks over the HTTP API of a served instance (results in bench/results/).",
                         no_args_is_help=True)
 app.add_typer(bench_app, name="bench")

@@ -29,7 +29,7 @@ from typing import Protocol
 
 from shared.metrics import METRICS
 from shared.model import DocKey, StoredDoc
-from shared.ports import Change, DocumentStore, LexicalIndex, LifecycleStore, VectorIndex
+from shared.ports import Change, DocumentStore, LexicalIndex, LifecycleStore, Rebuildable, VectorIndex
 
 log = logging.getLogger("vibe.indexing")
 
@@ -121,6 +121,7 @@ class IndexFollower:
         self.spaces = spaces
         self.position = position
         self._lock = threading.Lock()  # threads of this process wait for each other, not skip
+        self._schema_checked = False  # once per process: the index's layout matches this code
 
     @property
     def seq(self) -> int:
@@ -155,6 +156,8 @@ class IndexFollower:
         target: int | None = None
         deadline = time.monotonic() + wait
         with self._lock:
+            if not self._schema_checked:
+                applied += self._ensure_schema(batch)
             while True:
                 with self.position.lease() as granted:
                     if granted:
@@ -185,25 +188,74 @@ class IndexFollower:
             METRICS.follower_errors.labels(follower=self.label).inc()
             return False
 
-    def rebuild(self, wait: float, batch: int = 5000) -> int | None:
+    def _indexes(self) -> list[LexicalIndex | VectorIndex]:
+        return [p for p in (self.lexical, self.vectors) if p is not None]
+
+    def outdated(self) -> list[str]:
+        """Names of this follower's indexes written by another schema version."""
+        return [type(p).__name__ for p in self._indexes() if isinstance(p, Rebuildable) and p.schema_outdated()]
+
+    def _ensure_schema(self, batch: int) -> int:
+        """Once per process, before the first sync: an index written by another schema version
+        (new filter fields, another analyzer) is reset and rebuilt from the whole change log,
+        under the lease. Another process holding the lease (a replica already rebuilding a shared
+        index) is left to it: this process looks again at its next sync."""
+        if not self.outdated():
+            self._schema_checked = True
+            return 0
+        with self.position.lease() as granted:
+            if not granted:
+                return 0
+            stale = [p for p in self._indexes() if isinstance(p, Rebuildable) and p.schema_outdated()]
+            applied = self._reset_and_drain(stale, batch) if stale else 0
+        self._schema_checked = True
+        return applied
+
+    def _reset_and_drain(self, reset: Sequence[Rebuildable], batch: int) -> int:
+        """Under the lease: reset the given indexes and the position, then replay the log."""
+        names = [type(p).__name__ for p in reset]
+        log.info("index rebuild started", extra={"follower": self.label, "indexes": names,
+                                                 "changes": self.store.change_log_head()})
+        for p in reset:
+            p.reset_schema()
+        self.position.reset()
+        started = time.monotonic()
+        applied = self._drain(batch, progress=True)[0]
+        METRICS.index_rebuilds.labels(follower=self.label).inc()
+        log.info("index rebuild done", extra={"follower": self.label, "applied": applied,
+                                              "seconds": round(time.monotonic() - started, 1)})
+        return applied
+
+    def rebuild(self, wait: float, batch: int = 5000, reset_schema: bool = False) -> int | None:
         """Reset the position and apply the whole log, both under one lease (waiting up to `wait`
         seconds for it), so no applier saves an old position over the reset; returns how many
-        changes were applied, None if another process kept the lease. Run by an operator
-        (`vibe-semantic reindex-follower`), so the replay does not land in a replica's request."""
+        changes were applied, None if another process kept the lease. With `reset_schema` the
+        indexes are emptied first (and stamped with this code's schema version), so documents
+        the log no longer names cannot stay behind. Run by an operator (`vibe-semantic
+        reindex-follower`, `rebuild-index`), so the replay does not land in a replica's request."""
         deadline = time.monotonic() + wait
         with self._lock:
             while True:
                 with self.position.lease() as granted:
                     if granted:
+                        if reset_schema:
+                            reset = [p for p in self._indexes() if isinstance(p, Rebuildable)]
+                            applied = self._reset_and_drain(reset, batch)
+                            self._schema_checked = True
+                            return applied
                         self.position.reset()
                         return self._drain(batch)[0]
                 if time.monotonic() >= deadline:
                     return None
                 time.sleep(0.1)
 
-    def _drain(self, batch: int) -> tuple[int, int]:
-        """Under the lease: apply from the current position to the end of the log."""
+    def _drain(self, batch: int, progress: bool = False) -> tuple[int, int]:
+        """Under the lease: apply from the current position to the end of the log. With
+        `progress` (a rebuild), each batch is logged and `vibe_index_rebuild_remaining_changes`
+        tells how far the replay is from the log's head."""
         applied, seq = 0, self.position.load()
+        head = self.store.change_log_head() if progress else 0
+        gauge = METRICS.index_rebuild_remaining.labels(follower=self.label)
         while changes := self.store.changes_since(seq, batch):
             try:
                 self._apply(changes)
@@ -212,6 +264,12 @@ class IndexFollower:
             seq = changes[-1].seq
             self.position.save(seq)
             applied += len(changes)
+            if progress:
+                gauge.set(max(0, head - seq))
+                log.info("index rebuild progress", extra={"follower": self.label, "applied": applied,
+                                                          "seq": seq, "head": head})
+        if progress:
+            gauge.set(0)
         return applied, seq
 
     def _quarantine(self, changes: list[Change], first: Exception) -> None:

@@ -173,6 +173,19 @@ class LexicalIndex(Protocol):
 
 
 @runtime_checkable
+class Rebuildable(Protocol):
+    """An index whose layout (fields, payload, analysis) carries a schema version. When the
+    stored index was written by another version, its follower resets it and replays the change
+    log from the store of record (shared/indexing.py `IndexFollower.ensure_schema`)."""
+
+    def schema_outdated(self) -> bool:
+        """True when documents exist in a layout other than this code's."""
+
+    def reset_schema(self) -> None:
+        """Drop every document and mark the index as the current version (then: replay)."""
+
+
+@runtime_checkable
 class VectorIndex(Protocol):
     """ANN with payload filters (tenant, collection, ACL) inside the query."""
 

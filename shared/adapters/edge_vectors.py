@@ -9,6 +9,8 @@ of record.
 
 from __future__ import annotations
 
+import logging
+import shutil
 import threading
 import uuid
 from collections.abc import Sequence
@@ -16,9 +18,16 @@ from pathlib import Path
 
 import qdrant_edge as qe
 
+from shared.adapters import facets
 from shared.model import DocKey, Hit, StoredDoc
-from shared.ports import SearchFilter
+from shared.ports import FieldCondition, SearchFilter
 
+log = logging.getLogger("vibe.vectors")
+
+# What the shards under `root` hold: 2 adds the metadata filter payload (`facet` tokens, `num`
+# numbers) and its index. Another number: the follower rebuilds them from the store.
+SCHEMA_VERSION = 2
+VERSION_FILE = "SCHEMA_VERSION"
 _NS = uuid.UUID("6f1c1f64-8a51-4d8e-9b0e-5a0c1a2b3c4d")
 
 
@@ -28,8 +37,16 @@ def point_id(key: DocKey) -> str:
 
 
 def _payload(doc: StoredDoc) -> dict[str, object]:
+    """Key, ACL and the metadata filter values: `facet` tokens for equality (the lexical
+    indexes' tokens, shared/adapters/facets.py) and `num` numbers per hashed field for ranges."""
     k = doc.key
-    return {"tenant": k.tenant, "collection": k.collection, "doc_id": k.doc_id, "acl": list(doc.acl)}
+    return {"tenant": k.tenant, "collection": k.collection, "doc_id": k.doc_id, "acl": list(doc.acl),
+            "facet": facets.doc_tokens(doc.fields, trie=False), "num": facets.num_payload(doc.fields)}
+
+
+def num_key(cond: FieldCondition) -> str:
+    """The payload path of a range condition's field."""
+    return f"num.{facets.num_field(cond.field)}"
 
 
 class EdgeVectorIndex:
@@ -40,6 +57,29 @@ class EdgeVectorIndex:
         self._shards: dict[str, qe.EdgeShard] = {}
         self._dims: dict[str, int] = {}
         self._lock = threading.RLock()
+        if not self.schema_outdated():  # empty or current: what gets written now is current
+            root.mkdir(parents=True, exist_ok=True)
+            (root / VERSION_FILE).write_text(str(SCHEMA_VERSION))
+
+    def schema_outdated(self) -> bool:
+        """Shards exist but were written by another schema version (or before versions)."""
+        try:
+            if int((self.root / VERSION_FILE).read_text()) == SCHEMA_VERSION:
+                return False
+        except (OSError, ValueError):
+            pass
+        return self.root.exists() and any(p.is_dir() for p in self.root.iterdir())
+
+    def reset_schema(self) -> None:
+        """Delete every shard and record the current version; the caller replays the log."""
+        with self._lock:
+            self.close()
+            if self.root.exists():
+                for p in self.root.iterdir():
+                    shutil.rmtree(p) if p.is_dir() else p.unlink()
+            self.root.mkdir(parents=True, exist_ok=True)
+            (self.root / VERSION_FILE).write_text(str(SCHEMA_VERSION))
+        log.info("vector index reset", extra={"schema_version": SCHEMA_VERSION})
 
     def _shard(self, space: str, dim: int | None) -> qe.EdgeShard | None:
         with self._lock:
@@ -63,7 +103,7 @@ class EdgeVectorIndex:
         shard = qe.EdgeShard.create(str(path), cfg)
         tenant_idx = qe.KeywordIndexParams(is_tenant=True)
         shard.update(qe.UpdateOperation.create_field_index("tenant", tenant_idx))
-        for name in ("collection", "acl"):
+        for name in ("collection", "acl", "facet"):
             shard.update(qe.UpdateOperation.create_field_index(name, qe.PayloadSchemaType.Keyword))
         return shard
 
@@ -92,8 +132,16 @@ class EdgeVectorIndex:
         ]
         if flt.collections is not None:
             must.append(qe.FieldCondition("collection", match=qe.MatchAny(list(flt.collections))))
+        for c in flt.where:
+            if c.op == "range":
+                rng = qe.RangeFloat(gt=c.gt, gte=c.gte, lt=c.lt, lte=c.lte)
+                must.append(qe.FieldCondition(num_key(c), range=rng))
+            else:
+                must.append(qe.FieldCondition("facet", match=qe.MatchAny(facets.eq_tokens(c))))
         if only is not None:
             must.append(qe.HasIdCondition({point_id(k) for k in only}))
+        if flt.ids is not None:
+            must.append(qe.HasIdCondition({point_id(k) for k in flt.ids if k.tenant == flt.tenant}))
         return qe.Filter(must=must)
 
     def search(
@@ -105,7 +153,7 @@ class EdgeVectorIndex:
         only: Sequence[DocKey] | None = None,
     ) -> list[Hit]:
         shard = self._shard(space, None)
-        if shard is None or limit <= 0 or (only is not None and not only):
+        if shard is None or limit <= 0 or (only is not None and not only) or facets.unsatisfiable(flt):
             return []
         req = qe.QueryRequest(
             limit=limit, query=qe.Query.Nearest(vector), filter=self._filter(flt, only), with_payload=True

@@ -54,9 +54,10 @@ from typing import Any
 from opensearchpy import OpenSearch
 from opensearchpy.exceptions import RequestError
 
+from shared.adapters import facets
 from shared.config import Settings
 from shared.model import DocKey, Hit, StoredDoc
-from shared.ports import SearchFilter
+from shared.ports import FieldCondition, SearchFilter
 from shared.text.hashing import doc_text
 
 log = logging.getLogger("vibe.opensearch")
@@ -79,6 +80,9 @@ MAX_ID_BYTES = 512  # OpenSearch's limit on `_id`
 # quotes) around the tags, as tantivy's snippets do: a highlight is HTML a page may render.
 HIGHLIGHT = {"pre_tags": ["<b>"], "post_tags": ["</b>"], "encoder": "html"}
 KEY_FIELDS = ["collection", "doc_id"]
+# The template's `_meta.schema_version`; the embedded adapter's number, since both change
+# together (fields and analysis). Another number on the server: the follower rebuilds.
+SCHEMA_VERSION = 2
 
 
 class OpenSearchBulkError(RuntimeError):
@@ -129,12 +133,16 @@ def template_body(prefix: str = INDEX_PREFIX) -> dict[str, Any]:
     }
     keyword = {"type": "keyword"}
     mappings = {
+        "_meta": {"schema_version": SCHEMA_VERSION},
         "dynamic": "strict",  # documents carry only these fields; anything else is a bug
         "properties": {
             "tenant": keyword,
             "collection": keyword,
             "doc_id": keyword,
             "acl": {"type": "keyword", "ignore_above": ACL_IGNORE_ABOVE},
+            # Metadata filter tokens (shared/adapters/facets.py): one keyword field for every
+            # document field name, so arbitrary names never grow the mapping (1,000-field limit).
+            "facet": keyword,
             "title": {"type": "text", "analyzer": ANALYZER},
             "body": {"type": "text", "analyzer": ANALYZER},
         },
@@ -162,14 +170,31 @@ def source(d: StoredDoc) -> dict[str, Any]:
     title, body = text_fields(d)
     k = d.key
     return {"tenant": k.tenant, "collection": k.collection, "doc_id": k.doc_id, "acl": list(d.acl),
-            "title": title, "body": body}
+            "title": title, "body": body, "facet": facets.doc_tokens(d.fields, trie=False)}
+
+
+def condition_clause(cond: FieldCondition) -> dict[str, Any]:
+    """One metadata condition on the `facet` tokens: `terms` for eq/in, a keyword `range` over
+    the fixed-width number tokens for ranges (callers drop unsatisfiable filters first)."""
+    if cond.op == "range":
+        bounds = facets.key_bounds(cond)
+        assert bounds is not None
+        lo, hi = bounds
+        return {"range": {"facet": {"gte": facets.num_token(cond.field, lo), "lte": facets.num_token(cond.field, hi)}}}
+    return {"terms": {"facet": facets.eq_tokens(cond)}}
 
 
 def filter_clauses(flt: SearchFilter) -> list[dict[str, Any]]:
-    """Tenant, ACL and collections: `bool.filter` clauses (select before scoring, score 0)."""
+    """Tenant, ACL, collections, metadata conditions and the id allow-list: `bool.filter`
+    clauses (select before scoring, score 0)."""
     clauses: list[dict[str, Any]] = [{"term": {"tenant": flt.tenant}}, {"terms": {"acl": list(flt.acl)}}]
     if flt.collections is not None:
         clauses.append({"terms": {"collection": list(flt.collections)}})
+    clauses += [condition_clause(c) for c in flt.where]
+    refs = facets.id_refs(flt)
+    if refs is not None and flt.ids is not None:
+        keys = [k for k in flt.ids if k.tenant == flt.tenant]
+        clauses.append({"ids": {"values": list(dict.fromkeys(doc_id(k) for k in keys))}})
     return clauses
 
 
@@ -265,7 +290,9 @@ def _key(tenant: str, hit: dict[str, Any]) -> DocKey:
 def _permitted(flt: SearchFilter, d: StoredDoc) -> bool:
     if d.key.tenant != flt.tenant or not set(flt.acl) & set(d.acl):
         return False
-    return flt.collections is None or d.key.collection in flt.collections
+    if flt.collections is not None and d.key.collection not in flt.collections:
+        return False
+    return facets.permits(flt, d.key.ref, d.fields)
 
 
 class OpenSearchLexicalIndex:
@@ -320,7 +347,7 @@ class OpenSearchLexicalIndex:
         return list(resp["hits"]["hits"])
 
     def search(self, flt: SearchFilter, text: str, limit: int) -> list[Hit]:
-        if not text.strip() or limit <= 0 or not flt.acl:
+        if not text.strip() or limit <= 0 or not flt.acl or facets.unsatisfiable(flt):
             return []
         hits = self._search(flt.tenant, search_body(flt, text, limit))
         return [Hit(_key(flt.tenant, h), float(h["_score"])) for h in hits]
@@ -341,6 +368,26 @@ class OpenSearchLexicalIndex:
             if snippets:
                 out[_key(flt.tenant, h)] = snippets
         return out
+
+    def schema_outdated(self) -> bool:
+        """The server's template for this prefix carries another (or no) schema version while
+        tenant indices exist: they lack fields or analysis this code relies on."""
+        resp = self.client.indices.get_index_template(name=template_name(self.prefix), ignore=[404])
+        found = resp.get("index_templates", []) if isinstance(resp, dict) else []
+        if found:
+            meta = found[0].get("index_template", {}).get("template", {}).get("mappings", {}).get("_meta", {})
+            if meta.get("schema_version") == SCHEMA_VERSION:
+                return False
+        exists = self.client.indices.get(index=self.prefix + "*", ignore_unavailable=True, allow_no_indices=True)
+        return bool(exists)
+
+    def reset_schema(self) -> None:
+        """Drop every tenant index and put the current template at once, so a replica writing
+        meanwhile creates its index with the new mapping; the caller replays the log."""
+        self.drop()
+        self.client.indices.put_index_template(name=template_name(self.prefix), body=template_body(self.prefix))
+        self._template_ready = True
+        log.info("lexical index reset", extra={"schema_version": SCHEMA_VERSION})
 
     def drop(self) -> None:
         """Delete every index under this prefix and the template (tests, rebuilds from the store)."""

@@ -32,8 +32,9 @@ from collections.abc import Iterator, Sequence
 
 from qdrant_client import QdrantClient, models
 
+from shared.adapters import facets
+from shared.adapters.edge_vectors import SCHEMA_VERSION, num_key, point_id
 from shared.adapters.edge_vectors import _payload as payload  # same payload in both profiles
-from shared.adapters.edge_vectors import point_id
 from shared.config import Settings
 from shared.model import DocKey, Hit, StoredDoc
 from shared.ports import SearchFilter
@@ -49,15 +50,24 @@ KEY_PAYLOAD = ["tenant", "collection", "doc_id"]
 
 
 def search_filter(flt: SearchFilter, only: Sequence[DocKey] | None) -> models.Filter:
-    """Tenant, ACL, collections and the `only` ids, all `must`: evaluated inside the search."""
+    """Tenant, ACL, collections, metadata conditions, the id allow-list and the `only` ids, all
+    `must`: evaluated inside the search."""
     must: list[models.Condition] = [
         models.FieldCondition(key="tenant", match=models.MatchValue(value=flt.tenant)),
         models.FieldCondition(key="acl", match=models.MatchAny(any=list(flt.acl))),
     ]
     if flt.collections is not None:
         must.append(models.FieldCondition(key="collection", match=models.MatchAny(any=list(flt.collections))))
+    for c in flt.where:
+        if c.op == "range":
+            rng = models.Range(gt=c.gt, gte=c.gte, lt=c.lt, lte=c.lte)
+            must.append(models.FieldCondition(key=num_key(c), range=rng))
+        else:
+            must.append(models.FieldCondition(key="facet", match=models.MatchAny(any=facets.eq_tokens(c))))
     if only is not None:
         must.append(models.HasIdCondition(has_id=[point_id(k) for k in only]))
+    if flt.ids is not None:
+        must.append(models.HasIdCondition(has_id=[point_id(k) for k in flt.ids if k.tenant == flt.tenant]))
     return models.Filter(must=must)
 
 
@@ -130,13 +140,14 @@ class QdrantVectorIndex:
                 name,
                 vectors_config=models.VectorParams(size=dim, distance=models.Distance.COSINE),
                 hnsw_config=models.HnswConfigDiff(m=0, payload_m=16),  # per-tenant graphs (module doc)
+                metadata={"schema_version": SCHEMA_VERSION},
             )
         except Exception:
             if not self.client.collection_exists(name):  # not a lost race with another process
                 raise
         tenant = models.KeywordIndexParams(type=models.KeywordIndexType.KEYWORD, is_tenant=True)
         self.client.create_payload_index(name, "tenant", field_schema=tenant, wait=True)
-        for field in ("collection", "acl"):
+        for field in ("collection", "acl", "facet"):
             self.client.create_payload_index(name, field, field_schema=models.PayloadSchemaType.KEYWORD, wait=True)
         self._dims[space] = dim
 
@@ -163,7 +174,7 @@ class QdrantVectorIndex:
         limit: int,
         only: Sequence[DocKey] | None = None,
     ) -> list[Hit]:
-        if limit <= 0 or (only is not None and not only) or not self._known(space):
+        if limit <= 0 or (only is not None and not only) or facets.unsatisfiable(flt) or not self._known(space):
             return []
         resp = self.client.query_points(
             self.collection(space), query=vector, query_filter=search_filter(flt, only), limit=limit,
@@ -179,6 +190,26 @@ class QdrantVectorIndex:
         if not self._known(space):
             return 0
         return int(self.client.count(self.collection(space), exact=True).count)
+
+    def _ours(self) -> list[str]:
+        return [c.name for c in self.client.get_collections().collections if c.name.startswith(self.prefix)]
+
+    def schema_outdated(self) -> bool:
+        """A collection of this prefix was created by another (or no) schema version: its points
+        lack the metadata payload. Numeric payload ranges need no index; `facet` gets one."""
+        for name in self._ours():
+            meta = self.client.get_collection(name).config.metadata or {}
+            if meta.get("schema_version") != SCHEMA_VERSION:
+                return True
+        return False
+
+    def reset_schema(self) -> None:
+        """Delete every collection of this prefix; they are created again, with the current
+        version, by the replay's first upserts."""
+        with self._lock:
+            for name in self._ours():
+                self.client.delete_collection(name)
+            self._dims.clear()
 
     def drop(self, space: str) -> None:
         """Delete the space's collection (tests, and a rebuild from the document store)."""

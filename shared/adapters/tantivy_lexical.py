@@ -13,7 +13,9 @@ Why tantivy: 0.33 ms for a filtered BM25 query at 100k documents on this machine
 from __future__ import annotations
 
 import hashlib
+import logging
 import re
+import shutil
 import threading
 from collections import Counter, OrderedDict
 from collections.abc import Sequence
@@ -22,11 +24,19 @@ from pathlib import Path
 import tantivy
 from tantivy import Filter, Occur, Query, SchemaBuilder, TextAnalyzerBuilder, Tokenizer
 
+from shared.adapters import facets
 from shared.model import DocKey, Hit, StoredDoc
 from shared.ports import SearchFilter
 from shared.text.hashing import doc_text
 
+log = logging.getLogger("vibe.tantivy")
+
 ANALYZER = "vibe_en"
+# What the files under `root` were written with: the fields (2: `facet`, the metadata filter
+# tokens) and the analysis. A different number means the index cannot answer as this code
+# expects, so the follower rebuilds it from the store (shared/indexing.py `ensure_schema`).
+SCHEMA_VERSION = 2
+VERSION_FILE = "SCHEMA_VERSION"
 # Title and body are separate BM25 fields (each with its own length normalisation) summed with
 # equal weight: a x2 title boost cost 0.02 nDCG@10 on Cranfield and 0.01 on CISI
 # (bench/results/quality-*; measured with `bench quality` and `bench peers`).
@@ -51,6 +61,8 @@ def _schema() -> tantivy.Schema:
     sb.add_text_field("key", stored=True, tokenizer_name="raw", index_option="basic")
     sb.add_text_field("collection", stored=False, tokenizer_name="raw", index_option="basic")
     sb.add_text_field("acl", stored=False, tokenizer_name="raw", index_option="basic")
+    # Metadata filter tokens (shared/adapters/facets.py), numbers trie-coded for ranges.
+    sb.add_text_field("facet", stored=False, tokenizer_name="raw", index_option="basic")
     # Text is not stored: the document store has it. Fetching ~500 stored documents per query
     # cost 9 ms at 100k; with only the key stored the fetch is a fraction of that.
     sb.add_text_field("title", stored=False, tokenizer_name=ANALYZER, index_option="position")
@@ -100,7 +112,8 @@ def _text_fields(d: StoredDoc) -> tuple[str, str]:
 
 def _to_tantivy(d: StoredDoc) -> tantivy.Document:
     title, body = _text_fields(d)
-    return tantivy.Document(key=d.key.ref, collection=d.key.collection, acl=list(d.acl), title=title, body=body)
+    return tantivy.Document(key=d.key.ref, collection=d.key.collection, acl=list(d.acl), title=title, body=body,
+                            facet=facets.doc_tokens(d.fields, trie=True))
 
 
 class TantivyLexicalIndex:
@@ -113,6 +126,28 @@ class TantivyLexicalIndex:
         self._tenants: dict[str, _TenantIndex] = {}
         self._writers: OrderedDict[str, None] = OrderedDict()  # tenants with an open writer, LRU
         self._lock = threading.Lock()
+        if not self.schema_outdated():  # empty or current: what gets written now is current
+            root.mkdir(parents=True, exist_ok=True)
+            (root / VERSION_FILE).write_text(str(SCHEMA_VERSION))
+
+    def schema_outdated(self) -> bool:
+        """Tenant indexes exist but were written by another schema version (or before versions)."""
+        try:
+            if int((self.root / VERSION_FILE).read_text()) == SCHEMA_VERSION:
+                return False
+        except (OSError, ValueError):
+            pass
+        return self.root.exists() and any(p.is_dir() for p in self.root.iterdir())
+
+    def reset_schema(self) -> None:
+        """Delete every tenant index and record the current version; the caller replays the log."""
+        self.close()
+        if self.root.exists():
+            for p in self.root.iterdir():
+                shutil.rmtree(p) if p.is_dir() else p.unlink()
+        self.root.mkdir(parents=True, exist_ok=True)
+        (self.root / VERSION_FILE).write_text(str(SCHEMA_VERSION))
+        log.info("lexical index reset", extra={"schema_version": SCHEMA_VERSION})
 
     def _tenant(self, tenant: str, create: bool) -> _TenantIndex | None:
         with self._lock:
@@ -171,15 +206,20 @@ class TantivyLexicalIndex:
         return Query.boolean_query([(Occur.Should, Query.term_query(schema, field, v)) for v in values])
 
     def _filter(self, schema: tantivy.Schema, flt: SearchFilter) -> Query:
-        """The ACL (and collection) filter, scored 0 so BM25 stays the only signal."""
+        """The ACL, collection, metadata and id filter, scored 0 so BM25 stays the only signal."""
         parts = [(Occur.Must, self._any_of(schema, "acl", flt.acl))]
         if flt.collections is not None:
             parts.append((Occur.Must, self._any_of(schema, "collection", flt.collections)))
+        for cond in flt.where:
+            parts.append((Occur.Must, self._any_of(schema, "facet", facets.condition_tokens(cond))))
+        refs = facets.id_refs(flt)
+        if refs is not None:
+            parts.append((Occur.Must, self._any_of(schema, "key", refs)))
         return Query.const_score_query(Query.boolean_query(parts), 0.0)
 
     def search(self, flt: SearchFilter, text: str, limit: int) -> list[Hit]:
         idx = self._tenant(flt.tenant, create=False)
-        if idx is None:
+        if idx is None or limit <= 0 or facets.unsatisfiable(flt):
             return []
         query = self._query(idx, flt, text)
         if query is None:
@@ -210,6 +250,8 @@ class TantivyLexicalIndex:
             if d.key.tenant != flt.tenant or not readable & set(d.acl):
                 continue
             if flt.collections is not None and d.key.collection not in flt.collections:
+                continue
+            if not facets.permits(flt, d.key.ref, d.fields):
                 continue
             title, body = _text_fields(d)
             tdoc = tantivy.Document(title=title, body=body)

@@ -17,7 +17,7 @@ import pytest
 from shared.adapters.opensearch_lexical import OpenSearchLexicalIndex
 from shared.adapters.tantivy_lexical import TantivyLexicalIndex
 from shared.model import PUBLIC_PRINCIPAL, DocKey, StoredDoc
-from shared.ports import LexicalIndex, SearchFilter
+from shared.ports import FieldCondition, LexicalIndex, SearchFilter
 
 OPENSEARCH_URL = os.environ.get("VIBE_OPENSEARCH_URL")
 NO_OPENSEARCH = "VIBE_OPENSEARCH_URL is not set: no OpenSearch server to run the lexical contract against"
@@ -133,3 +133,130 @@ def test_many_tenants_keep_few_writers_open(tmp_path: Path) -> None:
     idx.apply([doc("b", "c", "2", "rotor", "rotor again")], [])  # a closed writer reopens on demand
     assert {h.key.doc_id for h in idx.search(flt("b"), "rotor", 10)} == {"1", "2"}
     idx.close()
+
+
+# -- metadata filters and the id allow-list (issue #13 item 4): inside the query, before the top-k --
+
+def mdoc(i: str, fields: dict[str, object], acl: list[str] | None = None, coll: str = "c",
+         tenant: str = "t") -> StoredDoc:
+    return StoredDoc(DocKey(tenant, coll, i), {"title": "rotor", **fields}, acl or [PUBLIC_PRINCIPAL], None, "h", 0.0)
+
+
+META = [mdoc("s", {"lang": "en", "year": 1999, "tags": ["wind", "ice"]}),
+        mdoc("d", {"lang": "de", "year": 2005.5, "tags": "wind"}),
+        mdoc("b", {"lang": "en", "flag": True, "year": -3, "n": 1}),
+        mdoc("n", {"flag": 1, "n": 1.0, "year": 2010}),
+        mdoc("x", {"lang": "en", "year": 2007}, ["g:secret"]),
+        mdoc("o", {"lang": "en", "year": 2001}, coll="other")]
+
+
+def where(*conds: FieldCondition, acl: tuple[str, ...] = (PUBLIC_PRINCIPAL,), cols: tuple[str, ...] | None = None,
+          ids: tuple[DocKey, ...] | None = None) -> SearchFilter:
+    return SearchFilter("t", cols, acl, tuple(conds), ids)
+
+
+def ids_of(index: LexicalIndex, f: SearchFilter, limit: int = 50) -> set[str]:
+    return {h.key.doc_id for h in index.search(f, "rotor", limit)}
+
+
+def test_metadata_equality_in_and_lists(index: LexicalIndex) -> None:
+    index.apply(META, [])
+    assert ids_of(index, where(FieldCondition("lang", "eq", ("en",)))) == {"s", "b", "o"}
+    assert ids_of(index, where(FieldCondition("lang", "in", ("de", "fr")))) == {"d"}
+    assert ids_of(index, where(FieldCondition("tags", "eq", ("ice",)))) == {"s"}  # any list element
+    assert ids_of(index, where(FieldCondition("tags", "in", ("wind",)))) == {"s", "d"}
+    assert ids_of(index, where(FieldCondition("lang", "eq", ("EN",)))) == set()  # exact, not analysed
+    assert ids_of(index, where(FieldCondition("missing", "eq", ("en",)))) == set()
+    both = where(FieldCondition("lang", "eq", ("en",)), FieldCondition("tags", "eq", ("wind",)))
+    assert ids_of(index, both) == {"s"}  # conditions AND
+
+
+def test_metadata_types_bool_is_never_a_number(index: LexicalIndex) -> None:
+    index.apply(META, [])
+    assert ids_of(index, where(FieldCondition("flag", "eq", (True,)))) == {"b"}
+    assert ids_of(index, where(FieldCondition("flag", "eq", (1,)))) == {"n"}
+    assert ids_of(index, where(FieldCondition("n", "eq", (1,)))) == {"b", "n"}  # 1 == 1.0
+    assert ids_of(index, where(FieldCondition("year", "eq", ("1999",)))) == set()  # a string is not a number
+    assert ids_of(index, where(FieldCondition("flag", "range", gte=0, lte=2))) == {"n"}  # ranges skip booleans
+
+
+def test_metadata_ranges(index: LexicalIndex) -> None:
+    index.apply(META, [])
+    r = lambda **b: ids_of(index, where(FieldCondition("year", "range", **b)))  # noqa: E731
+    assert r(gte=2000) == {"d", "n", "o"}
+    assert r(gt=2005.5) == {"n"}
+    assert r(gte=2005.5, lte=2005.5) == {"d"}
+    assert r(gt=2005.5, lt=2010) == set()
+    assert r(lt=0) == {"b"}
+    assert r(gt=-3.0000001, lte=1999) == {"s", "b"}
+    assert r(gt=1e300) == set()
+    assert r(gte=-1e300) == {"s", "d", "b", "n", "o"}
+
+
+def test_metadata_filters_combine_with_acl_collections_and_never_leak(index: LexicalIndex) -> None:
+    index.apply(META, [])
+    en = FieldCondition("lang", "eq", ("en",))
+    assert ids_of(index, where(en, cols=("c",))) == {"s", "b"}
+    assert ids_of(index, where(en, acl=("*", "g:secret"), cols=("c",))) == {"s", "b", "x"}
+    assert ids_of(index, where(en, acl=("g:secret",))) == {"x"}
+    assert ids_of(index, where(FieldCondition("year", "range", gte=2007, lte=2007))) == set()  # only x, unreadable
+    assert ids_of(index, where(en, acl=("g:none",))) == set()
+    index.apply([mdoc("s", {"lang": "en"}, tenant="u")], [])
+    assert ids_of(index, where(en)) == {"s", "b", "o"}  # the other tenant's "s" stays there
+
+
+def test_metadata_filter_applies_before_the_top_k(index: LexicalIndex) -> None:
+    """A filter that only low-scoring documents meet still returns them, up to the limit."""
+    strong = [StoredDoc(DocKey("t", "c", f"hi{i}"), {"title": "rotor rotor", "body": "rotor rotor rotor", "k": "no"},
+                        [PUBLIC_PRINCIPAL], None, "h", 0.0) for i in range(40)]
+    weak = [StoredDoc(DocKey("t", "c", f"lo{i}"), {"title": "x", "body": "rotor " + "padding " * 60, "k": "yes"},
+                      [PUBLIC_PRINCIPAL], None, "h", 0.0) for i in range(3)]
+    index.apply(strong + weak, [])
+    assert ids_of(index, where(), 3) <= {f"hi{i}" for i in range(40)}
+    assert ids_of(index, where(FieldCondition("k", "eq", ("yes",))), 2) <= {"lo0", "lo1", "lo2"}
+    assert len(ids_of(index, where(FieldCondition("k", "eq", ("yes",))), 2)) == 2
+    assert ids_of(index, where(FieldCondition("k", "eq", ("yes",))), 10) == {"lo0", "lo1", "lo2"}
+
+
+def test_id_allow_list(index: LexicalIndex) -> None:
+    index.apply(META, [])
+    keys = (DocKey("t", "c", "s"), DocKey("t", "other", "o"), DocKey("t", "c", "x"), DocKey("u", "c", "d"))
+    assert ids_of(index, where(ids=keys)) == {"s", "o"}  # x unreadable; u's key is not this tenant's
+    assert ids_of(index, where(ids=keys, cols=("c",))) == {"s"}
+    assert ids_of(index, where(FieldCondition("lang", "eq", ("en",)), ids=(DocKey("t", "c", "d"),))) == set()
+    assert ids_of(index, where(ids=())) == set()  # an empty allow-list allows nothing
+    assert ids_of(index, where(ids=(DocKey("t", "c", "nope"),))) == set()
+
+
+def test_metadata_filter_follows_updates(index: LexicalIndex) -> None:
+    index.apply([mdoc("1", {"lang": "en"})], [])
+    index.apply([mdoc("1", {"lang": "de"})], [])
+    assert ids_of(index, where(FieldCondition("lang", "eq", ("en",)))) == set()
+    assert ids_of(index, where(FieldCondition("lang", "eq", ("de",)))) == {"1"}
+
+
+def test_long_values_compare_exactly(index: LexicalIndex) -> None:
+    long_a, long_b = "a" * 5000, "a" * 4999 + "b"
+    index.apply([mdoc("1", {"note": long_a}), mdoc("2", {"note": long_b})], [])
+    assert ids_of(index, where(FieldCondition("note", "eq", (long_a,)))) == {"1"}
+
+
+def test_highlights_respect_the_metadata_filter(index: LexicalIndex) -> None:
+    index.apply(META, [])
+    hl = index.highlights(where(FieldCondition("lang", "eq", ("de",))), "rotor", META)
+    assert set(hl) == {DocKey("t", "c", "d")}
+
+
+def test_outdated_schema_is_detected_and_reset(tmp_path: Path) -> None:
+    from shared.adapters import tantivy_lexical as tl
+
+    idx = TantivyLexicalIndex(tmp_path / "lex")
+    assert not idx.schema_outdated()
+    idx.apply([mdoc("1", {"lang": "en"})], [])
+    idx.close()
+    (tmp_path / "lex" / tl.VERSION_FILE).write_text("1")
+    again = TantivyLexicalIndex(tmp_path / "lex")
+    assert again.schema_outdated()
+    again.reset_schema()
+    assert not again.schema_outdated() and ids_of(again, where()) == set()
+    again.close()

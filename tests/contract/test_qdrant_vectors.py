@@ -87,11 +87,12 @@ def test_collection_per_space_with_cosine_tenant_index_and_per_tenant_graphs() -
     created = [(a, k) for n, a, k in spy.calls if n == "create_collection"]
     assert created == [(("vibe-core",), {
         "vectors_config": models.VectorParams(size=8, distance=models.Distance.COSINE),
-        "hnsw_config": models.HnswConfigDiff(m=0, payload_m=16)})]
+        "hnsw_config": models.HnswConfigDiff(m=0, payload_m=16), "metadata": {"schema_version": qv.SCHEMA_VERSION}})]
     indexes = [(a[1], k["field_schema"]) for n, a, k in spy.calls if n == "create_payload_index"]
     assert indexes == [
         ("tenant", models.KeywordIndexParams(type=models.KeywordIndexType.KEYWORD, is_tenant=True)),
-        ("collection", models.PayloadSchemaType.KEYWORD), ("acl", models.PayloadSchemaType.KEYWORD)]
+        ("collection", models.PayloadSchemaType.KEYWORD), ("acl", models.PayloadSchemaType.KEYWORD),
+        ("facet", models.PayloadSchemaType.KEYWORD)]
     spy.calls.clear()
     idx.upsert("core", _corpus(3, 8, seed=2))  # the space is known: no more setup calls
     assert [n for n, _, _ in spy.calls] == ["upsert"]

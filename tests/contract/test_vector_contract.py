@@ -16,7 +16,7 @@ from qdrant_client import QdrantClient
 from shared.adapters.edge_vectors import EdgeVectorIndex
 from shared.adapters.qdrant_vectors import QdrantVectorIndex
 from shared.model import PUBLIC_PRINCIPAL, DocKey, StoredDoc
-from shared.ports import SearchFilter, VectorIndex
+from shared.ports import FieldCondition, Rebuildable, SearchFilter, VectorIndex
 
 # Local mode warns once that payload indexes have no effect there; the server uses them.
 pytestmark = pytest.mark.filterwarnings("ignore:Payload indexes have no effect:UserWarning")
@@ -79,3 +79,100 @@ def test_upsert_replaces_payload_and_delete_removes(index: VectorIndex) -> None:
 
 def test_unknown_space_is_empty(index: VectorIndex) -> None:
     assert index.search("nope", F(), unit(1), 5) == []
+
+
+# -- metadata filters and the id allow-list (issue #13 item 4): payload filters inside the query --
+
+def mdoc(i: str, fields: dict[str, object], acl: list[str] | None = None, coll: str = "c",
+         tenant: str = "t") -> StoredDoc:
+    return StoredDoc(DocKey(tenant, coll, i), fields, acl or [PUBLIC_PRINCIPAL], None, "h", 0.0)
+
+
+META = [mdoc("s", {"lang": "en", "year": 1999, "tags": ["wind", "ice"]}),
+        mdoc("d", {"lang": "de", "year": 2005.5, "tags": "wind"}),
+        mdoc("b", {"lang": "en", "flag": True, "year": -3, "n": 1}),
+        mdoc("n", {"flag": 1, "n": 1.0, "year": 2010, "a.b[0]": "dots"}),
+        mdoc("x", {"lang": "en", "year": 2007}, ["g:secret"]),
+        mdoc("o", {"lang": "en", "year": 2001}, coll="other")]
+
+
+def W(*conds: FieldCondition, acl: tuple[str, ...] = ("*",), cols: tuple[str, ...] | None = None,
+      ids: tuple[DocKey, ...] | None = None) -> SearchFilter:
+    return SearchFilter("t", cols, acl, tuple(conds), ids)
+
+
+@pytest.fixture
+def meta(index: VectorIndex) -> Callable[..., set[str]]:
+    index.upsert("core", [(d, unit(i)) for i, d in enumerate(META)])
+
+    def got(f: SearchFilter, limit: int = 50, only: list[DocKey] | None = None) -> set[str]:
+        return {h.key.doc_id for h in index.search("core", f, unit(0), limit, only)}
+    return got
+
+
+def test_metadata_equality_in_lists_and_types(meta: Callable[..., set[str]]) -> None:
+    assert meta(W(FieldCondition("lang", "eq", ("en",)))) == {"s", "b", "o"}
+    assert meta(W(FieldCondition("lang", "in", ("de", "fr")))) == {"d"}
+    assert meta(W(FieldCondition("tags", "eq", ("ice",)))) == {"s"}
+    assert meta(W(FieldCondition("tags", "in", ("wind",)))) == {"s", "d"}
+    assert meta(W(FieldCondition("flag", "eq", (True,)))) == {"b"}
+    assert meta(W(FieldCondition("flag", "eq", (1,)))) == {"n"}
+    assert meta(W(FieldCondition("n", "eq", (1,)))) == {"b", "n"}
+    assert meta(W(FieldCondition("year", "eq", ("1999",)))) == set()
+    assert meta(W(FieldCondition("a.b[0]", "eq", ("dots",)))) == {"n"}  # no JSON-path reading of names
+    assert meta(W(FieldCondition("lang", "eq", ("en",)), FieldCondition("tags", "eq", ("wind",)))) == {"s"}
+
+
+def test_metadata_ranges(meta: Callable[..., set[str]]) -> None:
+    r = lambda **b: meta(W(FieldCondition("year", "range", **b)))  # noqa: E731
+    assert r(gte=2000) == {"d", "n", "o"}
+    assert r(gt=2005.5) == {"n"}
+    assert r(gte=2005.5, lte=2005.5) == {"d"}
+    assert r(gt=2005.5, lt=2010) == set()
+    assert r(lt=0) == {"b"}
+    assert meta(W(FieldCondition("flag", "range", gte=0, lte=2))) == {"n"}  # booleans are not numbers
+
+
+def test_metadata_filters_combine_with_acl_collections_ids_and_only(meta: Callable[..., set[str]]) -> None:
+    en = FieldCondition("lang", "eq", ("en",))
+    assert meta(W(en, cols=("c",))) == {"s", "b"}
+    assert meta(W(en, acl=("*", "g:secret"), cols=("c",))) == {"s", "b", "x"}
+    assert meta(W(FieldCondition("year", "range", gte=2007, lte=2007))) == set()
+    keys = (DocKey("t", "c", "s"), DocKey("t", "other", "o"), DocKey("t", "c", "x"), DocKey("u", "c", "d"))
+    assert meta(W(ids=keys)) == {"s", "o"}
+    assert meta(W(en, ids=keys, cols=("c",))) == {"s"}
+    assert meta(W(ids=())) == set()
+    assert meta(W(ids=keys), only=[DocKey("t", "other", "o"), DocKey("t", "c", "b")]) == {"o"}
+
+
+def test_metadata_filter_applies_before_the_top_k(index: VectorIndex) -> None:
+    near = [(mdoc(f"hi{i}", {"k": "no"}), unit(1)) for i in range(40)]
+    far = [(mdoc(f"lo{i}", {"k": "yes"}), unit(100 + i)) for i in range(3)]
+    index.upsert("core", near + far)
+    hits = index.search("core", W(FieldCondition("k", "eq", ("yes",))), unit(1), 2)
+    assert len(hits) == 2 and {h.key.doc_id for h in hits} <= {"lo0", "lo1", "lo2"}
+
+
+def test_outdated_schema_is_detected_and_reset(index: VectorIndex) -> None:
+    assert isinstance(index, Rebuildable)
+    index.upsert("core", [(mdoc("1", {}), unit(1))])
+    assert not index.schema_outdated()
+    index.reset_schema()
+    assert not index.schema_outdated()
+    assert index.search("core", W(), unit(1), 5) == []
+    index.upsert("core", [(mdoc("1", {"lang": "en"}), unit(1))])
+    assert [h.key.doc_id for h in index.search("core", W(FieldCondition("lang", "eq", ("en",))), unit(1), 5)] == ["1"]
+
+
+def test_edge_shards_of_an_older_version_are_outdated(tmp_path: Path) -> None:
+    from shared.adapters import edge_vectors as ev
+
+    idx = EdgeVectorIndex(tmp_path / "vec")
+    idx.upsert("core", [(mdoc("1", {}), unit(1))])
+    idx.close()
+    (tmp_path / "vec" / ev.VERSION_FILE).unlink()  # shards written before versions existed
+    again = EdgeVectorIndex(tmp_path / "vec")
+    assert again.schema_outdated()
+    again.reset_schema()
+    assert not again.schema_outdated() and again.count("core") == 0
+    again.close()

@@ -24,7 +24,7 @@ from shared.adapters import opensearch_lexical as osl
 from shared.adapters.opensearch_lexical import OpenSearchBulkError, OpenSearchLexicalIndex, index_name
 from shared.config import Settings
 from shared.model import PUBLIC_PRINCIPAL, DocKey, StoredDoc
-from shared.ports import LexicalIndex, SearchFilter
+from shared.ports import FieldCondition, LexicalIndex, SearchFilter
 
 Responder = Callable[[str, str, dict[str, Any], Any], tuple[int, dict[str, Any]]]
 
@@ -112,12 +112,14 @@ TEMPLATE = {
             },
         },
         "mappings": {
+            "_meta": {"schema_version": osl.SCHEMA_VERSION},
             "dynamic": "strict",
             "properties": {
                 "tenant": {"type": "keyword"},
                 "collection": {"type": "keyword"},
                 "doc_id": {"type": "keyword"},
                 "acl": {"type": "keyword", "ignore_above": 1024},
+                "facet": {"type": "keyword"},
                 "title": {"type": "text", "analyzer": "vibe_en"},
                 "body": {"type": "text", "analyzer": "vibe_en"},
             },
@@ -157,7 +159,11 @@ def test_first_write_installs_template_creates_tenant_index_then_bulk_waits_for_
         {"index": {"_index": IDX_T, "_id": "c/1", "routing": "t"}},
         # body = every other text field in doc_text order (as tantivy); numbers carry no prose
         {"tenant": "t", "collection": "c", "doc_id": "1", "acl": ["g:eng"], "title": "Rotor icing",
-         "body": "ice on blades\nwind\ncold"},
+         "body": "ice on blades\nwind\ncold",
+         # metadata filter tokens: field, kind, value; 3 as its order-preserving 64-bit key (0x4008... with
+         # the sign bit flipped), so a keyword `range` over these tokens is a numeric range
+         "facet": ["title\x1fs\x1fRotor icing", "body\x1fs\x1fice on blades", "tags\x1fs\x1fwind",
+                   "tags\x1fs\x1fcold", "n\x1fr0\x1fc008000000000000"]},
     ]
     calls.clear()
     idx.apply([doc("t", "c", "2", {"title": "x"})], [])
@@ -367,3 +373,79 @@ def test_from_settings_needs_a_url() -> None:
     idx = OpenSearchLexicalIndex.from_settings(Settings(opensearch_url="http://opensearch.invalid:9200"))
     assert isinstance(idx, OpenSearchLexicalIndex)
     idx.close()
+
+
+def test_metadata_filters_and_id_allow_list_are_bool_filter_clauses() -> None:
+    """Issue #13: metadata conditions sit in `bool.filter` next to the ACL (selected before scoring,
+    never a post_filter on a top-k): eq/in as `terms` on the facet tokens, a range as a keyword
+    `range` over the fixed-width number tokens, the allow-list as an `ids` query."""
+    client, calls = recording_client()
+    where = (FieldCondition("lang", "eq", ("en",)), FieldCondition("tags", "in", ("wind", True, 2)),
+             FieldCondition("year", "range", gte=2000, lt=2010.5))
+    ids = (DocKey("t", "c", "1"), DocKey("t", "c", "2"), DocKey("other", "c", "3"))
+    OpenSearchLexicalIndex(client).search(SearchFilter("t", ("c",), ("*",), where, ids), "rotor", 7)
+    (call,) = calls
+    assert call.body["query"]["bool"]["filter"] == [
+        {"term": {"tenant": "t"}}, {"terms": {"acl": ["*"]}}, {"terms": {"collection": ["c"]}},
+        {"terms": {"facet": ["lang\x1fs\x1fen"]}},
+        {"terms": {"facet": ["tags\x1fs\x1fwind", "tags\x1fb\x1f1", "tags\x1fr0\x1fc000000000000000"]}},
+        # 2000 = 0x409F400000000000 and the double just below 2010.5 (0x409F6A0000000000 - 1),
+        # each with the sign bit flipped: the range is exact, an exclusive bound included
+        {"range": {"facet": {"gte": "year\x1fr0\x1fc09f400000000000", "lte": "year\x1fr0\x1fc09f69ffffffffff"}}},
+        {"ids": {"values": ["c/1", "c/2"]}},  # another tenant's key is never asked for
+    ]
+    assert "post_filter" not in _keys_anywhere(call.body)
+    assert call.body["size"] == 7
+
+
+def test_a_filter_nothing_can_meet_sends_nothing() -> None:
+    client, calls = recording_client()
+    idx = OpenSearchLexicalIndex(client)
+    assert idx.search(SearchFilter("t", None, ("*",), ids=()), "rotor", 5) == []
+    assert idx.search(SearchFilter("t", None, ("*",), ids=(DocKey("u", "c", "1"),)), "rotor", 5) == []
+    assert idx.search(SearchFilter("t", None, ("*",), (FieldCondition("n", "range", gt=5, lt=5),)), "rotor", 5) == []
+    assert idx.search(SearchFilter("t", None, ("*",), (FieldCondition("n", "in", ()),)), "rotor", 5) == []
+    assert calls == []
+
+
+def test_highlights_skip_documents_outside_the_metadata_filter() -> None:
+    client, calls = recording_client()
+    docs = [doc("t", "c", "1", {"title": "rotor", "lang": "en"}), doc("t", "c", "2", {"title": "rotor", "lang": "de"})]
+    flt = SearchFilter("t", None, ("*",), (FieldCondition("lang", "eq", ("en",)),))
+    OpenSearchLexicalIndex(client).highlights(flt, "rotor", docs)
+    (call,) = calls
+    filters = call.body["query"]["bool"]["filter"]
+    assert {"terms": {"facet": ["lang\x1fs\x1fen"]}} in filters
+    assert filters[-1] == {"ids": {"values": ["c/1"]}}
+
+
+def test_schema_version_check_and_reset() -> None:
+    """An older template (no `_meta.schema_version`) with tenant indices present is outdated; the reset
+    deletes the prefix's indices and the template, then puts the current template at once."""
+    mappings: dict[str, Any] = TEMPLATE["template"]["mappings"]  # type: ignore[index]
+    old = {k: v for k, v in mappings.items() if k != "_meta"}
+
+    def answer(method: str, path: str, params: dict[str, Any], body: Any) -> tuple[int, dict[str, Any]]:
+        if method == "GET" and path == "/_index_template/vibe-lex-template":
+            return 200, {"index_templates": [{"name": "vibe-lex-template",
+                                              "index_template": {"template": {"mappings": old}}}]}
+        if method == "GET" and path == "/vibe-lex-*":
+            return 200, {IDX_T: {}}
+        return default_responder(method, path, params, body)
+
+    client, calls = recording_client(answer)
+    idx = OpenSearchLexicalIndex(client)
+    assert idx.schema_outdated()
+    calls.clear()
+    idx.reset_schema()
+    assert [(c.method, c.path) for c in calls] == [
+        ("DELETE", "/vibe-lex-*"), ("DELETE", "/_index_template/vibe-lex-template"),
+        ("PUT", "/_index_template/vibe-lex-template")]
+    assert calls[-1].body == TEMPLATE
+
+    def current(method: str, path: str, params: dict[str, Any], body: Any) -> tuple[int, dict[str, Any]]:
+        if method == "GET" and path == "/_index_template/vibe-lex-template":
+            return 200, {"index_templates": [{"name": "vibe-lex-template", "index_template": TEMPLATE}]}
+        return default_responder(method, path, params, body)
+
+    assert not OpenSearchLexicalIndex(recording_client(current)[0]).schema_outdated()
