@@ -4,13 +4,25 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, TypedDict
 
 import httpx
 
 from vibe_semantic_client._core import OnRetry, RetryPolicy, client_headers
 
 DEFAULT_TIMEOUT = 30.0
+
+
+class ClientOptions(TypedDict, total=False):
+    """The keyword options of `Client(...)` and `AsyncClient(...)` (see `ClientConfig`)."""
+
+    timeout: float | httpx.Timeout
+    retries: int
+    backoff: float
+    max_backoff: float
+    max_retry_after: float
+    on_retry: OnRetry | None
+    headers: Mapping[str, str] | None
 
 
 class ClientConfig:

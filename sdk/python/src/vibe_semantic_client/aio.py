@@ -5,15 +5,18 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator, Awaitable, Iterable, Mapping, Sequence
 from contextlib import asynccontextmanager
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import httpx
 from httpx_sse import EventSource
 
 from vibe_semantic_client import _core as core
-from vibe_semantic_client._base import ClientConfig
+from vibe_semantic_client._base import ClientConfig, ClientOptions
 from vibe_semantic_client._surface import JsonCalls
 from vibe_semantic_client.models import JSON, BulkResult, Event, ReadAnswer
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 T = TypeVar("T")
 
@@ -27,7 +30,7 @@ class AsyncClient(ClientConfig, JsonCalls[Awaitable[JSON]]):
     """
 
     def __init__(self, base_url: str | None = None, api_key: str | None = None, *,
-                 http_client: httpx.AsyncClient | None = None, **options: Any) -> None:
+                 http_client: httpx.AsyncClient | None = None, **options: Unpack[ClientOptions]) -> None:
         super().__init__(base_url, api_key, **options)
         self._http = http_client or httpx.AsyncClient(**self._http_kwargs)
 
