@@ -37,9 +37,11 @@ export type Explanation = Schemas["Explanation"];
  * `lexical` (first ranking), `semantic` (each re-ranking), `warming` (progress), `done` (final
  * ranking and diagnostics) or `error`. `id` is the SSE event id when the server sends one. */
 export type ReadEvent =
-  | { event: "lexical" | "semantic" | "done"; data: ReadAnswer; id?: string }
-  | { event: "warming"; data: Warming; id?: string }
-  | { event: "error"; data: ErrorDetail; id?: string };
+  | { event: "lexical"; data: Schemas["LexicalEvent"]; id?: string }
+  | { event: "semantic"; data: Schemas["SemanticEvent"]; id?: string }
+  | { event: "done"; data: Schemas["DoneEvent"]; id?: string }
+  | { event: "warming"; data: Schemas["WarmingEvent"]; id?: string }
+  | { event: "error"; data: Schemas["ErrorEvent"]; id?: string };
 
 /** A stored document: its JSON fields, `_acl` (principals who may read), `_vibe` (hints). */
 export type DocFields = Record<string, unknown> & { _acl?: string[]; _vibe?: Record<string, unknown> };
@@ -52,9 +54,10 @@ export type DeleteAnswer = Or<Ok<"/v1/collections/{collection}/docs/{doc_id}", "
 export type BulkDoc = DocFields & { _id: string };
 export type BulkItem = { _id: string; status: number; result?: string; error?: ErrorDetail };
 export type BulkAnswer = { errors: boolean; accepted: number; rejected: number; results: BulkItem[] };
-/** `POST /v1/collections/{c}/docs:mget`: each id's document, or `{_id, found: false}` (a
- * document the key may not read is answered exactly like a missing one). */
-export type MgetAnswer = { docs: Array<{ _id: string; found?: boolean; [field: string]: unknown }> };
+/** `POST /v1/collections/{c}/docs:mget`: each id's document (`_found: true`), or
+ * `{_id, _found: false}` (a document the key may not read is answered exactly like a missing one). */
+export type MgetAnswer = Schemas["MgetAnswer"];
+export type MgetDoc = Schemas["MgetDoc"];
 
 export type Coverage = Schemas["Coverage"];
 export type Promotions = Schemas["Promotions"];

@@ -69,7 +69,7 @@ describe("documents", () => {
     await rejectsWith(admin.get(COLL, "p 1+x"), "not_found", 404);
   });
 
-  test("mget answers each id in order, a missing one as found: false", async (t) => {
+  test("mget answers each id in order, a missing or unreadable one as _found: false", async (t) => {
     let answer;
     try {
       answer = await admin.mget(COLL, ["d1", "nope", "d2"]);
@@ -82,7 +82,15 @@ describe("documents", () => {
     }
     assert.deepEqual(answer.docs.map((d) => d._id), ["d1", "nope", "d2"]);
     assert.equal(answer.docs[0].title, DOCS[0].title);
-    assert.equal(answer.docs[1].found, false);
+    assert.equal(answer.docs[0]._found, true);
+    assert.equal(answer.docs[1]._found, false);
+    // a document bob may not read is answered exactly like a missing one
+    await admin.put(COLL, "secret", { title: "Salaries", body: "private", _acl: ["user:admin"] });
+    const asBob = await reader.mget(COLL, ["secret", "nope"]);
+    assert.deepEqual(Object.keys(asBob.docs[0]).sort(), Object.keys(asBob.docs[1]).sort());
+    assert.equal(asBob.docs[0]._found, false);
+    assert.equal(asBob.docs[0].title, undefined);
+    await admin.delete(COLL, "secret");
   });
 
   test("typed errors carry the stable code and status", async () => {
