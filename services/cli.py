@@ -228,6 +228,25 @@ def bench_quality(
     main(data, _bench_dir(data_dir, "quality"), embedder)
 
 
+@bench_app.command("rerank")
+def bench_rerank(
+    data: Path = typer.Option(..., "--data", exists=True, file_okay=False, help="a BEIR-layout folder"),
+    url: str = typer.Option(None, "--url", help="a Cohere/TEI-compatible /rerank endpoint"),
+    model: str = typer.Option(None, "--model"),
+    protocol: str = typer.Option("cohere", "--protocol", help="cohere|tei"),
+    embedder: str = typer.Option("hash", "--embedder", help="local|hash"),
+    strategy: str = typer.Option("hybrid", "--strategy", help="keyword|hybrid|semantic"),
+    candidates: int = typer.Option(50, "--candidates", help="top candidates sent to the reranker"),
+    stand_in: bool = typer.Option(False, "--stand-in", help="the test stand-in (word overlap): a smoke run only"),
+    data_dir: Path = typer.Option(None, "--data-dir", help="instance data dir (default: a fresh temp dir)"),
+) -> None:
+    """The reranker's effect: the same candidates' nDCG@10 / recall@100 / MRR@10 with and without it."""
+    _bench_importable()
+    from bench.rerank import main
+
+    main(data, _bench_dir(data_dir, "rerank"), url, model, protocol, embedder, strategy, candidates, stand_in)
+
+
 @bench_app.command("lazy")
 def bench_lazy(
     data: Path = typer.Option(..., "--data", exists=True, file_okay=False, help="a BEIR-layout folder"),

@@ -152,4 +152,4 @@ def citation_locator(doc: StoredDoc) -> dict[str, Any]:
     to other text)."""
     d = doc.key.doc_id
     return {"collection": doc.key.collection, "document_id": d.split(CHUNK_SEP)[0] if CHUNK_SEP in d else d,
-            "chunk_id": d, "content_hash": doc.content_hash}
+            "chunk_id": d, "id": d, "content_hash": doc.content_hash}  # `id`: the locator key before issue #14
