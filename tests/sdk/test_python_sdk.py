@@ -10,11 +10,12 @@ import shutil
 import subprocess
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, cast
 
+import httpx
 import pytest
 from vibe_semantic_client import (
     AsyncClient,
@@ -41,23 +42,48 @@ from vibe_semantic_client.models import parse_event
 
 from tests.integration.test_read_path import DOCS, FILLER, FORBIDDEN_FOR_ALICE  # the same corpus as the HTTP tests
 from tests.sdk.conftest import ADMIN, ALICE, BOB, OTHER_ADMIN
+from tests.support.openapi_responses import OpenApiResponses
 from tests.support.server import REPO, free_port
 
 CORPUS = cast(list[dict[str, Any]], DOCS)
 
 
+Connect = Callable[..., Client]
+
+
 @pytest.fixture(scope="module")
-def admin(base_url: str) -> Iterator[Client]:
-    with Client(base_url, ADMIN) as c:
+def spec(base_url: str) -> OpenApiResponses:
+    return OpenApiResponses(base_url)
+
+
+@pytest.fixture(scope="module")
+def connect(base_url: str, spec: OpenApiResponses) -> Iterator[Connect]:
+    """`connect(key, **options)`: a Client whose every JSON answer is checked against the served
+    /openapi.json on the way in (tests/support/openapi_responses.py); a mismatch fails the call."""
+    opened: list[httpx.Client] = []
+
+    def make(key: str, **options: Any) -> Client:
+        http = httpx.Client(timeout=60, event_hooks={"response": [spec.check]})
+        opened.append(http)
+        return Client(base_url, key, http_client=http, **options)
+
+    yield make
+    for http in opened:
+        http.close()
+
+
+@pytest.fixture(scope="module")
+def admin(connect: Connect) -> Iterator[Client]:
+    with connect(ADMIN) as c:
         yield c
 
 
 @pytest.fixture(scope="module")
-def loaded(admin: Client) -> str:
+def loaded(admin: Client, connect: Connect) -> str:
     """Collection `notes` with DOCS (tenant ta) and one launch document of tenant tb."""
     out = admin.bulk("notes", CORPUS)
     assert out.accepted == 4 and not out.errors, out
-    with Client(admin.base_url, OTHER_ADMIN) as other:
+    with connect(OTHER_ADMIN) as other:
         other.put("notes", "tb1", {"title": "Other tenant launch", "body": "launch quarter" + FILLER})
     return "notes"
 
@@ -78,17 +104,17 @@ def test_documents_round_trip(admin: Client) -> None:
         admin.get("docs", "a 1?x#é")
 
 
-def test_mget_in_order_and_unreadable_looks_absent(admin: Client, loaded: str, base_url: str) -> None:
-    with Client(base_url, ALICE) as alice:
+def test_mget_in_order_and_unreadable_looks_absent(admin: Client, loaded: str, connect: Connect) -> None:
+    with connect(ALICE) as alice:
         docs = alice.mget(loaded, ["d3", "d2", "missing", "d1"])
     assert [d["_id"] if d else None for d in docs] == ["d3", None, None, "d1"]
     assert "Discount" not in json.dumps(docs)
 
 
-def test_typed_errors(base_url: str, admin: Client, loaded: str) -> None:
-    with Client(base_url, "not-a-key", retries=0) as stranger, pytest.raises(Unauthorized) as e401:
+def test_typed_errors(connect: Connect, admin: Client, loaded: str) -> None:
+    with connect("not-a-key", retries=0) as stranger, pytest.raises(Unauthorized) as e401:
         stranger.get(loaded, "d3")
-    with Client(base_url, BOB) as bob, pytest.raises(Forbidden) as e403:
+    with connect(BOB) as bob, pytest.raises(Forbidden) as e403:
         bob.put(loaded, "x", {"title": "bob has no write scope"})
     with pytest.raises(NotFound) as e404:
         admin.get(loaded, "no-such-doc")
@@ -100,14 +126,14 @@ def test_typed_errors(base_url: str, admin: Client, loaded: str) -> None:
                                (e400, "invalid_params", 400)):
         err = info.value
         assert isinstance(err, VibeError) and err.code == code and err.status == status and err.message
-    with Client(base_url, ALICE) as alice, pytest.raises(Forbidden):
+    with connect(ALICE) as alice, pytest.raises(Forbidden):
         alice.coverage(loaded)  # admin scope
 
 
 # -- read ------------------------------------------------------------------------------------
 
-def test_read_once_typed_answer_respects_acl_and_tenant(base_url: str, loaded: str) -> None:
-    with Client(base_url, ALICE) as alice:
+def test_read_once_typed_answer_respects_acl_and_tenant(connect: Connect, loaded: str) -> None:
+    with connect(ALICE) as alice:
         answer = alice.read_once("any", "launch", strategy="keyword", limit=10, highlights=True)
     assert isinstance(answer, ReadAnswer) and answer.strategy == "keyword"
     assert set(answer.ids) == {"d1", "d3"}
@@ -118,18 +144,18 @@ def test_read_once_typed_answer_respects_acl_and_tenant(base_url: str, loaded: s
     scores = [h.score for h in answer.results]
     assert scores == sorted(scores, reverse=True)
     eng_only = next(h for h in answer.results if h.id == "d1")
-    with Client(base_url, ALICE) as alice:
+    with connect(ALICE) as alice:
         assert alice.explain(str(eng_only.explain_id))
-    with Client(base_url, BOB) as bob, pytest.raises(NotFound):
+    with connect(BOB) as bob, pytest.raises(NotFound):
         bob.explain(str(eng_only.explain_id))  # bob may not read d1: its explanation looks absent
 
 
-def test_fields_filter_and_pages(admin: Client, base_url: str) -> None:
+def test_fields_filter_and_pages(admin: Client, connect: Connect) -> None:
     docs = [{"_id": f"p{i:02}", "title": f"paging report {i}", "year": 2000 + i, "tag": ["odd", "even"][i % 2 == 0],
              "body": "paging" + FILLER} for i in range(12)]
     docs.append({"_id": "hidden", "title": "paging hidden", "year": 2005, "tag": "odd", "_acl": ["user:admin"]})
     admin.bulk("paged", docs)
-    with Client(base_url, ALICE) as alice:
+    with connect(ALICE) as alice:
         answer = alice.read_once("paged", "paging", strategy="keyword", limit=5, fields=["title", "year"],
                                  filter={"year": {"gte": 2004}, "tag": {"in": ["odd"]}})
         assert answer.results and all(h.fields and set(h.fields) <= {"title", "year"} for h in answer.results)
@@ -143,9 +169,9 @@ def test_fields_filter_and_pages(admin: Client, base_url: str) -> None:
     assert sorted(seen) == [f"p{i:02}" for i in range(12)]  # every readable hit once, across pages
 
 
-def test_stream_events_in_order_and_no_leak(admin: Client, base_url: str) -> None:
+def test_stream_events_in_order_and_no_leak(admin: Client, connect: Connect) -> None:
     admin.bulk("fresh", CORPUS)  # nothing has touched these yet: the stream has something to warm
-    with Client(base_url, ALICE) as alice:
+    with connect(ALICE) as alice:
         events = list(alice.stream("fresh", "launch date", strategy="hybrid", limit=10, highlights=True))
     names = [e.event for e in events]
     assert isinstance(events[0], Lexical) and isinstance(events[-1], Done), names
@@ -158,10 +184,10 @@ def test_stream_events_in_order_and_no_leak(admin: Client, base_url: str) -> Non
     assert event_ids == sorted(event_ids) and event_ids[0] >= 1 and len(set(event_ids)) == len(events)
 
 
-def test_stream_of_a_forbidden_collection_yields_nothing(admin: Client, base_url: str) -> None:
+def test_stream_of_a_forbidden_collection_yields_nothing(admin: Client, connect: Connect) -> None:
     admin.put("vault", "v1", {"title": "Vault launch codes", "body": "launch launch" + FILLER}, acl=["user:admin"])
     for key in (ALICE, BOB, OTHER_ADMIN):
-        with Client(base_url, key) as other:
+        with connect(key) as other:
             events = list(other.stream("vault", "launch codes", strategy="hybrid"))
             answer = other.read_once("vault", "launch codes", strategy="hybrid")
         assert events and events[0].event == "lexical" and events[-1].event == "done"
@@ -169,8 +195,8 @@ def test_stream_of_a_forbidden_collection_yields_nothing(admin: Client, base_url
         assert "Vault" not in repr(events)
 
 
-def test_breaking_out_of_a_stream_closes_it(base_url: str, loaded: str) -> None:
-    with Client(base_url, ALICE) as alice:
+def test_breaking_out_of_a_stream_closes_it(connect: Connect, loaded: str) -> None:
+    with connect(ALICE) as alice:
         for event in alice.stream(loaded, "launch", strategy="hybrid"):
             assert event.event == "lexical"
             break
@@ -191,8 +217,8 @@ ANSWER_FIELDS = {"results": "results", "strategy": "strategy", "warming": "warmi
                  "nextCursor": "next_cursor"}
 
 
-def test_models_cover_the_openapi_document(admin: Client) -> None:
-    doc = admin._http.get("/openapi.json").json()
+def test_models_cover_the_openapi_document(spec: OpenApiResponses) -> None:
+    doc = spec.doc()
     schemas = doc["components"]["schemas"]
     for name, table in (("Hit", HIT), ("Warming", WARMING), ("ErrorDetail", ERROR), ("ReadAnswer", ANSWER_FIELDS)):
         assert set(schemas[name]["properties"]) == set(table), name
@@ -249,12 +275,17 @@ def test_admin_calls(admin: Client, loaded: str) -> None:
 
 # -- async parity ----------------------------------------------------------------------------
 
-def test_async_client_parity(admin: Client, base_url: str, loaded: str) -> None:
+def test_async_client_parity(admin: Client, base_url: str, loaded: str, spec: OpenApiResponses) -> None:
     sync_answer = admin.read_once(loaded, "launch quarter", strategy="keyword")
+
+    async def check(response: httpx.Response) -> None:
+        await response.aread()
+        spec.check(response)
 
     async def run() -> dict[str, Any]:
         progress: list[tuple[int, int]] = []
-        async with AsyncClient(base_url, ADMIN) as a:
+        http = httpx.AsyncClient(timeout=60, event_hooks={"response": [check]})
+        async with http, AsyncClient(base_url, ADMIN, http_client=http) as a:
             answer = await a.read_once(loaded, "launch quarter", strategy="keyword")
             events = [e async for e in a.stream(loaded, "launch quarter", strategy="hybrid")]
             put = await a.put("async", "x1", {"title": "async doc"})

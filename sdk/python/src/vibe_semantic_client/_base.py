@@ -8,7 +8,7 @@ from typing import Any, TypedDict
 
 import httpx
 
-from vibe_semantic_client._core import OnRetry, RetryPolicy, client_headers
+from vibe_semantic_client._core import Call, OnRetry, RetryPolicy, client_headers
 
 DEFAULT_TIMEOUT = 30.0
 
@@ -31,7 +31,9 @@ class ClientConfig:
     `timeout`: seconds to connect and between bytes of an answer (a stream's heartbeats keep it
     alive), or an `httpx.Timeout`. `retries`: how many times an idempotent call is sent again
     after a 429/503 or a lost connection (0 = never); `backoff`/`max_backoff` shape the
-    exponential, jittered wait; `on_retry(attempt, wait_seconds, reason)` sees each retry."""
+    exponential, jittered wait; `on_retry(attempt, wait_seconds, reason)` sees each retry.
+    `http_client`: your own `httpx.Client` / `httpx.AsyncClient` (proxies, TLS, event hooks); the
+    SDK still sends its base URL and key with each request, and the timeout is then the client's."""
 
     def __init__(self, base_url: str | None = None, api_key: str | None = None, *,
                  timeout: float | httpx.Timeout = DEFAULT_TIMEOUT, retries: int = 3, backoff: float = 0.25,
@@ -44,6 +46,11 @@ class ClientConfig:
             raise ValueError("retries must be 0 or more")
         self.base_url = base_url.rstrip("/")
         self.retry = RetryPolicy(retries, backoff, max_backoff, max_retry_after, on_retry)
-        self._http_kwargs: dict[str, Any] = {
-            "base_url": self.base_url, "timeout": timeout,
-            "headers": client_headers(api_key or os.environ.get("VIBE_API_KEY"), headers)}
+        # Sent with each request (not set on the httpx client), so a client passed as
+        # `http_client` needs no base URL or key of its own.
+        self.headers = client_headers(api_key or os.environ.get("VIBE_API_KEY"), headers)
+        self.timeout = timeout
+
+    def request_args(self, call: Call[Any]) -> dict[str, Any]:
+        """`httpx.Client.build_request` arguments for `call`."""
+        return {"method": call.method, "url": self.base_url + call.path, **call.request_kwargs(self.headers)}

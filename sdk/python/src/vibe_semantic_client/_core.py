@@ -45,8 +45,9 @@ class Call(Generic[T]):
     idempotent: bool = True
     headers: Mapping[str, str] = field(default_factory=lambda: JSON_ACCEPT)
 
-    def request_kwargs(self) -> dict[str, Any]:
-        kw: dict[str, Any] = {"headers": self.headers}
+    def request_kwargs(self, headers: Mapping[str, str]) -> dict[str, Any]:
+        """`headers`: the client's own (key, user agent), sent with every call."""
+        kw: dict[str, Any] = {"headers": {**headers, **self.headers}}
         if self.json is not None:
             kw["json"] = self.json
         if self.params:

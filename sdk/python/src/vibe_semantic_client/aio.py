@@ -32,7 +32,8 @@ class AsyncClient(ClientConfig, JsonCalls[Awaitable[JSON]]):
     def __init__(self, base_url: str | None = None, api_key: str | None = None, *,
                  http_client: httpx.AsyncClient | None = None, **options: Unpack[ClientOptions]) -> None:
         super().__init__(base_url, api_key, **options)
-        self._http = http_client or httpx.AsyncClient(**self._http_kwargs)
+        self._owns_http = http_client is None  # a client passed in stays open: its owner closes it
+        self._http = http_client or httpx.AsyncClient(timeout=self.timeout)
 
     async def __aenter__(self) -> AsyncClient:
         return self
@@ -41,7 +42,8 @@ class AsyncClient(ClientConfig, JsonCalls[Awaitable[JSON]]):
         await self.aclose()
 
     async def aclose(self) -> None:
-        await self._http.aclose()
+        if self._owns_http:
+            await self._http.aclose()
 
     # -- transport (the same steps as Client._send; the decisions are RetryPolicy's) ---------
 
@@ -49,7 +51,7 @@ class AsyncClient(ClientConfig, JsonCalls[Awaitable[JSON]]):
         attempt = 0
         while True:
             try:
-                request = self._http.build_request(call.method, call.path, **call.request_kwargs())
+                request = self._http.build_request(**self.request_args(call))
                 resp = await self._http.send(request, stream=stream)
             except httpx.TransportError as e:
                 wait = self.retry.after_exception(call, attempt, e)

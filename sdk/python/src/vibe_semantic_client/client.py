@@ -28,14 +28,14 @@ class Client(ClientConfig, JsonCalls[JSON]):
             answer = vibe.read_once("posts", "consent UX for shared notes")
 
     Every failure raises a `VibeError` subclass (`NotFound`, `Forbidden`, `RateLimited`, ...).
-    See `ClientConfig` for `timeout`, `retries` and the environment defaults; `http_client`
-    lets you pass your own `httpx.Client` (its base URL and headers are then yours to set).
+    See `ClientConfig` for `timeout`, `retries`, `http_client` and the environment defaults.
     """
 
     def __init__(self, base_url: str | None = None, api_key: str | None = None, *,
                  http_client: httpx.Client | None = None, **options: Unpack[ClientOptions]) -> None:
         super().__init__(base_url, api_key, **options)
-        self._http = http_client or httpx.Client(**self._http_kwargs)
+        self._owns_http = http_client is None  # a client passed in stays open: its owner closes it
+        self._http = http_client or httpx.Client(timeout=self.timeout)
 
     def __enter__(self) -> Client:
         return self
@@ -44,7 +44,8 @@ class Client(ClientConfig, JsonCalls[JSON]):
         self.close()
 
     def close(self) -> None:
-        self._http.close()
+        if self._owns_http:
+            self._http.close()
 
     # -- transport ---------------------------------------------------------------------------
 
@@ -53,7 +54,7 @@ class Client(ClientConfig, JsonCalls[JSON]):
         attempt = 0
         while True:
             try:
-                request = self._http.build_request(call.method, call.path, **call.request_kwargs())
+                request = self._http.build_request(**self.request_args(call))
                 resp = self._http.send(request, stream=stream)
             except httpx.TransportError as e:
                 wait = self.retry.after_exception(call, attempt, e)
