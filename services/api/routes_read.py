@@ -60,11 +60,10 @@ def to_request(body: ReadBody, c: Container, offset: int = 0) -> ReadRequest:
         where = parse_filter(body.filter)
     except FilterError as e:
         raise invalid(str(e), field="filter") from None
-    if offset + body.limit > s.max_k:
-        raise invalid(f"pages end at result {s.max_k} (VIBE_MAX_K)", field="cursor")
     fields = body.include.fields
     return ReadRequest(body.collection, body.q, sem.strategy, query_text, query_doc,
-                       max(sem.k or s.lexical_candidates, offset + body.limit), body.limit,
+                       # a cursor's page needs candidates down to its end; pages end at VIBE_MAX_K
+                       max(sem.k or s.lexical_candidates, min(offset + body.limit, s.max_k)), body.limit,
                        body.include.semantic, body.include.highlights,
                        include_fields=tuple(dict.fromkeys(fields)) if isinstance(fields, list) else fields,
                        where=where, offset=offset)

@@ -243,8 +243,9 @@ FILTER: dict[str, Any] = {
 CURSOR: dict[str, Any] = {
     "type": "string", "pattern": "^[A-Za-z0-9_-]{32}$",
     "description": ("`nextCursor` of the previous page of the same query (same collection, q, semantic, filter, "
-                    "global) and the same key; `limit` and `include` may change. Any other value answers 400 "
-                    "`invalid_params`. Pages end at result VIBE_MAX_K."),
+                    "global) and the same key; `limit` and `include` may change. A cursor of another query or key, or "
+                    "an altered one, answers 404 `not_found` (a string that is no cursor at all: 400). Pages "
+                    "end at result VIBE_MAX_K."),
 }
 
 
