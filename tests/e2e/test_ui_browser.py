@@ -123,7 +123,7 @@ def test_search_page_in_headless_chromium(model_server: Served, node_modules: Pa
     assert r.returncode == 0, (r.stdout + r.stderr)[-6000:]
     report = json.loads((ARTIFACTS / "report.json").read_text())
     names = [step["name"] for step in report["steps"]]
-    assert len(names) == 7 and report["problems"] == [], report
+    assert len(names) == 8 and report["problems"] == [], report
     shots = sorted(p.name for p in ARTIFACTS.glob("*.png"))
     assert shots == ["01-loaded-from-url.png", "02-first-ranking.png", "03-semantic-reranked.png", "04-explain.png",
                      "05-more-like-this.png", "06-admin.png"], shots

@@ -152,6 +152,19 @@ try {
   await page.waitForSelector('#promotions tr[data-collection="kb"][data-state="eager"]', { state: "detached" });
   step("admin tab", { coverageKeys });
 
+  // 7. forgetting the key clears what it was shown; a key typed into the page works too
+  await page.click("#tab-search");
+  await page.click("#key-forget");
+  assert.equal((await shown()).length, 0);
+  assert.equal(await page.evaluate(() => sessionStorage.getItem("vibe.ui.key")), null);
+  assert.equal(await page.$$eval("#coverage *, #promotions *", (els) => els.length), 0);
+  await page.fill("#key", KEY);
+  await page.press("#key", "Enter");
+  await waitDone();
+  assert.ok((await shown()).includes("tyre"));
+  assert.equal(await page.inputValue("#key"), ""); // not left in the field
+  step("forget and type a key");
+
   // the key travelled only in the Authorization header, never in a URL
   assert.ok(requests.length > 0);
   for (const r of requests) assert.ok(!r.url.includes(KEY), `key in a request URL: ${r.url}`);

@@ -249,7 +249,8 @@ export class Client {
       let response: Response;
       try {
         response = await this.fetchImpl(this.baseUrl + req.path, {
-          method: req.method, headers, body: payload, signal: scope.signal,
+          // answers depend on the key: never stored by a browser cache for another caller
+          method: req.method, headers, body: payload, signal: scope.signal, cache: "no-store",
         });
       } catch (cause) {
         scope.end();

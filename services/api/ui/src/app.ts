@@ -28,6 +28,7 @@ let client: Client | null = null;
 
 function setKey(key: string): void {
   const k = key.trim();
+  forgetShown(); // what one key was shown is never left on screen for the next one
   client = k ? new Client({ baseUrl: location.origin, apiKey: k, retries: 2 }) : null;
   try {
     if (k) sessionStorage.setItem(KEY_STORE, k);
@@ -38,6 +39,23 @@ function setKey(key: string): void {
   $<HTMLInputElement>("key").value = "";
   $("key-state").textContent = k ? "key set (this tab only)" : "no key";
   document.body.dataset.key = k ? "set" : "none";
+}
+
+/** Clears every answer on the page (results, similar, explain panels, admin tab). */
+function forgetShown(): void {
+  main.controller?.abort();
+  similar?.controller?.abort();
+  main.results.reset();
+  main.results.list.dataset.phase = "idle";
+  main.phase.textContent = "";
+  if (main.warming) main.warming.hidden = true;
+  if (main.timeline) clear(main.timeline);
+  showError(main.error, "");
+  similar?.results.reset();
+  $("similar").hidden = true;
+  lastQuery = "";
+  for (const id of ["coverage", "promotions", "queue"]) clear($(id));
+  showError($("admin-error"), "");
 }
 
 function needClient(): Client | null {
@@ -414,12 +432,7 @@ function start(): void {
     setKey($<HTMLInputElement>("key").value);
     if (currentForm().q.trim()) search(true);
   });
-  $("key-forget").addEventListener("click", () => {
-    setKey("");
-    main.controller?.abort();
-    main.results.reset();
-    main.results.list.dataset.phase = "idle";
-  });
+  $("key-forget").addEventListener("click", () => setKey(""));
   $("search").addEventListener("submit", (e) => {
     e.preventDefault();
     clearTimeout(typing);
