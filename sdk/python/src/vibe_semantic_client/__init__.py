@@ -39,6 +39,7 @@ from vibe_semantic_client.models import (
     Lexical,
     ReadAnswer,
     Semantic,
+    Strategy,
     Warming,
 )
 
@@ -47,5 +48,5 @@ __all__ = [
     "AsyncClient", "BulkResult", "Client", "ClientConfig", "Conflict", "DimensionMismatch", "Done",
     "EmbedderUnavailable", "Error", "Event", "Forbidden", "Hit", "InternalError", "InvalidParams", "Lexical",
     "MethodNotAllowed", "NotFound", "PayloadTooLarge", "QuotaExceeded", "RateLimited", "ReadAnswer", "RetryPolicy",
-    "Semantic", "ServiceUnavailable", "Timeout", "TransportError", "Unauthorized", "VibeError", "Warming",
+    "Semantic", "ServiceUnavailable", "Strategy", "Timeout", "TransportError", "Unauthorized", "VibeError", "Warming",
 ]

@@ -7,6 +7,7 @@ The clients only move bytes and sleep; everything that decides something lives h
 from __future__ import annotations
 
 import email.utils
+import logging
 import random
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -18,9 +19,10 @@ import httpx
 from httpx_sse import ServerSentEvent
 
 from vibe_semantic_client.errors import Timeout, TransportError, VibeError, error_from_body
-from vibe_semantic_client.models import JSON, BulkResult, Event, ReadAnswer, parse_event
+from vibe_semantic_client.models import JSON, BulkResult, Event, ReadAnswer, Strategy, parse_event
 
 T = TypeVar("T")
+log = logging.getLogger("vibe_semantic_client")
 Progress = Callable[[int, int], None]
 OnRetry = Callable[[int, float, str], None]
 SSE_ACCEPT = {"Accept": "text/event-stream"}
@@ -144,14 +146,15 @@ class RetryPolicy:
         floor = retry_after(resp.headers) or 0.0
         if floor > self.max_retry_after:
             return None
-        return self._notify(attempt, max(floor, self._jitter(attempt)), f"HTTP {resp.status_code}")
+        return self._notify(call, attempt, max(floor, self._jitter(attempt)), f"HTTP {resp.status_code}")
 
     def after_exception(self, call: Call[Any], attempt: int, e: httpx.TransportError) -> float | None:
         if attempt >= self.retries or not (call.idempotent or isinstance(e, _NOT_SENT)):
             return None
-        return self._notify(attempt, self._jitter(attempt), type(e).__name__)
+        return self._notify(call, attempt, self._jitter(attempt), type(e).__name__)
 
-    def _notify(self, attempt: int, wait: float, reason: str) -> float:
+    def _notify(self, call: Call[Any], attempt: int, wait: float, reason: str) -> float:
+        log.info("retry %d of %s %s in %.2fs after %s", attempt + 1, call.method, call.path, wait, reason)
         if self.on_retry is not None:
             self.on_retry(attempt + 1, wait, reason)
         return wait
@@ -242,7 +245,7 @@ _INCLUDE_OPTIONS = {"include_semantic": "semantic", "highlights": "highlights", 
 _SEMANTIC_OPTIONS = {"k": "k", "domain_hint": "domainHint"}
 
 
-def read_body(collection: str, q: str, strategy: str, limit: int, options: Mapping[str, Any]) -> JSON:
+def read_body(collection: str, q: str, strategy: Strategy, limit: int, options: Mapping[str, Any]) -> JSON:
     """The `/v1/read` body. Options: `filter`, `cursor`, `include={...}`, `semantic={...}`, and the
     shorthands `fields`, `highlights`, `include_semantic`, `k`, `domain_hint`, `query_text`,
     `like=(collection, id[, fields])`, `global_`. Any other option is sent as given, so the server

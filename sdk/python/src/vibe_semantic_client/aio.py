@@ -13,7 +13,7 @@ from httpx_sse import EventSource
 from vibe_semantic_client import _core as core
 from vibe_semantic_client._base import ClientConfig, ClientOptions
 from vibe_semantic_client._surface import JsonCalls
-from vibe_semantic_client.models import JSON, BulkResult, Event, ReadAnswer
+from vibe_semantic_client.models import JSON, BulkResult, Event, ReadAnswer, Strategy
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -88,12 +88,12 @@ class AsyncClient(ClientConfig, JsonCalls[Awaitable[JSON]]):
 
     # -- read --------------------------------------------------------------------------------
 
-    async def read_once(self, collection: str, q: str = "", strategy: str = "auto", limit: int = 10,
+    async def read_once(self, collection: str, q: str = "", strategy: Strategy = "auto", limit: int = 10,
                         **options: Any) -> ReadAnswer:
         """See `Client.read_once`."""
         return await self._do(core.read(core.read_body(collection, q, strategy, limit, options)))
 
-    async def pages(self, collection: str, q: str = "", strategy: str = "auto", limit: int = 10,
+    async def pages(self, collection: str, q: str = "", strategy: Strategy = "auto", limit: int = 10,
                     **options: Any) -> AsyncIterator[ReadAnswer]:
         """See `Client.pages`; consume with `async for`."""
         body = core.read_body(collection, q, strategy, limit, options)
@@ -104,7 +104,7 @@ class AsyncClient(ClientConfig, JsonCalls[Awaitable[JSON]]):
                 return
             body = {**body, "cursor": page.next_cursor}
 
-    async def stream(self, collection: str, q: str = "", strategy: str = "auto", limit: int = 10,
+    async def stream(self, collection: str, q: str = "", strategy: Strategy = "auto", limit: int = 10,
                      **options: Any) -> AsyncIterator[Event]:
         """See `Client.stream`; consume with `async for`."""
         call = core.read_stream(core.read_body(collection, q, strategy, limit, options))

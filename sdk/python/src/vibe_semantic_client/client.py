@@ -13,7 +13,7 @@ from httpx_sse import EventSource
 from vibe_semantic_client import _core as core
 from vibe_semantic_client._base import ClientConfig, ClientOptions
 from vibe_semantic_client._surface import JsonCalls
-from vibe_semantic_client.models import JSON, BulkResult, Event, ReadAnswer
+from vibe_semantic_client.models import JSON, BulkResult, Event, ReadAnswer, Strategy
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -92,14 +92,14 @@ class Client(ClientConfig, JsonCalls[JSON]):
 
     # -- read --------------------------------------------------------------------------------
 
-    def read_once(self, collection: str, q: str = "", strategy: str = "auto", limit: int = 10,
+    def read_once(self, collection: str, q: str = "", strategy: Strategy = "auto", limit: int = 10,
                   **options: Any) -> ReadAnswer:
         """What is ready now, as one answer (the keyword ranking at once; vectors already made).
         `collection` may be `"any"`. Options: see `_core.read_body` (`filter`, `cursor`,
         `fields`, `highlights`, `include_semantic`, `k`, `like`, `semantic={...}`, ...)."""
         return self._do(core.read(core.read_body(collection, q, strategy, limit, options)))
 
-    def pages(self, collection: str, q: str = "", strategy: str = "auto", limit: int = 10,
+    def pages(self, collection: str, q: str = "", strategy: Strategy = "auto", limit: int = 10,
               **options: Any) -> Iterator[ReadAnswer]:
         """`read_once` page after page (`limit` hits each), following `next_cursor` to the end
         of the ranking. Stop iterating to stop asking."""
@@ -111,7 +111,7 @@ class Client(ClientConfig, JsonCalls[JSON]):
                 return
             body = {**body, "cursor": page.next_cursor}
 
-    def stream(self, collection: str, q: str = "", strategy: str = "auto", limit: int = 10,
+    def stream(self, collection: str, q: str = "", strategy: Strategy = "auto", limit: int = 10,
                **options: Any) -> Iterator[Event]:
         """The readOnce stream: `Lexical` first, then `Warming` / `Semantic` as embeddings arrive,
         and `Done` (or `Error`) last. Breaking out of the loop closes the connection."""

@@ -14,6 +14,7 @@ from typing import Any, ClassVar, Literal
 from vibe_semantic_client.errors import VibeError, error_from_body
 
 JSON = dict[str, Any]
+Strategy = Literal["auto", "keyword", "semantic", "hybrid"]
 
 
 @dataclass(frozen=True, slots=True)
