@@ -113,6 +113,8 @@ def test_search_page_in_headless_chromium(model_server: Served, node_modules: Pa
     s = model_server
     answer = s.bulk(ADMIN, "kb", DOCS).json()
     assert answer["accepted"] == len(DOCS), answer
+    manuals = [{"_id": f"m{i:02d}", "title": f"Gearbox manual {i}", "body": "gearbox oil change"} for i in range(25)]
+    assert s.bulk(ADMIN, "manuals", manuals).json()["accepted"] == 25
     if ARTIFACTS.exists():
         shutil.rmtree(ARTIFACTS)
     env = dict(os.environ, VIBE_BASE_URL=s.base, VIBE_KEY=ADMIN, VIBE_CHROMIUM=CHROMIUM, VIBE_ARTIFACTS=str(ARTIFACTS),
@@ -123,7 +125,7 @@ def test_search_page_in_headless_chromium(model_server: Served, node_modules: Pa
     assert r.returncode == 0, (r.stdout + r.stderr)[-6000:]
     report = json.loads((ARTIFACTS / "report.json").read_text())
     names = [step["name"] for step in report["steps"]]
-    assert len(names) == 8 and report["problems"] == [], report
+    assert len(names) == 9 and report["problems"] == [], report
     shots = sorted(p.name for p in ARTIFACTS.glob("*.png"))
     assert shots == ["01-loaded-from-url.png", "02-first-ranking.png", "03-semantic-reranked.png", "04-explain.png",
                      "05-more-like-this.png", "06-admin.png"], shots

@@ -45,6 +45,10 @@ try {
       new MutationObserver(() => window.__renders.push({
         phase: list.dataset.phase, ids: [...list.querySelectorAll(":scope > li[data-doc-id]")].map((li) => li.dataset.docId),
       })).observe(list, { attributes: true, attributeFilter: ["data-phase"] });
+      window.__warming = [];
+      const warming = document.getElementById("warming");
+      new MutationObserver(() => window.__warming.push({ hidden: warming.hidden, text: warming.textContent }))
+        .observe(warming, { attributes: true, childList: true, characterData: true, subtree: true });
     });
   });
   page.on("request", (r) => requests.push({ url: r.url(), auth: r.headers()["authorization"] ?? null }));
@@ -68,7 +72,10 @@ try {
   assert.equal(t1.at(-1).event, "done");
   assert.ok((await shown()).includes("tyre"));
   await page.screenshot({ path: join(OUT, "01-loaded-from-url.png"), fullPage: true });
-  step("query from the URL ran on load", { timeline: t1 });
+  // the lazy backfill was announced with the V§15 copy while the stream waited
+  const warmingShown = (await page.evaluate(() => window.__warming)).filter((w) => !w.hidden && w.text);
+  assert.ok(warmingShown.some((w) => /^Warming up… \d+ results? (are|is) being indexed$/.test(w.text)), JSON.stringify(warmingShown));
+  step("query from the URL ran on load", { timeline: t1, warming: warmingShown.map((w) => w.text) });
 
   // the touch embeds the repair note in the background (lazy semantic, V§4.1)
   let state = "";
@@ -152,6 +159,24 @@ try {
   await page.waitForSelector('#promotions tr[data-collection="kb"][data-state="eager"]', { state: "detached" });
   step("admin tab", { coverageKeys });
 
+  // 6b. pages: 20 results, then "More results" appends the next page from nextCursor
+  await page.click("#tab-search");
+  await page.fill("#collection", "manuals");
+  await page.selectOption("#strategy", "keyword");
+  await page.fill("#q", "gearbox");
+  await page.press("#q", "Enter");
+  await waitDone();
+  assert.equal((await shown()).length, 20);
+  await page.waitForSelector("#more-results:not([hidden])");
+  await page.click("#more-results");
+  await page.waitForFunction(() => document.querySelectorAll("#results > li[data-doc-id]").length === 25);
+  await page.waitForSelector("#more-results", { state: "hidden" });
+  const paged = await shown();
+  assert.equal(new Set(paged).size, 25);
+  assert.deepEqual(await page.$$eval("#results > li", (lis) => lis.map((li) => Number(li.dataset.rank))),
+                   Array.from({ length: 25 }, (_, i) => i + 1));
+  step("more results from nextCursor", { shown: paged.length });
+
   // 7. forgetting the key clears what it was shown; a key typed into the page works too
   await page.click("#tab-search");
   await page.click("#key-forget");
@@ -161,7 +186,7 @@ try {
   await page.fill("#key", KEY);
   await page.press("#key", "Enter");
   await waitDone();
-  assert.ok((await shown()).includes("tyre"));
+  assert.equal((await shown()).length, 20);
   assert.equal(await page.inputValue("#key"), ""); // not left in the field
   step("forget and type a key");
 

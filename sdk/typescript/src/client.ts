@@ -139,6 +139,18 @@ export class Client {
     return this.json({ method: "POST", path: "/v1/read", body, accept: "application/json", idempotent: true, ...options });
   }
 
+  /** Every page of a read, one JSON answer each, following `nextCursor` until the last page
+   * (`limit` is the page size). Stop early with `break`. */
+  async *pages(body: ReadBody, options: CallOptions = {}): AsyncGenerator<ReadAnswer, void, undefined> {
+    let cursor: string | null | undefined = (body as { cursor?: string | null }).cursor;
+    for (;;) {
+      const answer = await this.read({ ...body, cursor } as ReadBody, options);
+      yield answer;
+      cursor = (answer as { nextCursor?: string | null }).nextCursor;
+      if (!cursor || answer.results.length === 0) return;
+    }
+  }
+
   /** The stream of one read: `lexical` first, then `warming`/`semantic` as the backfill
    * progresses, and `done` (or `error`) last; iteration ends after it. Breaking out of the loop
    * or aborting `signal` closes the connection. Errors before the stream starts (bad body,

@@ -118,6 +118,20 @@ describe("reads", () => {
     assert.ok(Array.isArray(why.reasons));
   });
 
+  test("pages follows nextCursor: pages disjoint, complete, in rank order", async () => {
+    const many = Array.from({ length: 23 }, (_, i) => ({ _id: `pg${i}`, title: `gearbox manual ${i}`, body: "gearbox oil" }));
+    await admin.bulk(COLL, many);
+    const seen = [];
+    const sizes = [];
+    for await (const page of admin.pages({ collection: COLL, q: "gearbox", semantic: { strategy: "keyword" }, limit: 10 })) {
+      sizes.push(page.results.length);
+      seen.push(...page.results.map((r) => r.id));
+    }
+    assert.deepEqual(sizes, [10, 10, 3]);
+    assert.equal(new Set(seen).size, 23);
+    assert.deepEqual([...seen].sort(), many.map((d) => d._id).sort());
+  });
+
   test("readOnce yields the stream's events in order: lexical first, done last", async () => {
     const events = [];
     for await (const e of admin.readOnce({ collection: COLL, q: "bike tyre", semantic: { strategy: "hybrid" }, limit: 10 })) {

@@ -47,6 +47,8 @@ function forgetShown(): void {
   similar?.controller?.abort();
   main.results.reset();
   main.results.list.dataset.phase = "idle";
+  main.cursor = null;
+  if (main.more) main.more.hidden = true;
   main.phase.textContent = "";
   if (main.warming) main.warming.hidden = true;
   if (main.timeline) clear(main.timeline);
@@ -132,6 +134,19 @@ class ResultList {
     this.list.dataset.events = String(this.events);
   }
 
+  /** The next page (cursor) below the shown ones, ranks continuing. */
+  appendPage(answer: ReadAnswer): void {
+    let rank = this.items.size;
+    for (const hit of answer.results) {
+      const key = `${hit.collection}\u0000${hit.id}`;
+      if (this.items.has(key)) continue;
+      const li = this.create(hit, "page");
+      this.items.set(key, li);
+      this.update(li, hit, ++rank, "page");
+      this.list.append(li);
+    }
+  }
+
   private create(hit: Hit, event: string): HTMLLIElement {
     const explainBtn = h("button", { type: "button", class: "explain-btn", "aria-expanded": "false" }, "Why here?");
     const moreBtn = h("button", { type: "button", class: "more-btn" }, "More like this");
@@ -174,6 +189,10 @@ interface Target {
   error: HTMLElement;
   timeline?: HTMLOListElement;
   controller?: AbortController;
+  /** "More results": the body of the shown read and the cursor of its next page. */
+  more?: HTMLButtonElement;
+  body?: ReadBody;
+  cursor?: string | null;
 }
 
 function showError(el: HTMLElement, message: string): void {
@@ -209,6 +228,9 @@ async function run(target: Target, body: ReadBody): Promise<void> {
   if (target.timeline) clear(target.timeline);
   target.phase.textContent = "Searching…";
   const include = fieldsSupported ? { fields: true, highlights: true } : { highlights: true };
+  target.body = { ...body, include } as ReadBody;
+  target.cursor = null;
+  if (target.more) target.more.hidden = true;
   let rankings = 0;
   try {
     for await (const ev of c.readOnce({ ...body, include } as ReadBody, { signal: controller.signal })) {
@@ -224,7 +246,11 @@ async function run(target: Target, body: ReadBody): Promise<void> {
           rankings++;
           target.results.render(ev.event, ev.data);
           target.phase.textContent = phaseText(ev.event, ev.data, rankings - 1);
-          if (ev.event === "done") showWarming(target.warming, ev.data.warming);
+          if (ev.event === "done") {
+            showWarming(target.warming, ev.data.warming);
+            target.cursor = ev.data.nextCursor ?? null;
+            if (target.more) target.more.hidden = !target.cursor;
+          }
           break;
         case "warming":
           showWarming(target.warming, ev.data);
@@ -247,11 +273,29 @@ async function run(target: Target, body: ReadBody): Promise<void> {
   }
 }
 
+/** The next page of the shown read (its `nextCursor`), appended below. */
+async function loadMore(target: Target): Promise<void> {
+  const c = needClient();
+  if (!c || !target.body || !target.cursor) return;
+  const controller = target.controller ?? new AbortController();
+  try {
+    const page = await c.read({ ...target.body, cursor: target.cursor } as ReadBody, { signal: controller.signal });
+    target.results.appendPage(page);
+    target.cursor = page.nextCursor ?? null;
+    if (target.more) target.more.hidden = !target.cursor;
+    target.phase.textContent = `${target.results.list.children.length} results shown`;
+  } catch (e) {
+    if (controller.signal.aborted) return;
+    showError(target.error, e instanceof VibeError ? `${e.code}: ${e.message}` : String(e));
+  }
+}
+
 // -- search ------------------------------------------------------------------------------
 
 const main: Target = {
   results: new ResultList($<HTMLOListElement>("results")),
   phase: $("phase"), warming: $("warming"), error: $("error"), timeline: $<HTMLOListElement>("timeline"),
+  more: $<HTMLButtonElement>("more-results"),
 };
 let similar: Target | null = null;
 let lastQuery = "";
@@ -444,6 +488,7 @@ function start(): void {
     typing = setTimeout(() => search(false), 300); // search as you type, once the typing pauses
   });
   for (const id of ["strategy", "collection"]) $(id).addEventListener("change", () => search(false));
+  $("more-results").addEventListener("click", () => void loadMore(main));
   $("tab-search").addEventListener("click", () => showTab("search"));
   $("tab-admin").addEventListener("click", () => showTab("admin"));
   $("admin-refresh").addEventListener("click", () => void refreshAdmin());
