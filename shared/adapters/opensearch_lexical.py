@@ -1,8 +1,9 @@
 """BM25 on OpenSearch (distributed profile): one index per tenant, ACL and collection inside the query.
 
-Semantics mirror the embedded adapter (tantivy_lexical.py): `title` and `body` weigh alike, `body` is every
-other text field (shared.text.hashing.doc_text), both analysed with English stop words and the
-Snowball English stemmer; the tenant/ACL/collection filter sits in `bool.filter`, which selects
+Semantics mirror the embedded adapter (tantivy_lexical.py): `title`, `body` (every other text field,
+shared.text.hashing.doc_text) and `all` (both, through `copy_to`) with the same boosts, the same
+analysis and BM25 k1/b (shared/adapters/analysis.py: one definition for both engines); the
+tenant/ACL/collection/metadata filter sits in `bool.filter`, which selects
 documents before scoring and adds nothing to the score. Never `post_filter`: that runs after
 scoring, so hits, counts, aggregations and highlights would have seen unreadable documents.
 
@@ -54,7 +55,7 @@ from typing import Any
 from opensearchpy import OpenSearch
 from opensearchpy.exceptions import RequestError
 
-from shared.adapters import facets
+from shared.adapters import analysis, facets
 from shared.config import Settings
 from shared.model import DocKey, Hit, StoredDoc
 from shared.ports import FieldCondition, SearchFilter
@@ -64,7 +65,7 @@ log = logging.getLogger("vibe.opensearch")
 
 INDEX_PREFIX = "vibe-lex-"
 ANALYZER = "vibe_en"
-TITLE_BOOST = 1.0  # the embedded adapter's boost: both profiles rank alike
+FIELD_BOOSTS = analysis.FIELD_BOOSTS  # the embedded adapter's boosts: both profiles rank alike
 BULK_ACTIONS = 1000  # actions per bulk request at most, few round trips
 # ... and bytes per bulk request at most (NDJSON as sent): OpenSearch's guidance is 5-15 MB per
 # bulk, and `http.max_content_length` (100 MB) refuses the whole request, every tenant's
@@ -82,7 +83,7 @@ HIGHLIGHT = {"pre_tags": ["<b>"], "post_tags": ["</b>"], "encoder": "html"}
 KEY_FIELDS = ["collection", "doc_id"]
 # The template's `_meta.schema_version`; the embedded adapter's number, since both change
 # together (fields and analysis). Another number on the server: the follower rebuilds.
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 
 class OpenSearchBulkError(RuntimeError):
@@ -117,20 +118,6 @@ def template_name(prefix: str = INDEX_PREFIX) -> str:
 
 def template_body(prefix: str = INDEX_PREFIX) -> dict[str, Any]:
     """Settings and mappings of every tenant index (a composable index template)."""
-    analysis = {
-        "filter": {
-            "vibe_long": {"type": "length", "max": 40},
-            "vibe_stop": {"type": "stop", "stopwords": "_english_"},
-            "vibe_stem": {"type": "snowball", "language": "English"},
-        },
-        "analyzer": {
-            ANALYZER: {
-                "type": "custom",
-                "tokenizer": "standard",
-                "filter": ["vibe_long", "lowercase", "vibe_stop", "vibe_stem"],
-            }
-        },
-    }
     keyword = {"type": "keyword"}
     mappings = {
         "_meta": {"schema_version": SCHEMA_VERSION},
@@ -143,15 +130,17 @@ def template_body(prefix: str = INDEX_PREFIX) -> dict[str, Any]:
             # Metadata filter tokens (shared/adapters/facets.py): one keyword field for every
             # document field name, so arbitrary names never grow the mapping (1,000-field limit).
             "facet": keyword,
-            "title": {"type": "text", "analyzer": ANALYZER},
-            "body": {"type": "text", "analyzer": ANALYZER},
+            "title": {"type": "text", "analyzer": ANALYZER, "copy_to": "all"},
+            "body": {"type": "text", "analyzer": ANALYZER, "copy_to": "all"},
+            "all": {"type": "text", "analyzer": ANALYZER, "index_options": "freqs"},
         },
     }
     settings = {
         "number_of_shards": 1,  # per-tenant BM25 statistics (module docstring)
         "auto_expand_replicas": "0-1",  # green on one node, one replica once a second node joins
         "refresh_interval": "1s",
-        "analysis": analysis,
+        "analysis": analysis.opensearch_analysis(ANALYZER),
+        "similarity": analysis.opensearch_similarity(),  # tantivy's fixed k1/b
     }
     # Priority: composable templates whose patterns overlap must differ in priority; ours is
     # above the built-in ones (which stay below 100) so it wins for its own prefix.
@@ -201,7 +190,7 @@ def filter_clauses(flt: SearchFilter) -> list[dict[str, Any]]:
 def bm25_query(flt: SearchFilter, text: str, extra: Sequence[dict[str, Any]] = ()) -> dict[str, Any]:
     # minimum_should_match is required: next to a filter, `should` clauses become optional and
     # every permitted document would match with score 0.
-    should = [{"match": {"title": {"query": text, "boost": TITLE_BOOST}}}, {"match": {"body": {"query": text}}}]
+    should = [{"match": {field: {"query": text, "boost": boost}}} for field, boost in FIELD_BOOSTS.items()]
     return {"bool": {"should": should, "minimum_should_match": 1, "filter": [*filter_clauses(flt), *extra]}}
 
 

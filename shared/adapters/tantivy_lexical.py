@@ -22,9 +22,9 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import tantivy
-from tantivy import Filter, Occur, Query, SchemaBuilder, TextAnalyzerBuilder, Tokenizer
+from tantivy import Occur, Query, SchemaBuilder
 
-from shared.adapters import facets
+from shared.adapters import analysis, facets
 from shared.model import DocKey, Hit, StoredDoc
 from shared.ports import SearchFilter
 from shared.text.hashing import doc_text
@@ -33,27 +33,20 @@ log = logging.getLogger("vibe.tantivy")
 
 ANALYZER = "vibe_en"
 # What the files under `root` were written with: the fields (2: `facet`, the metadata filter
-# tokens) and the analysis. A different number means the index cannot answer as this code
-# expects, so the follower rebuilds it from the store (shared/indexing.py `ensure_schema`).
-SCHEMA_VERSION = 2
+# tokens; 3: `all`) and the analysis (shared/adapters/analysis.py). A different number means the
+# index cannot answer as this code expects, so the follower rebuilds it from the store
+# (shared/indexing.py `_ensure_schema`).
+SCHEMA_VERSION = 3
 VERSION_FILE = "SCHEMA_VERSION"
-# Title and body are separate BM25 fields (each with its own length normalisation) summed with
-# equal weight: a x2 title boost cost 0.02 nDCG@10 on Cranfield and 0.01 on CISI
-# (bench/results/quality-*; measured with `bench quality` and `bench peers`).
-TITLE_BOOST = 1.0
+# Each query term is scored in `title`, `body` and `all` (both) with these weights; the choice
+# and its measurements: shared/adapters/analysis.py.
+FIELD_BOOSTS = analysis.FIELD_BOOSTS
 WRITER_HEAP = 15_000_000
 
 
 def build_analyzer() -> tantivy.TextAnalyzer:
-    """Word tokens, long-token cut, lowercase, English stop words, Snowball English stems."""
-    return (
-        TextAnalyzerBuilder(Tokenizer.simple())
-        .filter(Filter.remove_long(40))
-        .filter(Filter.lowercase())
-        .filter(Filter.stopword("english"))
-        .filter(Filter.stemmer("english"))
-        .build()
-    )
+    """The lexical analysis shared with OpenSearch (shared/adapters/analysis.py)."""
+    return analysis.tantivy_analyzer()
 
 
 def _schema() -> tantivy.Schema:
@@ -67,6 +60,8 @@ def _schema() -> tantivy.Schema:
     # cost 9 ms at 100k; with only the key stored the fetch is a fraction of that.
     sb.add_text_field("title", stored=False, tokenizer_name=ANALYZER, index_option="position")
     sb.add_text_field("body", stored=False, tokenizer_name=ANALYZER, index_option="position")
+    # Title and body again as one field (its own length normalisation): frequencies suffice.
+    sb.add_text_field("all", stored=False, tokenizer_name=ANALYZER, index_option="freq")
     return sb.build()
 
 
@@ -113,7 +108,7 @@ def _text_fields(d: StoredDoc) -> tuple[str, str]:
 def _to_tantivy(d: StoredDoc) -> tantivy.Document:
     title, body = _text_fields(d)
     return tantivy.Document(key=d.key.ref, collection=d.key.collection, acl=list(d.acl), title=title, body=body,
-                            facet=facets.doc_tokens(d.fields, trie=True))
+                            all=[title, body], facet=facets.doc_tokens(d.fields, trie=True))
 
 
 class TantivyLexicalIndex:
@@ -186,8 +181,8 @@ class TantivyLexicalIndex:
         return Counter(self.analyzer.analyze(text))
 
     def _query(self, idx: _TenantIndex, flt: SearchFilter, text: str) -> Query | None:
-        """BM25 over title and body, each query term weighted by how often the query says it
-        (standard BM25 query-term frequency, as Lucene/OpenSearch do): long natural-language
+        """BM25 over title, body and all, each query term weighted by how often the query says
+        it (standard BM25 query-term frequency, as Lucene/OpenSearch do): long natural-language
         queries repeat what matters. On CISI this took keyword nDCG@10 from 0.31 to 0.38."""
         terms = self.terms(text)
         if not terms:
@@ -195,8 +190,8 @@ class TantivyLexicalIndex:
         schema = idx.schema
         should = []
         for t, n in terms.items():
-            should.append((Occur.Should, Query.boost_query(Query.term_query(schema, "title", t), TITLE_BOOST * n)))
-            should.append((Occur.Should, Query.boost_query(Query.term_query(schema, "body", t), float(n))))
+            for field, boost in FIELD_BOOSTS.items():
+                should.append((Occur.Should, Query.boost_query(Query.term_query(schema, field, t), boost * n)))
         clauses = [(Occur.Must, Query.boolean_query(should)), (Occur.Must, self._filter(schema, flt))]
         return Query.boolean_query(clauses)
 

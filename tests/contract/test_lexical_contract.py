@@ -260,3 +260,34 @@ def test_outdated_schema_is_detected_and_reset(tmp_path: Path) -> None:
     again.reset_schema()
     assert not again.schema_outdated() and ids_of(again, where()) == set()
     again.close()
+
+
+TEXTS = ["The engine's cross-section at Mach 2.5, x-ray O'Brien's flows; naïve ÉCOLE 1960s 3D",
+         "Boundary-layer transition on swept wings: what are the effects of suction?"]
+
+
+@pytest.mark.skipif(not OPENSEARCH_URL, reason=NO_OPENSEARCH)
+def test_opensearch_analyses_as_tantivy(tmp_path: Path) -> None:
+    """Both profiles rank alike only if they see the same terms: the server's analyzer, from the
+    index template, against tantivy's on fixed texts."""
+    from shared.adapters.analysis import tantivy_analyzer
+    from shared.adapters.opensearch_lexical import ANALYZER, index_name
+
+    idx = _opensearch(tmp_path)
+    assert isinstance(idx, OpenSearchLexicalIndex)
+    try:
+        idx.apply([doc("t", "c", "1", "x", "y")], [])
+        for text in TEXTS:
+            body = {"analyzer": ANALYZER, "text": text}
+            resp = idx.client.indices.analyze(index=index_name("t", idx.prefix), body=body)
+            assert [t["token"] for t in resp["tokens"]] == tantivy_analyzer().analyze(text)
+    finally:
+        idx.drop()
+        idx.close()
+
+
+def test_possessives_hyphens_and_stems_match(index: LexicalIndex) -> None:
+    index.apply([doc("t", "c", "1", "Engines", "cross sections of the rotor"),
+                 doc("t", "c", "2", "Boats", "nothing here")], [])
+    assert [h.key.doc_id for h in index.search(flt(), "the engine's cross-section", 10)] == ["1"]
+    assert index.search(flt(), "what about those", 10) == []  # stop words only

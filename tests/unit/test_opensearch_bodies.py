@@ -20,7 +20,9 @@ from opensearchpy import OpenSearch
 from opensearchpy.connection import Connection
 from opensearchpy.exceptions import RequestError
 
+from shared.adapters import analysis
 from shared.adapters import opensearch_lexical as osl
+from shared.adapters import tantivy_lexical as tl
 from shared.adapters.opensearch_lexical import OpenSearchBulkError, OpenSearchLexicalIndex, index_name
 from shared.config import Settings
 from shared.model import PUBLIC_PRINCIPAL, DocKey, StoredDoc
@@ -100,16 +102,19 @@ TEMPLATE = {
             "auto_expand_replicas": "0-1",
             "refresh_interval": "1s",
             "analysis": {
+                # the tantivy analyzer's pipeline (shared/adapters/analysis.py), step by step
+                "tokenizer": {"vibe_tokens": {"type": "pattern", "pattern": r"[\p{L}\p{N}]{2,}|\p{N}", "group": 0}},
                 "filter": {
-                    "vibe_long": {"type": "length", "max": 40},
-                    "vibe_stop": {"type": "stop", "stopwords": "_english_"},
+                    "vibe_long": {"type": "length", "max": 39},  # tantivy drops tokens of >= 40 bytes
+                    "vibe_stop": {"type": "stop", "stopwords": list(analysis.STOPWORDS)},
                     "vibe_stem": {"type": "snowball", "language": "English"},
                 },
                 "analyzer": {
-                    "vibe_en": {"type": "custom", "tokenizer": "standard",
+                    "vibe_en": {"type": "custom", "tokenizer": "vibe_tokens",
                                 "filter": ["vibe_long", "lowercase", "vibe_stop", "vibe_stem"]},
                 },
             },
+            "similarity": {"default": {"type": "BM25", "k1": 1.2, "b": 0.75}},
         },
         "mappings": {
             "_meta": {"schema_version": osl.SCHEMA_VERSION},
@@ -120,8 +125,9 @@ TEMPLATE = {
                 "doc_id": {"type": "keyword"},
                 "acl": {"type": "keyword", "ignore_above": 1024},
                 "facet": {"type": "keyword"},
-                "title": {"type": "text", "analyzer": "vibe_en"},
-                "body": {"type": "text", "analyzer": "vibe_en"},
+                "title": {"type": "text", "analyzer": "vibe_en", "copy_to": "all"},
+                "body": {"type": "text", "analyzer": "vibe_en", "copy_to": "all"},
+                "all": {"type": "text", "analyzer": "vibe_en", "index_options": "freqs"},
             },
         },
     },
@@ -204,8 +210,9 @@ def test_search_body_acl_in_bool_filter_never_post_filter() -> None:
         "_source": False,
         "docvalue_fields": ["collection", "doc_id"],
         "query": {"bool": {
-            "should": [{"match": {"title": {"query": "wing flutter", "boost": 1.0}}},
-                       {"match": {"body": {"query": "wing flutter"}}}],
+            "should": [{"match": {"title": {"query": "wing flutter", "boost": 0.5}}},
+                       {"match": {"body": {"query": "wing flutter", "boost": 0.5}}},
+                       {"match": {"all": {"query": "wing flutter", "boost": 1.0}}}],
             "minimum_should_match": 1,
             "filter": [{"term": {"tenant": "t"}}, {"terms": {"acl": ["*", "g:eng"]}},
                        {"terms": {"collection": ["a", "b"]}}],
@@ -261,8 +268,9 @@ def test_highlight_request_carries_the_filter_and_only_permitted_ids() -> None:
         "_source": False,
         "docvalue_fields": ["collection", "doc_id"],
         "query": {"bool": {
-            "should": [{"match": {"title": {"query": "icing", "boost": 1.0}}},
-                       {"match": {"body": {"query": "icing"}}}],
+            "should": [{"match": {"title": {"query": "icing", "boost": 0.5}}},
+                       {"match": {"body": {"query": "icing", "boost": 0.5}}},
+                       {"match": {"all": {"query": "icing", "boost": 1.0}}}],
             "minimum_should_match": 1,
             "filter": [{"term": {"tenant": "t"}}, {"terms": {"acl": ["*", "g:eng"]}},
                        {"terms": {"collection": ["a"]}}, {"ids": {"values": ["a/1", "a/4"]}}],
@@ -449,3 +457,18 @@ def test_schema_version_check_and_reset() -> None:
         return default_responder(method, path, params, body)
 
     assert not OpenSearchLexicalIndex(recording_client(current)[0]).schema_outdated()
+
+
+def test_both_profiles_analyse_alike() -> None:
+    """The OpenSearch analyzer is built from the constants tantivy's is (shared/adapters/analysis.py),
+    and tantivy's token stream on a fixed text is what that pipeline must give: possessives lose the
+    `s`, hyphens split, digits stay, single letters, stop words and 40-byte tokens go, stems are
+    Snowball English. Against a real server, the lexical contract compares `_analyze` with tantivy."""
+    text = "The engine's cross-section at Mach 2.5, x-ray O'Brien's flows; " + "a" * 39 + " " + "b" * 40
+    assert analysis.tantivy_analyzer().analyze(text) == [
+        "engin", "cross", "section", "mach", "2", "5", "ray", "brien", "flow", "a" * 39]
+    os_an = osl.template_body()["template"]["settings"]["analysis"]
+    assert os_an["tokenizer"]["vibe_tokens"]["pattern"] == analysis.TOKEN_PATTERN
+    assert os_an["filter"]["vibe_stop"]["stopwords"] == list(analysis.STOPWORDS)
+    assert os_an["analyzer"]["vibe_en"]["filter"] == ["vibe_long", "lowercase", "vibe_stop", "vibe_stem"]
+    assert osl.SCHEMA_VERSION == tl.SCHEMA_VERSION  # both change together

@@ -1,0 +1,251 @@
+"""The lexical leg alone, in process: ranking quality of the analysis and the cost of filters.
+
+    .venv/bin/python -m bench.lexical --data ../shared/data [--docs 100000]
+
+1. Quality (issue #15 item 3). nDCG@10, recall@100 and MRR@10 on Cranfield and CISI for the
+   embedded adapter as shipped (TantivyLexicalIndex, shared/adapters/analysis.py), the previous
+   analysis (simple tokenizer, Lucene's 33 stop words, title + body: schema version 2) and bm25s
+   over the same title + text (the peer of `bench peers`), all in this run. The analysis was
+   chosen on Cranfield alone (the ablation rows below are Cranfield only); CISI is held out and
+   reported, never tuned on.
+2. Filters at scale (issue #13 item 4). A synthetic corpus of `--docs` documents (texts drawn
+   from both collections, metadata fields with known selectivity) in the adapter; p50/p95 of
+   keyword searches (limit 500, the planner's candidate depth) with no metadata filter and with
+   eq / in / range / id allow-list filters, and their ratio to the unfiltered search measured in
+   the same run.
+
+Writes bench/results/lexical-<timestamp>.json and .md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import tempfile
+import time
+from collections import Counter
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import tantivy
+from tantivy import Filter, Occur, Query, SchemaBuilder, TextAnalyzerBuilder, Tokenizer
+
+from bench import harness, ir, report
+from bench.datasets import Dataset, load
+from shared.adapters import analysis
+from shared.adapters.tantivy_lexical import TantivyLexicalIndex
+from shared.model import PUBLIC_PRINCIPAL, DocKey, StoredDoc
+from shared.ports import FieldCondition, SearchFilter
+
+DEPTH = 100
+Ranker = Callable[[str], list[str]]
+
+
+# -- rankers -----------------------------------------------------------------------------------
+
+
+def shipped(ds: Dataset, root: Path) -> Ranker:
+    """The embedded adapter itself, as the read path calls it."""
+    idx = TantivyLexicalIndex(root)
+    docs = [StoredDoc(DocKey("t", "c", did), {"title": d["title"], "text": d["text"]}, [PUBLIC_PRINCIPAL], None,
+                      "h", 0.0) for did, d in ds.corpus.items()]
+    for i in range(0, len(docs), 5000):
+        idx.apply(docs[i:i + 5000], [])
+    flt = SearchFilter("t", ("c",), (PUBLIC_PRINCIPAL,))
+    return lambda q: [h.key.doc_id for h in idx.search(flt, q, DEPTH)]
+
+
+def _analyzer(tokenizer: str, stop: str) -> tantivy.TextAnalyzer:
+    tok = Tokenizer.simple() if tokenizer == "simple" else Tokenizer.regex(analysis.TOKEN_PATTERN)
+    b = TextAnalyzerBuilder(tok).filter(Filter.remove_long(40)).filter(Filter.lowercase())
+    b = b.filter(Filter.stopword("english") if stop == "lucene33" else Filter.custom_stopword(list(analysis.STOPWORDS)))
+    return b.filter(Filter.stemmer("english")).build()
+
+
+def variant(ds: Dataset, tokenizer: str, stop: str, boosts: dict[str, float]) -> Ranker:
+    """A stand-alone tantivy index with one analysis/field choice (ablation and the previous
+    analysis: tokenizer "simple", stop "lucene33", boosts title 1 + body 1)."""
+    an = _analyzer(tokenizer, stop)
+    sb = SchemaBuilder()
+    sb.add_text_field("key", stored=True, tokenizer_name="raw")
+    for f in boosts:
+        sb.add_text_field(f, tokenizer_name="x", index_option="freq")
+    schema = sb.build()
+    index = tantivy.Index(schema)
+    index.register_tokenizer("x", an)
+    w = index.writer(50_000_000, 1)
+    for did, d in ds.corpus.items():
+        vals = {"title": d["title"], "body": d["text"], "all": [d["title"], d["text"]]}
+        w.add_document(tantivy.Document(key=did, **{f: vals[f] for f in boosts}))
+    w.commit()
+    index.reload()
+    searcher = index.searcher()
+
+    def rank(q: str) -> list[str]:
+        terms = Counter(an.analyze(q))
+        if not terms:
+            return []
+        should = [(Occur.Should, Query.boost_query(Query.term_query(schema, f, t), b * n))
+                  for t, n in terms.items() for f, b in boosts.items()]
+        res = searcher.search(Query.boolean_query(should), DEPTH)
+        return [searcher.doc(a)["key"][0] for _, a in res.hits]
+    return rank
+
+
+def bm25s_ranker(ds: Dataset) -> Ranker:
+    import bm25s
+
+    from bench.peers_engines import _Stemmer
+
+    ids = list(ds.corpus)
+    stem = _Stemmer()
+    texts = [f"{d['title']}\n{d['text']}" for d in ds.corpus.values()]
+    retriever = bm25s.BM25()  # method "lucene", k1=1.5, b=0.75
+    retriever.index(bm25s.tokenize(texts, stopwords="en", stemmer=stem, show_progress=False), show_progress=False)
+
+    def rank(q: str) -> list[str]:
+        tokens = bm25s.tokenize([q], stopwords="en", stemmer=stem, return_ids=False, show_progress=False)
+        docs, scores = retriever.retrieve(tokens, k=DEPTH, show_progress=False)
+        return [ids[int(i)] for i, s in zip(docs[0], scores[0], strict=True) if s > 0]
+    return rank
+
+
+def score(ds: Dataset, rank: Ranker) -> dict[str, float]:
+    return ir.aggregate({qid: rank(text) for qid, text in ds.judged_queries().items()}, ds.qrels)
+
+
+PREVIOUS = {"tokenizer": "simple", "stop": "lucene33", "boosts": {"title": 1.0, "body": 1.0}}
+ABLATION = {  # Cranfield only: how the shipped choice was made
+    "previous": PREVIOUS,
+    "+ token pattern": {**PREVIOUS, "tokenizer": "pattern"},
+    "+ longer stop list": {**PREVIOUS, "stop": "nltk"},
+    "+ all field (0.5/0.5/1)": {**PREVIOUS, "boosts": analysis.FIELD_BOOSTS},
+    "one field (all)": {**PREVIOUS, "boosts": {"all": 1.0}},
+    "pattern + stop list + one field": {"tokenizer": "pattern", "stop": "nltk", "boosts": {"all": 1.0}},
+    "pattern + stop list + title/body/all (shipped)": {"tokenizer": "pattern", "stop": "nltk",
+                                                      "boosts": analysis.FIELD_BOOSTS},
+}
+
+
+def quality(data: Path, tuning: str, held_out: str) -> dict[str, Any]:
+    out: dict[str, Any] = {"tuned_on": tuning, "held_out": held_out, "sets": {}}
+    for name in (tuning, held_out):
+        ds = load(data / name)
+        with tempfile.TemporaryDirectory() as tmp:
+            rows: dict[str, Any] = {"shipped (vibe-semantic)": score(ds, shipped(ds, Path(tmp) / "lex")),
+                    "previous analysis": score(ds, variant(ds, **PREVIOUS)),  # type: ignore[arg-type]
+                    "bm25s": score(ds, bm25s_ranker(ds))}
+        if name == tuning:
+            rows["ablation"] = {label: score(ds, variant(ds, **cfg))  # type: ignore[arg-type]
+                                for label, cfg in ABLATION.items()}
+        out["sets"][name] = {"docs": len(ds.corpus), "queries": len(ds.judged_queries()), **rows}
+        print(name, {k: v["nDCG@10"] for k, v in rows.items() if k != "ablation"}, flush=True)
+    return out
+
+
+# -- filters at scale ---------------------------------------------------------------------------
+
+
+def _synthetic(sets: Sequence[Dataset], n: int, seed: int = 7) -> list[StoredDoc]:
+    rng = random.Random(seed)
+    pool = [d for ds in sets for d in ds.corpus.values()]
+    tags = [f"tag{i}" for i in range(20)]
+    docs = []
+    for i in range(n):
+        d = rng.choice(pool)
+        fields = {"title": d["title"], "text": d["text"], "lang": ("en", "de", "fr", "es")[i % 4],
+                  "year": 1950 + rng.randrange(75), "price": round(rng.uniform(0, 1000), 2),
+                  "tags": rng.sample(tags, 3)}
+        docs.append(StoredDoc(DocKey("t", "c", str(i)), fields, [PUBLIC_PRINCIPAL], None, "h", 0.0))
+    return docs
+
+
+def filters_at_scale(data: Path, n: int, queries: int = 60) -> dict[str, Any]:
+    sets = [load(data / name) for name in ("cranfield", "cisi")]
+    docs = _synthetic(sets, n)
+    rng = random.Random(3)
+    qs = rng.sample([q for ds in sets for q in ds.judged_queries().values()], queries)
+    some = tuple(DocKey("t", "c", str(i)) for i in rng.sample(range(n), 200))
+    cases: dict[str, tuple[FieldCondition, ...] | tuple[DocKey, ...]] = {
+        "none": (),
+        "eq lang=en (25%)": (FieldCondition("lang", "eq", ("en",)),),
+        "in tags (2 of 20, ~29%)": (FieldCondition("tags", "in", ("tag1", "tag2")),),
+        "range year [1990, 2000) (~13%)": (FieldCondition("year", "range", gte=1990, lt=2000),),
+        "range price (123.45, 133.45] (1%)": (FieldCondition("price", "range", gt=123.45, lte=133.45),),
+        "eq + range": (FieldCondition("lang", "eq", ("de",)), FieldCondition("year", "range", gte=2000)),
+    }
+    with tempfile.TemporaryDirectory() as tmp:
+        idx = TantivyLexicalIndex(Path(tmp) / "lex")
+        t0 = time.perf_counter()
+        for i in range(0, n, 5000):
+            idx.apply(docs[i:i + 5000], [])
+        build_s = time.perf_counter() - t0
+        out: dict[str, Any] = {"docs": n, "queries": queries, "limit": 500, "build_seconds": round(build_s, 1),
+                               "cases": {}}
+
+        flts = {label: SearchFilter("t", ("c",), (PUBLIC_PRINCIPAL,),
+                                    tuple(c for c in conds if isinstance(c, FieldCondition)))
+                for label, conds in cases.items()}
+        flts["ids allow-list (200 keys)"] = SearchFilter("t", ("c",), (PUBLIC_PRINCIPAL,), (), some)
+        for q in qs[:10]:
+            for flt in flts.values():
+                idx.search(flt, q, 500)  # warm
+        took: dict[str, list[float]] = {label: [] for label in flts}
+        hits: Counter[str] = Counter()
+        order = list(flts)
+        for q in qs:  # cases interleaved per query: the machine's noise falls on all of them alike
+            rng.shuffle(order)
+            for label in order:
+                t = time.perf_counter()
+                hits[label] += len(idx.search(flts[label], q, 500))
+                took[label].append((time.perf_counter() - t) * 1000)
+        for label in flts:
+            out["cases"][label] = {"p50_ms": report.percentile(took[label], 0.5),
+                                   "p95_ms": report.percentile(took[label], 0.95),
+                                   "mean_hits": round(hits[label] / len(qs), 1)}
+        idx.close()
+    base = out["cases"]["none"]["p50_ms"] or 1e-9
+    for row in out["cases"].values():
+        row["p50_vs_none"] = round(row["p50_ms"] / base, 2)
+    print(out, flush=True)
+    return out
+
+
+def _markdown(doc: dict[str, Any]) -> str:
+    q = doc["quality"]
+    parts = [f"# Lexical leg\n\nTuned on **{q['tuned_on']}** only; **{q['held_out']}** is held out. "
+             "Same run, same text (title + body) for every row.\n"]
+    for name, s in q["sets"].items():
+        rows = [(k, v["nDCG@10"], v["recall@100"], v["MRR@10"]) for k, v in s.items()
+                if isinstance(v, dict) and k != "ablation"]
+        parts.append(f"## {name} ({s['docs']} docs, {s['queries']} queries)\n\n"
+                     + report.table(["system", "nDCG@10", "recall@100", "MRR@10"], rows))
+        if "ablation" in s:
+            abl = [(k, v["nDCG@10"], v["recall@100"]) for k, v in s["ablation"].items()]
+            parts.append(f"\nAblation on {name} (the tuning set):\n\n"
+                         + report.table(["analysis", "nDCG@10", "recall@100"], abl))
+    f = doc["filters"]
+    timing = [(k, v["p50_ms"], v["p95_ms"], v["p50_vs_none"], v["mean_hits"]) for k, v in f["cases"].items()]
+    parts.append(f"\n## Filters inside the query, tantivy, {f['docs']:,} docs (limit {f['limit']}, "
+                 f"{f['queries']} queries, cases interleaved; index built in {f['build_seconds']} s)\n\n"
+                 + report.table(["filter", "p50 ms", "p95 ms", "p50 / none", "mean hits"], timing))
+    return "\n".join(parts)
+
+
+def main(data: Path, docs: int, tuning: str = "cranfield", held_out: str = "cisi") -> Path:
+    doc = {"name": "lexical", "machine": harness.machine(), "quality": quality(data, tuning, held_out),
+           "filters": filters_at_scale(data, docs) if docs else None,
+           "analysis": {"token_pattern": analysis.TOKEN_PATTERN, "stopwords": len(analysis.STOPWORDS),
+                        "boosts": analysis.FIELD_BOOSTS, "k1": analysis.K1, "b": analysis.B}}
+    if doc["filters"] is None:
+        doc["filters"] = {"docs": 0, "queries": 0, "limit": 0, "build_seconds": 0, "cases": {}}
+    return report.write(doc, _markdown(doc))
+
+
+if __name__ == "__main__":
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--data", type=Path, default=Path(__file__).resolve().parents[2] / "shared" / "data")
+    ap.add_argument("--docs", type=int, default=100_000, help="synthetic corpus size for the filter timings (0: skip)")
+    args = ap.parse_args()
+    main(args.data, args.docs)
