@@ -87,6 +87,9 @@ class Settings(BaseSettings):
     # embed_doc_runtime (auto = onnxruntime: bench/perf_report.py compares the two).
     embed_runtime: Literal["auto", "onnx", "torch"] = "auto"
     embed_doc_runtime: Literal["auto", "onnx", "torch"] = "auto"
+    # How many nice levels below the process the local model's document thread runs (Linux,
+    # per thread), so queries get a core first; 0 = same priority.
+    embed_doc_nice: Annotated[int, Field(ge=0, le=19)] = 5
 
     # Input limits.
     max_doc_bytes: int = 1_048_576

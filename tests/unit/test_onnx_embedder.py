@@ -169,3 +169,23 @@ def test_settings_choose_the_runtime(cache_root: Path, onnx: oe.OnnxEmbedder, tm
     mixed = oe.build_local(Settings(data_dir=tmp_path, embedder="local", embed_doc_runtime="torch"))
     assert isinstance(mixed, oe.OnnxEmbedder) and mixed.document_runtime == "torch"
     assert float(np.dot(mixed.embed(["rotor icing"])[0], auto.embed_query("rotor icing"))) >= 0.999
+
+
+@pytest.mark.model
+def test_documents_run_on_a_lower_priority_thread_queries_do_not(onnx: oe.OnnxEmbedder,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    import os
+    import threading
+
+    seen: dict[str, int] = {}
+    run = onnx._run
+
+    def spy(session: object, texts: list[str]) -> np.ndarray:
+        tid = threading.get_native_id()
+        seen["docs" if len(texts) > 1 else "query"] = os.getpriority(os.PRIO_PROCESS, tid)
+        return run(session, texts)
+
+    monkeypatch.setattr(onnx, "_run", spy)
+    onnx.embed(["one document", "another document"])
+    onnx.embed_query("a query")
+    assert seen["docs"] == min(19, seen["query"] + 5)

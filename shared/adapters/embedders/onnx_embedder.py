@@ -15,9 +15,12 @@ same and a store keeps its vectors whichever runtime embeds.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
-from collections.abc import Sequence
+import threading
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -59,6 +62,19 @@ def _session(path: Path, threads: int) -> Any:
     return ort.InferenceSession(str(path), so, providers=["CPUExecutionProvider"])
 
 
+def _lower_priority(by: int) -> Callable[[], None]:
+    """Documents are background work: their thread runs `by` nice levels below the process, so
+    on a small machine the scheduler hands a core to a query before it hands it to a batch
+    (Linux nice is per thread). Threads onnxruntime starts from it inherit the level."""
+    def lower() -> None:
+        if by <= 0 or not hasattr(os, "setpriority"):
+            return
+        tid = threading.get_native_id()
+        with contextlib.suppress(OSError):  # not permitted here: same priority as the rest, still correct
+            os.setpriority(os.PRIO_PROCESS, tid, min(19, os.getpriority(os.PRIO_PROCESS, tid) + by))
+    return lower
+
+
 def _cosines(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     na = a / np.maximum(np.linalg.norm(a, axis=1, keepdims=True), 1e-12)
     nb = b / np.maximum(np.linalg.norm(b, axis=1, keepdims=True), 1e-12)
@@ -70,7 +86,7 @@ class OnnxEmbedder:
     precision = "fp32"
 
     def __init__(self, model_name: str, onnx_file: Path, model_dir: Path, cfg: ox.PipelineConfig,
-                 batch_size: int = 32, threads: int = 0, documents: Embedder | None = None):
+                 batch_size: int = 32, threads: int = 0, documents: Embedder | None = None, doc_nice: int = 5):
         self._name = model_name
         self.batch_size = max(1, batch_size)
         self._tok = tokenizer_for(model_dir, cfg.max_seq_length)
@@ -78,7 +94,10 @@ class OnnxEmbedder:
         # it gains on a 10-token sequence (measured), and keeps a core for everything else.
         self._query = _session(onnx_file, 1)
         doc_threads = threads or max(1, (os.cpu_count() or 1) - 1)
-        self._docs = self._query if doc_threads == 1 else _session(onnx_file, doc_threads)
+        # Every document batch runs on this one low-priority thread (whichever worker asked):
+        # at most `doc_threads` cores go to documents, the rest stay with the read path.
+        self._pool = ThreadPoolExecutor(1, thread_name_prefix="vibe-embed-docs", initializer=_lower_priority(doc_nice))
+        self._docs = self._query if doc_threads == 1 else self._pool.submit(_session, onnx_file, doc_threads).result()
         self._names = [i.name for i in self._query.get_inputs()]
         self._dim = int(self._run(self._query, ["dim"]).shape[1])
         self._documents = documents  # torch for documents when configured so
@@ -128,15 +147,18 @@ class OnnxEmbedder:
         batched = self._run(self._docs, probes)
         return float(min(_cosines(alone, ref).min(), _cosines(batched, ref).min()))
 
-    def embed(self, texts: Sequence[str]) -> list[list[float]]:
-        if not texts:
-            return []
+    def _embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
         if self._documents is not None:
             return self._documents.embed(texts)
         try:
             return self._run(self._docs, texts).tolist()  # type: ignore[no-any-return]
         except Exception as e:
             raise EmbedderError(f"onnx model failed: {e}", transient=False) from e
+
+    def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        if not texts:
+            return []
+        return self._pool.submit(self._embed_documents, texts).result()
 
     def embed_query(self, text: str) -> list[float]:
         try:
@@ -146,7 +168,7 @@ class OnnxEmbedder:
 
 
 def load(model_name: str, cache_root: Path, batch_size: int = 32, threads: int = 0,
-         documents: Embedder | None = None) -> OnnxEmbedder:
+         documents: Embedder | None = None, doc_nice: int = 5) -> OnnxEmbedder:
     """The verified ONNX embedder, exporting (or re-exporting a bad cache entry) as needed.
 
     A cached entry that is corrupted, does not load, or no longer matches its torch reference
@@ -163,7 +185,8 @@ def load(model_name: str, cache_root: Path, batch_size: int = 32, threads: int =
                 manifest, fresh = ox.export_in_child(model_name, entry), True
             err: Exception | None = None
             try:
-                emb = OnnxEmbedder(model_name, entry / "model.onnx", model_dir, cfg, batch_size, threads, documents)
+                emb = OnnxEmbedder(model_name, entry / "model.onnx", model_dir, cfg, batch_size, threads, documents,
+                                   doc_nice)
                 worst = emb.verify(manifest)
             except Exception as e:  # a file onnxruntime cannot load is a bad entry like any other
                 worst, err = float("nan"), e
@@ -191,7 +214,7 @@ def build_local(settings: Settings) -> Embedder:
     try:
         documents = torch_embedder() if settings.embed_doc_runtime == "torch" else None
         return load(settings.embed_model, settings.data_dir / "models", settings.embed_batch_size,
-                    settings.embed_threads, documents)
+                    settings.embed_threads, documents, settings.embed_doc_nice)
     except Exception as e:
         if settings.embed_runtime == "onnx":
             raise RuntimeError(f"VIBE_EMBED_RUNTIME=onnx but the ONNX encoder is unavailable: {e}") from e
