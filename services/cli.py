@@ -279,12 +279,13 @@ def bench_peers(
 def bench_latency(
     docs: int = typer.Option(100_000, "--docs", min=100),
     queries: int = typer.Option(200, "--queries", min=10),
+    runtime: str = typer.Option("auto", "--runtime", help="the local model's runtime: auto|onnx|torch"),
 ) -> None:
     """First-event and `done` latency over HTTP per strategy at N synthetic docs, as ratios to baselines."""
     _bench_importable()
     from bench.latency import main
 
-    main(docs, queries)
+    main(docs, queries, runtime)
 
 
 @bench_app.command("lifecycle")
