@@ -183,3 +183,18 @@ def test_reindex_without_locations_uses_the_working_directory(rig: tuple[McpClie
         assert not out[0] and out[1]["indexed_files"] + out[1]["skipped_files"] == 2  # AC-010
     else:  # the served app's working directory is not an allowed root: refused, not indexed
         assert out[0] and out[1]["error"]["code"] == "invalid_params"
+
+
+def test_seed_001_search_knowledge_base_on_reindexed_files(rig: tuple[McpClient, Path]) -> None:
+    """Seed 001 on the same server and transport: scope by a reindexed file's document_id."""
+    c, _ = rig
+    top = c.ok("search_rifflux", {"query": "cache ttl", "top_k": 1, "mode": "lexical"})["results"][0]
+    doc_id = top["chunk_id"].split("~")[0]
+    scope = {"document_ids": [doc_id], "folder_ids": [], "connector_ids": [], "thread_ids": []}
+    out = c.ok("search_knowledge_base", {"query": "load balancer eviction ttl", "scope": scope,
+                                         "conversation_id": "kb-1"})
+    assert out["results"] and {r["document_id"] for r in out["results"]} == {doc_id}
+    assert [r["n"] for r in out["results"]] == list(range(1, len(out["results"]) + 1))
+    assert 'Document: "cache.md" (kb)' in out["context"] and "  [1] " in out["context"]
+    folder = c.ok("search_knowledge_base", {"query": "load balancer", "scope": {"folder_ids": ["ops"]}})
+    assert {r["title"] for r in folder["results"]} == {"ops/deploy.md"}
