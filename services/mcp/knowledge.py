@@ -47,6 +47,7 @@ class KnowledgeBase:
         use_reranker = self.reranker is not None and rerank
         depth = max(top_k * 2, s.rerank_candidates if use_reranker else 0)
         out = self.searcher.run(p, q, "hybrid", top_k, scope, depth=depth)
+        self.searcher.touch(p, scope, q, out.lexical)  # cold lexical hits get embedded for the next query
         ranking, reranked = out.ranking[:top_k], False
         scores: dict[Any, float] = {}
         if use_reranker and out.ranking:

@@ -114,7 +114,7 @@ class ChunkSearch:
         s = self.c.settings
         scope = resolve(self.c, p, scope_raw, collection or s.mcp_collection)
         out = self.run(p, q, mode, top_k, scope)
-        self._touch(p, scope, q, out.lexical)
+        self.touch(p, scope, q, out.lexical)
         results = [{**chunk_fields(out.docs[f.key]), "score_breakdown": breakdown(mode, f)} for f in out.ranking]
         body: dict[str, Any] = {"query": query, "mode": mode, "count": len(results),
                                 "embedding_model": self.c.embedder.model_id, "results": results}
@@ -130,7 +130,7 @@ class ChunkSearch:
         doc = self.c.store.get_doc(DocKey(p.tenant, col, chunk_id))
         return chunk_fields(doc) if doc is not None and doc.readable_by(p) else None
 
-    def _touch(self, p: Principal, scope: Scope, q: str, lex: list[Hit]) -> None:
+    def touch(self, p: Principal, scope: Scope, q: str, lex: list[Hit]) -> None:
         if len(scope.collections) == 1 and scope.collections[0] != ANY and lex:
             core.touch(self.c, p, scope.collections[0], q, lex)
 
