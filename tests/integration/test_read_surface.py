@@ -298,3 +298,27 @@ def test_no_cors_unless_configured(tmp_path: Path) -> None:
         r = s.client.options("/healthz", headers={"Origin": "https://json.example",
                                                   "Access-Control-Request-Method": "GET"})
         assert r.status_code == 200 and r.headers["access-control-allow-origin"] == "https://json.example"
+
+
+def test_explain_names_the_fusion_and_the_shown_score(app: Served, many: list[str]) -> None:
+    out = _read(app, "k-alice", collection="pages", q="propeller item 3", semantic={"strategy": "hybrid"})
+    top = out["results"][0]
+    r = app.call("GET", f"/v1/explain/{top['explainId']}", "k-alice")
+    assert r.status_code == 200, r.text
+    assert r.json()["fusion"] == "zscore" and r.json()["shownScore"] == top["score"] == 1.0
+
+
+def test_rrf_scores_are_over_the_best_possible(tmp_path: Path) -> None:
+    with served(tmp_path / "data", env={"VIBE_FUSION": "rrf"}) as s:
+        s.bulk("k-alice", "r", [{"_id": f"d{i}", "text": f"hydrofoil {'strut ' * i}"} for i in range(6)])
+        out = _read(s, "k-alice", collection="r", q="hydrofoil strut", semantic={"strategy": "hybrid"})
+        scores = [r["score"] for r in out["results"]]
+        assert scores and all(0 < x <= 1 for x in scores) and scores == sorted(scores, reverse=True)
+        explained = s.call("GET", f"/v1/explain/{out['results'][0]['explainId']}", "k-alice").json()
+        assert explained["fusion"] == "rrf"
+        # the RRF sum (a document without a vector yet counts its keyword rank for both legs)
+        # over 2 / (60 + 1), the sum of a document ranked first by both
+        assert abs(scores[0] - min(1.0, round(explained["score"] * 61 / 2, 6))) < 1e-6, explained
+        for hit in out["results"][1:]:
+            raw = s.call("GET", f"/v1/explain/{hit['explainId']}", "k-alice").json()["score"]
+            assert abs(hit["score"] - max(1e-6, round(raw * 61 / 2, 6))) < 1e-6
