@@ -148,6 +148,7 @@ class ResultList {
   }
 
   private create(hit: Hit, event: string): HTMLLIElement {
+    rememberCollection(hit.collection); // the scope picker offers the collections results came from
     const explainBtn = h("button", { type: "button", class: "explain-btn", "aria-expanded": "false" }, "Why here?");
     const moreBtn = h("button", { type: "button", class: "more-btn" }, "More like this");
     const li = h("li", { class: "hit", "data-doc-id": hit.id, "data-collection": hit.collection, "data-first-event": event },
@@ -350,7 +351,7 @@ async function toggleExplain(li: HTMLLIElement, btn: HTMLButtonElement): Promise
     const rec = await c.explain(li.dataset.explainId!);
     const reasons = (rec.reasons ?? []).map((r) => {
       const parts = [`${r.leg ?? r.type} match`];
-      if (r.rank !== undefined && r.rank !== null) parts.push(`rank ${Number(r.rank) + 1} in its leg`);
+      if (r.rank !== undefined && r.rank !== null) parts.push(`rank ${Number(r.rank)} in its leg`); // ranks count from 1
       if (typeof r.score === "number") parts.push(`leg score ${r.score.toFixed(4)}`);
       return h("li", { "data-leg": String(r.leg ?? r.type) }, parts.join(", "));
     });
