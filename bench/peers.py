@@ -14,6 +14,8 @@ build included) is reported apart from embedding time.
 from __future__ import annotations
 
 import importlib.metadata
+import os
+import random
 import subprocess
 import tempfile
 import time
@@ -106,8 +108,8 @@ def _warm_query_vectors(s: Any, ds: Dataset) -> None:
         harness.read_ids(s, COLLECTION, text, "semantic", 1)
 
 
-def vibe(inp: Inputs, base_url: str) -> dict[str, Any]:
-    env = {**COMMON_ENV, "VIBE_OPENAI_BASE_URL": base_url}
+def vibe(inp: Inputs, base_url: str, env: dict[str, str] | None = None) -> dict[str, Any]:
+    env = env or {**COMMON_ENV, "VIBE_OPENAI_BASE_URL": base_url}
     with harness.instance(Path(tempfile.mkdtemp(prefix="vibe-peers-")) / "data", env["VIBE_EMBEDDER"], env) as s:
         ingest_s = harness.ingest(s, COLLECTION, corpus_docs(inp.ds))
         embed_s, cov = _embed_everything(s)
@@ -145,24 +147,61 @@ def _commit() -> str:
     return f"{head}{' (uncommitted changes)' if dirty else ''}"
 
 
-def run_systems(inp: Inputs, base_url: str) -> dict[str, dict[str, Any]]:
-    systems = {VIBE: vibe(inp, base_url)}
+def run_systems(inp: Inputs, base_url: str, peers: Sequence[str] | None = None,
+                env: dict[str, str] | None = None) -> dict[str, dict[str, Any]]:
+    systems = {VIBE: vibe(inp, base_url, env)}
     for name, peer in PEERS.items():  # after vibe-semantic's server has stopped: nothing else running
-        systems[name] = peer(inp)
-        print(f"{name:20} {systems[name]['modes']}")
+        if peers is None or name in peers:
+            systems[name] = peer(inp)
+            print(f"{name:20} {systems[name]['modes']}")
     return systems
 
 
-def main(data: Path) -> Path:
-    ds = load(data)
-    with model_server() as server:
-        inp = prepare(ds, server.base_url)
-        query_embed_p50 = provider_query_p50(inp, server.base_url)
-        systems = run_systems(inp, server.base_url)
+def with_distractors(ds: Dataset, n: int, seed: int = 5) -> Dataset:
+    """The judged collection plus `n` unjudged documents drawn from its own word distribution
+    (bags of its words, title 6 + text 40): both legs see realistic near-misses, and the
+    collection reaches the size whose latency is measured. Judgments are unchanged."""
+    if n <= 0:
+        return ds
+    words = [w for d in ds.corpus.values() for w in f"{d['title']} {d['text']}".split() if w.isalpha()]
+    rng = random.Random(seed)
+    corpus = dict(ds.corpus)
+    for i in range(n):
+        corpus[f"x{i}"] = {"title": " ".join(rng.choices(words, k=6)), "text": " ".join(rng.choices(words, k=40))}
+    return Dataset(f"{ds.name}+{n}", corpus, ds.queries, ds.qrels)
+
+
+def prepare_hash(ds: Dataset, dim: int = 384) -> Inputs:
+    """Every system gets the hash embedder's vectors (cheap at 100k documents on 2 cores);
+    vibe-semantic computes the very same ones itself with VIBE_EMBEDDER=hash."""
+    from shared.adapters.embedders.hash_embedder import HashEmbedder
+
+    emb = HashEmbedder(dim)
+    docs = corpus_docs(ds)
+    ids, texts = [str(d["_id"]) for d in docs], [embed_text(d) for d in docs]
+    t0 = time.perf_counter()
+    vecs = np.asarray(emb.embed(texts), dtype=np.float32)
+    embed_s = time.perf_counter() - t0
+    qvecs = {q: emb.embed_query(t) for q, t in ds.judged_queries().items()}
+    return Inputs(ds, ids, texts, vecs, qvecs, embed_s)
+
+
+def main(data: Path, distractors: int = 0, vectors: str = "model", peers: Sequence[str] | None = None) -> Path:
+    ds = with_distractors(load(data), distractors)
+    params = {"depth": DEPTH, "embed_batch": BATCH, "warm_up_queries": 1, "distractors": distractors,
+              "vectors": vectors, "latency": f"per query, median of {REPEATS} passes; p50/p95 over queries"}
+    if vectors == "hash":
+        inp = prepare_hash(ds)
+        env = {**COMMON_ENV, "VIBE_EMBEDDER": "hash", "VIBE_EMBED_DIM": "384"}
+        systems, query_embed_p50, model = run_systems(inp, "", peers, env), 0.0, "hash:v1@384"
+    else:
+        with model_server() as server:
+            inp = prepare(ds, server.base_url)
+            query_embed_p50 = provider_query_p50(inp, server.base_url)
+            systems, model = run_systems(inp, server.base_url, peers), MODEL
     doc = {"name": f"peers-{ds.name}", "machine": harness.machine(), "dataset": ds.name, "docs": len(inp.ids),
-           "queries": len(inp.qvecs), "commit": _commit(), "versions": _versions(), "model": MODEL,
-           "parameters": {"depth": DEPTH, "embed_batch": BATCH, "warm_up_queries": 1,
-                          "latency": f"per query, median of {REPEATS} passes; p50/p95 over queries"},
+           "queries": len(inp.qvecs), "commit": _commit(), "versions": _versions(), "model": model,
+           "parameters": params, "load_average": os.getloadavg(),
            "provider_query_embed_p50_ms": query_embed_p50, "systems": systems}
     return report.write(doc, markdown(doc))
 

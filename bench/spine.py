@@ -54,11 +54,13 @@ def zipf_vocabulary(n: int, rng: random.Random) -> list[str]:
     return sorted(words)
 
 
-def synthetic_docs(n: int, rng: random.Random, body_words: int, vocab: list[str]) -> list[dict[str, Any]]:
+def synthetic_docs(n: int, rng: random.Random, body_words: int, vocab: list[str],
+                   start: int = 0) -> list[dict[str, Any]]:
+    """`start` numbers the ids, so a large corpus can be made (and sent) one chunk at a time."""
     weights = [1 / (i + 1) for i in range(len(vocab))]
     return [{"_id": f"s{i}", "title": " ".join(rng.choices(vocab, weights, k=6)),
              "body": " ".join(rng.choices(vocab, weights, k=body_words)),
-             "_acl": [rng.choice(["group:eng", "group:sales"])]} for i in range(n)]
+             "_acl": [rng.choice(["group:eng", "group:sales"])]} for i in range(start, start + n)]
 
 
 def ingest(s: Served, collection: str, docs: list[dict[str, Any]], chunk: int = 1000) -> float:

@@ -267,12 +267,15 @@ def bench_lazy(
 @bench_app.command("peers")
 def bench_peers(
     data: Path = typer.Option(..., "--data", exists=True, file_okay=False, help="a BEIR-layout folder"),
+    distractors: int = typer.Option(0, "--distractors", min=0, help="unjudged documents added (scale)"),
+    vectors: str = typer.Option("model", "--vectors", help="model (all-MiniLM-L6-v2) | hash (cheap at scale)"),
+    peers: str = typer.Option("", "--peers", help="comma-separated peer names (default: all)"),
 ) -> None:
     """Peers side by side (LanceDB, Chroma, qdrant-client local, bm25s) on the same data and vectors."""
     _bench_importable()
     from bench.peers import main
 
-    main(data)
+    main(data, distractors, vectors, [p.strip() for p in peers.split(",") if p.strip()] or None)
 
 
 @bench_app.command("latency")
@@ -286,6 +289,40 @@ def bench_latency(
     from bench.latency import main
 
     main(docs, queries, runtime)
+
+
+@bench_app.command("scale")
+def bench_scale(
+    docs: int = typer.Option(1_000_000, "--docs", min=1000),
+    queries: int = typer.Option(60, "--queries", min=5, help="per strategy and checkpoint"),
+    chunk: int = typer.Option(2000, "--chunk", min=100, max=5000, help="documents per bulk request"),
+) -> None:
+    """One embedded instance grown to N documents: ingest rate, first events, RSS and disk per checkpoint."""
+    _bench_importable()
+    from bench.scale import main
+
+    main(docs, queries, chunk)
+
+
+@bench_app.command("throughput")
+def bench_throughput(
+    docs: int = typer.Option(512, "--docs", min=64),
+    pipeline_docs: int = typer.Option(600, "--pipeline-docs", min=64),
+) -> None:
+    """The local model's runtimes (onnxruntime, torch): query latency, docs/s per batch size, pipeline ratio."""
+    _bench_importable()
+    from bench.throughput import main
+
+    main(docs, pipeline_docs)
+
+
+@bench_app.command("perf-report")
+def bench_perf_report() -> None:
+    """bench/results/performance.md and its plots from the newest latency/throughput/scale/peers results."""
+    _bench_importable()
+    from bench.perf_report import main
+
+    main()
 
 
 @bench_app.command("lifecycle")

@@ -1,0 +1,187 @@
+"""bench/results/performance.md and its plots, from the newest result files (issue 15 item 5).
+
+    vibe-semantic bench perf-report
+
+Reads the newest `latency-*.json` (bench latency), `perf-throughput-*.json` (bench
+throughput), `perf-scale-*.json` (bench scale) and `peers-*+*.json` (bench peers
+--distractors); every figure in the page is copied from them, with the baseline measured in
+the same run. Plots: latency CDFs per strategy, throughput vs batch size, memory and disk vs
+corpus size. Missing inputs are said to be missing, not filled in.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from bench.plots import _pyplot
+from bench.report import RESULTS
+
+
+def newest(pattern: str) -> tuple[Path, dict[str, Any]] | None:
+    paths = sorted(RESULTS.glob(pattern), key=lambda p: p.name[-20:])  # by the -YYYYmmdd-HHMMSS stamp
+    return (paths[-1], json.loads(paths[-1].read_text())) if paths else None
+
+
+def _cdf(ax: Any, xs: list[float], label: str, style: str = "-") -> None:
+    s = sorted(xs)
+    ax.plot(s, [(i + 1) / len(s) for i in range(len(s))], style, label=label)
+
+
+def plot_latency(lat: dict[str, Any] | None, scale: dict[str, Any] | None) -> str | None:
+    if lat is None and scale is None:
+        return None
+    plt = _pyplot()
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4.2))
+    if lat is not None:
+        for name, r in lat["strategies"].items():
+            if "samples" in r:
+                _cdf(axes[0], r["samples"]["first_ms"], f"{name} first event")
+                _cdf(axes[0], r["samples"]["warm_ms"], f"{name} warm JSON", "--")
+        axes[0].set_title(f"{lat['docs']:,} docs, local model ({lat.get('runtime', 'torch')}), over HTTP")
+    if scale is not None:
+        last = scale["points"][-1]
+        for name in ("keyword", "semantic", "hybrid", "auto"):
+            _cdf(axes[1], last[name]["samples"], f"{name} first event")
+        axes[1].set_title(f"{last['docs']:,} docs, hash embedder, over HTTP")
+    for ax in axes:
+        ax.set_xscale("log")
+        ax.set_xlabel("ms (log)")
+        ax.set_ylabel("fraction of queries")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    path = RESULTS / "perf-latency-cdf.png"
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path.name
+
+
+def plot_throughput(tp: dict[str, Any] | None) -> str | None:
+    if tp is None:
+        return None
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(7, 4.2))
+    for name, r in tp["runtimes"].items():
+        ax.plot(tp["batches"], [r["docs_per_s"][str(b)] for b in tp["batches"]], "o-", label=name)
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("batch size")
+    ax.set_ylabel("documents / s (110 words)")
+    ax.set_title("all-MiniLM-L6-v2 document throughput, same run")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    path = RESULTS / "perf-throughput.png"
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path.name
+
+
+def plot_memory(scale: dict[str, Any] | None) -> str | None:
+    if scale is None:
+        return None
+    plt = _pyplot()
+    pts = scale["points"]
+    docs = [p["docs"] for p in pts]
+    fig, ax = plt.subplots(figsize=(7, 4.2))
+    ax.plot(docs, [p["rss_mb"] for p in pts], "o-", label="server RSS")
+    ax.plot(docs, [p["peak_rss_mb"] for p in pts], "o--", label="server peak RSS")
+    for part in ("store", "lexical", "vectors"):
+        ax.plot(docs, [p["disk_mb"][part] for p in pts], "s:", label=f"disk: {part}")
+    ax.plot(docs, [p["disk_mb"]["total"] for p in pts], "s-", label="disk: total")
+    ax.set_xlabel("documents")
+    ax.set_ylabel("MB")
+    ax.set_title("memory and disk vs corpus size (embedded profile)")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    path = RESULTS / "perf-memory.png"
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path.name
+
+
+def _latency_section(found: tuple[Path, dict[str, Any]] | None) -> str:
+    if found is None:
+        return "## Latency at 100k documents, local model\n\nNot measured yet (`vibe-semantic bench latency`).\n"
+    path, lat = found
+    b = lat["baselines"]
+    rows = "\n".join(f"| {k} | {v['first_p50_ms']} | {v['first_p95_ms']} | {v['first_ratio_to_trivial']} | "
+                     f"{v.get('warm_p50_ms', '—')} | {v['done_p50_ms']} | {v['queued_per_query_mean']} |"
+                     for k, v in lat["strategies"].items())
+    enc = "; ".join(f"{k} {v['query_p50_ms']} ms p50 ({v['doc_ms']} ms/document)"
+                    for k, v in lat.get("encoders", {}).items())
+    return (f"## Latency at {lat['docs']:,} documents, local model (`{path.name}`)\n\n"
+            f"Served over HTTP, runtime **{lat.get('runtime', 'torch')}**. Baselines in the same run: "
+            f"`/healthz` round trip {b['trivial_p50_ms']} ms p50, the raw BM25 engine query "
+            f"{b['engine_p50_ms']} ms p50; query encoder alone: {enc or 'not measured'}. Load average "
+            f"{lat.get('load_average', {}).get('before')} → {lat.get('load_average', {}).get('after')}.\n\n"
+            "| strategy | first event p50 ms | p95 | ÷ /healthz | warm JSON answer p50 | `done` p50 | queued/query |\n"
+            "|---|---|---|---|---|---|---|\n" + rows + "\n")
+
+
+def _peers_section(found: tuple[Path, dict[str, Any]] | None) -> str:
+    if found is None:
+        return "## Against LanceDB at 100k documents\n\nNot measured yet (`bench peers --distractors`).\n"
+    path, doc = found
+    rows = []
+    for name, sysres in doc["systems"].items():
+        for mode, m in sysres["modes"].items():
+            rows.append(f"| {name} | {mode} | {m['p50_ms']} | {m['p95_ms']} | {m['nDCG@10']} | {m['recall@100']} |")
+    rtt = doc["systems"].get("vibe-semantic", {}).get("healthz_p50_ms")
+    return (f"## Against LanceDB at {doc['docs']:,} documents (`{path.name}`)\n\n"
+            f"{doc['dataset']}: the judged collection plus unjudged distractors drawn from its own words; "
+            f"vectors: {doc['model']} (the same vectors for every system). vibe-semantic is served and measured "
+            f"over HTTP (a `/healthz` round trip is {rtt} ms p50 here); the peers run in this process and are "
+            "handed the query vectors, vibe-semantic's query-vector cache is warmed first. Top 100; per query the "
+            "median of 3 passes.\n\n| system | mode | p50 ms | p95 ms | nDCG@10 | recall@100 |\n"
+            "|---|---|---|---|---|---|\n"
+            + "\n".join(rows) + "\n")
+
+
+def _throughput_section(found: tuple[Path, dict[str, Any]] | None) -> str:
+    if found is None:
+        return "## The model's runtimes\n\nNot measured yet (`vibe-semantic bench throughput`).\n"
+    path, tp = found
+    head = "| runtime | query p50 ms | " + " | ".join(f"docs/s @{b}" for b in tp["batches"]) + " | min cosine |\n"
+    sep = "|---" * (3 + len(tp["batches"])) + "|\n"
+    rows = "\n".join(f"| {k} | {v['query_p50_ms']} | " + " | ".join(str(v["docs_per_s"][str(b)]) for b in tp["batches"])
+                     + f" | {v['min_cosine_to_torch_fp32']} |" for k, v in tp["runtimes"].items())
+    pipes = "\n".join(f"- served pipeline, document thread nice +{p['doc_nice']}: {p['pipeline_docs_per_s']} docs/s vs "
+                      f"raw {p['runtime']} {p['raw_docs_per_s']} docs/s = **{p['ratio_to_raw']}x**"
+                      for p in (tp["pipeline"] if isinstance(tp["pipeline"], list) else [tp["pipeline"]]))
+    return (f"## The model's runtimes (`{path.name}`)\n\n" + head + sep + rows + "\n\n" + pipes
+            + f"\n\nLoad average {tp['load_average']['before']} → {tp['load_average']['after']}.\n")
+
+
+def _scale_section(found: tuple[Path, dict[str, Any]] | None) -> str:
+    if found is None:
+        return "## One million documents\n\nNot measured yet (`vibe-semantic bench scale`).\n"
+    path, sc = found
+    rows = "\n".join(
+        f"| {p['docs']:,} | {p['ingest_ack_docs_per_s']} | {p['ingest_searchable_docs_per_s']} | "
+        + " | ".join(f"{p[s]['first_p50_ms']}" for s in ("keyword", "semantic", "hybrid", "auto"))
+        + f" | {p['trivial_p50_ms']} | {p['rss_mb']} | {p['peak_rss_mb']} | {p['disk_mb']['total']} |"
+        for p in sc["points"])
+    return (f"## Growing to {sc['docs']:,} documents (`{path.name}`)\n\n"
+            "Embedded profile (SQLite + tantivy + qdrant-edge), hash embedder, bulk over HTTP. First-event p50 "
+            "in ms per strategy; RSS/disk in MB.\n\n"
+            "| docs | ingest ack docs/s | searchable docs/s | keyword | semantic | hybrid | auto | /healthz | RSS | "
+            "peak RSS | disk |\n|---|---|---|---|---|---|---|---|---|---|---|\n" + rows + "\n")
+
+
+def main() -> Path:
+    lat, tp, sc = newest("latency-*.json"), newest("perf-throughput-*.json"), newest("perf-scale-*.json")
+    peers = newest("peers-*+*.json")
+    plots = [p for p in (plot_latency(lat[1] if lat else None, sc[1] if sc else None),
+                         plot_throughput(tp[1] if tp else None), plot_memory(sc[1] if sc else None)) if p]
+    page = ("# Performance\n\nGenerated by `vibe-semantic bench perf-report` from the result files named in each "
+            "section; every figure is measured on this machine (2 cores shared with other work: read the ratios to "
+            "the same-run baselines before the absolute numbers).\n\n"
+            + "".join(f"![{p}]({p})\n\n" for p in plots)
+            + "\n".join([_latency_section(lat), _peers_section(peers), _throughput_section(tp), _scale_section(sc)]))
+    out = RESULTS / "performance.md"
+    out.write_text(page)
+    print(page)
+    return out
