@@ -273,3 +273,38 @@ def test_material_budget_is_per_key_and_day_and_refuses_without_charging(tmp_pat
     b.charge("k2", "2030-01-01", 1000, 5, 1000, 5)  # another key has its own budget
     b.charge("k1", "2030-01-02", 1000, 5, 1000, 5)  # and so has another day
     b.close()
+
+
+def test_rerank_reply_parsing_is_strict() -> None:
+    from shared.adapters.rerank_http import scores
+
+    assert scores({"results": [{"index": 1, "relevance_score": 0.2}, {"index": 0, "relevance_score": 0.9}]}, 2) \
+        == [0.9, 0.2]  # Cohere: by index, whatever the reply's order
+    assert scores([{"index": 0, "score": 1}, {"index": 1, "score": -2.5}], 2) == [1.0, -2.5]  # TEI
+    for bad in ({"results": [{"index": 0, "relevance_score": 0.1}]},  # one passage unscored
+                [{"index": 0, "score": 1}, {"index": 0, "score": 2}],  # repeated index
+                [{"index": 0, "score": float("nan")}, {"index": 1, "score": 1}],
+                [{"index": 2, "score": 1}, {"index": 1, "score": 1}],  # out of range
+                [{"index": True, "score": 1}, {"index": 1, "score": 1}],
+                {"error": "nope"}):
+        with pytest.raises(ValueError):
+            scores(bad, 2)
+
+
+def test_seed_000_normalisation_order_and_bare_hex() -> None:
+    from services.mcp.inner_voice import seed_hash, seed_normalize
+
+    assert seed_normalize("  Ｆｅｄｅｒａｔｉｏｎ\t\nQUORUM\u200b ") == "federation quorum"
+    assert seed_normalize("a \u200b b") == "a  b"  # control removal is the seed's last step
+    h = seed_hash("Quorum lost.")
+    assert len(h) == 64 and not h.startswith("blake3:") and h == seed_hash("  quorum   LOST.\n")
+
+
+def test_bearer_identity_split_and_bracket_escape() -> None:
+    from services.mcp.citations import escape
+    from services.mcp.runtime import split_identity
+
+    assert split_identity("plan-a@k-alice") == ("plan-a", "k-alice")
+    assert split_identity("k-alice") == (None, "k-alice")
+    assert split_identity("@k") == (None, "@k") and split_identity("a@") == (None, "a@")
+    assert cited_numbers(escape("see [3] and [citation:4]")) == []
