@@ -56,17 +56,16 @@ def shipped(ds: Dataset, root: Path) -> Ranker:
     return lambda q: [h.key.doc_id for h in idx.search(flt, q, DEPTH)]
 
 
-def _analyzer(tokenizer: str, stop: str) -> tantivy.TextAnalyzer:
-    tok = Tokenizer.simple() if tokenizer == "simple" else Tokenizer.regex(analysis.TOKEN_PATTERN)
-    b = TextAnalyzerBuilder(tok).filter(Filter.remove_long(40)).filter(Filter.lowercase())
+def _analyzer(stop: str) -> tantivy.TextAnalyzer:
+    b = TextAnalyzerBuilder(Tokenizer.simple()).filter(Filter.remove_long(40)).filter(Filter.lowercase())
     b = b.filter(Filter.stopword("english") if stop == "lucene33" else Filter.custom_stopword(list(analysis.STOPWORDS)))
     return b.filter(Filter.stemmer("english")).build()
 
 
-def variant(ds: Dataset, tokenizer: str, stop: str, boosts: dict[str, float]) -> Ranker:
+def variant(ds: Dataset, stop: str, boosts: dict[str, float]) -> Ranker:
     """A stand-alone tantivy index with one analysis/field choice (ablation and the previous
-    analysis: tokenizer "simple", stop "lucene33", boosts title 1 + body 1)."""
-    an = _analyzer(tokenizer, stop)
+    analysis: stop "lucene33", boosts title 1 + body 1). `ds.corpus` may be large (timings)."""
+    an = _analyzer(stop)
     sb = SchemaBuilder()
     sb.add_text_field("key", stored=True, tokenizer_name="raw")
     for f in boosts:
@@ -115,16 +114,16 @@ def score(ds: Dataset, rank: Ranker) -> dict[str, float]:
     return ir.aggregate({qid: rank(text) for qid, text in ds.judged_queries().items()}, ds.qrels)
 
 
-PREVIOUS = {"tokenizer": "simple", "stop": "lucene33", "boosts": {"title": 1.0, "body": 1.0}}
-ABLATION = {  # Cranfield only: how the shipped choice was made
+PREVIOUS: dict[str, Any] = {"stop": "lucene33", "boosts": {"title": 1.0, "body": 1.0}}
+SHIPPED: dict[str, Any] = {"stop": "nltk", "boosts": analysis.FIELD_BOOSTS}
+ABLATION: dict[str, dict[str, Any]] = {  # Cranfield only: how the shipped choice was made
     "previous": PREVIOUS,
-    "+ token pattern": {**PREVIOUS, "tokenizer": "pattern"},
-    "+ longer stop list": {**PREVIOUS, "stop": "nltk"},
+    "+ longer stop list (and single letters)": {**PREVIOUS, "stop": "nltk"},
     "+ all field (0.5/0.5/1)": {**PREVIOUS, "boosts": analysis.FIELD_BOOSTS},
     "one field (all)": {**PREVIOUS, "boosts": {"all": 1.0}},
-    "pattern + stop list + one field": {"tokenizer": "pattern", "stop": "nltk", "boosts": {"all": 1.0}},
-    "pattern + stop list + title/body/all (shipped)": {"tokenizer": "pattern", "stop": "nltk",
-                                                      "boosts": analysis.FIELD_BOOSTS},
+    "stop list + one field": {"stop": "nltk", "boosts": {"all": 1.0}},
+    "stop list + title/all (0.5/1)": {"stop": "nltk", "boosts": {"title": 0.5, "all": 1.0}},
+    "stop list + title/body/all (shipped)": SHIPPED,
 }
 
 
@@ -134,11 +133,10 @@ def quality(data: Path, tuning: str, held_out: str) -> dict[str, Any]:
         ds = load(data / name)
         with tempfile.TemporaryDirectory() as tmp:
             rows: dict[str, Any] = {"shipped (vibe-semantic)": score(ds, shipped(ds, Path(tmp) / "lex")),
-                    "previous analysis": score(ds, variant(ds, **PREVIOUS)),  # type: ignore[arg-type]
+                    "previous analysis": score(ds, variant(ds, **PREVIOUS)),
                     "bm25s": score(ds, bm25s_ranker(ds))}
         if name == tuning:
-            rows["ablation"] = {label: score(ds, variant(ds, **cfg))  # type: ignore[arg-type]
-                                for label, cfg in ABLATION.items()}
+            rows["ablation"] = {label: score(ds, variant(ds, **cfg)) for label, cfg in ABLATION.items()}
         out["sets"][name] = {"docs": len(ds.corpus), "queries": len(ds.judged_queries()), **rows}
         print(name, {k: v["nDCG@10"] for k, v in rows.items() if k != "ablation"}, flush=True)
     return out
@@ -212,6 +210,44 @@ def filters_at_scale(data: Path, n: int, queries: int = 60) -> dict[str, Any]:
     return out
 
 
+def analysis_cost(data: Path, n: int, queries: int = 60) -> dict[str, Any]:
+    """Build time and query time of the previous and the shipped analysis on the same synthetic
+    corpus, stand-alone tantivy indexes (no filters), queries interleaved, limit 500."""
+    global DEPTH
+    sets = [load(data / name) for name in ("cranfield", "cisi")]
+    docs = _synthetic(sets, n)
+    ds = Dataset("synthetic", {d.key.doc_id: {"title": d.fields["title"], "text": d.fields["text"]} for d in docs},
+                 {}, {})
+    rng = random.Random(5)
+    long_qs = rng.sample([q for s in sets for q in s.judged_queries().values()], queries)
+    qs = {"long (the collections' queries)": long_qs, "short (their first 3 words)":
+          [" ".join(q.split()[:3]) for q in long_qs]}
+    out: dict[str, Any] = {"docs": n, "limit": 500}
+    rankers: dict[str, Ranker] = {}
+    depth, DEPTH = DEPTH, 500
+    try:
+        for label, cfg in (("previous", PREVIOUS), ("shipped", SHIPPED)):
+            t0 = time.perf_counter()
+            rankers[label] = variant(ds, **cfg)
+            out[f"build_seconds_{label}"] = round(time.perf_counter() - t0, 1)
+        for kind, texts in qs.items():
+            took: dict[str, list[float]] = {k: [] for k in rankers}
+            for q in texts[:10]:
+                for r in rankers.values():
+                    r(q)
+            for q in texts:
+                for k in rng.sample(list(rankers), len(rankers)):
+                    t = time.perf_counter()
+                    rankers[k](q)
+                    took[k].append((time.perf_counter() - t) * 1000)
+            out[kind] = {k: {"p50_ms": report.percentile(v, 0.5), "p95_ms": report.percentile(v, 0.95)}
+                         for k, v in took.items()}
+    finally:
+        DEPTH = depth
+    print(out, flush=True)
+    return out
+
+
 def _markdown(doc: dict[str, Any]) -> str:
     q = doc["quality"]
     parts = [f"# Lexical leg\n\nTuned on **{q['tuned_on']}** only; **{q['held_out']}** is held out. "
@@ -230,12 +266,21 @@ def _markdown(doc: dict[str, Any]) -> str:
     parts.append(f"\n## Filters inside the query, tantivy, {f['docs']:,} docs (limit {f['limit']}, "
                  f"{f['queries']} queries, cases interleaved; index built in {f['build_seconds']} s)\n\n"
                  + report.table(["filter", "p50 ms", "p95 ms", "p50 / none", "mean hits"], timing))
+    c = doc.get("cost")
+    if c:
+        cost: list[tuple[str, Any, Any]] = [("build seconds", c["build_seconds_previous"], c["build_seconds_shipped"])]
+        cost += [(f"{kind} p50 / p95 ms", f"{v['previous']['p50_ms']} / {v['previous']['p95_ms']}",
+                  f"{v['shipped']['p50_ms']} / {v['shipped']['p95_ms']}")
+                 for kind, v in c.items() if isinstance(v, dict)]
+        parts.append(f"\n## Cost of the analysis, {c['docs']:,} docs (stand-alone tantivy, limit {c['limit']})\n\n"
+                     + report.table(["", "previous", "shipped"], cost))
     return "\n".join(parts)
 
 
 def main(data: Path, docs: int, tuning: str = "cranfield", held_out: str = "cisi") -> Path:
     doc = {"name": "lexical", "machine": harness.machine(), "quality": quality(data, tuning, held_out),
            "filters": filters_at_scale(data, docs) if docs else None,
+           "cost": analysis_cost(data, docs) if docs else None,
            "analysis": {"token_pattern": analysis.TOKEN_PATTERN, "stopwords": len(analysis.STOPWORDS),
                         "boosts": analysis.FIELD_BOOSTS, "k1": analysis.K1, "b": analysis.B}}
     if doc["filters"] is None:

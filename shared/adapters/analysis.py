@@ -2,15 +2,17 @@
 alike, so both profiles rank alike (issue #15 item 3).
 
 Pipeline, in this order in both engines:
-1. tokens: maximal runs of letters and digits of 2+ characters, or a lone digit
-   (`TOKEN_PATTERN`). So possessives lose their `s` ("engine's" -> engine), hyphenated words
-   split ("cross-section" -> cross, section), "2.5" -> 2, 5, single letters go (as bm25s);
-   tantivy's regex tokenizer and OpenSearch's `pattern` tokenizer (group 0) read the same
-   pattern (Rust and Java regexes agree on `\\p{L}`, `\\p{N}`, greedy alternation);
+1. tokens: maximal runs of alphabetic characters and digits: tantivy's `simple` tokenizer
+   (Rust `char::is_alphanumeric`), OpenSearch's `pattern` tokenizer over `TOKEN_PATTERN` (Java's
+   `IsAlphabetic` and `N` are the same Unicode properties). So possessives split ("engine's" ->
+   engine, s), hyphenated words split ("cross-section" -> cross, section), "2.5" -> 2, 5.
+   (A regex tokenizer in tantivy would do the same but analysed 2.5x slower.)
 2. tokens of `MAX_TOKEN_BYTES` bytes or more are dropped (tantivy's `remove_long` limit; the
    OpenSearch `length` filter counts characters, so it keeps at most MAX - 1: equal for ASCII);
-3. lowercase; 4. the stop words below; 5. the Snowball English stemmer (Porter2 in both:
-   rust-stemmers in tantivy, Lucene's `snowball` English in OpenSearch).
+3. lowercase; 4. the stop words below, which include the 26 single letters (the possessive's
+   `s`, "x-ray"'s `x`: as bm25s, which keeps tokens of 2+ characters; lone digits stay);
+5. the Snowball English stemmer (Porter2 in both: rust-stemmers in tantivy, Lucene's `snowball`
+   English in OpenSearch).
 
 BM25 is Lucene's in both with k1 = 1.2, b = 0.75 (tantivy's fixed constants; OpenSearch's
 similarity is pinned to them in the template). Fields: `title`, `body` (every other text field)
@@ -20,8 +22,8 @@ title's length normalisation.
 
 How this was chosen (bench/lexical.py; tuning on Cranfield only, CISI held out): on Cranfield the
 previous analysis (simple tokenizer, Lucene's 33 stop words, title + body) scored nDCG@10 0.393;
-the longer stop list +0.006, title+body+all +0.003..0.004, the token pattern +-0.001; the chosen
-combination 0.404. Held out, CISI went from 0.377 to 0.409 (bm25s 0.396, LanceDB 0.410 in the
+the longer stop list +0.006, title+body+all +0.003..0.004, dropping single letters +-0.001; the
+chosen combination 0.404. Held out, CISI went from 0.377 to 0.409 (bm25s 0.396, LanceDB 0.410 in the
 issue's run). Results: bench/results/lexical-*.json.
 """
 
@@ -34,7 +36,7 @@ from tantivy import Filter, TextAnalyzerBuilder, Tokenizer
 
 # Bumped when anything here changes: every lexical index is then rebuilt from the store.
 ANALYSIS_VERSION = 2
-TOKEN_PATTERN = r"[\p{L}\p{N}]{2,}|\p{N}"
+TOKEN_PATTERN = r"[\p{IsAlphabetic}\p{N}]+"  # OpenSearch's; tantivy's `simple` tokenizer is the same
 MAX_TOKEN_BYTES = 40
 STEMMER = "english"  # Snowball English (Porter2)
 K1, B = 1.2, 0.75
@@ -58,12 +60,14 @@ STOPWORDS: tuple[str, ...] = (
     "under", "until", "up", "ve", "very", "was", "wasn", "wasn't", "we", "were", "weren", "weren't", "what",
     "when", "where", "which", "while", "who", "whom", "why", "will", "with", "won", "won't", "wouldn",
     "wouldn't", "y", "you", "you'd", "you'll", "you're", "you've", "your", "yours", "yourself", "yourselves",
+    # single letters not in the list above
+    "b", "c", "e", "f", "g", "h", "j", "k", "l", "n", "p", "q", "r", "u", "v", "w", "x", "z",
 )
 
 
 def tantivy_analyzer() -> tantivy.TextAnalyzer:
     return (
-        TextAnalyzerBuilder(Tokenizer.regex(TOKEN_PATTERN))
+        TextAnalyzerBuilder(Tokenizer.simple())
         .filter(Filter.remove_long(MAX_TOKEN_BYTES))
         .filter(Filter.lowercase())
         .filter(Filter.custom_stopword(list(STOPWORDS)))

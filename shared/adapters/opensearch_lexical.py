@@ -83,7 +83,7 @@ HIGHLIGHT = {"pre_tags": ["<b>"], "post_tags": ["</b>"], "encoder": "html"}
 KEY_FIELDS = ["collection", "doc_id"]
 # The template's `_meta.schema_version`; the embedded adapter's number, since both change
 # together (fields and analysis). Another number on the server: the follower rebuilds.
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 
 class OpenSearchBulkError(RuntimeError):

@@ -33,10 +33,10 @@ log = logging.getLogger("vibe.tantivy")
 
 ANALYZER = "vibe_en"
 # What the files under `root` were written with: the fields (2: `facet`, the metadata filter
-# tokens; 3: `all`) and the analysis (shared/adapters/analysis.py). A different number means the
-# index cannot answer as this code expects, so the follower rebuilds it from the store
+# tokens; 3: `all`) and the analysis (4: shared/adapters/analysis.py). A different number means
+# the index cannot answer as this code expects, so the follower rebuilds it from the store
 # (shared/indexing.py `_ensure_schema`).
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 VERSION_FILE = "SCHEMA_VERSION"
 # Each query term is scored in `title`, `body` and `all` (both) with these weights; the choice
 # and its measurements: shared/adapters/analysis.py.

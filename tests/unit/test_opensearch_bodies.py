@@ -103,7 +103,7 @@ TEMPLATE = {
             "refresh_interval": "1s",
             "analysis": {
                 # the tantivy analyzer's pipeline (shared/adapters/analysis.py), step by step
-                "tokenizer": {"vibe_tokens": {"type": "pattern", "pattern": r"[\p{L}\p{N}]{2,}|\p{N}", "group": 0}},
+                "tokenizer": {"vibe_tokens": {"type": "pattern", "pattern": r"[\p{IsAlphabetic}\p{N}]+", "group": 0}},
                 "filter": {
                     "vibe_long": {"type": "length", "max": 39},  # tantivy drops tokens of >= 40 bytes
                     "vibe_stop": {"type": "stop", "stopwords": list(analysis.STOPWORDS)},
