@@ -5,9 +5,10 @@
 import { errorFrom, VibeError } from "./errors.js";
 import { sseEvents } from "./sse.js";
 import type {
-  BulkAnswer, BulkDoc, BulkItem, Coverage, DeleteAnswer, DocFields, Explanation, GotDoc, Health, Lag,
-  MgetAnswer, Promoted, Demoted, Promotions, PutAnswer, QueueDepth, ReadAnswer, ReadBody, ReadEvent,
-  ReindexBody, Reindexing, SemanticState, Spaces, Usage,
+  Activated, Backfills, BulkAnswer, BulkDoc, BulkItem, Coverage, CreateSpaceBody, DeadLetters, DeleteAnswer,
+  DocFields, Evicted, EvictBody, Explanation, GotDoc, Health, Lag, MgetAnswer, Migrating, Mismatch, Promoted,
+  Demoted, Promotions, PutAnswer, QueueDepth, ReadAnswer, ReadBody, ReadEvent, ReindexBody, Reindexing,
+  SemanticState, Spaces, Usage,
 } from "./types.js";
 
 export type FetchLike = (input: string, init: RequestInit) => Promise<Response>;
@@ -228,6 +229,34 @@ export class Client {
 
   spaces(options: CallOptions = {}): Promise<Spaces> {
     return this.json({ method: "GET", path: "/semantic/spaces", idempotent: true, ...options });
+  }
+
+  /** Evict idle vectors of a collection to the cold store now (as the scheduler would). */
+  evict(body: EvictBody, options: CallOptions = {}): Promise<Evicted> {
+    return this.json({ method: "POST", path: "/semantic/evict", body, idempotent: true, ...options });
+  }
+
+  /** Start a rolling re-embed into a new space (reads keep using the active one). */
+  createSpace(body: CreateSpaceBody, options: CallOptions = {}): Promise<Migrating> {
+    return this.json({ method: "POST", path: "/semantic/spaces", body, idempotent: false, ...options });
+  }
+
+  /** Cut reads over to a space (`force`: although documents are still to embed). */
+  activateSpace(space: string, activate: { force?: boolean } = {}, options: CallOptions = {}): Promise<Activated> {
+    return this.json({ method: "POST", path: `/semantic/spaces/${seg(space)}/activate`, body: activate,
+                       idempotent: true, ...options });
+  }
+
+  mismatch(options: CallOptions = {}): Promise<Mismatch> {
+    return this.json({ method: "GET", path: "/semantic/mismatch", idempotent: true, ...options });
+  }
+
+  backfills(options: CallOptions = {}): Promise<Backfills> {
+    return this.json({ method: "GET", path: "/semantic/backfills", idempotent: true, ...options });
+  }
+
+  deadLetters(options: CallOptions = {}): Promise<DeadLetters> {
+    return this.json({ method: "GET", path: "/semantic/deadLetters", idempotent: true, ...options });
   }
 
   health(options: CallOptions = {}): Promise<Health> {

@@ -206,6 +206,16 @@ describe("admin", () => {
     assert.ok(Object.values(depth).some((v) => typeof v === "number"), JSON.stringify(depth));
     const state = await admin.status(COLL, "d1");
     assert.equal(typeof state.status, "string");
+    const spaces = await admin.spaces();
+    assert.ok(spaces.spaces.some((sp) => sp.state === "active"), JSON.stringify(spaces));
+    const evicted = await admin.evict({ collection: COLL, idleSeconds: 0 });
+    assert.equal(typeof evicted, "object");
+    for (const call of [() => admin.lag(), () => admin.mismatch(), () => admin.backfills(), () => admin.deadLetters(),
+                        () => admin.usage(COLL)]) {
+      assert.equal(typeof (await call()), "object");
+    }
+    await rejectsWith(admin.activateSpace("no-such-space"), "not_found", 404);
+    await rejectsWith(reader.spaces(), "forbidden", 403);
   });
 });
 
