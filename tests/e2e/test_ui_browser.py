@@ -18,7 +18,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.sdk.conftest import ADMIN
+from tests.sdk.conftest import ADMIN, BOB
 from tests.support.server import REPO, Served, served
 
 SDK = REPO / "sdk" / "typescript"
@@ -99,6 +99,24 @@ def test_ui_files_served_without_key_with_strict_headers(server: Served) -> None
         assert not any(p.startswith("/ui") for p in http.get("/openapi.json").json()["paths"])
 
 
+@needs_node
+def test_search_page_shows_what_the_key_may_read(server: Served, node_modules: Path) -> None:
+    """A reader's key: only the documents its principals may read, the admin tab refused; a key
+    typed in after another: nothing the previous key was shown stays on the page."""
+    if not Path(CHROMIUM).exists():
+        pytest.skip(f"no Chromium at {CHROMIUM} (apt-get install -y chromium; .ci/run does)")
+    docs = [{"_id": "public", "title": "Quarterly report", "body": "Revenue grew in the quarterly report."},
+            {"_id": "secret", "title": "Salaries", "body": "Quarterly report of salaries.", "_acl": ["user:admin"]}]
+    assert server.bulk(ADMIN, "acl", docs).json()["accepted"] == 2
+    env = dict(os.environ, VIBE_BASE_URL=server.base, VIBE_READER_KEY=BOB, VIBE_ADMIN_KEY=ADMIN,
+               VIBE_CHROMIUM=CHROMIUM, VIBE_ARTIFACTS=str(ARTIFACTS), VIBE_SDK_DIR=str(SDK), NODE_OPTIONS="")
+    r = subprocess.run([str(NODE), str(Path(__file__).with_name("ui_keys.mjs"))], cwd=REPO, env=env,
+                       capture_output=True, text=True, timeout=300)
+    print(r.stdout, r.stderr)
+    assert r.returncode == 0, (r.stdout + r.stderr)[-6000:]
+    assert r.stdout.count("ok - ") == 3
+
+
 @pytest.fixture(scope="module")
 def model_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     with served(Path(tmp_path_factory.mktemp("ui-model")) / "data", env={"VIBE_EMBEDDER": "local"}) as s:
@@ -115,8 +133,8 @@ def test_search_page_in_headless_chromium(model_server: Served, node_modules: Pa
     assert answer["accepted"] == len(DOCS), answer
     manuals = [{"_id": f"m{i:02d}", "title": f"Gearbox manual {i}", "body": "gearbox oil change"} for i in range(25)]
     assert s.bulk(ADMIN, "manuals", manuals).json()["accepted"] == 25
-    if ARTIFACTS.exists():
-        shutil.rmtree(ARTIFACTS)
+    for old_shot in ARTIFACTS.glob("0*.png"):
+        old_shot.unlink()
     env = dict(os.environ, VIBE_BASE_URL=s.base, VIBE_KEY=ADMIN, VIBE_CHROMIUM=CHROMIUM, VIBE_ARTIFACTS=str(ARTIFACTS),
                VIBE_SDK_DIR=str(SDK), NODE_OPTIONS="")
     r = subprocess.run([str(NODE), str(Path(__file__).with_name("ui_browser.mjs"))], cwd=REPO, env=env,
@@ -126,7 +144,7 @@ def test_search_page_in_headless_chromium(model_server: Served, node_modules: Pa
     report = json.loads((ARTIFACTS / "report.json").read_text())
     names = [step["name"] for step in report["steps"]]
     assert len(names) == 9 and report["problems"] == [], report
-    shots = sorted(p.name for p in ARTIFACTS.glob("*.png"))
+    shots = sorted(p.name for p in ARTIFACTS.glob("0*.png"))
     assert shots == ["01-loaded-from-url.png", "02-first-ranking.png", "03-semantic-reranked.png", "04-explain.png",
                      "05-more-like-this.png", "06-admin.png"], shots
     assert all((ARTIFACTS / n).stat().st_size > 5_000 for n in shots)
