@@ -208,8 +208,8 @@ function showWarming(el: HTMLElement | undefined, w: Warming | undefined): void 
   el.dataset.queued = String(w.queued);
 }
 
-function phaseText(event: string, answer: ReadAnswer, n: number): string {
-  const count = `${answer.results.length} result${answer.results.length === 1 ? "" : "s"}`;
+function phaseText(event: string, answer: ReadAnswer, n: number, shown: number): string {
+  const count = `${shown} result${shown === 1 ? "" : "s"}`;
   if (event === "lexical") {
     return answer.strategy === "keyword" ? `Keyword results · ${count}` : `Keyword results · ${count} · semantic re-ranking on the way…`;
   }
@@ -246,7 +246,7 @@ async function run(target: Target, body: ReadBody): Promise<void> {
         case "done":
           rankings++;
           target.results.render(ev.event, ev.data);
-          target.phase.textContent = phaseText(ev.event, ev.data, rankings - 1);
+          target.phase.textContent = phaseText(ev.event, ev.data, rankings - 1, target.results.list.children.length);
           if (ev.event === "done") {
             showWarming(target.warming, ev.data.warming);
             target.cursor = ev.data.nextCursor ?? null;
