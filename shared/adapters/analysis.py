@@ -15,16 +15,17 @@ Pipeline, in this order in both engines:
    English in OpenSearch).
 
 BM25 is Lucene's in both with k1 = 1.2, b = 0.75 (tantivy's fixed constants; OpenSearch's
-similarity is pinned to them in the template). Fields: `title`, `body` (every other text field)
-and `all` (both), each query term scored in all three with `FIELD_BOOSTS`: the whole text as one
-field (what bm25s and LanceDB score) plus half-weight title and body fields, which keep a short
-title's length normalisation.
+similarity is pinned to them in the template). Fields: `title` and `all` (title and body, every
+other text field), each query term scored in both with `FIELD_BOOSTS`: the whole text as one
+field (what bm25s and LanceDB score) plus a half-weight title, which keeps a short title's own
+length normalisation.
 
 How this was chosen (bench/lexical.py; tuning on Cranfield only, CISI held out): on Cranfield the
-previous analysis (simple tokenizer, Lucene's 33 stop words, title + body) scored nDCG@10 0.393;
-the longer stop list +0.006, title+body+all +0.003..0.004, dropping single letters +-0.001; the
-chosen combination 0.404. Held out, CISI went from 0.377 to 0.409 (bm25s 0.396, LanceDB 0.410 in the
-issue's run). Results: bench/results/lexical-*.json.
+previous analysis (Lucene's 33 stop words, title + body) scored nDCG@10 0.393; the longer stop
+list 0.399; with it, title/all (0.5/1) 0.401, title/body/all (0.5/0.5/1) 0.404, all alone 0.392.
+Title/body/all was dropped for title/all: it analyses the body twice, which took the lexical
+index's build from 13 to 28 s per 100k documents, for 0.003 on the tuning set. Results (CISI
+held out, bm25s and the previous analysis in the same run): bench/results/lexical-*.md.
 """
 
 from __future__ import annotations
@@ -35,12 +36,12 @@ import tantivy
 from tantivy import Filter, TextAnalyzerBuilder, Tokenizer
 
 # Bumped when anything here changes: every lexical index is then rebuilt from the store.
-ANALYSIS_VERSION = 2
+ANALYSIS_VERSION = 3
 TOKEN_PATTERN = r"[\p{IsAlphabetic}\p{N}]+"  # OpenSearch's; tantivy's `simple` tokenizer is the same
 MAX_TOKEN_BYTES = 40
 STEMMER = "english"  # Snowball English (Porter2)
 K1, B = 1.2, 0.75
-FIELD_BOOSTS = {"title": 0.5, "body": 0.5, "all": 1.0}
+FIELD_BOOSTS = {"title": 0.5, "all": 1.0}
 
 # English stop words: NLTK's list (Snowball's English list with contractions), as bm25s ships it
 # as "en_plus". Longer than Lucene's 33: CISI's and Cranfield's prose queries ("what are the

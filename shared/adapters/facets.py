@@ -28,6 +28,7 @@ import struct
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
+from shared.filters import MAX_STRING_CHARS
 from shared.ports import FieldCondition, SearchFilter
 
 SEP = "\x1f"
@@ -68,7 +69,9 @@ def _eq_token(field: str, v: object) -> str | None:
     if isinstance(v, bool):
         return _bounded(f"{field}{SEP}b{SEP}{int(v)}")
     if isinstance(v, str):
-        return _bounded(f"{field}{SEP}s{SEP}{v}")
+        # No filter can name a longer string (the API's bound): not indexed, which keeps long
+        # texts (bodies) out of the filter tokens.
+        return _bounded(f"{field}{SEP}s{SEP}{v}") if len(v) <= MAX_STRING_CHARS else None
     x = _number(v)
     return None if x is None else num_token(field, sortable(x))
 
@@ -95,8 +98,12 @@ def doc_tokens(fields: Mapping[str, Any], trie: bool) -> list[str]:
             x = _number(v)
             if trie and x is not None:
                 key = sortable(x)
-                for level in range(1, LEVELS):
-                    out[num_token(name, key, level)] = None
+                if len(name.encode()) < MAX_TOKEN_BYTES - 24:  # every prefix token fits: no _bounded
+                    for level in range(1, LEVELS):
+                        out[f"{name}{SEP}r{level:x}{SEP}{key >> (4 * level):0{16 - level}x}"] = None
+                else:
+                    for level in range(1, LEVELS):
+                        out[num_token(name, key, level)] = None
     return list(out)
 
 
@@ -199,7 +206,7 @@ def unsatisfiable(flt: SearchFilter) -> bool:
     refs = id_refs(flt)
     if refs is not None and not refs:
         return True
-    return any(not condition_tokens(c) if c.op == "range" else not eq_tokens(c) for c in flt.where)
+    return any(key_bounds(c) is None if c.op == "range" else not eq_tokens(c) for c in flt.where)
 
 
 __all__: Sequence[str] = ("doc_tokens", "num_payload", "num_field", "eq_tokens", "key_bounds", "range_tokens",

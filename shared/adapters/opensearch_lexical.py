@@ -1,7 +1,7 @@
 """BM25 on OpenSearch (distributed profile): one index per tenant, ACL and collection inside the query.
 
-Semantics mirror the embedded adapter (tantivy_lexical.py): `title`, `body` (every other text field,
-shared.text.hashing.doc_text) and `all` (both, through `copy_to`) with the same boosts, the same
+Semantics mirror the embedded adapter (tantivy_lexical.py): `title` and `all` (title and `body`, every
+other text field (shared.text.hashing.doc_text), through `copy_to`) with the same boosts, the same
 analysis and BM25 k1/b (shared/adapters/analysis.py: one definition for both engines); the
 tenant/ACL/collection/metadata filter sits in `bool.filter`, which selects
 documents before scoring and adds nothing to the score. Never `post_filter`: that runs after
@@ -79,11 +79,13 @@ ACL_IGNORE_ABOVE = 1024
 MAX_ID_BYTES = 512  # OpenSearch's limit on `_id`
 # The embedded adapter's markup; `encoder: html` escapes the document's own text (`<`, `&`,
 # quotes) around the tags, as tantivy's snippets do: a highlight is HTML a page may render.
-HIGHLIGHT = {"pre_tags": ["<b>"], "post_tags": ["</b>"], "encoder": "html"}
+# `require_field_match: false`: the query scores `title` and `all`, and `body` is highlighted with
+# its terms too.
+HIGHLIGHT = {"pre_tags": ["<b>"], "post_tags": ["</b>"], "encoder": "html", "require_field_match": False}
 KEY_FIELDS = ["collection", "doc_id"]
 # The template's `_meta.schema_version`; the embedded adapter's number, since both change
 # together (fields and analysis). Another number on the server: the follower rebuilds.
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 
 
 class OpenSearchBulkError(RuntimeError):

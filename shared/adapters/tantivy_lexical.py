@@ -33,12 +33,12 @@ log = logging.getLogger("vibe.tantivy")
 
 ANALYZER = "vibe_en"
 # What the files under `root` were written with: the fields (2: `facet`, the metadata filter
-# tokens; 3: `all`) and the analysis (4: shared/adapters/analysis.py). A different number means
+# tokens; 3: `all`; 5: no `body`) and the analysis (4: shared/adapters/analysis.py). A different number means
 # the index cannot answer as this code expects, so the follower rebuilds it from the store
 # (shared/indexing.py `_ensure_schema`).
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 VERSION_FILE = "SCHEMA_VERSION"
-# Each query term is scored in `title`, `body` and `all` (both) with these weights; the choice
+# Each query term is scored in `title` and `all` (title and body) with these weights; the choice
 # and its measurements: shared/adapters/analysis.py.
 FIELD_BOOSTS = analysis.FIELD_BOOSTS
 WRITER_HEAP = 15_000_000
@@ -59,8 +59,8 @@ def _schema() -> tantivy.Schema:
     # Text is not stored: the document store has it. Fetching ~500 stored documents per query
     # cost 9 ms at 100k; with only the key stored the fetch is a fraction of that.
     sb.add_text_field("title", stored=False, tokenizer_name=ANALYZER, index_option="position")
-    sb.add_text_field("body", stored=False, tokenizer_name=ANALYZER, index_option="position")
-    # Title and body again as one field (its own length normalisation): frequencies suffice.
+    # Title and body as one field (its own length normalisation); snippets of the body come from
+    # it too (a snippet re-analyses the text, so positions are not needed).
     sb.add_text_field("all", stored=False, tokenizer_name=ANALYZER, index_option="freq")
     return sb.build()
 
@@ -107,7 +107,7 @@ def _text_fields(d: StoredDoc) -> tuple[str, str]:
 
 def _to_tantivy(d: StoredDoc) -> tantivy.Document:
     title, body = _text_fields(d)
-    return tantivy.Document(key=d.key.ref, collection=d.key.collection, acl=list(d.acl), title=title, body=body,
+    return tantivy.Document(key=d.key.ref, collection=d.key.collection, acl=list(d.acl), title=title,
                             all=[title, body], facet=facets.doc_tokens(d.fields, trie=True))
 
 
@@ -181,7 +181,7 @@ class TantivyLexicalIndex:
         return Counter(self.analyzer.analyze(text))
 
     def _query(self, idx: _TenantIndex, flt: SearchFilter, text: str) -> Query | None:
-        """BM25 over title, body and all, each query term weighted by how often the query says
+        """BM25 over title and all, each query term weighted by how often the query says
         it (standard BM25 query-term frequency, as Lucene/OpenSearch do): long natural-language
         queries repeat what matters. On CISI this took keyword nDCG@10 from 0.31 to 0.38."""
         terms = self.terms(text)
@@ -238,7 +238,7 @@ class TantivyLexicalIndex:
         if idx is None or query is None:
             return {}
         searcher = idx.index.searcher()
-        gens = {f: tantivy.SnippetGenerator.create(searcher, query, idx.schema, f) for f in ("title", "body")}
+        gens = {f: tantivy.SnippetGenerator.create(searcher, query, idx.schema, f) for f in ("title", "all")}
         readable = set(flt.acl)
         out: dict[DocKey, list[str]] = {}
         for d in docs:
@@ -249,8 +249,8 @@ class TantivyLexicalIndex:
             if not facets.permits(flt, d.key.ref, d.fields):
                 continue
             title, body = _text_fields(d)
-            tdoc = tantivy.Document(title=title, body=body)
-            snippets = [gens[f].snippet_from_doc(tdoc).to_html() for f in ("title", "body")]
+            tdoc, bdoc = tantivy.Document(title=title), tantivy.Document(all=body)
+            snippets = [gens["title"].snippet_from_doc(tdoc).to_html(), gens["all"].snippet_from_doc(bdoc).to_html()]
             if any(snippets):
                 out[d.key] = [s for s in snippets if s]
         return out

@@ -8,6 +8,7 @@ import random
 import pytest
 
 from shared.adapters import facets
+from shared.filters import MAX_STRING_CHARS
 from shared.ports import FieldCondition
 
 
@@ -53,11 +54,14 @@ def test_equality_is_by_type() -> None:
 
 
 def test_tokens_are_bounded_and_long_values_still_compare() -> None:
-    long = "é" * 10_000
+    long = "é" * 1000  # 2,000 bytes: hashed
     (tok,) = facets.doc_tokens({"f" * 300: long}, trie=False)
     assert len(tok.encode()) <= facets.MAX_TOKEN_BYTES
     assert facets.eq_tokens(FieldCondition("f" * 300, "eq", (long,))) == [tok]
-    assert facets.eq_tokens(FieldCondition("f" * 300, "eq", (long + "x",))) != [tok]
+    assert facets.eq_tokens(FieldCondition("f" * 300, "eq", (long[:-1] + "x",))) != [tok]
+    # longer than any filter value the API accepts (shared/filters.py): not a filter token at all
+    assert facets.doc_tokens({"body": "x" * (MAX_STRING_CHARS + 1)}, trie=True) == []
+    assert len(facets.doc_tokens({"n" * 300: 5}, trie=True)) == 16  # long names: hashed prefix tokens
 
 
 def test_non_finite_and_huge_numbers_are_not_indexed() -> None:

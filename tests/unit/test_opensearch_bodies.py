@@ -211,7 +211,6 @@ def test_search_body_acl_in_bool_filter_never_post_filter() -> None:
         "docvalue_fields": ["collection", "doc_id"],
         "query": {"bool": {
             "should": [{"match": {"title": {"query": "wing flutter", "boost": 0.5}}},
-                       {"match": {"body": {"query": "wing flutter", "boost": 0.5}}},
                        {"match": {"all": {"query": "wing flutter", "boost": 1.0}}}],
             "minimum_should_match": 1,
             "filter": [{"term": {"tenant": "t"}}, {"terms": {"acl": ["*", "g:eng"]}},
@@ -269,13 +268,13 @@ def test_highlight_request_carries_the_filter_and_only_permitted_ids() -> None:
         "docvalue_fields": ["collection", "doc_id"],
         "query": {"bool": {
             "should": [{"match": {"title": {"query": "icing", "boost": 0.5}}},
-                       {"match": {"body": {"query": "icing", "boost": 0.5}}},
                        {"match": {"all": {"query": "icing", "boost": 1.0}}}],
             "minimum_should_match": 1,
             "filter": [{"term": {"tenant": "t"}}, {"terms": {"acl": ["*", "g:eng"]}},
                        {"terms": {"collection": ["a"]}}, {"ids": {"values": ["a/1", "a/4"]}}],
         }},
-        "highlight": {"pre_tags": ["<b>"], "post_tags": ["</b>"], "encoder": "html", "fields": {
+        "highlight": {"pre_tags": ["<b>"], "post_tags": ["</b>"], "encoder": "html", "require_field_match": False,
+                      "fields": {
             "title": {"number_of_fragments": 0}, "body": {"fragment_size": 150, "number_of_fragments": 1}}},
     }
     assert "post_filter" not in _keys_anywhere(call.body)
