@@ -29,7 +29,7 @@ from fastapi.responses import JSONResponse
 
 from services.api.auth import require
 from services.api.bodies import json_body, parse_model
-from services.api.schemas import COLLECTION_NAME, MgetAnswer, MgetIn, body, errors, ok
+from services.api.schemas import COLLECTION_NAME, MgetAnswer, MgetIn, body, component, errors, ok
 from services.api.writes import WriteResult, check_collection, check_doc_id
 from services.planner.planner import semantic_projection
 from services.wiring import Container
@@ -72,9 +72,9 @@ _BULK_DOC: dict[str, Any] = {**_DOC, "required": ["_id"], "properties": {"_id": 
 _WRITTEN: dict[str, Any] = {"type": "object", "required": ["_id", "collection", "result"], "properties": {
     "_id": {"type": "string"}, "collection": {"type": "string"}, "result": {"enum": ["created", "updated"]}}}
 _DELETED: dict[str, Any] = {**_WRITTEN, "properties": {**_WRITTEN["properties"], "result": {"const": "deleted"}}}
-_ITEM: dict[str, Any] = {"type": "object", "required": ["_id", "status"], "properties": {
+_ITEM: dict[str, Any] = component("BulkItem", {"type": "object", "required": ["_id", "status"], "properties": {
     "_id": {"type": "string"}, "status": {"type": "integer"}, "result": {"enum": ["created", "updated"]},
-    "error": _ERROR["properties"]["error"]}}
+    "error": _ERROR["properties"]["error"]}, "description": "one bulk document's outcome, in the order sent"})
 _BULK_OUT: dict[str, Any] = {"type": "object", "required": ["errors", "accepted", "rejected", "results"],
                              "properties": {
     "errors": {"type": "boolean"}, "accepted": {"type": "integer"}, "rejected": {"type": "integer"},
@@ -84,6 +84,9 @@ _GOT: dict[str, Any] = {"type": "object", "required": ["_id"], "properties": {
     "__semantic": {"type": "object", "required": ["status", "lastEmbeddedAt", "space"], "properties": {
         "status": {"type": "string"}, "lastEmbeddedAt": {"type": ["string", "null"]},
         "space": {"type": "string"}, "reason": {"type": "string"}}}}}
+
+
+WRITTEN = component("Written", _WRITTEN)
 
 
 def _body(schema: dict[str, Any]) -> dict[str, Any]:
@@ -141,7 +144,7 @@ def _c(request: Request) -> Container:
 
 
 @router.put("/v1/collections/{collection}/docs/{doc_id}", openapi_extra=_body(_DOC), responses={
-    200: _json(_WRITTEN, "replaced an existing document"), 201: _json(_WRITTEN, "created"),
+    200: _json(WRITTEN, "replaced an existing document"), 201: _json(WRITTEN, "created"),
     **_errors(400, 401, 403, 413)})
 async def put_doc(request: Request, collection: str = COLLECTION, doc_id: str = DOC_ID,
                   p: Principal = Depends(require("write"))) -> JSONResponse:
@@ -159,7 +162,8 @@ async def put_doc(request: Request, collection: str = COLLECTION, doc_id: str = 
 
 
 @router.post("/v1/collections/{collection}/docs:bulk", responses={
-    200: _json(_BULK_OUT, "per-document results"), **_errors(400, 401, 403, 413)}, openapi_extra=_body(
+    200: _json(component("BulkAnswer", _BULK_OUT), "per-document results"), **_errors(400, 401, 403, 413)},
+    openapi_extra=_body(
     {"type": "object", "required": ["docs"], "properties": {"docs": {"type": "array", "items": {"anyOf": [
         _BULK_DOC, {"description": "any other item gets its own error result; the others go ahead"}]}}}}))
 async def bulk(request: Request, collection: str = COLLECTION,
@@ -236,7 +240,8 @@ def _delete_one(c: Container, p: Principal, collection: str, doc_id: str) -> Non
 
 
 @router.get("/v1/collections/{collection}/docs/{doc_id}", responses={
-    200: _json(_GOT, "the document's fields, `_id`, `_vibe` if set, `__semantic` if asked"),
+    200: _json(component("StoredDocument", _GOT), "the document's fields, `_id`, `_vibe` if set, `__semantic` "
+                                                 "if asked"),
     **_errors(400, 401, 403, 404)})
 async def get_doc(request: Request, collection: str = COLLECTION, doc_id: str = DOC_ID, include: str | None = None,
                   p: Principal = Depends(require("read"))) -> JSONResponse:
@@ -287,7 +292,7 @@ async def mget(request: Request, collection: str = COLLECTION,
 
 
 @router.delete("/v1/collections/{collection}/docs/{doc_id}", responses={
-    200: _json(_DELETED, "deleted"), **_errors(400, 401, 403, 404)})
+    200: _json(component("Deleted", _DELETED), "deleted"), **_errors(400, 401, 403, 404)})
 async def delete_doc(request: Request, collection: str = COLLECTION, doc_id: str = DOC_ID,
                      p: Principal = Depends(require("write"))) -> JSONResponse:
     c = _c(request)

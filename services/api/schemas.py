@@ -375,10 +375,23 @@ READ_SSE: dict[str, Any] = {
 }
 
 
+# Response schemas written as JSON Schema by hand (services/api/routes_docs.py), named so a
+# generator gives each its own type: `component(name, schema)` registers one and returns its $ref.
+_HAND_WRITTEN: dict[str, dict[str, Any]] = {}
+
+
+def component(name: str, schema: dict[str, Any]) -> dict[str, Any]:
+    _HAND_WRITTEN[name] = {"title": name, **schema}
+    return {"$ref": f"#/components/schemas/{name}"}
+
+
 def openapi_components(doc: dict[str, Any]) -> dict[str, Any]:
-    """Add the SSE event components to a generated document (FastAPI registers only models a
-    route names; these are referenced from the `text/event-stream` alternative)."""
-    doc.setdefault("components", {}).setdefault("schemas", {}).update(copy.deepcopy(EVENT_COMPONENTS))
+    """Add the SSE event components and the hand-written ones to a generated document (FastAPI
+    registers only models a route names; the events are referenced from the
+    `text/event-stream` alternative)."""
+    schemas = doc.setdefault("components", {}).setdefault("schemas", {})
+    schemas.update(copy.deepcopy(EVENT_COMPONENTS))
+    schemas.update(copy.deepcopy(_HAND_WRITTEN))
     return doc
 
 
