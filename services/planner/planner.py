@@ -508,11 +508,11 @@ class ReadSession:
         return self.ranking[self.req.offset: self.req.offset + self.req.limit]
 
     def _scope_key(self) -> str:
-        """The collection plus the filter: one query text under two filters is two queries
-        (touch page memory keys on it)."""
-        if not self.req.where:
+        """The collection plus the filter and the page: one query text under two filters, or
+        its second page, is another page to remember (touch page memory keys on it)."""
+        if not self.req.where and not self.req.offset:
             return self.req.collection
-        return self.req.collection + "\x1f" + repr(describe(self.req.where))
+        return f"{self.req.collection}\x1f{describe(self.req.where)!r}\x1f{self.req.offset}"
 
     @property
     def has_more(self) -> bool:
