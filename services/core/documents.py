@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from services.api.reserved import is_reserved_collection
+from services.core.reserved import is_reserved_collection
 from shared.errors import ErrorCode, VibeError, invalid
 from shared.indexing import Follower
 from shared.metrics import METRICS

@@ -5,7 +5,7 @@ collection `mcp-task-<HMAC>` with `_acl = ["mcp-task:<HMAC>"]`, both derived und
 secret from the caller's key ref (itself an HMAC of the bearer key) and the sanitised task id
 (services/mcp/secret.py). So two keys never share materials, even with the same tenant and
 principals; nobody without the secret can compute a name or a token; and the documents API
-refuses the `mcp-task-` prefix (services/api/reserved.py), so no key can plant a document in
+refuses the `mcp-task-` prefix (services/core/reserved.py), so no key can plant a document in
 a task collection or read or delete one there. Every engine query of this tool filters by
 that collection and that ACL token; ordinary reads never match the token (no key's
 principals contain it).

@@ -8,7 +8,7 @@ HMAC-SHA256 under a secret only the server holds:
 - `key_ref(secret, token)`: an opaque id of one API key (never the key itself), so two keys
   with the same tenant and principals still own different materials;
 - `task_names(secret, key_ref, task)`: the collection `mcp-task-<32 hex>` (a prefix the
-  documents API refuses, services/api/reserved.py) and the ACL token, derived with separate
+  documents API refuses, services/core/reserved.py) and the ACL token, derived with separate
   labels so a collection name seen in a log or an audit row does not give the token away.
 
 The secret is `VIBE_MCP_TASK_SECRET`, or a random one kept in `DATA_DIR/mcp_task_secret`,
@@ -28,7 +28,7 @@ import secrets
 import stat
 from pathlib import Path
 
-from services.api.reserved import RESERVED_PREFIX
+from services.core.reserved import RESERVED_PREFIX
 from shared.config import Settings
 
 log = logging.getLogger("vibe.mcp")

@@ -227,7 +227,7 @@ def test_task_names_are_keyed_by_the_server_secret() -> None:
     """Finding 7: names used to be blake3(tenant, principals, task), computable by anyone."""
     import blake3
 
-    from services.api.reserved import is_reserved_collection
+    from services.core.reserved import is_reserved_collection
     from services.mcp.secret import key_ref, task_names
 
     a, b = b"a" * 32, b"b" * 32

@@ -431,7 +431,11 @@ class Matrix:
         body = self._tool(key, "extract_key_info", args)
         if body is None:
             return
-        text = json.dumps(body.get("contexts"))
+        # Seed 004's answer is a list of strings (`result` in the structured content). A body
+        # without it must fail here, not pass with nothing checked.
+        result = body.get("result")
+        assert isinstance(result, list), f"extract_key_info answered without a result list: {sorted(body)}"
+        text = json.dumps(result)
         own = [m for m in MATERIAL.finditer(text) if m.group(1) == key and m.group(2) == str(task)]
         foreign = [m.group(0) for m in MATERIAL.finditer(text) if m not in own and not (
             m.group(1) == key and m.group(2) == str(task))]
