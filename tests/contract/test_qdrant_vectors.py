@@ -15,7 +15,7 @@ from shared.adapters.edge_vectors import EdgeVectorIndex
 from shared.adapters.qdrant_vectors import QdrantVectorIndex
 from shared.config import Settings
 from shared.model import DocKey, StoredDoc
-from shared.ports import SearchFilter, VectorIndex
+from shared.ports import FieldCondition, SearchFilter, VectorIndex
 
 pytestmark = pytest.mark.filterwarnings("ignore:Payload indexes have no effect:UserWarning")
 
@@ -48,7 +48,8 @@ def _corpus(n: int, dim: int, seed: int) -> list[tuple[StoredDoc, list[float]]]:
     items = []
     for i in range(n):
         key = DocKey(f"t{i % 3}", f"c{i % 4}", f"d{i}")
-        items.append((StoredDoc(key, {}, acls[i % 4], None, "h", 0.0), vecs[i].tolist()))
+        fields = {"kind": ("a", "b", "c")[i % 3], "n": i % 50, "tags": [f"t{i % 7}", f"t{i % 5}"], "flag": i % 2 == 0}
+        items.append((StoredDoc(key, fields, acls[i % 4], None, "h", 0.0), vecs[i].tolist()))
     return items
 
 
@@ -62,7 +63,12 @@ def test_same_top_k_as_the_embedded_adapter(tmp_path: Path) -> None:
         idx.upsert("core", items)
     rng = np.random.default_rng(5)
     filters = [SearchFilter("t0", None, ("*",)), SearchFilter("t1", None, ("*", "g:a")),
-               SearchFilter("t2", ("c1", "c2"), ("*", "g:a", "g:b")), SearchFilter("t0", ("c3",), ("g:b",))]
+               SearchFilter("t2", ("c1", "c2"), ("*", "g:a", "g:b")), SearchFilter("t0", ("c3",), ("g:b",)),
+               SearchFilter("t0", None, ("*", "g:a", "g:b"), (FieldCondition("kind", "in", ("a", "c")),
+                                                               FieldCondition("n", "range", gte=10, lt=40))),
+               SearchFilter("t1", None, ("*", "g:a", "g:b"), (FieldCondition("tags", "eq", ("t3",)),
+                                                               FieldCondition("flag", "eq", (True,)))),
+               SearchFilter("t0", None, ("*", "g:a", "g:b"), ids=tuple(d.key for d, _ in items[:90]))]
     only = [k for k in (d.key for d, _ in items[:120]) if k.tenant == "t0"]
     compared = 0
     for _ in range(12):
