@@ -86,7 +86,7 @@ def encoders(data_dir: Path) -> dict[str, Embedder]:
 
     out: dict[str, Embedder] = {"torch": LocalEmbedder()}
     try:
-        out["onnx"] = load("all-MiniLM-L6-v2", data_dir / "models")
+        out["onnx"] = load("all-MiniLM-L6-v2", data_dir / "models", doc_nice=0)  # as torch: same priority
     except RuntimeError as e:
         print(f"no ONNX encoder: {e}")
     return out
