@@ -991,6 +991,53 @@ export interface components {
          * @description data of `event: error`: the stream's last event on failure
          */
         ErrorEvent: components["schemas"]["ErrorDetail"];
+        /**
+         * BulkItem
+         * @description one bulk document's outcome, in the order sent
+         */
+        BulkItem: {
+            _id: string;
+            status: number;
+            /** @enum {unknown} */
+            result?: "created" | "updated";
+            error?: {
+                code: string;
+                message: string;
+                details?: Record<string, never>;
+            };
+        };
+        /** Written */
+        Written: {
+            _id: string;
+            collection: string;
+            /** @enum {unknown} */
+            result: "created" | "updated";
+        };
+        /** BulkAnswer */
+        BulkAnswer: {
+            errors: boolean;
+            accepted: number;
+            rejected: number;
+            results: components["schemas"]["BulkItem"][];
+        };
+        /** StoredDocument */
+        StoredDocument: {
+            _id: string;
+            _vibe?: Record<string, never>;
+            __semantic?: {
+                status: string;
+                lastEmbeddedAt: string | null;
+                space: string;
+                reason?: string;
+            };
+        };
+        /** Deleted */
+        Deleted: {
+            _id: string;
+            collection: string;
+            /** @constant */
+            result: "deleted";
+        };
     };
     responses: never;
     parameters: never;
@@ -1020,16 +1067,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        _id: string;
-                        _vibe?: Record<string, never>;
-                        __semantic?: {
-                            status: string;
-                            lastEmbeddedAt: string | null;
-                            space: string;
-                            reason?: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["StoredDocument"];
                 };
             };
             /** @description invalid_params: the request is malformed or out of bounds */
@@ -1130,12 +1168,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        _id: string;
-                        collection: string;
-                        /** @enum {unknown} */
-                        result: "created" | "updated";
-                    };
+                    "application/json": components["schemas"]["Written"];
                 };
             };
             /** @description created */
@@ -1144,12 +1177,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        _id: string;
-                        collection: string;
-                        /** @enum {unknown} */
-                        result: "created" | "updated";
-                    };
+                    "application/json": components["schemas"]["Written"];
                 };
             };
             /** @description invalid_params: the request is malformed or out of bounds */
@@ -1237,12 +1265,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        _id: string;
-                        collection: string;
-                        /** @constant */
-                        result: "deleted";
-                    };
+                    "application/json": components["schemas"]["Deleted"];
                 };
             };
             /** @description invalid_params: the request is malformed or out of bounds */
@@ -1345,22 +1368,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        errors: boolean;
-                        accepted: number;
-                        rejected: number;
-                        results: {
-                            _id: string;
-                            status: number;
-                            /** @enum {unknown} */
-                            result?: "created" | "updated";
-                            error?: {
-                                code: string;
-                                message: string;
-                                details?: Record<string, never>;
-                            };
-                        }[];
-                    };
+                    "application/json": components["schemas"]["BulkAnswer"];
                 };
             };
             /** @description invalid_params: the request is malformed or out of bounds */
