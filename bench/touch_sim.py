@@ -92,6 +92,9 @@ class SimBudget:
     def available(self, tenant: str) -> int:
         return 10**9 if self.per_minute <= 0 else int(self.level)
 
+    def reachable(self) -> bool:
+        return True  # an in-process bucket is always there to ask
+
 
 def _container(model: CachedModel, env: dict[str, Any]) -> tuple[Container, CachedEmbedder]:
     data = Path(tempfile.mkdtemp(prefix="vibe-touchsim-")) / "data"

@@ -70,9 +70,10 @@ class Settings(BaseSettings):
     # the write returns (shared/indexing.py). Embedded indexes apply in the writer's process.
     write_sync_wait_seconds: float = 2.0
     rrf_k: int = 60
-    # Hybrid fusion (services/planner/fusion.py; chosen with `bench quality`).
+    # Hybrid fusion (services/planner/fusion.py), chosen leave-one-collection-out by
+    # `python -m bench.fusion_loo` (bench/results/fusion_loo.json).
     fusion: Literal["zscore", "rrf"] = "zscore"
-    semantic_weight: Annotated[float, Field(ge=0.0, le=1.0)] = 0.7
+    semantic_weight: Annotated[float, Field(ge=0.0, le=1.0)] = 0.55
 
     # Workers.
     workers: int = 2

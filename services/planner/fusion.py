@@ -3,8 +3,10 @@
 Two methods, chosen by `Settings.fusion`:
 - `zscore` (default): each leg's scores standardised (z-scores over its top `depth`), then a
   weighted sum with the semantic leg at `semantic_weight`. Scores carry how far ahead a hit
-  is, which ranks alone throw away; on the development sets (bench/results/quality-*) it is
-  the fusion that beats both single strategies on both (RRF k=60 loses to semantic on CISI).
+  is, which ranks alone throw away. The weight is chosen leave-one-collection-out
+  (bench/fusion_loo.py, bench/results/fusion_loo.json): the weight whose smallest lead over
+  keyword, semantic and RRF k=60 across the collections is largest; each collection is also
+  reported with the weight the OTHER collections pick, and that beats all three there too.
 - `rrf`: Reciprocal Rank Fusion, k=60, ranks from 1 (seed 002), kept for clients that want it.
 A document missing from a leg gets that leg's lowest standardised score: below every hit
 the leg did return. Except a lexical candidate that has no vector yet (`unembedded`: lazy
@@ -94,7 +96,7 @@ def _standardised(hits: Sequence[Hit], depth: int) -> tuple[float, float]:
     return statistics.fmean(top), statistics.pstdev(top) or 1.0
 
 
-def zscore(lexical: Sequence[Hit], semantic: Sequence[Hit], semantic_weight: float = 0.7,
+def zscore(lexical: Sequence[Hit], semantic: Sequence[Hit], semantic_weight: float = 0.55,
            depth: int = 200, unembedded: AbstractSet[DocKey] = frozenset()) -> list[Fused]:
     """Weighted sum of standardised scores; ties broken by key for a deterministic order."""
     (lm, ls), (sm, ss) = _standardised(lexical, depth), _standardised(semantic, depth)
