@@ -13,6 +13,7 @@ import json
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -471,3 +472,10 @@ def test_both_profiles_analyse_alike() -> None:
     assert os_an["filter"]["vibe_stop"]["stopwords"] == list(analysis.STOPWORDS)
     assert os_an["analyzer"]["vibe_en"]["filter"] == ["vibe_long", "lowercase", "vibe_stop", "vibe_stem"]
     assert osl.SCHEMA_VERSION == tl.SCHEMA_VERSION  # both change together
+
+
+def test_the_deployed_template_file_is_what_the_adapter_installs() -> None:
+    """deploy/opensearch/vibe-lex-template.json (for operators: inspect it, or PUT it ahead of the
+    first write) never drifts from the template the adapter puts itself."""
+    path = Path(__file__).resolve().parents[2] / "deploy" / "opensearch" / "vibe-lex-template.json"
+    assert json.loads(path.read_text()) == osl.template_body()
