@@ -291,3 +291,11 @@ def test_possessives_hyphens_and_stems_match(index: LexicalIndex) -> None:
                  doc("t", "c", "2", "Boats", "nothing here")], [])
     assert [h.key.doc_id for h in index.search(flt(), "the engine's cross-section", 10)] == ["1"]
     assert index.search(flt(), "what about those", 10) == []  # stop words only
+
+
+def test_long_id_allow_lists(index: LexicalIndex) -> None:
+    """An allow-list longer than the term-set threshold (tantivy) selects exactly the same."""
+    index.apply([mdoc(str(i), {}) for i in range(30)], [])
+    keys = tuple(DocKey("t", "c", str(i)) for i in range(0, 30, 3)) + tuple(
+        DocKey("t", "c", f"absent{i}") for i in range(1500))
+    assert ids_of(index, where(ids=keys)) == {str(i) for i in range(0, 30, 3)}
