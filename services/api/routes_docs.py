@@ -143,7 +143,7 @@ def _c(request: Request) -> Container:
     return request.app.state.container  # type: ignore[no-any-return]
 
 
-@router.put("/v1/collections/{collection}/docs/{doc_id}", openapi_extra=_body(_DOC), responses={
+@router.put("/v1/collections/{collection}/docs/{doc_id:path}", openapi_extra=_body(_DOC), responses={
     200: _json(WRITTEN, "replaced an existing document"), 201: _json(WRITTEN, "created"),
     **_errors(400, 401, 403, 413)})
 async def put_doc(request: Request, collection: str = COLLECTION, doc_id: str = DOC_ID,
@@ -239,7 +239,7 @@ def _delete_one(c: Container, p: Principal, collection: str, doc_id: str) -> Non
         c.docs.delete(doc.key)
 
 
-@router.get("/v1/collections/{collection}/docs/{doc_id}", responses={
+@router.get("/v1/collections/{collection}/docs/{doc_id:path}", responses={
     200: _json(component("StoredDocument", _GOT), "the document's fields, `_id`, `_vibe` if set, `__semantic` "
                                                  "if asked"),
     **_errors(400, 401, 403, 404)})
@@ -291,7 +291,7 @@ async def mget(request: Request, collection: str = COLLECTION,
     return JSONResponse({"docs": await run_in_threadpool(_mget, c, p, collection, list(parsed.ids))})
 
 
-@router.delete("/v1/collections/{collection}/docs/{doc_id}", responses={
+@router.delete("/v1/collections/{collection}/docs/{doc_id:path}", responses={
     200: _json(component("Deleted", _DELETED), "deleted"), **_errors(400, 401, 403, 404)})
 async def delete_doc(request: Request, collection: str = COLLECTION, doc_id: str = DOC_ID,
                      p: Principal = Depends(require("write"))) -> JSONResponse:

@@ -78,7 +78,7 @@ def _validator(doc: dict[str, Any], schema: dict[str, Any]) -> jsonschema.Draft2
 
 
 def test_every_operation_is_listed_once_per_route(app: FastAPI, doc: dict[str, Any]) -> None:
-    routes = {(m, r.path) for r in _routes(app) if r.include_in_schema for m in r.methods}
+    routes = {(m, r.path_format) for r in _routes(app) if r.include_in_schema for m in r.methods}  # {id:path} is {id}
     assert {(m, p) for m, p, _ in _operations(doc)} == routes
     assert len(routes) >= 25  # documents 4, read 2, admin 8, lifecycle 11+
 
@@ -89,7 +89,7 @@ def test_the_bearer_scheme_is_declared_on_every_authenticated_route(app: FastAPI
     ops = {(m, p): op for m, p, op in _operations(doc)}
     for route in _routes(app):
         for method in route.methods:
-            key, op = (method, route.path), ops[(method, route.path)]
+            key, op = (method, route.path_format), ops[(method, route.path_format)]
             if _authenticates(route):
                 assert op.get("security") == [{SCHEME: []}], key
             elif key in OPTIONAL_AUTH:
@@ -115,7 +115,7 @@ def test_every_operation_declares_its_success_body(doc: dict[str, Any]) -> None:
 
 def test_every_error_status_declares_the_error_body_and_none_is_422(app: FastAPI, doc: dict[str, Any]) -> None:
     assert "HTTPValidationError" not in doc["components"]["schemas"]
-    authenticated = {(m, r.path) for r in _routes(app) if _authenticates(r) for m in r.methods}
+    authenticated = {(m, r.path_format) for r in _routes(app) if _authenticates(r) for m in r.methods}
     for method, path, op in _operations(doc):
         errors = {s for s in op["responses"] if not s.startswith("2")}
         assert "422" not in errors and {"4XX", "500"} <= errors, (method, path, errors)
