@@ -57,6 +57,7 @@ class EdgeVectorIndex:
         self._shards: dict[str, qe.EdgeShard] = {}
         self._dims: dict[str, int] = {}
         self._lock = threading.RLock()
+        self._num_indexed: dict[str, set[str]] = {}  # per space: `num.*` keys indexed by this process
         if not self.schema_outdated():  # empty or current: what gets written now is current
             root.mkdir(parents=True, exist_ok=True)
             (root / VERSION_FILE).write_text(str(SCHEMA_VERSION))
@@ -74,6 +75,7 @@ class EdgeVectorIndex:
         """Delete every shard and record the current version; the caller replays the log."""
         with self._lock:
             self.close()
+            self._num_indexed.clear()
             if self.root.exists():
                 for p in self.root.iterdir():
                     shutil.rmtree(p) if p.is_dir() else p.unlink()
@@ -112,9 +114,24 @@ class EdgeVectorIndex:
             return
         shard = self._shard(space, len(items[0][1]))
         assert shard is not None
-        points = [qe.Point(point_id(d.key), vec, _payload(d)) for d, vec in items]
+        payloads = [_payload(d) for d, _ in items]
+        points = [qe.Point(point_id(d.key), vec, pl) for (d, vec), pl in zip(items, payloads, strict=True)]
         with self._lock:
+            self._index_numbers(space, shard, payloads)
             shard.update(qe.UpdateOperation.upsert_points(points))
+
+    def _index_numbers(self, space: str, shard: qe.EdgeShard, payloads: Sequence[dict[str, object]]) -> None:
+        """A float payload index per numeric field, the first time this process sees it (range
+        filters then read an index; creating an existing one again changes nothing)."""
+        known = self._num_indexed.setdefault(space, set())
+        fresh: set[str] = set()
+        for pl in payloads:
+            num = pl.get("num")
+            if isinstance(num, dict):
+                fresh.update(k for k in num if k not in known)
+        for key in sorted(fresh):
+            shard.update(qe.UpdateOperation.create_field_index(f"num.{key}", qe.PayloadSchemaType.Float))
+            known.add(key)
 
     def delete(self, space: str, keys: Sequence[DocKey]) -> None:
         shard = self._shard(space, None)

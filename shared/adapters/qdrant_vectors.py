@@ -100,6 +100,7 @@ class QdrantVectorIndex:
         self.client = client
         self.prefix = prefix
         self._dims: dict[str, int] = {}  # spaces known to exist, with their dimension
+        self._num_indexed: dict[str, set[str]] = {}  # per space: `num.*` keys given a float index here
         self._lock = threading.Lock()
 
     @classmethod
@@ -158,7 +159,19 @@ class QdrantVectorIndex:
         name = self.collection(space)
         for batch in upsert_batches(items, UPSERT_BATCH, UPSERT_MAX_BYTES):
             points = [models.PointStruct(id=point_id(d.key), vector=vec, payload=payload(d)) for d, vec in batch]
+            self._index_numbers(space, points)
             self.client.upsert(name, points=points, wait=True)
+
+    def _index_numbers(self, space: str, points: Sequence[models.PointStruct]) -> None:
+        """A float payload index for each numeric field the first time this process sees it, so
+        range filters read an index, not every candidate's payload. Creating an existing index
+        again is a no-op on the server (a restarted process asks once per field)."""
+        known = self._num_indexed.setdefault(space, set())
+        fresh = {k for p in points for k in ((p.payload or {}).get("num") or {})} - known
+        for key in sorted(fresh):
+            self.client.create_payload_index(self.collection(space), f"num.{key}",
+                                             field_schema=models.PayloadSchemaType.FLOAT, wait=True)
+            known.add(key)
 
     def delete(self, space: str, keys: Sequence[DocKey]) -> None:
         if not keys or not self._known(space):
@@ -210,12 +223,14 @@ class QdrantVectorIndex:
             for name in self._ours():
                 self.client.delete_collection(name)
             self._dims.clear()
+            self._num_indexed.clear()
 
     def drop(self, space: str) -> None:
         """Delete the space's collection (tests, and a rebuild from the document store)."""
         with self._lock:
             self.client.delete_collection(self.collection(space))
             self._dims.pop(space, None)
+            self._num_indexed.pop(space, None)
 
     def close(self) -> None:
         self.client.close()

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 from qdrant_client import QdrantClient, models
 
+from shared.adapters import facets
 from shared.adapters import qdrant_vectors as qv
 from shared.adapters.edge_vectors import EdgeVectorIndex
 from shared.adapters.qdrant_vectors import QdrantVectorIndex
@@ -98,7 +99,9 @@ def test_collection_per_space_with_cosine_tenant_index_and_per_tenant_graphs() -
     assert indexes == [
         ("tenant", models.KeywordIndexParams(type=models.KeywordIndexType.KEYWORD, is_tenant=True)),
         ("collection", models.PayloadSchemaType.KEYWORD), ("acl", models.PayloadSchemaType.KEYWORD),
-        ("facet", models.PayloadSchemaType.KEYWORD)]
+        ("facet", models.PayloadSchemaType.KEYWORD),
+        # the corpus's one numeric field, under its hashed key, for range filters
+        (f"num.{facets.num_field('n')}", models.PayloadSchemaType.FLOAT)]
     spy.calls.clear()
     idx.upsert("core", _corpus(3, 8, seed=2))  # the space is known: no more setup calls
     assert [n for n, _, _ in spy.calls] == ["upsert"]
