@@ -108,3 +108,27 @@ def test_cli_rebuild_index_rebuilds_free_embedded_slots(tmp_path: Path, monkeypa
     assert {h.key.doc_id for h in again.lexical.search(EN, "rotor", 10)} == {"1", "3"}
     _close(again)
     store.close()
+
+
+def test_a_served_container_rebuilds_an_outdated_index_when_it_starts(tmp_path: Path) -> None:
+    """The composition root's start-up path: indexes left by an older release are rebuilt before
+    the process serves, and then answer metadata filters."""
+    from services.wiring import build
+    from shared.config import Settings
+
+    settings = Settings(data_dir=tmp_path, embedder="hash", embed_dim=16, scheduler_enabled=False)
+    first = build(settings)
+    first.start()
+    first.docs.put([StoredDoc(DocKey("t", "c", str(i)), {"title": "rotor", "lang": ("en", "de")[i % 2]}, ["*"],
+                              None, f"h{i}", 1.0) for i in range(6)])
+    first.stop()
+    (tmp_path / "lexical" / tl.VERSION_FILE).write_text("1")  # as an older release left it
+
+    again = build(settings)
+    assert again.follower.members[0].outdated() == ["TantivyLexicalIndex"]
+    again.start()
+    try:
+        assert again.follower.members[0].outdated() == []
+        assert {h.key.doc_id for h in again.lexical.search(EN, "rotor", 10)} == {"0", "2", "4"}
+    finally:
+        again.stop()
