@@ -114,7 +114,9 @@ class Container:
             agent.close()
 
     def start(self) -> None:
-        self.follower.sync()
+        # catch_up, not sync: an index server that is away at start (or whose schema cannot be
+        # checked yet) must not stop the process; the next sync retries and reads re-check pages.
+        self.follower.catch_up()
         for f in self.follower.members:  # the serving process reports its indexes' lag
             METRICS.follower_lag.labels(follower=f.label).set_function(f.lag)
         self.queue.start()
