@@ -271,8 +271,27 @@ def _latency_note(doc: dict[str, Any]) -> str:
             f"round trip is **{rtt} ms p50** on this machine — subtract it to compare with the in-process peers "
             f"(vibe-semantic p50 minus it: {net} ms). The table and the verdicts above use the raw figures. "
             f"No system pays for query embedding in these latencies (peers are handed the query vectors; "
-            f"vibe-semantic's query-vector cache is warmed first); one query through the embedding provider costs "
-            f"{doc['provider_query_embed_p50_ms']} ms p50.")
+            f"vibe-semantic's query-vector cache is warmed first)"
+            + (f"; one query through the embedding provider costs {doc['provider_query_embed_p50_ms']} ms p50."
+               if _hash_vectors(doc) is None else ".") + _scale_note(doc))
+
+
+def _hash_vectors(doc: dict[str, Any]) -> str | None:
+    """The sentence that replaces the provider's description when every system got hash vectors."""
+    if doc.get("parameters", {}).get("vectors") != "hash":
+        return None
+    return (f"Same machine, same run, same data, same vectors ({doc['model']}: the deterministic hash embedder, "
+            "computed in this process for the peers and by vibe-semantic itself with VIBE_EMBEDDER=hash, so the "
+            "vectors are identical and cheap at this size; their quality is far below a real model's, for every "
+            "system alike). ")
+
+
+def _scale_note(doc: dict[str, Any]) -> str:
+    n = doc.get("parameters", {}).get("distractors", 0)
+    if not n:
+        return ""
+    return (f" The collection is the judged set plus {n} unjudged distractors drawn from its own words "
+            "(`--distractors`), so both legs meet near-misses at this size; judgments are unchanged.")
 
 
 APPROXIMATE = ("Chroma",)  # HNSW; the other vector searches here are exact
@@ -294,14 +313,15 @@ def markdown(doc: dict[str, Any]) -> str:
     verdicts = "\n".join(_verdict(rs, c, k, f) for c, k, f in COLUMNS)
     notes = "\n".join(f"- {k}: {v['note']}" for k, v in doc["systems"].items())
     return (f"# Peers: {doc['dataset']} ({doc['docs']} docs, {doc['queries']} judged queries, top {DEPTH})\n\n"
-            f"Same machine, same run, same data, same vectors ({doc['model']} through one OpenAI-protocol provider "
-            "with a disk cache). vibe-semantic is served and measured over HTTP; the peers run in-process. "
+            + (_hash_vectors(doc) or f"Same machine, same run, same data, same vectors ({doc['model']} through one "
+               "OpenAI-protocol provider with a disk cache). ")
+            + "vibe-semantic is served and measured over HTTP; the peers run in-process. "
             f"Latency: each query's median of {REPEATS} passes, then p50/p95 over the queries. "
             "*ingest s*: loading the documents, index build included (vectors already computed for the peers). "
             "*index/embedding s*: vibe-semantic = `POST /semantic/reindex` until coverage is 100% (queue, worker, "
             "provider calls, commit, vector index; polled every 0.5 s); peers = fetching the same vectors from the "
-            "same provider in batches of 32 (one figure shared by every peer). Both are served from the vector "
-            "cache, so neither is the model's speed (see `bench spine`).\n\n"
+            "same provider in batches of 32 (one figure shared by every peer; with hash vectors: computing them). "
+            "Both are served from the vector cache, so neither is the model's speed (see `bench spine`).\n\n"
             + report.table(head, table) + "\n## Who wins each column\n\n" + verdicts + "\n\n"
             "## Who wins each column within a mode\n\n" + _per_mode(rs) + "\n## Latency\n\n" + _latency_note(doc)
             + "\n\n" + _same_vectors_note(rs) + "\n\n## What ran\n\n" + notes + "\n\n"
