@@ -100,7 +100,9 @@ def _container(model: CachedModel, env: dict[str, Any]) -> tuple[Container, Cach
     data = Path(tempfile.mkdtemp(prefix="vibe-touchsim-")) / "data"
     policy = {k.removeprefix("policy."): v for k, v in env.items() if k.startswith("policy.")}
     plain = {k: v for k, v in env.items() if not k.startswith("policy.")}
-    settings = Settings(data_dir=data, embedder="openai", **plain)
+    # The scheduler stays off: on its wall-clock tick it would promote the collection to eager
+    # and backfill it (bench lifecycle measures that), which is not the touch policy's spend.
+    settings = Settings(data_dir=data, embedder="openai", scheduler_enabled=False, **plain)
     emb = CachedEmbedder(model)
     c = build(settings, emb)
     c.planner.cfg.touch = replace(c.planner.cfg.touch, **policy)  # knobs the settings do not carry

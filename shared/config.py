@@ -223,8 +223,9 @@ class Settings(BaseSettings):
     touch_min_depth: int = 10
     speculate_neighbors: int = 0
     speculate_sources: int = 3
-    # adaptive only (TouchPolicy fields of the same names without `touch_`):
-    touch_dig_step: Annotated[int, Field(ge=0)] = 10
+    # adaptive only (TouchPolicy fields of the same names without `touch_`; dig step chosen on
+    # Cranfield, checked on CISI: bench/results/touch-cranfield.json, touch-cisi*.json):
+    touch_dig_step: Annotated[int, Field(ge=0)] = 5
     touch_dig_max: Annotated[int, Field(ge=0)] = 60
     touch_remember: bool = True
     touch_probe_rounds: Annotated[int, Field(ge=0)] = 3

@@ -95,3 +95,13 @@ def test_rrf_unembedded_candidate_counts_its_lexical_rank_twice() -> None:
     assert out["a"] == pytest.approx(2 / 61) and out["b"] == pytest.approx(1 / 62 + 1 / 61)
     assert rrf(lex, sem, 60, unembedded={k("a")})[0].key.doc_id == "a"
     assert rrf(lex, sem, 60)[0].key.doc_id == "b"
+
+
+def test_zscore_default_weight_is_the_products() -> None:
+    """Callers of zscore() without a weight (benchmarks, explain) fuse as a served read does:
+    the default chosen leave-one-collection-out (bench/fusion_loo.py) is Settings'."""
+    import inspect
+
+    from shared.config import Settings
+
+    assert inspect.signature(zscore).parameters["semantic_weight"].default == Settings().semantic_weight

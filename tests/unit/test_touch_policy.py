@@ -149,7 +149,7 @@ def test_a_settled_repeat_neither_digs_nor_probes_similar_ones() -> None:
     lex = keys(100)
     state = {k: (READY if i < 20 else COLD) for i, k in enumerate(lex)}
     page = [*lex[:9], lex[17]]  # unstable by the zone rule
-    similar_policy = TouchPolicy("adaptive", depth_factor=2.0, dig_factor=3.0, similar=3)
+    similar_policy = TouchPolicy("adaptive", depth_factor=2.0, dig_factor=3.0, similar=3, dig_step=10, stable_zone=0.5)
     like = [lex[70], lex[5], lex[40], lex[41], lex[42]]
     assert plan(similar_policy, 10, lex, page, state, PLENTY, settled=False, similar=like).keys == \
         [*lex[20:30], lex[70], lex[40], lex[41]]  # dig, then three similar cold ones (the ready one skipped)
