@@ -26,6 +26,10 @@ from dataclasses import dataclass, field
 
 from shared.model import DocKey, Hit
 
+# The semantic leg's weight in z-score fusion, chosen leave-one-collection-out by
+# bench/fusion_loo.py (VIBE_SEMANTIC_WEIGHT overrides it; tests/unit/test_fusion.py keeps the two equal).
+DEFAULT_SEMANTIC_WEIGHT = 0.55
+
 
 def relative(hits: Sequence[Hit]) -> list[Hit]:
     """BM25 scores as shown to callers: divided by the best score of the caller's own list.
@@ -96,7 +100,7 @@ def _standardised(hits: Sequence[Hit], depth: int) -> tuple[float, float]:
     return statistics.fmean(top), statistics.pstdev(top) or 1.0
 
 
-def zscore(lexical: Sequence[Hit], semantic: Sequence[Hit], semantic_weight: float = 0.55,
+def zscore(lexical: Sequence[Hit], semantic: Sequence[Hit], semantic_weight: float = DEFAULT_SEMANTIC_WEIGHT,
            depth: int = 200, unembedded: AbstractSet[DocKey] = frozenset()) -> list[Fused]:
     """Weighted sum of standardised scores; ties broken by key for a deterministic order."""
     (lm, ls), (sm, ss) = _standardised(lexical, depth), _standardised(semantic, depth)

@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from services.planner.explain import ExplainCache
-from services.planner.fusion import Fused, relative, rrf, single, zscore
+from services.planner.fusion import DEFAULT_SEMANTIC_WEIGHT, Fused, relative, rrf, single, zscore
 from services.planner.query_cache import QueryVectorCache
 from services.planner.strategy import choose_strategy
 from services.planner.touch import (
@@ -86,7 +86,7 @@ class PlannerConfig:
     per_query_max_embeds: int
     rrf_k: int
     fusion: str = "zscore"  # zscore | rrf (services/planner/fusion.py)
-    semantic_weight: float = 0.7
+    semantic_weight: float = DEFAULT_SEMANTIC_WEIGHT  # chosen by bench/fusion_loo.py
     touch: TouchPolicy = field(default_factory=TouchPolicy)
 
 
