@@ -189,3 +189,31 @@ def test_documents_run_on_a_lower_priority_thread_queries_do_not(onnx: oe.OnnxEm
     onnx.embed(["one document", "another document"])
     onnx.embed_query("a query")
     assert seen["docs"] == min(19, seen["query"] + 5)
+
+
+@pytest.mark.model
+def test_a_forked_child_gets_its_own_sessions_and_document_thread(onnx: oe.OnnxEmbedder) -> None:
+    """A prefork worker pool forks after the embedder exists: the parent's document thread does
+    not exist in the child, which must not wait on it."""
+    import os
+    import time
+
+    want = onnx.embed(["rotor icing", "the parent's document thread is running now"])[0]
+    pid = os.fork()
+    if pid == 0:  # the child: exit code says what happened, nothing else may run here
+        try:
+            ok = (np.allclose(onnx.embed(["rotor icing"])[0], want, atol=1e-5)
+                  and np.allclose(onnx.embed_query("rotor icing"), want, atol=1e-5))
+            os._exit(0 if ok else 1)
+        except BaseException:
+            os._exit(2)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            assert os.waitstatus_to_exitcode(status) == 0
+            return
+        time.sleep(0.1)
+    os.kill(pid, 9)
+    os.waitpid(pid, 0)
+    pytest.fail("the forked child hung waiting for the parent's document thread")

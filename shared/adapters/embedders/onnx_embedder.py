@@ -94,18 +94,35 @@ class OnnxEmbedder:
         self._name = model_name
         self.batch_size = max(1, batch_size)
         self._tok = tokenizer_for(model_dir, cfg.max_seq_length)
-        # One intra-op thread per query: on 2 cores a second thread costs more in hand-off than
-        # it gains on a 10-token sequence (measured), and keeps a core for everything else.
-        self._query = _session(onnx_file, 1)
-        doc_threads = threads or max(1, (os.cpu_count() or 1) - 1)
-        # Every document batch runs on this one low-priority thread (whichever worker asked):
-        # at most `doc_threads` cores go to documents, the rest stay with the read path.
-        self._pool = ThreadPoolExecutor(1, thread_name_prefix="vibe-embed-docs", initializer=_lower_priority(doc_nice))
-        self._docs = self._query if doc_threads == 1 else self._pool.submit(_session, onnx_file, doc_threads).result()
+        self.onnx_file = onnx_file
+        self._threads = threads or max(1, (os.cpu_count() or 1) - 1)
+        self._doc_nice = doc_nice
+        self._fork_lock = threading.Lock()
+        self._start()
         self._names = [i.name for i in self._query.get_inputs()]
         self._dim = int(self._run(self._query, ["dim"]).shape[1])
         self._documents = documents  # torch for documents when configured so
-        self.onnx_file = onnx_file
+
+    def _start(self) -> None:
+        """Sessions and the document thread of this process. A forked child (a prefork worker
+        pool) gets its own: neither onnxruntime's thread pools nor an executor's thread survive
+        a fork, and a child waiting on a thread it does not have would wait for ever."""
+        self._pid = os.getpid()
+        # One intra-op thread per query: measured both ways on 2 shared cores the second thread
+        # helped in one run and hurt in another; one keeps a core for the lexical leg.
+        self._query = _session(self.onnx_file, 1)
+        # Every document batch runs on this one low-priority thread (whichever worker asked):
+        # at most `threads` cores go to documents, the rest stay with the read path.
+        self._pool = ThreadPoolExecutor(1, thread_name_prefix="vibe-embed-docs",
+                                        initializer=_lower_priority(self._doc_nice))
+        self._docs = (self._query if self._threads == 1
+                      else self._pool.submit(_session, self.onnx_file, self._threads).result())
+
+    def _here(self) -> None:
+        if os.getpid() != self._pid:
+            with self._fork_lock:
+                if os.getpid() != self._pid:
+                    self._start()
 
     @property
     def model_id(self) -> str:
@@ -162,9 +179,11 @@ class OnnxEmbedder:
     def embed(self, texts: Sequence[str]) -> list[list[float]]:
         if not texts:
             return []
+        self._here()
         return self._pool.submit(self._embed_documents, texts).result()
 
     def embed_query(self, text: str) -> list[float]:
+        self._here()
         try:
             return self._run(self._query, [text])[0].tolist()  # type: ignore[no-any-return]
         except Exception as e:
