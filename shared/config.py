@@ -85,7 +85,7 @@ class Settings(BaseSettings):
     # The local model's runtime (shared/adapters/embedders/onnx_embedder.py): auto = an ONNX
     # export (cached in <data_dir>/models, verified against torch) when it verifies, torch
     # otherwise (logged at start-up); onnx = fail at start-up without it. Documents follow
-    # embed_doc_runtime (auto = onnxruntime: bench/perf_report.py compares the two).
+    # embed_doc_runtime (auto = onnxruntime: bench/throughput.py compares the two).
     embed_runtime: Literal["auto", "onnx", "torch"] = "auto"
     embed_doc_runtime: Literal["auto", "onnx", "torch"] = "auto"
     # How many nice levels below the process the local model's document thread runs (Linux,
@@ -230,6 +230,11 @@ class Settings(BaseSettings):
     touch_remember: bool = True
     touch_probe_rounds: Annotated[int, Field(ge=0)] = 3
     touch_similar: Annotated[int, Field(ge=0)] = 0
+    # A free semantic stand-in for cold candidates (shared/adapters/static_proxy.py, mapped onto
+    # the real vector space by what is embedded): the adaptive policy embeds first the cold
+    # candidates predicted to enter the fused page. auto = static when the local model package
+    # is installed and the embedder is not the test `hash` one; no provider call either way.
+    touch_proxy: Literal["auto", "static", "off"] = "auto"
 
     # --- hardening (issue 12): input bounds, adapters, MCP: helper C's block ---
     # ACL bounds (services/api/writes.py DocumentService._acl): each principal is one keyword term

@@ -1,9 +1,9 @@
 """The local model through onnxruntime: queries off torch (issue 15 item 1).
 
 A query is one short sequence; torch's per-call overhead dominates it, onnxruntime with one
-intra-op thread embeds it in a fraction of the time (bench/perf_report.py measures both) and
+intra-op thread embeds it in a fraction of the time (bench/throughput.py measures both) and
 leaves the other core to the lexical leg and to document embedding. Documents go through
-onnxruntime too unless `VIBE_EMBED_DOC_RUNTIME=torch` (bench/perf_report.py measures both
+onnxruntime too unless `VIBE_EMBED_DOC_RUNTIME=torch` (bench/throughput.py measures both
 runtimes' throughput per batch size on the machine at hand).
 
 `build_local` chooses at start-up (`VIBE_EMBED_RUNTIME=auto|onnx|torch`): `auto` uses the
