@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import random
+import unicodedata
+
 import blake3
 import pytest
 
+from shared.text import hashing
 from shared.text.hashing import cap_text, content_hash, doc_text, normalize, token_count
 
 
@@ -98,3 +102,21 @@ def test_cap_text_hard_cuts_when_the_only_boundary_is_too_early() -> None:
 
 def test_cap_text_leaves_short_text_alone() -> None:
     assert cap_text("Fits. Fine.", 800) == "Fits. Fine."
+
+
+def _normalize_per_character(text: str) -> str:
+    """The definition `normalize` must keep: filter every character, then collapse whitespace."""
+    text = unicodedata.normalize("NFKC", text).lower()
+    text = "".join(ch for ch in text if hashing._keep(ch))
+    return hashing._WS.sub(" ", text).strip()
+
+
+def test_normalize_word_fast_path_equals_the_per_character_definition() -> None:
+    for c in range(0x10000):  # every BMP character: inside a word, alone, beside whitespace
+        t = f"a{chr(c)}b {chr(c)}\t{chr(c)}x"
+        assert hashing.normalize(t) == _normalize_per_character(t), hex(c)
+    rng = random.Random(7)
+    pool = "ab Z\t\n\r\x0b\x0c\x1c\x1f\x85\xa0\u2028\u2029\u200b\u200d\ufeff\x00\x07\ud800\ue000\u3000 éﬁ①\u0378"
+    for _ in range(20_000):
+        t = "".join(rng.choice(pool) for _ in range(rng.randrange(12)))
+        assert hashing.normalize(t) == _normalize_per_character(t), repr(t)
