@@ -230,11 +230,6 @@ class Settings(BaseSettings):
     touch_remember: bool = True
     touch_probe_rounds: Annotated[int, Field(ge=0)] = 3
     touch_similar: Annotated[int, Field(ge=0)] = 0
-    # A free semantic stand-in for cold candidates (shared/adapters/static_proxy.py, mapped onto
-    # the real vector space by what is embedded): the adaptive policy embeds first the cold
-    # candidates predicted to enter the fused page. auto = static when the local model package
-    # is installed and the embedder is not the test `hash` one; no provider call either way.
-    touch_proxy: Literal["auto", "static", "off"] = "auto"
 
     # --- hardening (issue 12): input bounds, adapters, MCP: helper C's block ---
     # ACL bounds (services/api/writes.py DocumentService._acl): each principal is one keyword term
