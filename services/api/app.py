@@ -25,6 +25,7 @@ from starlette.routing import BaseRoute, Match, Route
 
 from services.api import routes_admin, routes_docs, routes_lifecycle, routes_read, routes_ui, schemas
 from services.api.auth import KeyRing
+from services.api.nostore import NoStoreForKeyedRequests
 from services.api.ratelimit import ASGIApp, Message, Receive, Scope, Send, TenantRateLimit
 from services.mcp.http import McpHttp
 from services.wiring import Container
@@ -109,6 +110,7 @@ def create_app(container: Container, keys: KeyRing) -> FastAPI:
     s = container.settings
     app.add_middleware(TenantRateLimit, keys=keys, rate=s.per_tenant_requests_per_second,  # type: ignore[arg-type]
                        burst=s.per_tenant_request_burst)
+    app.add_middleware(NoStoreForKeyedRequests)  # type: ignore[arg-type]  # 429s and 500s too
     app.add_middleware(TimedRequests, routes=app.router.routes)  # type: ignore[arg-type]  # last: outermost of ours
     if s.cors_origins:  # outermost: preflights answered at once, error answers (429, 500) carry the headers too
         app.add_middleware(CORSMiddleware, allow_origins=s.cors_origins, allow_methods=["*"],

@@ -96,3 +96,23 @@ def test_dashboard_http_panels_use_the_histograms_labels(panel_metric: str) -> N
         for group in re.findall(r"\bby\s*\(([^)]*)\)", expr):
             used |= {g.strip() for g in group.split(",")}
     assert "method" in used and used <= {*HTTP_LABELS, "le"}
+
+
+def test_answers_to_a_keyed_request_are_never_stored(server: Served) -> None:
+    """What one key was shown (documents, results, streams, even its errors) must not be kept by
+    a browser or a proxy for the next caller: `Cache-Control: no-store` on every keyed answer."""
+    server.put("k-alice", "cache", "d1", {"title": "cached rotor"})
+    keyed = [
+        server.call("GET", "/v1/collections/cache/docs/d1", "k-alice"),
+        server.call("GET", "/v1/collections/cache/docs/missing", "k-alice"),
+        server.read("k-alice", collection="cache", q="rotor"),
+        server.call("GET", "/semantic/coverage", "k-alice"),  # 403: an error answer too
+        server.call("GET", "/v1/collections/cache/docs/d1", "not-a-key"),
+    ]
+    with server.client.stream("POST", "/v1/read", json={"collection": "cache", "q": "rotor"},
+                              headers={"Authorization": "Bearer k-alice", "Accept": "text/event-stream"}) as r:
+        assert r.status_code == 200
+        keyed.append(r)
+    for r in keyed:
+        assert r.headers.get("cache-control") == "no-store", (r.request.url, r.status_code, dict(r.headers))
+    assert "cache-control" not in server.call("GET", "/healthz", None).headers  # no key: nothing personal
