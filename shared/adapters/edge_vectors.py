@@ -10,7 +10,6 @@ of record.
 from __future__ import annotations
 
 import logging
-import shutil
 import threading
 import uuid
 from collections.abc import Sequence
@@ -19,6 +18,7 @@ from pathlib import Path
 import qdrant_edge as qe
 
 from shared.adapters import facets
+from shared.adapters.schema_stamp import FolderSchemaStamp
 from shared.model import DocKey, Hit, StoredDoc
 from shared.ports import FieldCondition, SearchFilter
 
@@ -27,7 +27,6 @@ log = logging.getLogger("vibe.vectors")
 # What the shards under `root` hold: 2 adds the metadata filter payload (`facet` tokens, `num`
 # numbers) and its index. Another number: the follower rebuilds them from the store.
 SCHEMA_VERSION = 2
-VERSION_FILE = "SCHEMA_VERSION"
 _NS = uuid.UUID("6f1c1f64-8a51-4d8e-9b0e-5a0c1a2b3c4d")
 
 
@@ -58,29 +57,18 @@ class EdgeVectorIndex:
         self._dims: dict[str, int] = {}
         self._lock = threading.RLock()
         self._num_indexed: dict[str, set[str]] = {}  # per space: `num.*` keys indexed by this process
-        if not self.schema_outdated():  # empty or current: what gets written now is current
-            root.mkdir(parents=True, exist_ok=True)
-            (root / VERSION_FILE).write_text(str(SCHEMA_VERSION))
+        self._stamp = FolderSchemaStamp(root, SCHEMA_VERSION)
 
     def schema_outdated(self) -> bool:
         """Shards exist but were written by another schema version (or before versions)."""
-        try:
-            if int((self.root / VERSION_FILE).read_text()) == SCHEMA_VERSION:
-                return False
-        except (OSError, ValueError):
-            pass
-        return self.root.exists() and any(p.is_dir() for p in self.root.iterdir())
+        return self._stamp.outdated()
 
     def reset_schema(self) -> None:
         """Delete every shard and record the current version; the caller replays the log."""
         with self._lock:
             self.close()
             self._num_indexed.clear()
-            if self.root.exists():
-                for p in self.root.iterdir():
-                    shutil.rmtree(p) if p.is_dir() else p.unlink()
-            self.root.mkdir(parents=True, exist_ok=True)
-            (self.root / VERSION_FILE).write_text(str(SCHEMA_VERSION))
+            self._stamp.empty_and_stamp()
         log.info("vector index reset", extra={"schema_version": SCHEMA_VERSION})
 
     def _shard(self, space: str, dim: int | None) -> qe.EdgeShard | None:

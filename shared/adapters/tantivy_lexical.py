@@ -15,7 +15,6 @@ from __future__ import annotations
 import hashlib
 import logging
 import re
-import shutil
 import threading
 from collections import Counter, OrderedDict
 from collections.abc import Sequence
@@ -25,6 +24,7 @@ import tantivy
 from tantivy import Occur, Query, SchemaBuilder
 
 from shared.adapters import analysis, facets
+from shared.adapters.schema_stamp import FolderSchemaStamp
 from shared.model import DocKey, Hit, StoredDoc
 from shared.ports import SearchFilter
 from shared.text.hashing import doc_text
@@ -37,7 +37,6 @@ ANALYZER = "vibe_en"
 # the index cannot answer as this code expects, so the follower rebuilds it from the store
 # (shared/indexing.py `_ensure_schema`).
 SCHEMA_VERSION = 5
-VERSION_FILE = "SCHEMA_VERSION"
 # Each query term is scored in `title` and `all` (title and body) with these weights; the choice
 # and its measurements: shared/adapters/analysis.py.
 FIELD_BOOSTS = analysis.FIELD_BOOSTS
@@ -122,27 +121,16 @@ class TantivyLexicalIndex:
         self._tenants: dict[str, _TenantIndex] = {}
         self._writers: OrderedDict[str, None] = OrderedDict()  # tenants with an open writer, LRU
         self._lock = threading.Lock()
-        if not self.schema_outdated():  # empty or current: what gets written now is current
-            root.mkdir(parents=True, exist_ok=True)
-            (root / VERSION_FILE).write_text(str(SCHEMA_VERSION))
+        self._stamp = FolderSchemaStamp(root, SCHEMA_VERSION)
 
     def schema_outdated(self) -> bool:
         """Tenant indexes exist but were written by another schema version (or before versions)."""
-        try:
-            if int((self.root / VERSION_FILE).read_text()) == SCHEMA_VERSION:
-                return False
-        except (OSError, ValueError):
-            pass
-        return self.root.exists() and any(p.is_dir() for p in self.root.iterdir())
+        return self._stamp.outdated()
 
     def reset_schema(self) -> None:
         """Delete every tenant index and record the current version; the caller replays the log."""
         self.close()
-        if self.root.exists():
-            for p in self.root.iterdir():
-                shutil.rmtree(p) if p.is_dir() else p.unlink()
-        self.root.mkdir(parents=True, exist_ok=True)
-        (self.root / VERSION_FILE).write_text(str(SCHEMA_VERSION))
+        self._stamp.empty_and_stamp()
         log.info("lexical index reset", extra={"schema_version": SCHEMA_VERSION})
 
     def _tenant(self, tenant: str, create: bool) -> _TenantIndex | None:

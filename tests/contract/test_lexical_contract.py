@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from shared.adapters.opensearch_lexical import OpenSearchLexicalIndex
+from shared.adapters.schema_stamp import VERSION_FILE
 from shared.adapters.tantivy_lexical import TantivyLexicalIndex
 from shared.model import PUBLIC_PRINCIPAL, DocKey, StoredDoc
 from shared.ports import FieldCondition, LexicalIndex, SearchFilter
@@ -248,13 +249,12 @@ def test_highlights_respect_the_metadata_filter(index: LexicalIndex) -> None:
 
 
 def test_outdated_schema_is_detected_and_reset(tmp_path: Path) -> None:
-    from shared.adapters import tantivy_lexical as tl
 
     idx = TantivyLexicalIndex(tmp_path / "lex")
     assert not idx.schema_outdated()
     idx.apply([mdoc("1", {"lang": "en"})], [])
     idx.close()
-    (tmp_path / "lex" / tl.VERSION_FILE).write_text("1")
+    (tmp_path / "lex" / VERSION_FILE).write_text("1")
     again = TantivyLexicalIndex(tmp_path / "lex")
     assert again.schema_outdated()
     again.reset_schema()

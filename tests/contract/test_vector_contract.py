@@ -15,6 +15,7 @@ from qdrant_client import QdrantClient
 
 from shared.adapters.edge_vectors import EdgeVectorIndex
 from shared.adapters.qdrant_vectors import QdrantVectorIndex
+from shared.adapters.schema_stamp import VERSION_FILE
 from shared.model import PUBLIC_PRINCIPAL, DocKey, StoredDoc
 from shared.ports import FieldCondition, Rebuildable, SearchFilter, VectorIndex
 
@@ -165,12 +166,11 @@ def test_outdated_schema_is_detected_and_reset(index: VectorIndex) -> None:
 
 
 def test_edge_shards_of_an_older_version_are_outdated(tmp_path: Path) -> None:
-    from shared.adapters import edge_vectors as ev
 
     idx = EdgeVectorIndex(tmp_path / "vec")
     idx.upsert("core", [(mdoc("1", {}), unit(1))])
     idx.close()
-    (tmp_path / "vec" / ev.VERSION_FILE).unlink()  # shards written before versions existed
+    (tmp_path / "vec" / VERSION_FILE).unlink()  # shards written before versions existed
     again = EdgeVectorIndex(tmp_path / "vec")
     assert again.schema_outdated()
     again.reset_schema()

@@ -9,9 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from shared.adapters import edge_vectors as ev
-from shared.adapters import tantivy_lexical as tl
 from shared.adapters.edge_vectors import EdgeVectorIndex
+from shared.adapters.schema_stamp import VERSION_FILE
 from shared.adapters.sqlite_store import SqliteStore
 from shared.adapters.tantivy_lexical import TantivyLexicalIndex
 from shared.indexing import FilePosition, IndexFollower
@@ -50,8 +49,8 @@ def test_outdated_indexes_rebuild_on_first_sync(tmp_path: Path, caplog: pytest.L
     assert first.lexical is not None and len(first.lexical.search(EN, "rotor", 100)) == 15
     _close(first)
     # As an older release left them: no version stamps (and, in truth, no filter fields).
-    (tmp_path / "lexical" / tl.VERSION_FILE).unlink()
-    (tmp_path / "vectors" / ev.VERSION_FILE).write_text("1")
+    (tmp_path / "lexical" / VERSION_FILE).unlink()
+    (tmp_path / "vectors" / VERSION_FILE).write_text("1")
     before = METRICS.index_rebuilds.labels(follower="embedded")._value.get()
 
     again = _follower(store, tmp_path)
@@ -122,7 +121,7 @@ def test_a_served_container_rebuilds_an_outdated_index_when_it_starts(tmp_path: 
     first.docs.put([StoredDoc(DocKey("t", "c", str(i)), {"title": "rotor", "lang": ("en", "de")[i % 2]}, ["*"],
                               None, f"h{i}", 1.0) for i in range(6)])
     first.stop()
-    (tmp_path / "lexical" / tl.VERSION_FILE).write_text("1")  # as an older release left it
+    (tmp_path / "lexical" / VERSION_FILE).write_text("1")  # as an older release left it
 
     again = build(settings)
     assert again.follower.members[0].outdated() == ["TantivyLexicalIndex"]
