@@ -3,6 +3,7 @@ PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+TORCH_CPU_INDEX := https://download.pytorch.org/whl/cpu
 NPM := $(shell command -v npm 2>/dev/null)
 NODE_STAMP := sdk/typescript/node_modules/.installed
 
@@ -22,8 +23,10 @@ $(STAMP): pyproject.toml sdk/python/pyproject.toml
 	# The CPU build of torch first: PyPI's default torch for Linux x86_64 is a multi-GB CUDA
 	# build. PyTorch's CPU index where it is reachable; otherwise the configured index (where a
 	# machine's pip configuration provides the CPU wheel, as ours do).
-	$(BIN)/pip install -q --timeout 20 --index-url https://download.pytorch.org/whl/cpu torch==2.13.0 \
-	  || $(BIN)/pip install -q torch==2.13.0
+	# (The reachability probe first: pip would retry an unreachable index for each dependency.)
+	if $(BIN)/python -c "import urllib.request as u; u.urlopen('$(TORCH_CPU_INDEX)/', timeout=5)" 2>/dev/null; then \
+	  $(BIN)/pip install -q --timeout 20 --index-url $(TORCH_CPU_INDEX) torch==2.13.0 || $(BIN)/pip install -q torch==2.13.0; \
+	else $(BIN)/pip install -q torch==2.13.0; fi
 	$(BIN)/pip install -q -e '.[dev,bench]'
 	# The Python SDK (its tests and bench/sdk_overhead.py use it as a user would).
 	$(BIN)/pip install -q -e ./sdk/python
