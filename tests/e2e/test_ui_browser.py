@@ -19,6 +19,7 @@ import httpx
 import pytest
 
 from tests.sdk.conftest import ADMIN, BOB
+from tests.support.paraphrase import PARAPHRASE_DOCS
 from tests.support.server import REPO, Served, served
 
 SDK = REPO / "sdk" / "typescript"
@@ -32,15 +33,7 @@ needs_node = pytest.mark.skipif(NODE is None or NPM is None, reason="node/npm ar
                                 "and driven with Node >= 20)")
 
 DOCS = [
-    {"_id": "tyre", "title": "Roadside puncture repair",
-     "body": "Remove the wheel, locate the hole in the inner tube, roughen the rubber, apply a patch "
-             "and reinflate. Carry tyre levers and a pump on every ride with your bike."},
-    {"_id": "bug", "title": "Debugging checklist",
-     "body": "How do I fix a bug? Reproduce it, write a failing test, bisect the change, then repair the code."},
-    {"_id": "bake", "title": "Sourdough basics",
-     "body": "Feed the starter, autolyse the flour, fold the dough four times and bake in a hot oven."},
-    {"_id": "tax", "title": "Quarterly VAT filing",
-     "body": "Submit the return before the deadline and keep receipts for six years for the auditors."},
+    *PARAPHRASE_DOCS,
     # a lexical hit of the paraphrase ("flat", "how"), with markup that must stay text
     {"_id": "flatpack", "title": "Flat-pack bookcase <img src=x onerror=window.__xss=1>",
      "body": "How to assemble the flat pack shelves: <script>window.__xss=2</script> screw the side panels first."},
