@@ -13,7 +13,6 @@ build included) is reported apart from embedding time.
 
 from __future__ import annotations
 
-import importlib.metadata
 import os
 import random
 import subprocess
@@ -32,6 +31,7 @@ from bench.embed_server import model_server
 from bench.lazy import COMMON_ENV
 from bench.peers_engines import DEPTH, PEERS, REPEATS, Inputs, Search, timed_run
 from bench.quality import COLLECTION, corpus_docs
+from shared.adapters.embedders.onnx_export import versions
 from shared.text.hashing import doc_text
 from shared.text.redaction import redact, select_fields
 
@@ -130,13 +130,7 @@ def vibe(inp: Inputs, base_url: str, env: dict[str, str] | None = None) -> dict[
 def _versions() -> dict[str, str]:
     names = ("vibe-semantic", "lancedb", "chromadb", "qdrant-client", "bm25s", "tantivy", "qdrant-edge-py",
              "pyarrow", "numpy", "sentence-transformers", "ir-measures")
-    out = {}
-    for n in names:
-        try:
-            out[n] = importlib.metadata.version(n)
-        except importlib.metadata.PackageNotFoundError:
-            out[n] = "absent"
-    return out
+    return versions(names)
 
 
 def _commit() -> str:

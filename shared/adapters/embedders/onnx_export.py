@@ -27,7 +27,7 @@ import os
 import subprocess
 import sys
 import warnings
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -89,9 +89,10 @@ def pipeline_config(model_dir: Path) -> PipelineConfig:
     return PipelineConfig(int(sbert.get("max_seq_length") or 512), pooling, normalize)
 
 
-def versions() -> dict[str, str]:
+def versions(names: Sequence[str] = _VERSIONED) -> dict[str, str]:
+    """Installed version of each distribution, "absent" where it is not installed."""
     out = {}
-    for name in _VERSIONED:
+    for name in names:
         try:
             out[name] = importlib.metadata.version(name)
         except importlib.metadata.PackageNotFoundError:
