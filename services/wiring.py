@@ -392,7 +392,8 @@ def build(settings: Settings, embedder: Embedder | None = None) -> Container:
                         settings.rrf_k, settings.fusion, settings.semantic_weight, _touch_policy(settings))
     budget = build_budget(settings)
     lifecycle = build_lifecycle(settings, store, queue, budget, handler.policy, follower.sync)
-    usage = UsageRecorder(lifecycle.cfg.bucket_seconds, settings.usage_half_life_seconds)
+    usage = UsageRecorder(lifecycle.cfg.bucket_seconds, settings.usage_half_life_seconds, lifecycle.clock, store,
+                          settings.tenant_daily_tokens)
     spaces = SpaceDirectory(store, settings.space)
     embedders = handler.embedders
     assert isinstance(embedders, SpaceEmbedders)

@@ -40,7 +40,7 @@ from services.api.schemas import (
 from services.api.writes import check_collection
 from services.wiring import Container
 from services.worker.backfill import progress, with_state
-from services.worker.handlers import utc_day
+from shared.costs import utc_day
 from shared.errors import ErrorCode, VibeError, invalid
 from shared.model import BackfillTask, CollectionMode, Principal, SpaceInfo
 from shared.ports import EmbedderError

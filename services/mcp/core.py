@@ -27,13 +27,34 @@ def space_embedder(c: Container, tenant: str) -> Embedder:
     return c.embedders(c.spaces.active(tenant))
 
 
-def query_vector(c: Container, text: str, tenant: str | None = None) -> list[float] | None:
+class OverBudget(Exception):
+    """The tenant's daily token cap (VIBE_TENANT_DAILY_TOKENS) is spent: the query was not sent
+    to the provider (V§12). A tool answers without its semantic leg; it never fails for it."""
+
+
+def embed_query(c: Container, emb: Embedder, tenant: str, collection: str, text: str) -> list[float]:
+    """A tool's query embedding under the same daily cap and usage ledger as the read path's
+    (services/planner/usage.py): reserved before the provider call, given back if it fails.
+    Raises OverBudget (no call made) or what the embedder raises."""
+    usage = c.planner.usage
+    charge = usage.reserve_query_embedding(tenant, collection, text) if usage is not None else None
+    if usage is not None and charge is None:
+        raise OverBudget(tenant)
+    try:
+        return emb.embed_query(text)
+    except BaseException:
+        if usage is not None:
+            usage.release(charge)
+        raise
+
+
+def query_vector(c: Container, text: str, tenant: str | None = None, collection: str = "any") -> list[float] | None:
     """The query's vector in the tenant's active space, or None when the embedder is
-    unavailable (seed 002 SEM-001)."""
+    unavailable (seed 002 SEM-001) or the tenant's daily token cap is spent."""
     try:
         emb = c.embedder if tenant is None else space_embedder(c, tenant)
-        vec = emb.embed_query(text)
-    except (EmbedderError, LookupError):
+        vec = embed_query(c, emb, tenant, collection, text) if tenant is not None else emb.embed_query(text)
+    except (EmbedderError, LookupError, OverBudget):
         return None
     return vec if len(vec) == emb.dim else None
 

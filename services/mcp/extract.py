@@ -206,17 +206,20 @@ class KeyInfo:
                     self._backoff(attempt)
         raise self._unavailable(f"{len(failing)} material chunk(s) could not be embedded")
 
-    def _query_vector(self, query: str, tenant: str) -> list[float]:
+    def _query_vector(self, query: str, tenant: str, collection: str) -> list[float] | None:
+        """None: the tenant's daily token cap is spent (the retrieval is lexical, V§12)."""
         attempts = self.c.settings.extract_embed_attempts
         why = ""
         with METRICS.embedding_latency.labels(tool="extract_key_info", stage="query").time():
             for attempt in range(attempts):
                 try:
                     emb = core.space_embedder(self.c, tenant)
-                    vec = emb.embed_query(query)
+                    vec = core.embed_query(self.c, emb, tenant, collection, query)
                     if len(vec) == emb.dim:
                         return vec
                     why = "the embedder returned another dimension"
+                except core.OverBudget:
+                    return None
                 except (EmbedderError, LookupError) as e:
                     why = type(e).__name__
                 if attempt + 1 < attempts:
@@ -227,8 +230,9 @@ class KeyInfo:
         depth = max(2 * k, 20)
         with METRICS.bm25_latency.labels(tool="extract_key_info").time():
             lex = self.c.lexical.search(flt, query, depth)
-        qvec = self._query_vector(query, flt.tenant)
-        sem = core.exact_semantic(self.c, flt, qvec, depth)
+        assert flt.collections is not None
+        qvec = self._query_vector(query, flt.tenant, flt.collections[0])
+        sem = core.exact_semantic(self.c, flt, qvec, depth) if qvec is not None else []
         docs = self.c.store.get_docs(list(dict.fromkeys([h.key for h in lex] + [h.key for h in sem])))
         mine = {key: d for key, d in docs.items() if key.tenant == flt.tenant and flt.collections is not None
                 and key.collection in flt.collections and set(d.acl) & set(flt.acl)}

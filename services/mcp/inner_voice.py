@@ -245,10 +245,13 @@ class InnerVoice:
                 log.warning("inner_voice.retrieve parameter", extra={"problem": w})
         return Params(q, k, fl, m, include_private, include_tags, exclude_tags)
 
-    def embed(self, query: str, tenant: str) -> list[float]:
+    def embed(self, query: str, tenant: str) -> list[float] | None:
+        """None: the tenant's daily token cap is spent (no provider call; no candidates, V§12)."""
         emb = core.space_embedder(self.c, tenant)
         try:
-            vec = emb.embed_query(query)
+            vec = core.embed_query(self.c, emb, tenant, self.c.settings.inner_voice_kg_collection, query)
+        except core.OverBudget:
+            return None
         except EmbedderError as e:
             raise ToolFailure(ErrorCode.EMBEDDER_UNAVAILABLE.code, f"the embedder failed: {str(e)[:120]}") from e
         if len(vec) != emb.dim:
@@ -272,8 +275,8 @@ class InnerVoice:
         started = time.perf_counter()
         qvec = self.embed(prm.query, p.tenant)
         s = self.c.settings
-        kg = self.candidates(p, prm, qvec, s.inner_voice_kg_collection, kg=True)
-        th = self.candidates(p, prm, qvec, s.inner_voice_thoughts_collection, kg=False)
+        kg = self.candidates(p, prm, qvec, s.inner_voice_kg_collection, kg=True) if qvec is not None else []
+        th = self.candidates(p, prm, qvec, s.inner_voice_thoughts_collection, kg=False) if qvec is not None else []
         floor_used = adapt_floor(prm.floor, self.cfg.min_floor, [kg, th])
         kg_hits, th_hits = dedupe([c for c in kg if c.score >= floor_used], [c for c in th if c.score >= floor_used])
         take_kg, take_t = allocate(prm.top_k, prm.mix, len(kg_hits), len(th_hits))
@@ -286,7 +289,8 @@ class InnerVoice:
             "floor_used": round(floor_used, 6), "latency_ms": int(round((time.perf_counter() - started) * 1000))}
         if not picked:
             diag["no_results"] = True
-            diag["reason"] = "no_candidates" if not (kg or th) else "floor_excluded_all"
+            diag["reason"] = ("budget" if qvec is None else "no_candidates" if not (kg or th)
+                              else "floor_excluded_all")
         if not s.mcp_no_log:  # seed 000: non-content metrics only at info
             log.info("inner_voice.retrieve", extra={**diag, "floor": prm.floor})
         return picked, diag

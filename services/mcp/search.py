@@ -94,7 +94,8 @@ class ChunkSearch:
         lex = relative(self.c.lexical.search(flt, query, want)) if mode != "semantic" else []
         sem: list[Hit] = []
         if mode != "lexical":
-            qvec = core.query_vector(self.c, query, flt.tenant)
+            cols = flt.collections or ()
+            qvec = core.query_vector(self.c, query, flt.tenant, cols[0] if len(cols) == 1 else ANY)
             sem = core.exact_semantic(self.c, flt, qvec, want, only=ids) if qvec is not None else []
         docs = core.readable(self.c, p, list(dict.fromkeys([h.key for h in lex] + [h.key for h in sem])))
         allowed = scope.ids

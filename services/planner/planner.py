@@ -392,14 +392,19 @@ class ReadSession:
         if cached is not None or self._is_doc_query():
             return cached
         text = self._query_text()
+        usage = self.p.usage  # the daily token cap (V§12): a spent tenant answers lexically, no provider call
+        charge = usage.reserve_query_embedding(self.principal.tenant, self.req.collection, text) if usage else None
+        if usage is not None and charge is None:
+            self.semantic.state, self.semantic.reason = "degraded", "budget"
+            return None
         try:
             vec = emb.embed_query(text)
         except EmbedderError as e:
+            if usage is not None:
+                usage.release(charge)
             self.semantic.state, self.semantic.reason = "degraded", f"embedder_unavailable: {str(e)[:80]}"
             return None
         self.p.query_cache.put(self.principal.tenant, emb.model_id, text, vec, self.flt.acl)
-        if self.p.usage is not None:
-            self.p.usage.record_query_embedding(self.principal.tenant, self.req.collection, max(1, len(text) // 4))
         return vec
 
     def _semantic_leg(self) -> None:

@@ -9,7 +9,10 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
+from shared.costs import estimate_tokens, utc_day
+from shared.metrics import METRICS
 from shared.model import DocKey, UsageBatch
 from shared.ports import LifecycleStore
 
@@ -17,11 +20,26 @@ log = logging.getLogger("vibe.usage")
 MAX_PENDING_DOCS = 200_000  # a batch never grows without bound while the store is away
 
 
+@dataclass
+class QueryCharge:
+    """One query embedding's provider usage: reserved in the ledger (a capped tenant) or counted
+    in the batch."""
+
+    tenant: str
+    collection: str
+    tokens: int
+    day: str
+    reserved: bool = False
+
+
 class UsageRecorder:
-    def __init__(self, bucket_seconds: float, half_life: float, clock: Callable[[], float] = time.time):
+    def __init__(self, bucket_seconds: float, half_life: float, clock: Callable[[], float] = time.time,
+                 ledger: LifecycleStore | None = None, daily_tokens: int = 0):
         self.bucket_seconds = bucket_seconds
         self.half_life = half_life
         self.clock = clock
+        self.ledger = ledger  # the store's provider_usage rows (the daily cap's ledger)
+        self.daily_tokens = daily_tokens  # VIBE_TENANT_DAILY_TOKENS; 0 = no cap
         self._batch = UsageBatch()
         self._lock = threading.Lock()
         self.dropped = 0
@@ -48,13 +66,49 @@ class UsageRecorder:
             if len(page) > 1:
                 b.pages.append(tuple(page))
 
-    def record_query_embedding(self, tenant: str, collection: str, tokens: int) -> None:
-        """A query embedded by the provider: counted in GET /semantic/usage (never refused: a read
-        does not fail for cost, V§12)."""
+    def reserve_query_embedding(self, tenant: str, collection: str, text: str) -> QueryCharge | None:
+        """Before a query embedding's provider call (V§12: caps apply to every path that calls a
+        provider). Under a daily cap its tokens are reserved in the store under the same
+        per-tenant-day lock as documents' (every replica and worker counts them), and None means
+        the cap is spent: the caller skips the provider and answers lexically (a read never fails
+        for cost). Without a cap it is only counted, in the next flush (no store write on a read).
+        Give the charge back with `release` when the call fails."""
+        charge = QueryCharge(tenant, collection, estimate_tokens(text), utc_day(self.clock()))
+        if self.daily_tokens and self.ledger is not None:
+            try:
+                ok = self.ledger.charge_tokens(tenant, charge.day, {collection: (0, charge.tokens)}, 1,
+                                               self.daily_tokens)
+            except Exception:  # noqa: BLE001 - the ledger is away: count it in the batch, never fail the read
+                log.warning("query token reservation failed; counted in the next flush", exc_info=True)
+            else:
+                if not ok:
+                    METRICS.budget_denied.labels(budget="daily_tokens").inc()
+                    return None
+                charge.reserved = True
+                return charge
+        self._count(tenant, collection, 1, charge.tokens)
+        return charge
+
+    def release(self, charge: QueryCharge | None) -> None:
+        """A query embedding that failed gives its charge back (as a failed document batch does)."""
+        if charge is None:
+            return
+        if not charge.reserved:
+            self._count(charge.tenant, charge.collection, -1, -charge.tokens)
+            return
+        assert self.ledger is not None
+        try:
+            self.ledger.charge_tokens(charge.tenant, charge.day, {charge.collection: (0, -charge.tokens)}, -1, 0)
+        except Exception:  # noqa: BLE001 - a lost refund only over-counts a report
+            log.warning("query token refund failed", exc_info=True)
+
+    def _count(self, tenant: str, collection: str, calls: int, tokens: int) -> None:
         with self._lock:
             row = self._batch.provider.setdefault((tenant, collection), [0, 0])
-            row[0] += 1
+            row[0] += calls
             row[1] += tokens
+            if row == [0, 0]:  # a failed call given back: no empty usage row
+                del self._batch.provider[(tenant, collection)]
 
     def take(self) -> UsageBatch:
         with self._lock:

@@ -9,11 +9,11 @@ transaction by `DocumentStore.commit_vectors`.
 from __future__ import annotations
 
 import logging
-import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
+from shared.costs import estimate_tokens, utc_day
 from shared.metrics import METRICS
 from shared.model import DocKey, EmbedJob, SemanticStatus, SidecarEntry, StoredDoc
 from shared.policy.eligibility import EligibilityPolicy
@@ -258,16 +258,6 @@ class EmbedHandler:
             else:
                 out.retry.append(replace(w.job, attempt=w.job.attempt + 1))
         out.retry_after = e.retry_after
-
-
-def estimate_tokens(text: str) -> int:
-    """Tokens a provider bills for `text`: about four characters a token for English
-    (OpenAI's rule of thumb); the same estimate everywhere, so caps and reports agree."""
-    return max(1, math.ceil(len(text) / 4))
-
-
-def utc_day(ts: float) -> str:
-    return time.strftime("%Y-%m-%d", time.gmtime(ts))
 
 
 def _by_collection(work: Sequence[_Work]) -> dict[str, tuple[int, int]]:

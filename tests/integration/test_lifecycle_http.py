@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from shared.costs import estimate_tokens
 from tests.integration.distributed.conftest import wait_for
 from tests.support.openai_server import OpenAIProtocolServer
 from tests.support.server import Served, served
@@ -150,3 +151,52 @@ def test_a_daily_token_cap_refuses_with_budget_and_reads_still_answer(
         assert usage["days"][0]["documents"] == cov["ready"]
         other = capped.call("GET", "/semantic/usage", "k-admin-b").json()
         assert other["days"] == []  # per tenant
+
+
+def test_a_tenant_over_its_daily_cap_reads_lexically_without_a_query_embedding(
+        api: OpenAIProtocolServer, tmp_path: Path) -> None:
+    """V§12: the cap covers query embeddings too. Once tenant `ta` has spent its day on documents,
+    its hybrid reads (JSON and SSE) make no provider call at all, answer 200 with the lexical
+    ranking and say `budget`; tenant `tb` still gets its query embedded."""
+    env = {"VIBE_EMBEDDER": "openai", "VIBE_OPENAI_BASE_URL": api.base_url, "VIBE_EMBED_MODEL": "test-embed",
+           "VIBE_TENANT_DAILY_TOKENS": "60"}
+    with served(tmp_path / "data", env=env) as capped:
+        for key in ("k-admin-a", "k-admin-b"):
+            assert capped.bulk(key, "qc", DOCS).status_code == 200
+        capped.read("k-admin-a", collection="qc", q="flutter report", semantic={"strategy": "keyword"}, limit=10)
+
+        def spent() -> bool:  # the touched documents are embedded or refused: ~30 tokens each, two fit
+            cov = capped.call("GET", "/semantic/coverage?collection=qc", "k-admin-a").json()
+            return cov["states"].get("queued", 0) == 0 and cov["skipped"].get("budget", 0) >= 1
+
+        wait_for(spent, 30, "tenant ta's documents to spend its daily cap")
+        used = capped.call("GET", "/semantic/usage?collection=qc", "k-admin-a").json()["today"]["tokens"]
+        assert used + estimate_tokens("gust loads certification") > 60  # no room left for the query
+        keyword = capped.read("k-admin-a", collection="qc", q="gust loads certification",
+                              semantic={"strategy": "keyword"}, limit=10).json()["results"]
+        assert keyword
+        calls = api.requests
+
+        r = capped.read("k-admin-a", collection="qc", q="gust loads certification", semantic={"strategy": "hybrid"},
+                        limit=10)
+        assert r.status_code == 200
+        out = r.json()
+        assert [h["id"] for h in out["results"]] == [h["id"] for h in keyword]  # the lexical ranking
+        sem = out["diagnostics"]["semantic"]
+        assert (sem["state"], sem["reason"]) == ("degraded", "budget")
+        events = capped.stream("k-admin-a", collection="qc", q="composite structures flight",
+                               semantic={"strategy": "hybrid"}, limit=10)
+        assert events[0][0] == "lexical" and events[0][1]["results"]
+        done = events[-1]
+        assert done[0] == "done" and done[1]["results"]
+        assert (done[1]["diagnostics"]["semantic"]["state"], done[1]["diagnostics"]["semantic"]["reason"]) == (
+            "degraded", "budget")
+        time.sleep(0.5)  # anything the reads queued has been handled by now
+        assert api.requests == calls  # no query embedding, no document embedding
+        usage = capped.call("GET", "/semantic/usage?collection=qc", "k-admin-a").json()
+        assert usage["today"]["tokens"] == used <= 60  # nothing charged past the cap
+
+        other = capped.read("k-admin-b", collection="qc", q="gust loads certification",
+                            semantic={"strategy": "hybrid"}, limit=10).json()
+        assert other["diagnostics"]["semantic"]["state"] in ("ready", "warming", "partial")
+        assert other["diagnostics"]["semantic"]["reason"] is None and api.requests > calls

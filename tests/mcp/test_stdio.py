@@ -200,6 +200,25 @@ def test_embedder_failure_semantic_empty_hybrid_lexical(tmp_path: Path, corpus: 
             c.close()
 
 
+def test_a_tenant_over_its_daily_cap_searches_lexically_without_a_provider_call(tmp_path: Path, corpus: Path) -> None:
+    """V§12: the tools' query embeddings are under VIBE_TENANT_DAILY_TOKENS like the read path's."""
+    with OpenAIProtocolServer(dim=32) as api:
+        c = stdio(tmp_path / "data", VIBE_EMBEDDER="openai", VIBE_OPENAI_BASE_URL=api.base_url,
+                  VIBE_OPENAI_API_KEY="x", VIBE_MCP_REINDEX_ROOTS=f'["{corpus}"]', VIBE_ENABLE_INNER_VOICE="1",
+                  VIBE_TENANT_DAILY_TOKENS="1")
+        try:
+            c.ok("reindex", {"path": str(corpus / "one")})  # its chunks are refused for budget too
+            calls = api.requests
+            assert _search(c, query="cache ttl", mode="semantic")["results"] == []
+            hyb = _search(c, query="cache ttl", mode="hybrid")
+            assert hyb["results"] and all(r["score_breakdown"]["semantic_rank"] is None for r in hyb["results"])
+            voice = c.ok("inner_voice.retrieve", {"query": "cache"})
+            assert voice["snippets"] == [] and voice["diagnostics"]["reason"] == "budget"
+            assert api.requests == calls  # no query was sent to the provider
+        finally:
+            c.close()
+
+
 def test_reindex_is_off_until_roots_are_configured(tmp_path: Path, corpus: Path) -> None:
     """Issue 12 finding 10: the working directory is no longer a root by default."""
     c = stdio(tmp_path / "data", cwd=corpus / "two")

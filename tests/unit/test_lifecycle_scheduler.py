@@ -21,12 +21,13 @@ import pytest
 from services.planner.promotion import PromotionPolicy
 from services.planner.usage import UsageRecorder
 from services.worker.backfill import BackfillLimits, Backfills
-from services.worker.handlers import EmbedHandler, estimate_tokens, utc_day
+from services.worker.handlers import EmbedHandler
 from services.worker.lifecycle import Lifecycle, LifecycleConfig
 from shared.adapters import memory_budget
 from shared.adapters.cold_files import FileColdStore
 from shared.adapters.embedders.hash_embedder import HashEmbedder
 from shared.adapters.memory_budget import MemoryBudget
+from shared.costs import estimate_tokens, utc_day
 from shared.model import (
     PUBLIC_PRINCIPAL,
     DocKey,
