@@ -41,8 +41,7 @@ import random
 import statistics
 import tempfile
 import time
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -77,38 +76,6 @@ class SimClock:
 
     def __call__(self) -> float:
         return self.t
-
-
-class _TimeShim:
-    """The `time` module as the SQLite store sees it, with `time()` on the simulated clock.
-
-    Work-around (reported as a bug): `SqliteStore.commit_vectors` stamps `last_embedded_at`
-    with wall time, not the injected clock, and eviction reads `max(last_used_at,
-    last_embedded_at)`; a vector embedded on a simulated day but not on a page or in the
-    usage recorder's `touched` top 20 (the adaptive touch digs to 60) would look idle since
-    the run started and be evicted at the next tick."""
-
-    def __init__(self, clock: Callable[[], float]):
-        self._clock = clock
-
-    def time(self) -> float:
-        return self._clock()
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(time, name)
-
-
-@contextmanager
-def store_clock(clock: Callable[[], float], enabled: bool = True) -> Iterator[None]:
-    import shared.adapters.sqlite_store as sqlite_store
-
-    old = sqlite_store.time
-    if enabled:
-        sqlite_store.time = _TimeShim(clock)  # type: ignore[assignment]
-    try:
-        yield
-    finally:
-        sqlite_store.time = old
 
 
 # -- counting parts -----------------------------------------------------------------------------
@@ -288,7 +255,7 @@ class Instance:
 
 def instance(emb: CountingEmbedder, p: Policy, embedder: str, clock: SimClock) -> Instance:
     data = Path(tempfile.mkdtemp(prefix="vibe-lifecycle-")) / "data"
-    c = build(_settings(data, embedder, p), emb)  # type: ignore[arg-type]
+    c = build(_settings(data, embedder, p), emb, clock)  # type: ignore[arg-type]  # every part on the simulated clock
     cold = CountingCold(c.handler.cold)
     c.handler.cold = cold  # type: ignore[assignment]
 
@@ -300,9 +267,7 @@ def instance(emb: CountingEmbedder, p: Policy, embedder: str, clock: SimClock) -
 
     q = SyncQueue(run_batch, c.settings.embed_batch_size)
     c.queue = c.planner.queue = c.docs.queue = c.lifecycle.backfills.queue = q  # type: ignore[assignment]
-    c.handler.clock = c.lifecycle.clock = c.lifecycle.backfills.clock = clock
-    assert c.planner.usage is not None
-    c.planner.usage.clock = clock
+    assert c.planner.usage is not None and c.lifecycle.clock is clock and c.handler.clock is clock
     c.follower.sync()
     return Instance(c, emb, cold, q, clock)
 
@@ -359,22 +324,21 @@ class Eager:
 def run_eager(ds: Dataset, qids: list[str], emb: CountingEmbedder, embedder: str, p: Policy) -> Eager:
     t0 = time.perf_counter()
     clock = SimClock()
-    with store_clock(clock):
-        inst = instance(emb, p, embedder, clock)
-        ingest(inst, ds)
-        embed_all(inst, ds)
-        queries = ds.judged_queries()
-        run = {q: ask(inst, queries[q])[1] for q in qids}
-        vecs: dict[str, list[float]] = {}
-        for d in ds.corpus:
-            side = inst.c.store.sidecars([DocKey(TENANT, COLLECTION, d)], inst.c.settings.space)
-            s = next(iter(side.values()), None)
-            v = None if s is None else inst.c.store.vector_for_hash(TENANT, s.content_hash,  # type: ignore[attr-defined]
-                                                                    inst.c.settings.space)
-            if v is not None:
-                vecs[d] = list(v)
-        out = Eager(ir.per_query(run, ds.qrels), storage(inst), emb.snapshot(), vecs)
-        inst.c.store.close()
+    inst = instance(emb, p, embedder, clock)
+    ingest(inst, ds)
+    embed_all(inst, ds)
+    queries = ds.judged_queries()
+    run = {q: ask(inst, queries[q])[1] for q in qids}
+    vecs: dict[str, list[float]] = {}
+    for d in ds.corpus:
+        side = inst.c.store.sidecars([DocKey(TENANT, COLLECTION, d)], inst.c.settings.space)
+        s = next(iter(side.values()), None)
+        v = None if s is None else inst.c.store.vector_for_hash(TENANT, s.content_hash,  # type: ignore[attr-defined]
+                                                                inst.c.settings.space)
+        if v is not None:
+            vecs[d] = list(v)
+    out = Eager(ir.per_query(run, ds.qrels), storage(inst), emb.snapshot(), vecs)
+    inst.c.store.close()
     out.seconds = round(time.perf_counter() - t0, 1)
     return out
 
@@ -398,70 +362,69 @@ def run_stream(name: str, ds: Dataset, stream: list[tuple[float, str]], days: in
     points: list[dict[str, Any]] = []
     ticks: dict[str, int] = {"ticks": 0, "promoted": 0, "demoted": 0, "pinned": 0, "evicted": 0,
                              "pruned_vectors": 0, "pruned_cold": 0, "backfill_jobs": 0}
-    with store_clock(clock):
-        inst = instance(emb, p, embedder, clock)
-        c = inst.c
-        usage = c.planner.usage
-        assert usage is not None
-        ingest(inst, ds)
-        next_tick = SIM_EPOCH + tick_s
-        day_ticks = dict(ticks)
-        last = emb.snapshot()
-        last_rehydrated = 0
+    inst = instance(emb, p, embedder, clock)
+    c = inst.c
+    usage = c.planner.usage
+    assert usage is not None
+    ingest(inst, ds)
+    next_tick = SIM_EPOCH + tick_s
+    day_ticks = dict(ticks)
+    last = emb.snapshot()
+    last_rehydrated = 0
 
-        def tick_until(t: float) -> None:
-            nonlocal next_tick
-            while next_tick <= t:
-                clock.t = next_tick
-                usage.flush(c.store)  # type: ignore[arg-type]
-                if scheduler:
-                    r = c.lifecycle.tick(next_tick)
-                    ticks["ticks"] += 1
-                    for k in ("pinned", "evicted", "pruned_vectors", "pruned_cold"):
-                        ticks[k] += getattr(r, k)
-                    ticks["promoted"] += len(r.promoted)
-                    ticks["demoted"] += len(r.demoted)
-                    ticks["backfill_jobs"] += c.lifecycle.run_backfills()
-                next_tick += tick_s
+    def tick_until(t: float) -> None:
+        nonlocal next_tick
+        while next_tick <= t:
+            clock.t = next_tick
+            usage.flush(c.store)  # type: ignore[arg-type]
+            if scheduler:
+                r = c.lifecycle.tick(next_tick)
+                ticks["ticks"] += 1
+                for k in ("pinned", "evicted", "pruned_vectors", "pruned_cold"):
+                    ticks[k] += getattr(r, k)
+                ticks["promoted"] += len(r.promoted)
+                ticks["demoted"] += len(r.demoted)
+                ticks["backfill_jobs"] += c.lifecycle.run_backfills()
+            next_tick += tick_s
 
-        i = 0
-        for day in range(days):
-            first: dict[str, list[str]] = {}
-            final: dict[str, list[str]] = {}
-            served = 0
-            while i < len(stream) and stream[i][0] < SIM_EPOCH + (day + 1) * DAY:
-                t, qid = stream[i]
-                tick_until(t)
-                clock.t = t
-                f, g = ask(inst, queries[qid])
-                first[qid], final[qid] = f, g
-                usage.flush(c.store)  # type: ignore[arg-type]  # as serve's 2 s flush: per read
-                served += 1
-                i += 1
-            tick_until(SIM_EPOCH + (day + 1) * DAY)  # the day's last tick (midnight) included
-            clock.t = SIM_EPOCH + (day + 1) * DAY
-            now = emb.snapshot()
-            nd, base, ratio = _ratio(final, ds, eager)
-            _, _, ratio_first = _ratio(first, ds, eager)
-            st = storage(inst)
-            points.append({
-                "day": day + 1, "queries": served, "distinct": len(final),
-                **st, "stored_bytes": st["embedded_bytes"] + st["cold_bytes"],
-                "embedded_fraction": round(st["ready_docs"] / len(ds.corpus), 4),
-                "provider_calls": now["calls"] - last["calls"], "provider_docs": now["docs"] - last["docs"],
-                "provider_calls_total": now["calls"], "provider_docs_total": now["docs"],
-                "query_embeds": now["query_calls"] - last["query_calls"],
-                "re_embedded_total": now["repeats"], "rehydrated": inst.cold.hits - last_rehydrated,
-                "rehydrated_total": inst.cold.hits,
-                "ndcg10": nd, "eager_ndcg10": base, "ratio_done": ratio, "ratio_first": ratio_first,
-                **{f"tick_{k}": ticks[k] - day_ticks[k] for k in ticks},
-            })
-            last, last_rehydrated, day_ticks = now, inst.cold.hits, dict(ticks)
-            print(f"{name:9} day {day + 1:2}: {points[-1]['embedded_bytes']:>9} B embedded "
-                  f"{points[-1]['cold_bytes']:>8} B cold, {points[-1]['provider_docs']:>4} docs to provider, "
-                  f"{points[-1]['rehydrated']:>4} rehydrated, quality {ratio} (first {ratio_first})", flush=True)
-        check = rehydration_check(inst, ds) if scheduler else None
-        c.store.close()
+    i = 0
+    for day in range(days):
+        first: dict[str, list[str]] = {}
+        final: dict[str, list[str]] = {}
+        served = 0
+        while i < len(stream) and stream[i][0] < SIM_EPOCH + (day + 1) * DAY:
+            t, qid = stream[i]
+            tick_until(t)
+            clock.t = t
+            f, g = ask(inst, queries[qid])
+            first[qid], final[qid] = f, g
+            usage.flush(c.store)  # type: ignore[arg-type]  # as serve's 2 s flush: per read
+            served += 1
+            i += 1
+        tick_until(SIM_EPOCH + (day + 1) * DAY)  # the day's last tick (midnight) included
+        clock.t = SIM_EPOCH + (day + 1) * DAY
+        now = emb.snapshot()
+        nd, base, ratio = _ratio(final, ds, eager)
+        _, _, ratio_first = _ratio(first, ds, eager)
+        st = storage(inst)
+        points.append({
+            "day": day + 1, "queries": served, "distinct": len(final),
+            **st, "stored_bytes": st["embedded_bytes"] + st["cold_bytes"],
+            "embedded_fraction": round(st["ready_docs"] / len(ds.corpus), 4),
+            "provider_calls": now["calls"] - last["calls"], "provider_docs": now["docs"] - last["docs"],
+            "provider_calls_total": now["calls"], "provider_docs_total": now["docs"],
+            "query_embeds": now["query_calls"] - last["query_calls"],
+            "re_embedded_total": now["repeats"], "rehydrated": inst.cold.hits - last_rehydrated,
+            "rehydrated_total": inst.cold.hits,
+            "ndcg10": nd, "eager_ndcg10": base, "ratio_done": ratio, "ratio_first": ratio_first,
+            **{f"tick_{k}": ticks[k] - day_ticks[k] for k in ticks},
+        })
+        last, last_rehydrated, day_ticks = now, inst.cold.hits, dict(ticks)
+        print(f"{name:9} day {day + 1:2}: {points[-1]['embedded_bytes']:>9} B embedded "
+              f"{points[-1]['cold_bytes']:>8} B cold, {points[-1]['provider_docs']:>4} docs to provider, "
+              f"{points[-1]['rehydrated']:>4} rehydrated, quality {ratio} (first {ratio_first})", flush=True)
+    check = rehydration_check(inst, ds) if scheduler else None
+    c.store.close()
     return {"points": points, "ticks": ticks, "queue_retries": inst.queue.retries,
             "rehydration_check": check, "seconds": round(time.perf_counter() - t0, 1)}
 
@@ -546,7 +509,6 @@ def main(data: Path, days: int = 30, docs: int | None = None, queries: int | Non
         "eager": {**_stored_eager(eager), "ndcg10": round(statistics.fmean(eager.ndcg[q] for q in qids), 4),
                   "seconds": eager.seconds},
         "arms": arms, "codecs": codecs, "seconds": round(time.perf_counter() - started, 1),
-        "clock_workaround": "SqliteStore's time.time() follows the simulated clock (see _TimeShim)",
     }
     return write(doc, out_dir or RESULTS)
 

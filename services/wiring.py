@@ -273,15 +273,17 @@ def build_budget(settings: Settings) -> Budget:
     return MemoryBudget(settings.per_tenant_per_min)
 
 
-def build_store(settings: Settings) -> StoreOfRecord:
+def build_store(settings: Settings, clock: Callable[[], float] | None = None) -> StoreOfRecord:
     """The system of record: PostgreSQL, shared by API and workers on any host, or SQLite in
-    the data dir, which several processes of one host open together (WAL)."""
+    the data dir, which several processes of one host open together (WAL). Its `clock` is the
+    process's clock (default the wall clock): the handler, scheduler, backfills and usage
+    statistics built on it stamp and decide by the same time (a simulated one in replays)."""
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     if settings.store == "postgres":
         from shared.adapters.postgres_store import PostgresStore
 
-        return PostgresStore(settings.postgres_url, settings.postgres_pool_size)
-    return SqliteStore(settings.data_dir / "vibe.sqlite3")
+        return PostgresStore(settings.postgres_url, settings.postgres_pool_size, clock=clock)
+    return SqliteStore(settings.data_dir / "vibe.sqlite3", clock=clock)
 
 
 class SpaceEmbedders:
@@ -337,8 +339,8 @@ def build_handler(settings: Settings, store: StoreOfRecord, emb: Embedder,
     _check_space(store, settings.space, emb)
     policy = EligibilityPolicy(settings.index_policy)
     return EmbedHandler(store, emb, policy, settings.embed_fields, settings.job_max_attempts, build_cold(settings),
-                        settings.tenant_daily_tokens, embedders=SpaceEmbedders(settings, store, emb, wrap),
-                        default_space=settings.space)
+                        settings.tenant_daily_tokens, store.clock,
+                        embedders=SpaceEmbedders(settings, store, emb, wrap), default_space=settings.space)
 
 
 def lifecycle_config(s: Settings) -> LifecycleConfig:
@@ -356,10 +358,10 @@ def build_lifecycle(settings: Settings, store: StoreOfRecord, queue: JobQueue, b
     reserve = min(settings.per_query_max_embeds, settings.per_tenant_per_min // 4)
     limits = BackfillLimits(settings.backfill_step_docs, reserve, settings.backpressure_queue_depth)
     backfills = Backfills(store, queue, budget, lambda d: policy.decide_doc(d, settings.embed_fields.get(
-        d.key.collection)), limits)
+        d.key.collection)), limits, store.clock)
     directory = SpaceDirectory(store, settings.space)
-    return Lifecycle(lifecycle_config(settings), store, build_cold(settings), backfills, after_change=after_change,
-                     spaces=directory.live, active=directory.active)
+    return Lifecycle(lifecycle_config(settings), store, build_cold(settings), backfills, store.clock,
+                     after_change=after_change, spaces=directory.live, active=directory.active)
 
 
 def _touch_policy(s: Settings) -> TouchPolicy:
@@ -368,10 +370,12 @@ def _touch_policy(s: Settings) -> TouchPolicy:
                        remember=s.touch_remember, probe_rounds=s.touch_probe_rounds, similar=s.touch_similar)
 
 
-def build(settings: Settings, embedder: Embedder | None = None) -> Container:
+def build(settings: Settings, embedder: Embedder | None = None, clock: Callable[[], float] | None = None) -> Container:
+    """Every part of one process. `clock` (default the wall clock) is the store's, and through
+    it every part's that stamps or decides by time (bench lifecycle replays simulated days)."""
     from shared.adapters.embedders import build_embedder
 
-    store = build_store(settings)
+    store = build_store(settings, clock)
     home = claim_index_home(settings.data_dir)
     lexical = _build_lexical(settings, home)
     vectors = _build_vectors(settings, home)

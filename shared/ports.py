@@ -70,6 +70,10 @@ class SearchFilter:
 class DocumentStore(Protocol):
     """Durable, transactional store: documents, sidecar state and vectors by content hash."""
 
+    clock: Callable[[], float]
+    """Stamps what the store times itself (status changes, embeddings without a caller's `now`,
+    space bindings). `time.time` unless injected: the lifecycle replays on simulated time."""
+
     def put_docs(self, docs: Sequence[StoredDoc], sidecar: Sequence[SidecarEntry]) -> None:
         """Write documents and their sidecar rows in one transaction (all or nothing)."""
 

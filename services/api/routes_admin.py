@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from typing import Protocol, runtime_checkable
 
 from fastapi import APIRouter, Depends, Query, Request
@@ -83,7 +82,7 @@ def _stuck(c: Container, tenant: str) -> list[SidecarEntry]:
     """This tenant's `queued` rows with no progress for longer than the reconciler's bound."""
     rows = c.store.keys_in_status(c.spaces.active(tenant), [SemanticStatus.QUEUED], limit=c.settings.reconcile_batch,
                                   tenant=tenant)
-    cutoff = time.time() - c.settings.reconcile_stuck_seconds
+    cutoff = c.store.clock() - c.settings.reconcile_stuck_seconds
     return [r for r in rows if r.key.tenant == tenant and r.updated_at < cutoff]
 
 
@@ -102,7 +101,7 @@ def _lag(c: Container, tenant: str) -> dict[str, object]:
     oldest = c.store.oldest_queued(space, tenant)
     pending = c.store.changes_pending(c.follower.seq, tenant)
     out: dict[str, object] = {
-        "oldestQueuedAgeSeconds": round(time.time() - oldest, 3) if oldest else 0.0,
+        "oldestQueuedAgeSeconds": round(c.store.clock() - oldest, 3) if oldest else 0.0,
         "queued": c.store.queued_count(space, tenant),
         "indexFollowerLag": pending,
         "stuckQueued": len(_stuck(c, tenant)),

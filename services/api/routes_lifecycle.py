@@ -132,7 +132,7 @@ async def get_promotions(request: Request, p: Principal = Depends(require("admin
     c = _c(request)
     modes = await run_in_threadpool(c.store.collection_modes, p.tenant)
     tasks = await run_in_threadpool(c.store.tasks, p.tenant)
-    pinned = await run_in_threadpool(c.store.pinned_count, p.tenant, time.time())
+    pinned = await run_in_threadpool(c.store.pinned_count, p.tenant, c.store.clock())
     return JSONResponse({"collections": [_mode_body(m) for m in modes], "pinnedDocuments": pinned,
                          "backfills": [progress(t) for t in tasks if t.kind == "promote"][-50:]})
 
@@ -179,7 +179,7 @@ async def get_usage(request: Request, collection: str | None = Query(None, inclu
         raise invalid(f"days must be between 1 and {MAX_USAGE_DAYS}", field="days")
     rows = await run_in_threadpool(c.store.usage_by_day, p.tenant, name, days)
     price = _price(c)
-    today = utc_day(time.time())
+    today = utc_day(c.store.clock())
     used = await run_in_threadpool(c.store.tokens_used, p.tenant, today)
     cap = c.settings.tenant_daily_tokens
     return JSONResponse({
@@ -245,7 +245,7 @@ def start_migration(c: Container, tenant: str, space: str, model: str, dim: int 
     if bound != (model_id, size):  # dim safety (seed 000): a space never holds two models
         raise VibeError(ErrorCode.DIMENSION_MISMATCH,
                         f"space {space!r} holds vectors of {bound[0]} ({bound[1]} dims), not {model_id} ({size} dims)")
-    now = time.time()
+    now = c.store.clock()
     if not any(r.space == active for r in c.store.tenant_spaces(tenant)):
         current = c.embedders(active)
         c.store.put_tenant_space(SpaceInfo(tenant, active, current.model_id, current.dim, "active", now))
@@ -285,7 +285,7 @@ def activate(c: Container, tenant: str, space: str, force: bool) -> dict[str, ob
     if (tasks or waiting) and not force:
         raise VibeError(ErrorCode.CONFLICT, f"{space!r} is not complete: {waiting} documents still to embed; "
                         "wait for the migration or activate with force", {"waiting": waiting})
-    now = time.time()
+    now = c.store.clock()
     rows = {r.space: r for r in c.store.tenant_spaces(tenant)}
     old = rows.get(active)
     old_model, old_dim = (old.model_id, old.dim) if old else (c.embedder.model_id, c.embedder.dim)

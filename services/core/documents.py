@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import re
 import threading
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -138,7 +137,7 @@ class DocumentService:
         allow = self.embed_fields.get(collection)
         chash = content_hash(doc_text(select_fields(fields, allow), allow))
         return StoredDoc(DocKey(principal.tenant, collection, doc_id), fields, acl, intent, chash,
-                         time.time(), vibe)
+                         self.store.clock(), vibe)
 
     @staticmethod
     def _acl(raw: object, max_principal_bytes: int = 512, max_bytes: int = 65_536) -> list[str]:
@@ -233,7 +232,7 @@ class DocumentService:
         allow = self.embed_fields.get(d.key.collection)
         text = doc_text(select_fields(d.fields, allow), allow)
         decision = self.policy.decide(d.key.collection, d.fields, d.intent, text, vibe=d.vibe)
-        new = SidecarEntry(d.key, space, SemanticStatus.NONE, d.content_hash, updated_at=time.time())
+        new = SidecarEntry(d.key, space, SemanticStatus.NONE, d.content_hash, updated_at=self.store.clock())
         if decision.action != "embed":
             new.status = SemanticStatus.DENIED if decision.action == "ignore" else SemanticStatus.DEFERRED
             new.reason = decision.reason

@@ -9,7 +9,6 @@ many schedulers send the task."""
 from __future__ import annotations
 
 import logging
-import time
 import uuid
 
 from shared.adapters.celery_queue import CeleryQueue
@@ -39,7 +38,7 @@ def reconcile(store: StoreOfRecord, queue: CeleryQueue, settings: Settings) -> d
     if not queue.try_lock(LOCK, uuid.uuid4().hex, lock_ms(settings)):
         METRICS.reconciler_runs.labels(outcome="locked").inc()
         return {"skipped": 1}
-    now = time.time()
+    now = store.clock()
     by_tenant: dict[str, list[SidecarEntry]] = {}
     for r in stuck_rows(store, settings, now):
         by_tenant.setdefault(r.key.tenant, []).append(r)

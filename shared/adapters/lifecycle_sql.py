@@ -15,11 +15,11 @@ flushing at once both count.
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Mapping, Sequence
 from contextlib import AbstractContextManager
 from typing import Any
 
+from shared.costs import utc_day
 from shared.model import (
     BackfillTask,
     CollectionMode,
@@ -168,7 +168,7 @@ class LifecycleSql:
                         + _MAX.format(a="excluded.last_at", b="usage_buckets.last_at"),
                         (tenant, collection, bucket, q, batch.hits.get((tenant, collection), 0),
                          batch.last_query.get((tenant, collection), now)))
-            day = time.strftime("%Y-%m-%d", time.gmtime(now))
+            day = utc_day(now)
             for (tenant, collection), (calls, tokens) in sorted(batch.provider.items()):
                 self._x(conn, "INSERT INTO provider_usage VALUES (?,?,?,?,0,?) ON CONFLICT (tenant, day, collection) "
                               "DO UPDATE SET calls=provider_usage.calls+excluded.calls, "

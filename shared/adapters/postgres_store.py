@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import time
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from typing import Any
 
@@ -128,9 +128,9 @@ def _doc_params(d: StoredDoc) -> tuple[object, ...]:
             d.content_hash, d.updated_at)
 
 
-def _sidecar_params(s: SidecarEntry) -> tuple[object, ...]:
+def _sidecar_params(s: SidecarEntry, now: float) -> tuple[object, ...]:
     return (s.key.tenant, s.key.collection, s.key.doc_id, s.space, s.status.value, s.content_hash, s.reason,
-            s.model_id, s.last_embedded_at, s.attempts, s.updated_at or time.time(), s.cold_ref)
+            s.model_id, s.last_embedded_at, s.attempts, s.updated_at or now, s.cold_ref)
 
 
 def _to_bytes(vec: Sequence[float]) -> bytes:
@@ -168,7 +168,11 @@ class PostgresStore(LifecycleSql):
     _POW2 = "power(2.0::float8, {})"
     _FOR_UPDATE = " FOR UPDATE"
 
-    def __init__(self, url: str, pool_size: int = 10, connect_timeout: float = 30.0):
+    def __init__(self, url: str, pool_size: int = 10, connect_timeout: float = 30.0,
+                 clock: Callable[[], float] | None = None):
+        # Every timestamp the store makes itself (status changes, embeddings, space bindings):
+        # the process's clock, injectable so lifecycle decisions replay on simulated time.
+        self.clock: Callable[[], float] = clock or time.time
         # autocommit: a read is one round trip (no BEGIN/COMMIT); writes open `transaction()`.
         # check_connection on checkout: one cheap round trip, and a connection the server dropped
         # (restart, failover) is replaced instead of failing a request.
@@ -217,7 +221,8 @@ class PostgresStore(LifecycleSql):
         # Rows sorted for the lock order; a stable sort, so of two writes of one key the last
         # still wins. A document that fails to serialise rolls the whole transaction back.
         params = [_doc_params(d) for d in sorted(docs, key=lambda d: d.key)]
-        rows = [_sidecar_params(s) for s in sorted(sidecar, key=lambda s: (s.key, s.space))]
+        now = self.clock()
+        rows = [_sidecar_params(s, now) for s in sorted(sidecar, key=lambda s: (s.key, s.space))]
         with self._tx() as conn, conn.cursor() as cur:
             if params:
                 cur.executemany(_UPSERT_DOC, params)
@@ -286,9 +291,8 @@ class PostgresStore(LifecycleSql):
         with self._tx() as conn:
             return self._set_status(conn, keys, space, status, reason, only_from)
 
-    @staticmethod
-    def _set_status(conn: Conn, keys: Sequence[DocKey], space: str, status: SemanticStatus, reason: str | None,
-                    only_from: Sequence[SemanticStatus] | None) -> list[DocKey]:
+    def _set_status(self, conn: Conn, keys: Sequence[DocKey], space: str, status: SemanticStatus,
+                    reason: str | None, only_from: Sequence[SemanticStatus] | None) -> list[DocKey]:
         """The compare-and-set: the guard is part of the UPDATE, so a row another transaction
         is moving is waited for and its new status re-checked (READ COMMITTED re-evaluates the
         WHERE on the committed row): of two workers racing `none → queued`, one wins."""
@@ -296,7 +300,7 @@ class PostgresStore(LifecycleSql):
             return []
         keys = list(dict.fromkeys(keys))  # a key named twice moves (and is reported) once
         guard = " AND status = ANY(%s)" if only_from else ""
-        now = time.time()
+        now = self.clock()
         params = [[status.value, reason, now, *k, space, *([[s.value for s in only_from]] if only_from else [])]
                   for k in sorted(keys)]  # sorted: the global lock order
         with conn.cursor() as cur:
@@ -311,7 +315,7 @@ class PostgresStore(LifecycleSql):
         with self._tx() as conn:
             conn.execute("UPDATE sidecar SET status=%s, reason=%s, attempts=attempts+1, updated_at=%s "
                          "WHERE tenant=%s AND collection=%s AND doc_id=%s AND space=%s",
-                         (status.value, reason, time.time(), *key, space))
+                         (status.value, reason, self.clock(), *key, space))
 
     def keys_in_status(
         self, space: str, statuses: Sequence[SemanticStatus], limit: int = 10_000, tenant: str | None = None
@@ -335,7 +339,7 @@ class PostgresStore(LifecycleSql):
         if not entries:
             return []
         space = entries[0][0].space
-        now = time.time() if now is None else now
+        now = self.clock() if now is None else now
         in_order = sorted(entries, key=lambda e: (e[0].key, e[0].space))  # the lock order
         with self._tx() as conn, conn.cursor() as cur:
             cur.executemany(
@@ -390,7 +394,7 @@ class PostgresStore(LifecycleSql):
         return the recorded pair, so the caller can refuse an embedder that differs."""
         with self._tx() as conn:
             conn.execute("INSERT INTO spaces VALUES (%s,%s,%s,%s) ON CONFLICT (space) DO NOTHING",
-                         (space, model_id, dim, time.time()))
+                         (space, model_id, dim, self.clock()))
             r = conn.execute("SELECT model_id, dim FROM spaces WHERE space=%s", (space,)).fetchone()
         assert r is not None
         return str(r["model_id"]), int(r["dim"])

@@ -14,7 +14,7 @@ import json
 import sqlite3
 import threading
 import time
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -108,9 +108,12 @@ def _from_blob(blob: bytes) -> list[float]:
 class SqliteStore(LifecycleSql):
     """DocumentStore and LifecycleStore over one SQLite file; one connection per thread."""
 
-    def __init__(self, path: Path):
+    def __init__(self, path: Path, clock: Callable[[], float] | None = None):
         path.parent.mkdir(parents=True, exist_ok=True)
         self.path = path
+        # Every timestamp the store makes itself (status changes, embeddings, space bindings):
+        # the process's clock, injectable so lifecycle decisions replay on simulated time.
+        self.clock: Callable[[], float] = clock or time.time
         self._local = threading.local()
         self._all: list[sqlite3.Connection] = []
         self._lock = threading.Lock()
@@ -170,10 +173,9 @@ class SqliteStore(LifecycleSql):
             )
             self._log(c, [(d.key, "doc", None) for d in docs])
 
-    @staticmethod
-    def _sidecar_tuple(s: SidecarEntry) -> tuple[object, ...]:
+    def _sidecar_tuple(self, s: SidecarEntry) -> tuple[object, ...]:
         return (s.key.tenant, s.key.collection, s.key.doc_id, s.space, s.status.value, s.content_hash,
-                s.reason, s.model_id, s.last_embedded_at, s.attempts, s.updated_at or time.time(),
+                s.reason, s.model_id, s.last_embedded_at, s.attempts, s.updated_at or self.clock(),
                 s.cold_ref)
 
     @staticmethod
@@ -252,7 +254,7 @@ class SqliteStore(LifecycleSql):
         if only_from:
             guard = f" AND status IN ({','.join('?' * len(only_from))})"
             guard_args = [s.value for s in only_from]
-        now = time.time()
+        now = self.clock()
         with self._tx() as c:
             for k in dict.fromkeys(keys):  # a key named twice moves (and is reported) once
                 cur = c.execute(
@@ -270,7 +272,7 @@ class SqliteStore(LifecycleSql):
             c.execute(
                 "UPDATE sidecar SET status=?, reason=?, attempts=attempts+1, updated_at=? "
                 "WHERE tenant=? AND collection=? AND doc_id=? AND space=?",
-                (status.value, reason, time.time(), key.tenant, key.collection, key.doc_id, space),
+                (status.value, reason, self.clock(), key.tenant, key.collection, key.doc_id, space),
             )
 
     def keys_in_status(
@@ -291,7 +293,7 @@ class SqliteStore(LifecycleSql):
     ) -> list[DocKey]:
         """Job output and job state in one transaction (the pgai vectorizer's rule)."""
         ready: list[DocKey] = []
-        now = time.time() if now is None else now
+        now = self.clock() if now is None else now
         with self._tx() as c:
             for entry, vec in entries:
                 k = entry.key
@@ -354,7 +356,7 @@ class SqliteStore(LifecycleSql):
         """Record which model and dimension a space is built with (first use wins) and
         return the recorded pair, so the caller can refuse an embedder that differs."""
         with self._tx() as c:
-            c.execute("INSERT OR IGNORE INTO spaces VALUES (?,?,?,?)", (space, model_id, dim, time.time()))
+            c.execute("INSERT OR IGNORE INTO spaces VALUES (?,?,?,?)", (space, model_id, dim, self.clock()))
             r = c.execute("SELECT model_id, dim FROM spaces WHERE space=?", (space,)).fetchone()
         return str(r["model_id"]), int(r["dim"])
 

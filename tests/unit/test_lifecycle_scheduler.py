@@ -4,12 +4,12 @@ the real embed handler with a counting hash embedder: promotion, demotion, backf
 after a restart, eviction, rehydration without a provider call, pruning, daily token caps,
 reindex and forced re-embeds.
 
-The simulated clock starts at the real time: the stores stamp embeddings and status changes
-with the wall clock, so simulated days must lie after them. No assertion reads the wall clock."""
+The simulated clock starts in 2001, long before the wall clock: the store is given the same
+clock, so every stamp (status changes, embeddings, usage days) is simulated time, and a stamp
+taken from the wall clock would show at once. No assertion reads the wall clock."""
 
 from __future__ import annotations
 
-import time
 import types
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -42,6 +42,7 @@ from tests.contract.test_store_contract import Opener, opener  # noqa: F401 - fi
 
 S = SemanticStatus
 DAY = 86400.0
+SIM_START = 983_746_800.0  # 2001-03-04 23:00 UTC: an hour before a day rollover
 SPACE = "core"
 POLICY = PromotionPolicy(min_queries=5, min_hits=20, window_seconds=3600.0, demote_idle_seconds=2 * DAY)
 CFG = LifecycleConfig(SPACE, POLICY, doc_promote_touches=3.0, doc_promote_ttl_seconds=60 * DAY,
@@ -90,10 +91,11 @@ class Rig:
     def __init__(self, open_store: Opener, root: Path, monkeypatch: pytest.MonkeyPatch, per_minute: int = 1000,
                  daily_tokens: int = 0, decide: EligibilityPolicy | None = None):
         self.opener = open_store
-        self.now = time.time()
+        self.now = SIM_START
         self.mono = [0.0]
         monkeypatch.setattr(memory_budget, "time", types.SimpleNamespace(monotonic=lambda: self.mono[0]))
         self.store = cast(StoreOfRecord, open_store())
+        self.store.clock = self.clock
         self.cold = FileColdStore(root / "cold", CFG.codec)
         self.queue = RecordingQueue()
         self.budget = MemoryBudget(per_minute)
@@ -380,6 +382,39 @@ def test_the_daily_token_cap_defers_and_the_next_day_gives_back(
         assert rig.embedder.calls == [2, 2] and all(rig.side(k).status == S.READY for k in keys)
         usage = rig.store.usage_by_day("t", None, 7)
         assert [u["documents"] for u in usage] == [2, 2] and [u["calls"] for u in usage] == [1, 1]
+    finally:
+        rig.store.close()
+
+
+def test_query_embeddings_share_the_cap_and_roll_over_at_midnight_on_the_injected_clock(
+        opener: Opener, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: F811
+    cost = estimate_tokens(text("d0"))
+    query = "boundary layer transition on swept wings"
+    cap = 2 * cost + estimate_tokens(query)
+    rig = Rig(opener, tmp_path, monkeypatch, daily_tokens=cap)
+    reads = UsageRecorder(CFG.bucket_seconds, CFG.half_life_seconds, clock=rig.clock, ledger=rig.store,
+                          daily_tokens=cap)
+    try:
+        assert reads.reserve_query_embedding("t", "c", query) is not None  # a read's query: reserved
+        keys = [rig.put(f"d{i}") for i in range(3)]
+        rig.run(keys)
+        assert [rig.side(k).status for k in keys] == [S.READY, S.READY, S.DEFERRED]
+        assert reads.reserve_query_embedding("t", "c", query) is None  # spent: the read answers lexically
+        assert reads.reserve_query_embedding("u", "c", query) is not None  # another tenant's own day
+        assert rig.store.usage_by_day("t", None, 7) == [
+            {"day": "2001-03-04", "calls": 2, "documents": 2, "tokens": cap}]
+        rig.advance(3600.0)  # 2001-03-05 00:00 UTC
+        assert rig.store.tokens_used("t", "2001-03-05") == 0
+        charge = reads.reserve_query_embedding("t", "c", query)
+        assert charge is not None and charge.day == "2001-03-05"
+        reads.release(charge)  # a failed call gives it back
+        assert rig.store.tokens_used("t", "2001-03-05") == 0
+        assert rig.lifecycle.tick().requeued_budget == 1  # refused yesterday, given back today
+        rig.run([keys[2]])
+        assert rig.side(keys[2]).status == S.READY
+        assert rig.store.usage_by_day("t", None, 7) == [
+            {"day": "2001-03-05", "calls": 1, "documents": 1, "tokens": cost},
+            {"day": "2001-03-04", "calls": 2, "documents": 2, "tokens": cap}]
     finally:
         rig.store.close()
 

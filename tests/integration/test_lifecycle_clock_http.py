@@ -1,0 +1,116 @@
+"""The daily token cap and GET /semantic/usage over a simulated UTC midnight: the app is built
+with an injected clock (`build(..., clock=)`, what `bench lifecycle` replays days with) and
+served by uvicorn on a real socket in this process, over SQLite and PostgreSQL, with an
+OpenAI-protocol server counting provider calls. The clock starts in 2001, so any timestamp
+a store or route still took from the wall clock would put the usage on another day."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import uvicorn
+
+from services.api.app import create_app
+from services.api.auth import KeyRing
+from services.wiring import Container, build
+from shared.config import ApiKey, Settings
+from tests.integration.distributed.conftest import wait_for
+from tests.support.openai_server import OpenAIProtocolServer
+from tests.support.server import free_port
+
+MIDNIGHT = 983_750_400.0  # 2001-03-05 00:00 UTC
+BODY = " on wing flutter, gust loads and the certification of composite structures in transonic flight"
+DOCS = [{"_id": f"d{i}", "title": f"Flutter report {i}", "body": f"case {i}" + BODY} for i in range(6)]
+KEYS = [ApiKey(key="k-admin", tenant="ta", principals=["user:admin"], scopes=["read", "write", "admin"])]
+
+
+class Clock:
+    def __init__(self, t: float):
+        self.t = t
+
+    def __call__(self) -> float:
+        return self.t
+
+
+class InProcess:
+    def __init__(self, settings: Settings, clock: Clock):
+        self.container: Container = build(settings, clock=clock)
+        self.port = free_port()
+        app = create_app(self.container, KeyRing(KEYS))
+        self.server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning"))
+        self.thread = threading.Thread(target=self.server.run, daemon=True)
+        self.thread.start()
+        deadline = time.time() + 60
+        while not self.server.started:
+            assert time.time() < deadline and self.thread.is_alive(), "in-process server did not start"
+            time.sleep(0.05)
+        self.client = httpx.Client(base_url=f"http://127.0.0.1:{self.port}", timeout=60,
+                                   headers={"Authorization": "Bearer k-admin"})
+
+    def read(self, q: str, strategy: str) -> dict[str, Any]:
+        r = self.client.post("/v1/read", json={"collection": "c", "q": q, "semantic": {"strategy": strategy},
+                                               "limit": 10}, headers={"Accept": "application/json"})
+        assert r.status_code == 200, r.text
+        return r.json()  # type: ignore[no-any-return]
+
+    def usage(self) -> dict[str, Any]:
+        return self.client.get("/semantic/usage?collection=c").json()  # type: ignore[no-any-return]
+
+    def settled(self) -> bool:
+        states = self.client.get("/semantic/coverage?collection=c").json()["states"]
+        return not states.get("queued", 0)
+
+    def close(self) -> None:
+        self.client.close()
+        self.server.should_exit = True
+        self.thread.join(30)
+        self.container.store.close()
+
+
+@pytest.fixture(scope="module")
+def api() -> Iterator[OpenAIProtocolServer]:
+    with OpenAIProtocolServer(dim=32) as s:
+        yield s
+
+
+@pytest.mark.parametrize("store", ["sqlite", "postgres"])
+def test_the_daily_cap_and_usage_by_day_roll_over_at_simulated_midnight(
+        store: str, api: OpenAIProtocolServer, tmp_path: Path, request: pytest.FixtureRequest) -> None:
+    clock = Clock(MIDNIGHT - 3600.0)  # 2001-03-04 23:00 UTC
+    extra: dict[str, Any] = {"store": store}
+    if store == "postgres":
+        extra["postgres_url"] = request.getfixturevalue("postgres_url")
+    settings = Settings(data_dir=tmp_path / "data", embedder="openai", openai_base_url=api.base_url,
+                        embed_model="test-embed", api_keys=KEYS, tenant_daily_tokens=60,
+                        scheduler_interval_seconds=3600.0, **extra)  # ticks are the test's own
+    srv = InProcess(settings, clock)
+    try:
+        assert srv.client.post("/v1/collections/c/docs:bulk", json={"docs": DOCS}).status_code == 200
+        srv.read("flutter report", "keyword")  # touches all six: two fit in the day's 60 tokens
+        wait_for(srv.settled, 30, "the touched documents to be embedded or refused")
+        day1 = srv.usage()
+        assert day1["today"]["day"] == "2001-03-04" and 0 < day1["today"]["tokens"] <= 60
+        assert [d["day"] for d in day1["days"]] == ["2001-03-04"] and day1["days"][0]["documents"] == 2
+        calls = api.requests
+        spent = srv.read("gust loads certification", "hybrid")["diagnostics"]["semantic"]
+        assert (spent["state"], spent["reason"]) == ("degraded", "budget") and api.requests == calls
+
+        clock.t = MIDNIGHT + 60.0  # 2001-03-05 00:01 UTC
+        day2 = srv.usage()
+        assert day2["today"] == {"day": "2001-03-05", "tokens": 0, "remaining": 60}
+        assert srv.container.lifecycle.tick().requeued_budget == 4  # yesterday's refusals come back
+        fresh = srv.read("gust loads certification", "hybrid")["diagnostics"]["semantic"]
+        assert fresh["reason"] is None and api.requests > calls  # a new day: the query is embedded
+        wait_for(srv.settled, 30, "today's touches to be embedded or refused")
+        days = srv.usage()["days"]
+        assert [d["day"] for d in days] == ["2001-03-05", "2001-03-04"]
+        assert days[1] == day1["days"][0]  # yesterday's row is closed
+        assert 0 < days[0]["tokens"] <= 60 and days[0]["calls"] >= 1
+    finally:
+        srv.close()
