@@ -8,8 +8,11 @@ answer and `done`, so the SSE route can ask it to refresh as workers finish.
 from __future__ import annotations
 
 import math
+import os
+import threading
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from services.planner.explain import ExplainCache
@@ -77,6 +80,30 @@ class ReadRequest:
 
 
 MIN_SCORE = 1e-6  # the lowest `score` shown: every shown score is in (0, 1]
+
+
+class _EncoderPool:
+    """Threads that embed a query while the request's own thread runs the lexical leg
+    (onnxruntime and torch release the GIL while they compute). One pool per process: a forked
+    child (a prefork worker) starts its own, as threads do not survive a fork."""
+
+    def __init__(self, workers: int = 4):
+        self._workers = workers
+        self._lock = threading.Lock()
+        self._pid = -1
+        self._pool: ThreadPoolExecutor | None = None
+
+    def submit(self, fn: Callable[[], list[float] | None]) -> Future[list[float] | None]:
+        if self._pid != os.getpid():
+            with self._lock:
+                if self._pid != os.getpid():
+                    self._pool = ThreadPoolExecutor(self._workers, thread_name_prefix="vibe-query-encoder")
+                    self._pid = os.getpid()
+        assert self._pool is not None
+        return self._pool.submit(fn)
+
+
+QUERY_ENCODERS = _EncoderPool()
 
 
 @dataclass
@@ -181,19 +208,27 @@ class ReadSession:
 
     def start(self, defer_query_embedding: bool = False) -> None:
         text = self._lexical_text()
+        # The strategy depends on the query alone, so a query vector the ranking needs starts
+        # embedding now, on another thread, while this one runs the lexical leg.
+        self.strategy, self.strategy_reason = choose_strategy(self.req, text, self.p.embedder is not None)
+        self._encoding: Future[list[float] | None] | None = None
+        if (self.strategy in ("semantic", "hybrid") and not self._is_doc_query()
+                and self.p.embedder_for(self.space) is not None and self._cached_query_vector() is None):
+            self._encoding = QUERY_ENCODERS.submit(self._query_vector)
         t0 = time.perf_counter()
         if text and self.p.lexical_follower is not None:
             self.p.lexical_follower.catch_up()  # writes made through another process are searched as they are now
         self.lexical_hits = relative(self.p.lexical.search(self.flt, text, self.k)) if text else []
         self.lexical_ms = (time.perf_counter() - t0) * 1000
-        self.strategy, self.strategy_reason = choose_strategy(self.req, text, self.p.embedder is not None)
         if self.strategy == "semantic" or (self.strategy == "hybrid" and not defer_query_embedding):
             self._semantic_leg()
         elif self.strategy == "hybrid":
-            self.semantic.vector = self._cached_query_vector()
+            # Streaming: the first answer is lexical unless the vector was cached; the encoder
+            # started above keeps running and complete_semantic() picks its vector up.
+            self.semantic.vector = None if self._encoding is not None else self._cached_query_vector()
             if self.semantic.vector is not None:
                 self._semantic_leg()
-            else:
+            elif self.semantic.state == "skipped":  # the encoder may have reported `degraded` already
                 self.semantic.state = "embedding_query"
         self._rank()
         self._record_usage()
@@ -410,7 +445,8 @@ class ReadSession:
     def _semantic_leg(self) -> None:
         t0 = time.perf_counter()
         if self.semantic.vector is None:
-            self.semantic.vector = self._query_vector()
+            encoding, self._encoding = self._encoding, None
+            self.semantic.vector = encoding.result() if encoding is not None else self._query_vector()
         if self.semantic.vector is None:
             return
         self.p.follower.catch_up()

@@ -1,0 +1,109 @@
+"""The query encoder runs on its own thread while the request's thread runs the lexical leg
+(issue 15 item 2): same rankings as before, the ACL filter inside every engine query, and an
+encoder failure reported, never left as a pending `embedding_query`."""
+
+from __future__ import annotations
+
+import math
+import threading
+import zlib
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+import pytest
+
+from services.planner.planner import ReadRequest
+from services.planner.query_cache import QueryVectorCache
+from services.wiring import Container, build
+from shared.adapters.memory_queue import InProcessQueue
+from shared.config import Settings
+from shared.model import DocKey, Principal, SemanticStatus
+from shared.ports import EmbedderError
+
+WORDS = "wing flutter supersonic boundary layer heat transfer shock wave"
+ALICE = Principal("t1", ("user:alice",), frozenset({"read", "write", "admin"}))
+ADMIN = Principal("t1", ("user:admin",), frozenset({"read", "write", "admin"}))
+
+
+class WordEmbedder:
+    """Deterministic bag-of-words vectors (a stand-in for the model); notes which thread embedded
+    each query and can be told to fail like an unreachable provider."""
+
+    model_id = "words-32"
+    dim = 32
+
+    def __init__(self) -> None:
+        self.query_threads: list[str] = []
+        self.fail = False
+
+    def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        return [self._vec(t) for t in texts]
+
+    def embed_query(self, text: str) -> list[float]:
+        self.query_threads.append(threading.current_thread().name)
+        if self.fail:
+            raise EmbedderError("provider unreachable", transient=False)
+        return self._vec(text)
+
+    def _vec(self, text: str) -> list[float]:
+        v = [0.0] * self.dim
+        for w in text.lower().split():
+            v[zlib.crc32(w.encode()) % self.dim] += 1.0
+        n = math.sqrt(sum(x * x for x in v)) or 1.0
+        return [x / n for x in v]
+
+
+@pytest.fixture()
+def app(tmp_path: Path) -> Iterator[tuple[Container, WordEmbedder]]:
+    emb = WordEmbedder()
+    c = build(Settings(data_dir=tmp_path / "data", embedder="openai", per_tenant_per_min=100_000), emb)
+    c.start()
+    try:
+        mine = [{"_id": f"a{i}", "body": f"{WORDS} {i} " * 3, "_acl": ["user:alice"]} for i in range(8)]
+        secret = [{"_id": f"s{i}", "body": f"{WORDS} secret {i} " * 3, "_acl": ["user:admin"]} for i in range(8)]
+        c.docs.put([c.docs.parse(ALICE, "c", d["_id"], d) for d in mine])
+        c.docs.put([c.docs.parse(ADMIN, "c", d["_id"], d) for d in secret])
+        # embedded by reads' touches, so the semantic leg has documents to rank
+        for _ in range(4):
+            for who in (ALICE, ADMIN):
+                c.planner.open(who, ReadRequest("c", WORDS, "keyword", limit=20))
+            assert isinstance(c.queue, InProcessQueue) and c.queue.wait_idle(30)
+        c.follower.catch_up()
+        sides = c.store.sidecars([DocKey("t1", "c", d["_id"]) for d in secret], c.settings.space)
+        assert any(s.status == SemanticStatus.READY for s in sides.values())  # unreadable vectors exist
+        yield c, emb
+    finally:
+        c.stop()
+
+
+@pytest.mark.parametrize("strategy", ["semantic", "hybrid"])
+def test_the_encoder_runs_beside_the_lexical_leg_and_ranks_as_inline(app: tuple[Container, WordEmbedder],
+                                                                    strategy: str) -> None:
+    c, emb = app
+    streamed = c.planner.open(ALICE, ReadRequest("c", "flutter shock wave", strategy, limit=10), streaming=True)
+    if strategy == "hybrid":
+        assert streamed.semantic_deferred  # the first answer does not wait for the vector
+        streamed.complete_semantic()
+    assert emb.query_threads and emb.query_threads[0].startswith("vibe-query-encoder")
+    c.planner.query_cache = QueryVectorCache()  # the JSON answer embeds the query again
+    inline = c.planner.open(ALICE, ReadRequest("c", "flutter shock wave", strategy, limit=10))
+    assert len(emb.query_threads) == 2
+    assert streamed.semantic.state == inline.semantic.state == "ready"
+    assert streamed.semantic.vector == inline.semantic.vector
+    assert [(f.key, f.score) for f in streamed.ranking] == [(f.key, f.score) for f in inline.ranking]
+    assert streamed.semantic.hits
+    shown = [r["id"] for r in streamed.payload(final=True)["results"]]  # type: ignore[attr-defined]
+    assert shown and all(str(i).startswith("a") for i in shown)  # never another principal's document
+    assert all(h.key.doc_id.startswith("a") for h in streamed.semantic.hits)
+
+
+def test_a_failing_encoder_is_reported_whether_it_fails_before_or_after_the_first_answer(
+        app: tuple[Container, WordEmbedder]) -> None:
+    c, emb = app
+    emb.fail = True
+    for i in range(5):  # the failure lands before or after start() marks the leg pending: same outcome
+        s = c.planner.open(ALICE, ReadRequest("c", f"boundary layer {i}", "hybrid", limit=5), streaming=True)
+        s.complete_semantic()
+        assert s.semantic.state == "degraded" and "embedder_unavailable" in (s.semantic.reason or "")
+        assert not s.semantic_deferred
+        assert s.ranking and all(f.key.doc_id.startswith("a") for f in s.ranking)
