@@ -98,16 +98,26 @@ async def read(request: Request, p: Principal = Depends(require("read"))) -> Res
     req = to_request(body, c, offset)
     started = time.perf_counter()
     mode = "sse" if "text/event-stream" in request.headers.get("accept", "") else "json"
-    session: ReadSession = await run_in_threadpool(c.planner.open, p, req, mode == "sse")
-    METRICS.read_seconds.labels(strategy=session.strategy, mode=mode).observe(time.perf_counter() - started)
 
     def answer(final: bool = False) -> dict[str, object]:
         return _with_cursor(session.payload(final), session, c, bound)
 
+    def first() -> tuple[ReadSession, dict[str, object] | Exception]:
+        """Plan, rank and build the first answer in one trip to a worker thread: each trip
+        waits for the event loop and a thread (and the GIL) once more before anything is sent."""
+        opened = c.planner.open(p, req, mode == "sse")
+        try:
+            return opened, _with_cursor(opened.payload(), opened, c, bound)
+        except Exception as e:  # reported where it was before: in the body (an `error` event for SSE)
+            return opened, e
+
+    session, payload = await run_in_threadpool(first)
+    METRICS.read_seconds.labels(strategy=session.strategy, mode=mode).observe(time.perf_counter() - started)
     if mode == "json":
-        payload = await run_in_threadpool(answer)
+        if isinstance(payload, Exception):
+            raise payload
         return Response(orjson.dumps(payload), media_type="application/json")
-    events = _stream(c, session, started, answer)
+    events = _stream(c, session, started, answer, payload)
     return StreamingResponse(_hygienic(events, c.settings.stream_heartbeat_seconds, c.settings.stream_retry_ms),
                              media_type="text/event-stream",
                              headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
@@ -157,10 +167,12 @@ async def _hygienic(events: AsyncIterator[tuple[str, bytes]], heartbeat: float, 
             await it.aclose()  # type: ignore[attr-defined]
 
 
-async def _stream(c: Container, session: ReadSession, started: float,
-                  answer: Callable[..., dict[str, object]]) -> AsyncIterator[tuple[str, bytes]]:
+async def _stream(c: Container, session: ReadSession, started: float, answer: Callable[..., dict[str, object]],
+                  first: dict[str, object] | Exception) -> AsyncIterator[tuple[str, bytes]]:
     try:
-        yield _event("lexical", await run_in_threadpool(answer))
+        if isinstance(first, Exception):
+            raise first
+        yield _event("lexical", first)
         if await run_in_threadpool(session.complete_semantic):
             yield _event("semantic", await run_in_threadpool(answer))
         await run_in_threadpool(session.touch)
