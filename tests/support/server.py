@@ -55,7 +55,7 @@ class Served:
     outside its contract (none today)."""
 
     def __init__(self, data_dir: Path, env: dict[str, str] | None = None, keys: list[dict[str, Any]] | None = None,
-                 validate: bool = True):
+                 validate: bool = True, repo: Path = REPO):
         self.port = free_port()
         self.base = f"http://127.0.0.1:{self.port}"
         self.contract = OpenApiResponses(self.base)
@@ -71,7 +71,7 @@ class Served:
         data_dir.mkdir(parents=True, exist_ok=True)
         self.log_path = data_dir.parent / f"server-{self.port}.log"
         self._log = self.log_path.open("w")
-        self.proc = subprocess.Popen([sys.executable, "-m", "services.cli", "serve"], cwd=REPO, env=full,
+        self.proc = subprocess.Popen([sys.executable, "-m", "services.cli", "serve"], cwd=repo, env=full,
                                      stdout=self._log, stderr=subprocess.STDOUT, start_new_session=True)
         self.client = httpx.Client(base_url=self.base, timeout=60)
         self._wait_healthy()

@@ -1,0 +1,123 @@
+"""First-event latency of two commits in one run (issue 15 item 2).
+
+    python -m bench.first_event_ab --docs 100000 --queries 100 --baseline <git ref> [--current HEAD]
+
+One corpus is ingested once and copied; two servers run side by side on the copies, each from
+a detached `git worktree` of its commit (committed code only: uncommitted edits in the checkout
+are in neither), same venv, same local model through the same runtime. Each query goes to both, in alternating order,
+so the load of the machine (2 shared cores here) and each server's background embedding of
+the documents earlier queries touched fall on both alike. Per strategy: p50/p95 of the time
+to the first SSE event for each, and the median of the paired differences; each server's
+`/healthz` round trip and the load average are recorded alongside. Every sample is kept.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import shutil
+import statistics
+import subprocess
+import tempfile
+import time
+from contextlib import ExitStack
+from pathlib import Path
+from typing import Any
+
+from bench import report
+from bench.latency import ENV, READER, STRATEGIES, trivial_ms
+from bench.spine import first_event_ms, synthetic_docs, zipf_vocabulary
+from tests.support.server import KEYS, REPO, Served, served
+
+
+def worktree(ref: str, where: Path) -> str:
+    subprocess.run(["git", "-C", str(REPO), "worktree", "add", "--detach", str(where), ref], check=True,
+                   capture_output=True)
+    return subprocess.run(["git", "-C", str(where), "rev-parse", "HEAD"], check=True, capture_output=True,
+                          text=True).stdout.strip()
+
+
+def _summary(xs: list[float]) -> dict[str, float]:
+    return {"p50_ms": report.percentile(xs, 0.5), "p95_ms": report.percentile(xs, 0.95)}
+
+
+def measure(servers: dict[str, Served], qs: dict[str, list[str]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    names = list(servers)
+    for strategy, queries in qs.items():
+        samples: dict[str, list[float]] = {n: [] for n in names}
+        load_before = os.getloadavg()
+        for i, q in enumerate(queries):
+            for n in names if i % 2 == 0 else names[::-1]:
+                samples[n].append(first_event_ms(servers[n], q, strategy))
+        diffs = [a - b for a, b in zip(samples[names[0]], samples[names[1]], strict=True)]
+        out[strategy] = {**{n: _summary(v) for n, v in samples.items()},
+                         "paired_diff_p50_ms": round(statistics.median(diffs), 3),
+                         f"{names[0]}_faster_share": round(sum(d < 0 for d in diffs) / len(diffs), 3),
+                         "load_average": {"before": load_before, "after": os.getloadavg()},
+                         "samples": {n: [round(x, 3) for x in v] for n, v in samples.items()}}
+        print(strategy, {k: v for k, v in out[strategy].items() if k != "samples"}, flush=True)
+    return out
+
+
+def main(docs: int, queries: int, baseline: str, current: str, runtime: str) -> Path:
+    rng = random.Random(11)
+    vocab = zipf_vocabulary(20_000, rng)
+    corpus = synthetic_docs(docs, rng, 60, vocab)
+    warm = [" ".join(rng.choices(vocab[20:2000], k=2)) for _ in range(20)]
+    qs = {st: [" ".join(rng.choices(vocab[20:2000], k=2)) for _ in range(queries)] for st in STRATEGIES}
+    root = Path(tempfile.mkdtemp(prefix="vibe-first-ab-"))
+    env = {**ENV, "VIBE_EMBED_RUNTIME": runtime}
+    commits = {n: worktree(ref, root / f"code-{n}") for n, ref in (("current", current), ("baseline", baseline))}
+    try:
+        with served(root / "current" / "data", env=env, keys=KEYS, repo=root / "code-current") as s:
+            for i in range(0, len(corpus), 1000):
+                s.bulk("k-admin-a", "syn", corpus[i:i + 1000]).raise_for_status()
+        shutil.copytree(root / "current", root / "baseline")
+        with ExitStack() as stack:
+            servers = {n: stack.enter_context(served(root / n / "data", env=env, keys=KEYS, repo=root / f"code-{n}"))
+                       for n in commits}
+            for s in servers.values():
+                for q in warm:
+                    first_event_ms(s, q, "keyword")
+            res = measure(servers, qs)
+            trivial = {n: report.percentile(trivial_ms(s), 0.5) for n, s in servers.items()}
+    finally:
+        for n in commits:
+            subprocess.run(["git", "-C", str(REPO), "worktree", "remove", "--force", str(root / f"code-{n}")],
+                           check=False)
+        shutil.rmtree(root, ignore_errors=True)
+    doc = {"name": "first-event-ab", "docs": docs, "queries_per_strategy": queries, "runtime": runtime,
+           "reader": READER, "current": {"ref": current, "commit": commits["current"]},
+           "baseline": {"ref": baseline, "commit": commits["baseline"]}, "healthz_p50_ms": trivial,
+           "strategies": res}
+    return report.write(doc, _markdown(doc))
+
+
+def _markdown(doc: dict[str, Any]) -> str:
+    head = ["strategy", "current p50", "current p95", "baseline p50", "baseline p95", "paired diff p50",
+            "current faster", "load average before → after"]
+    rows = [[k, v["current"]["p50_ms"], v["current"]["p95_ms"], v["baseline"]["p50_ms"], v["baseline"]["p95_ms"],
+             v["paired_diff_p50_ms"], v["current_faster_share"],
+             f"{'/'.join(f'{x:.1f}' for x in v['load_average']['before'])} → "
+             f"{'/'.join(f'{x:.1f}' for x in v['load_average']['after'])}"]
+            for k, v in doc["strategies"].items()]
+    cur, base = doc["current"], doc["baseline"]
+    return (f"# First SSE event: {cur['ref']} ({cur['commit'][:10]}) against {base['ref']} ({base['commit'][:10]})\n\n"
+            f"{doc['docs']} synthetic documents, local model ({doc['runtime']}), {doc['queries_per_strategy']} "
+            "queries per strategy, each sent to both servers in alternating order. `/healthz` p50: "
+            + ", ".join(f"{k} {v} ms" for k, v in doc["healthz_p50_ms"].items()) + ". Times in ms.\n\n"
+            + report.table(head, rows))
+
+
+if __name__ == "__main__":
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--docs", type=int, default=100_000)
+    ap.add_argument("--queries", type=int, default=100)
+    ap.add_argument("--baseline", required=True, help="git ref of the code to compare against")
+    ap.add_argument("--current", default="HEAD", help="git ref of the code measured")
+    ap.add_argument("--runtime", default="onnx")
+    a = ap.parse_args()
+    t0 = time.time()
+    print(main(a.docs, a.queries, a.baseline, a.current, a.runtime), f"{time.time() - t0:.0f} s")
