@@ -2,7 +2,7 @@
 
     python -m bench.first_event_ab --docs 100000 --queries 100 --baseline <git ref> [--current HEAD]
 
-One corpus is ingested once and copied; two servers run side by side on the copies, each from
+One corpus is ingested once (by the baseline) and copied for each; two servers run side by side on the copies, each from
 a detached `git worktree` of its commit (committed code only: uncommitted edits in the checkout
 are in neither), same venv, same local model through the same runtime. Each query goes to both, in alternating order,
 so the load of the machine (2 shared cores here) and each server's background embedding of
@@ -71,10 +71,11 @@ def main(docs: int, queries: int, baseline: str, current: str, runtime: str) -> 
     env = {**ENV, "VIBE_EMBED_RUNTIME": runtime}
     commits = {n: worktree(ref, root / f"code-{n}") for n, ref in (("current", current), ("baseline", baseline))}
     try:
-        with served(root / "current" / "data", env=env, keys=KEYS, repo=root / "code-current") as s:
+        with served(root / "seed" / "data", env=env, keys=KEYS, repo=root / "code-baseline") as s:
             for i in range(0, len(corpus), 1000):
                 s.bulk("k-admin-a", "syn", corpus[i:i + 1000]).raise_for_status()
-        shutil.copytree(root / "current", root / "baseline")
+        for n in commits:  # both servers start from a copy: neither is the one that wrote the files
+            shutil.copytree(root / "seed", root / n)
         with ExitStack() as stack:
             servers = {n: stack.enter_context(served(root / n / "data", env=env, keys=KEYS, repo=root / f"code-{n}"))
                        for n in commits}
