@@ -91,6 +91,10 @@ class Settings(BaseSettings):
     # How many nice levels below the process the local model's document thread runs (Linux,
     # per thread), so queries get a core first; 0 = same priority.
     embed_doc_nice: Annotated[int, Field(ge=0, le=19)] = 5
+    # The ONNX query encoder's weights: int8 = the feed-forward MatMuls' weights as int8 blocks
+    # (onnx_export.query_int8), used only when its vectors of the probes are within 0.999
+    # cosine of torch's at load (fp32 otherwise, logged); documents always go through fp32.
+    embed_query_weights: Literal["int8", "fp32"] = "int8"
 
     # Input limits.
     max_doc_bytes: int = 1_048_576

@@ -217,3 +217,38 @@ def test_a_forked_child_gets_its_own_sessions_and_document_thread(onnx: oe.OnnxE
     os.kill(pid, 9)
     os.waitpid(pid, 0)
     pytest.fail("the forked child hung waiting for the parent's document thread")
+
+
+@pytest.mark.model
+def test_int8_weight_queries_stay_within_the_bar_and_documents_stay_fp32(onnx: oe.OnnxEmbedder, cache_root: Path,
+                                                                         torch_model: LocalEmbedder,
+                                                                         tmp_path: Path) -> None:
+    root = tmp_path / "models"
+    shutil.copytree(_entry(cache_root), _entry(root))
+    emb = oe.load(MODEL, root, query_weights="int8")
+    made = _entry(root) / ox.QUERY_INT8_FILE
+    assert emb.query_file == made and emb.precision == "int8-weights" and onnx.precision == "fp32"
+    ref = np.asarray(torch_model._encode(TEXTS, "fp32"))
+    queries = np.asarray([emb.embed_query(t) for t in TEXTS])
+    assert np.min(np.sum(queries * ref, axis=1)) >= ox.MIN_COSINE
+    assert float(queries[0] @ queries[1]) > float(queries[0] @ queries[2]) + 0.3
+    assert np.allclose(np.asarray(emb.embed(TEXTS)), np.asarray(onnx.embed(TEXTS)), atol=1e-5)  # documents: fp32
+    stamp = made.stat().st_mtime_ns
+    again = oe.load(MODEL, root, query_weights="int8")
+    assert made.stat().st_mtime_ns == stamp and again.query_file == made  # made once, then reused
+    assert oe.build_local(Settings(data_dir=tmp_path, embedder="local", embed_query_weights="fp32")).precision == "fp32"
+
+
+@pytest.mark.model
+def test_a_damaged_int8_query_graph_leaves_queries_fp32_with_a_log_line(onnx: oe.OnnxEmbedder, cache_root: Path,
+                                                                        tmp_path: Path,
+                                                                        caplog: pytest.LogCaptureFixture) -> None:
+    root = tmp_path / "models"
+    shutil.copytree(_entry(cache_root), _entry(root))
+    (_entry(root) / ox.QUERY_INT8_FILE).write_bytes(b"not a model")
+    with caplog.at_level(logging.WARNING, logger="vibe.embedder"):
+        emb = oe.load(MODEL, root, query_weights="int8")
+    assert emb.query_file == _entry(root) / "model.onnx" and emb.precision == "fp32"
+    assert any("queries stay fp32" in r.getMessage() for r in caplog.records)
+    assert not (_entry(root) / ox.QUERY_INT8_FILE).exists()  # made again at the next start
+    assert np.allclose(emb.embed_query("rotor icing"), onnx.embed_query("rotor icing"), atol=1e-6)
