@@ -160,13 +160,21 @@ class EdgeVectorIndex:
         shard = self._shard(space, None)
         if shard is None or limit <= 0 or (only is not None and not only) or facets.unsatisfiable(flt):
             return []
+        # Only the payload fields the key needs: reading a point's payload is most of a search's
+        # time (500 hits at 20k docs: 2.05 ms with every field, 1.42 with `doc_id` alone, 0.66
+        # with none). The filter's must-conditions fix the tenant, and the collection when it
+        # names one, so those come from the filter: every hit matched them.
+        one = flt.collections[0] if flt.collections is not None and len(flt.collections) == 1 else None
+        fields = ["doc_id"] if one is not None else ["collection", "doc_id"]
         req = qe.QueryRequest(
-            limit=limit, query=qe.Query.Nearest(vector), filter=self._filter(flt, only), with_payload=True
+            limit=limit, query=qe.Query.Nearest(vector), filter=self._filter(flt, only), with_payload=fields
         )
+        tenant = flt.tenant
         hits = []
         for p in shard.query(req):
             pl = p.payload or {}
-            hits.append(Hit(DocKey(str(pl["tenant"]), str(pl["collection"]), str(pl["doc_id"])), p.score))
+            hits.append(Hit(DocKey(tenant, one if one is not None else str(pl["collection"]), str(pl["doc_id"])),
+                            p.score))
         return hits
 
     def count(self, space: str) -> int:

@@ -69,6 +69,14 @@ def test_filters_tenant_acl_collection_and_only(index: VectorIndex) -> None:
     assert got(F(), []) == set()
 
 
+def test_hits_carry_their_full_key_whatever_the_collections_named(index: VectorIndex) -> None:
+    index.upsert("core", [(doc("t", "a", "1"), unit(1)), (doc("t", "b", "2"), unit(1)), (doc("u", "a", "3"), unit(1))])
+    keys = lambda f: {h.key for h in index.search("core", f, unit(1), 10)}  # noqa: E731
+    assert keys(F()) == keys(F(cols=("a", "b"))) == {DocKey("t", "a", "1"), DocKey("t", "b", "2")}
+    assert keys(F(cols=("b",))) == {DocKey("t", "b", "2")}
+    assert keys(F("u", cols=("a",))) == {DocKey("u", "a", "3")}
+
+
 def test_upsert_replaces_payload_and_delete_removes(index: VectorIndex) -> None:
     index.upsert("core", [(doc("t", "c", "1"), unit(3))])
     index.upsert("core", [(doc("t", "c", "1", ["g:x"]), unit(3))])
