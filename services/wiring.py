@@ -348,7 +348,7 @@ def lifecycle_config(s: Settings) -> LifecycleConfig:
         s.space, PromotionPolicy(s.promote_min_queries, s.promote_min_hits, s.promote_window_seconds,
                                  s.demote_idle_seconds),
         s.doc_promote_touches, s.doc_promote_ttl_seconds, s.usage_half_life_seconds, s.evict_idle_seconds,
-        s.evict_batch, s.cold_codec)
+        s.evict_batch, s.cold_codec, s.retired_space_retention_seconds)
 
 
 def build_lifecycle(settings: Settings, store: StoreOfRecord, queue: JobQueue, budget: Budget,

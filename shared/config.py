@@ -202,6 +202,10 @@ class Settings(BaseSettings):
     evict_batch: Annotated[int, Field(ge=1)] = 5000
     cold_codec: Literal["float16", "int8"] = "float16"
     cold_dir: Path | None = None  # default DATA_DIR/cold; a shared volume in the distributed profile
+    # Model rollback: a space retired at activation keeps its vectors in the cold store this
+    # long (re-activating it needs no provider call for unchanged content); then they go.
+    # 0 = kept until the space is re-activated.
+    retired_space_retention_seconds: Annotated[float, Field(ge=0)] = 7 * 86400.0
     # Backfills (promotion, reindex, space migration) advance by at most this many documents per
     # step, spending only what the tenant's per-minute bucket holds beyond one query's ceiling.
     backfill_step_docs: Annotated[int, Field(ge=1)] = 2000

@@ -189,7 +189,7 @@ class BackfillTask:
     tenant: str
     collection: str | None
     space: str
-    kind: Literal["promote", "reindex", "migrate"]
+    kind: Literal["promote", "reindex", "migrate", "rehydrate"]
     force: bool
     cursor: str
     examined: int
@@ -211,3 +211,6 @@ class SpaceInfo:
     state: Literal["active", "building", "retired"]
     created_at: float
     activated_at: float | None = None
+    # When it was last retired (its vectors went to the cold store); None unless `retired`. Its
+    # cold files are kept for VIBE_RETIRED_SPACE_RETENTION_SECONDS from then (model rollback).
+    retired_at: float | None = None

@@ -366,7 +366,26 @@ class LifecycleStore(Protocol):
         """The (model id, dimension) a space was first bound to (DocumentStore.bind_space)."""
 
     def drop_space_vectors(self, tenant: str, space: str) -> int:
-        """A retired space's vectors and sidecar rows go (the change log drops their points)."""
+        """A space's vectors, sidecar rows and cold entries go (the change log drops their
+        points); the caller deletes the cold files first (`cold_hashes`)."""
+
+    def forget_tenant_space(self, tenant: str, space: str) -> None:
+        """The tenant's space is gone (a retired space past its retention)."""
+
+    def realign_space(self, tenant: str, space: str, now: float) -> int:
+        """A retired space made current again: rows of content edited since lose their cold
+        reference and go `stale`/`none` with the document's hash, `queued` rows go `none`,
+        documents written since get a `none` row, `ready` rows are logged for the vector index
+        again (current ACL). Returns the rows changed or added."""
+
+    def cold_by_space(self, tenant: str) -> dict[str, tuple[int, int]]:
+        """(cold entries, bytes) per space of the tenant."""
+
+    def cold_hashes(self, tenant: str, space: str, limit: int) -> list[str]:
+        """Content hashes with a cold entry in the tenant's space."""
+
+    def forget_cold(self, tenant: str, space: str, hashes: Sequence[str]) -> int:
+        """Remove those cold entries (their files are deleted already) and the rows' references."""
 
     # changes an index follower could not apply (quarantined, issue 12 finding 1)
     def record_dead_letter(self, follower: str, seq: int, key: DocKey, op: str, error: str, at: float) -> None: ...

@@ -193,14 +193,20 @@ async def get_usage(request: Request, collection: str | None = Query(None, inclu
 SPACE_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.@-]{0,63}$")
 
 
-def _space_body(c: Container, tenant: str, info: SpaceInfo, tasks: list[BackfillTask]) -> dict[str, object]:
-    task = next((t for t in reversed(tasks) if t.space == info.space and t.kind == "migrate"), None)
+def _space_body(c: Container, tenant: str, info: SpaceInfo, tasks: list[BackfillTask],
+                cold: dict[str, tuple[int, int]]) -> dict[str, object]:
+    task = next((t for t in reversed(tasks) if t.space == info.space and t.kind in ("migrate", "rehydrate")), None)
     out: dict[str, object] = {
         "space": info.space, "model": info.model_id, "dim": info.dim, "state": info.state,
         "createdAt": _iso(info.created_at), "activatedAt": _iso(info.activated_at),
     }
     if info.state != "retired":
         out["coverage"] = c.store.coverage(tenant, None, info.space)
+    else:
+        count, nbytes = cold.get(info.space, (0, 0))
+        out["retiredAt"] = _iso(info.retired_at)
+        out["retentionUntil"] = _iso(c.lifecycle.retention_until(info.retired_at))
+        out["cold"] = {"vectors": count, "bytes": nbytes}
     if task is not None:
         out["migration"] = progress(task)
     return out
@@ -217,7 +223,8 @@ def _spaces(c: Container, tenant: str) -> list[SpaceInfo]:
 
 def list_spaces(c: Container, tenant: str) -> dict[str, object]:
     tasks = c.store.tasks(tenant)
-    return {"spaces": [_space_body(c, tenant, r, tasks) for r in _spaces(c, tenant)]}
+    cold = c.store.cold_by_space(tenant)
+    return {"spaces": [_space_body(c, tenant, r, tasks, cold) for r in _spaces(c, tenant)]}
 
 
 @router.get("/semantic/spaces", dependencies=AUTHENTICATED, responses={
@@ -249,7 +256,11 @@ def start_migration(c: Container, tenant: str, space: str, model: str, dim: int 
     if not any(r.space == active for r in c.store.tenant_spaces(tenant)):
         current = c.embedders(active)
         c.store.put_tenant_space(SpaceInfo(tenant, active, current.model_id, current.dim, "active", now))
+    was = next((r for r in c.store.tenant_spaces(tenant) if r.space == space), None)
     c.store.put_tenant_space(SpaceInfo(tenant, space, model_id, size, "building", now))
+    if was is not None and was.state == "retired":
+        # Back to a retired space, gradually: its cold vectors rehydrate without a provider call.
+        c.store.realign_space(tenant, space, now)
     out = _start_backfill(c, tenant, None, "migrate", False, space)
     return {"space": space, "model": model_id, "dim": size, "state": "building", **out}
 
@@ -272,9 +283,14 @@ async def post_space(request: Request, p: Principal = Depends(require("admin")))
 
 
 def activate(c: Container, tenant: str, space: str, force: bool) -> dict[str, object]:
-    """Cut over: the building space becomes active, the old one is retired and its vectors are
-    dropped (V§13; their model is no longer queried, so the cold store would only keep bytes)."""
+    """Cut over: the building space becomes active and the old one is retired, its vectors moved
+    to the cold store (model rollback: re-activating it needs no provider call for content that
+    did not change), kept for VIBE_RETIRED_SPACE_RETENTION_SECONDS. A retired space is
+    re-activated the same way (see `reactivate`)."""
     active, building = c.spaces.of(tenant)
+    rows = {r.space: r for r in c.store.tenant_spaces(tenant)}
+    if space not in building and space in rows and rows[space].state == "retired":
+        return reactivate(c, tenant, space, active, building, rows)
     if space not in building:
         raise VibeError(ErrorCode.NOT_FOUND, f"no migration to {space[:64]!r} is in progress")
     cov = c.store.coverage(tenant, None, space)
@@ -286,23 +302,74 @@ def activate(c: Container, tenant: str, space: str, force: bool) -> dict[str, ob
         raise VibeError(ErrorCode.CONFLICT, f"{space!r} is not complete: {waiting} documents still to embed; "
                         "wait for the migration or activate with force", {"waiting": waiting})
     now = c.store.clock()
-    rows = {r.space: r for r in c.store.tenant_spaces(tenant)}
-    old = rows.get(active)
-    old_model, old_dim = (old.model_id, old.dim) if old else (c.embedder.model_id, c.embedder.dim)
     new = rows[space]
     c.store.put_tenant_space(SpaceInfo(tenant, space, new.model_id, new.dim, "active", new.created_at, now))
-    c.store.put_tenant_space(SpaceInfo(tenant, active, old_model, old_dim, "retired",
-                                       old.created_at if old else now, old.activated_at if old else None))
     for t in tasks:
         c.store.update_task(t.id, t.cursor, t.examined, t.queued, "cancelled", now)
-    dropped = c.store.drop_space_vectors(tenant, active)
+    retired = _retire(c, tenant, active, rows.get(active), now)
     c.follower.sync()
-    return {"space": space, "state": "active", "retired": active, "droppedSidecars": dropped}
+    return {"space": space, "state": "active", "reactivated": False, **retired}
+
+
+def _retire(c: Container, tenant: str, space: str, old: SpaceInfo | None, now: float) -> dict[str, object]:
+    """The tenant's current space becomes `retired`: its running backfills stop and its vectors
+    go to the cold store (its rows show `cold`)."""
+    model, dim = (old.model_id, old.dim) if old else (c.embedder.model_id, c.embedder.dim)
+    c.store.put_tenant_space(SpaceInfo(tenant, space, model, dim, "retired", old.created_at if old else now,
+                                       old.activated_at if old else None, retired_at=now))
+    for t in c.store.tasks(tenant, running_only=True):
+        if t.space == space:
+            c.store.update_task(t.id, t.cursor, t.examined, t.queued, "cancelled", now)
+    cooled = c.lifecycle.retire_space(tenant, space, now)
+    count, nbytes = c.store.cold_by_space(tenant).get(space, (0, 0))
+    return {"retired": space, "droppedSidecars": 0, "retiredToCold": cooled,
+            "retiredCold": {"vectors": count, "bytes": nbytes},
+            "retentionUntil": _iso(c.lifecycle.retention_until(now))}
+
+
+def reactivate(c: Container, tenant: str, space: str, active: str, building: list[str],
+               rows: dict[str, SpaceInfo]) -> dict[str, object]:
+    """Model rollback: a retired space becomes active again and the current one is retired (its
+    vectors going cold in turn). The re-activated space's rows are brought up to date with the
+    documents (edited ones are embedded normally, new ones get a row), and a budgeted
+    `rehydrate` backfill restores every cold vector from the cold store without a provider call;
+    a touch rehydrates what a read needs first. Refused while a migration is in progress, and
+    when the space's model no longer gives vectors of its dimension (never compared)."""
+    if building:
+        raise VibeError(ErrorCode.CONFLICT, f"a migration to {building[0]!r} is in progress; activate it first")
+    info = rows[space]
+    try:
+        emb = c.embedders(space)
+    except (LookupError, ValueError, RuntimeError, OSError) as e:
+        raise VibeError(ErrorCode.CONFLICT, f"cannot use the model of {space!r} ({info.model_id[:80]}): "
+                        f"{str(e)[:160]}") from e
+    except EmbedderError as e:
+        raise VibeError(ErrorCode.EMBEDDER_UNAVAILABLE,
+                        f"the provider did not answer for {info.model_id[:80]!r}") from e
+    bound = c.store.space_binding(space)
+    held = (info.model_id, info.dim)
+    if (emb.model_id, emb.dim) != held or (bound is not None and bound != held):
+        raise VibeError(ErrorCode.DIMENSION_MISMATCH,
+                        f"space {space!r} holds vectors of {info.model_id} ({info.dim} dims), but its model now gives "
+                        f"{emb.model_id} ({emb.dim} dims)")
+    now = c.store.clock()
+    c.store.put_tenant_space(SpaceInfo(tenant, space, info.model_id, info.dim, "active", info.created_at, now))
+    realigned = c.store.realign_space(tenant, space, now)
+    retired = _retire(c, tenant, active, rows.get(active), now)
+    states = c.store.coverage(tenant, None, space)["states"]
+    assert isinstance(states, dict)
+    backfill = _start_backfill(c, tenant, None, "rehydrate", False, space)
+    c.follower.sync()
+    return {"space": space, "state": "active", "reactivated": True, **retired,
+            "rehydration": {"fromCold": int(states.get("cold", 0)), "realigned": realigned,
+                            "toEmbed": sum(int(states.get(s, 0)) for s in ("none", "stale", "failed")),
+                            **backfill}}
 
 
 @router.post("/semantic/spaces/{space}/activate", dependencies=AUTHENTICATED,
              openapi_extra=body(ActivateIn, required=False),
-             responses={**ok(Activated, "the space is active; the old one is retired"), **errors(400, 404, 409, 413)})
+             responses={**ok(Activated, "the space is active; the old one is retired to the cold store"),
+                        **errors(400, 404, 409, 413, 503)})
 async def post_activate(space: str, request: Request, p: Principal = Depends(require("admin"))) -> JSONResponse:
     body = await optional_object(request)
     force = body.get("force", False)

@@ -611,6 +611,20 @@ class Usage(BaseModel):
     days: list[UsageDay]
 
 
+class ColdSize(BaseModel):
+    vectors: int
+    bytes: int
+
+
+class Rehydration(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    fromCold: int = Field(description="documents whose vector comes back from the cold store (no provider call)")
+    toEmbed: int = Field(description="documents edited or written since the retirement: embedded normally")
+    realigned: int = Field(description="rows brought up to date with the documents")
+    queued: int
+    task: Backfill
+
+
 class Space(BaseModel):
     model_config = ConfigDict(extra="allow")
     space: str
@@ -620,7 +634,14 @@ class Space(BaseModel):
     createdAt: str | None
     activatedAt: str | None
     coverage: dict[str, Any] | SkipJsonSchema[None] = Field(default=None, description="not for a retired space")
-    migration: Backfill | SkipJsonSchema[None] = None
+    migration: Backfill | SkipJsonSchema[None] = Field(
+        default=None, description="the space's latest migration, or the rehydration after its re-activation")
+    retiredAt: str | SkipJsonSchema[None] = Field(default=None, description="a retired space: when it was retired")
+    retentionUntil: str | None | SkipJsonSchema[None] = Field(
+        default=None, description="a retired space: when its cold vectors are pruned and the space removed "
+                                  "(null: kept; VIBE_RETIRED_SPACE_RETENTION_SECONDS)")
+    cold: ColdSize | SkipJsonSchema[None] = Field(
+        default=None, description="a retired space: its vectors in the cold store (re-activation restores them)")
 
 
 class Spaces(BaseModel):
@@ -652,10 +673,18 @@ class ActivateIn(BaseModel):
 
 
 class Activated(BaseModel):
+    model_config = ConfigDict(extra="allow")
     space: str
     state: Literal["active"]
     retired: str
-    droppedSidecars: int
+    droppedSidecars: int = Field(description="always 0: a retired space's vectors go to the cold store")
+    reactivated: bool = Field(description="true when a retired space was made active again (model rollback)")
+    retiredToCold: int = Field(description="vectors of the retired space moved to the cold store now")
+    retiredCold: ColdSize = Field(description="the retired space's vectors in the cold store")
+    retentionUntil: str | None = Field(description="when the retired space's cold vectors are pruned and the space "
+                                                   "removed (null: kept; VIBE_RETIRED_SPACE_RETENTION_SECONDS)")
+    rehydration: Rehydration | SkipJsonSchema[None] = Field(
+        default=None, description="a re-activation: what comes back from the cold store and what is embedded")
 
 
 class DeadLetter(BaseModel):

@@ -8,6 +8,9 @@ however many processes run it: `serve` threads, Celery beat tasks), one tick:
 3. evicts vectors unused for `VIBE_EVICT_IDLE_SECONDS` to the cold store, so the ANN index
    drops them (through the change log) and the next touch rehydrates without a provider call;
 4. prunes vectors and cold entries whose content no document has any more, and old usage;
+   moves what is still `ready` in a retired space to the cold store (a job that finished after
+   the retirement), and removes a retired space whose retention
+   (`VIBE_RETIRED_SPACE_RETENTION_SECONDS`) has passed: its cold files, rows and the space;
 5. gives budget-refused documents of past days back to the lazy path;
 6. publishes coverage and storage gauges.
 Backfill steps run on their own, shorter cadence (`run_backfills`). The clock is injected, so
@@ -24,7 +27,7 @@ from dataclasses import dataclass, field
 from services.planner.promotion import PromotionPolicy, decide_collections
 from services.worker.backfill import Backfills
 from shared.metrics import METRICS
-from shared.model import CollectionMode, DocKey, SidecarEntry
+from shared.model import CollectionMode, DocKey, SemanticStatus, SidecarEntry
 from shared.ports import ColdStore, StoreOfRecord
 
 log = logging.getLogger("vibe.lifecycle")
@@ -41,6 +44,9 @@ class LifecycleConfig:
     evict_idle_seconds: float = 30 * 86400.0
     evict_batch: int = 5000
     codec: str = "float16"
+    # A retired space's cold files are kept this long after its retirement (model rollback);
+    # then they, its sidecar rows and the space itself go. 0 = kept until re-activated.
+    retired_retention_seconds: float = 7 * 86400.0
 
     @property
     def bucket_seconds(self) -> float:
@@ -60,6 +66,8 @@ class TickReport:
     evicted: int = 0
     pruned_vectors: int = 0
     pruned_cold: int = 0
+    retired_cooled: int = 0  # vectors of retired spaces moved to the cold store
+    retired_expired: list[str] = field(default_factory=list)  # tenant/space past its retention
     requeued_budget: int = 0
     backfills_started: int = 0
     skipped: bool = False
@@ -93,7 +101,7 @@ class Lifecycle:
             report = self._tick(now)
         METRICS.scheduler_runs.labels(outcome="ran").inc()
         METRICS.scheduler_seconds.observe(time.perf_counter() - started)
-        if report.promoted or report.demoted or report.evicted or report.pinned:
+        if report.promoted or report.demoted or report.evicted or report.pinned or report.retired_expired:
             log.info("lifecycle tick", extra={k: v for k, v in report.body().items() if v})
         return report
 
@@ -109,6 +117,8 @@ class Lifecycle:
         r.pinned = self._pin(now)
         r.evicted = self.evict(now)
         r.pruned_vectors, r.pruned_cold = self.prune(now)
+        r.retired_cooled = self.cool_retired(now)
+        r.retired_expired = self.expire_retired(now)
         r.requeued_budget = self.store.requeue_budget_deferred(_day_start(now))
         self.publish_gauges()
         return r
@@ -201,6 +211,61 @@ class Lifecycle:
             METRICS.pruned.labels(store="cold").inc(len(cold))
         self.store.prune_usage(now - self.cfg.usage_retention_seconds)
         return removed, len(cold)
+
+    # -- retired spaces (model rollback) ----------------------------------------------------------
+
+    def retire_space(self, tenant: str, space: str, now: float) -> int:
+        """A space the tenant stops using: its `ready` vectors go to the cold store (keyed by
+        tenant, space and content hash, in the configured codec) and its rows show `cold`, so
+        re-activating it (`POST /semantic/spaces/{space}/activate`) needs no provider call for
+        content that did not change. The vectors leave the store and the ANN index."""
+        total = 0
+        while rows := self.store.keys_in_status(space, [SemanticStatus.READY], self.cfg.evict_batch, tenant):
+            moved = set(self._evict_rows(rows, now))
+            total += len(moved)
+            # A ready row without a stored vector has no point in the index: it simply goes to
+            # `none` (re-embedded if the space comes back), so this loop always ends.
+            rest = [s.key for s in rows if s.key not in moved]
+            if rest:
+                self.store.set_status(rest, space, SemanticStatus.NONE, only_from=[SemanticStatus.READY])
+        if total:
+            METRICS.evictions.inc(total)
+            self._changed()
+        return total
+
+    def cool_retired(self, now: float) -> int:
+        """What became `ready` in a retired space after its retirement (a job in flight then)."""
+        return sum(self.retire_space(r.tenant, r.space, now)
+                   for r in self.store.tenant_spaces() if r.state == "retired")
+
+    def retention_until(self, retired_at: float | None) -> float | None:
+        keep = self.cfg.retired_retention_seconds
+        return None if retired_at is None or keep <= 0 else retired_at + keep
+
+    def expire_retired(self, now: float) -> list[str]:
+        """Retired spaces past their retention: cold files first (a row without its file only
+        re-embeds; a file without its row would never be pruned), then the cold entries, the
+        sidecar rows and the tenant's space."""
+        gone: list[str] = []
+        for r in self.store.tenant_spaces():
+            until = self.retention_until(r.retired_at) if r.state == "retired" else None
+            if until is None or until > now:
+                continue
+            files = 0
+            while hashes := self.store.cold_hashes(r.tenant, r.space, self.cfg.evict_batch):
+                for h in hashes:
+                    self.cold.delete(r.tenant, r.space, h)
+                files += self.store.forget_cold(r.tenant, r.space, hashes)
+            self.store.drop_space_vectors(r.tenant, r.space)
+            self.store.forget_tenant_space(r.tenant, r.space)
+            if files:
+                METRICS.pruned.labels(store="retired").inc(files)
+            log.info("retired space pruned", extra={"space": r.space, "cold_files": files,
+                                                     "retired_at": r.retired_at})
+            gone.append(f"{r.tenant}/{r.space}")
+        if gone:
+            self._changed()
+        return gone
 
     def publish_gauges(self) -> None:
         states = self.store.coverage_all(self.cfg.space)

@@ -54,6 +54,16 @@ def decode(raw: bytes) -> list[float] | None:
     return None
 
 
+def space_dir(space: str) -> str:
+    """The directory of a space: one per space, never shared (a space holds one model and
+    dimension, so a retired space's vectors never meet another model's). A name of file-safe
+    characters is its own directory (as before); any other (`core@v2`) gets the safe form plus a
+    digest of the exact name after a `+`, which no file-safe name contains: `core@v2` and
+    `core_v2` cannot share a directory."""
+    safe = _SAFE.sub("_", space)
+    return space if safe == space else f"{safe}+{hashlib.sha256(space.encode()).hexdigest()[:12]}"
+
+
 class FileColdStore:
     def __init__(self, root: Path, codec: str = "float16"):
         if codec not in CODECS:
@@ -65,7 +75,7 @@ class FileColdStore:
         tenant_dir = hashlib.sha256(tenant.encode()).hexdigest()[:24]
         name = _SAFE.sub("_", content_hash)
         digest = hashlib.sha256(content_hash.encode()).hexdigest()
-        return self.root / _SAFE.sub("_", space) / tenant_dir / digest[:2] / f"{name}.{self.codec}"
+        return self.root / space_dir(space) / tenant_dir / digest[:2] / f"{name}.{self.codec}"
 
     def put(self, tenant: str, space: str, content_hash: str, vector: Sequence[float]) -> tuple[str, int]:
         path = self._path(tenant, space, content_hash)

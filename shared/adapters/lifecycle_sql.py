@@ -15,7 +15,7 @@ flushing at once both count.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from typing import Any
 
@@ -64,6 +64,9 @@ CREATE TABLE IF NOT EXISTS tenant_spaces(
   tenant TEXT NOT NULL, space TEXT NOT NULL, model_id TEXT NOT NULL, dim INTEGER NOT NULL,
   state TEXT NOT NULL, created_at DOUBLE PRECISION NOT NULL, activated_at DOUBLE PRECISION,
   PRIMARY KEY(tenant, space));
+CREATE TABLE IF NOT EXISTS space_retirements(
+  tenant TEXT NOT NULL, space TEXT NOT NULL, retired_at DOUBLE PRECISION NOT NULL,
+  PRIMARY KEY(tenant, space));
 CREATE TABLE IF NOT EXISTS dead_letters(
   follower TEXT NOT NULL, seq BIGINT NOT NULL, tenant TEXT NOT NULL, collection TEXT NOT NULL,
   doc_id TEXT NOT NULL, op TEXT NOT NULL, error TEXT NOT NULL, at DOUBLE PRECISION NOT NULL,
@@ -90,13 +93,20 @@ def _task(r: Mapping[str, Any]) -> BackfillTask:
 
 
 def _space(r: Mapping[str, Any]) -> SpaceInfo:
+    # a space retired before retirements were recorded counts from its last activation
+    retired = (r["retired_at"] or r["activated_at"] or r["created_at"]) if r["state"] == "retired" else None
     return SpaceInfo(r["tenant"], r["space"], r["model_id"], int(r["dim"]), r["state"], float(r["created_at"]),
-                     r["activated_at"])
+                     r["activated_at"], None if retired is None else float(retired))
+
+
+_SPACES = ("SELECT s.*, r.retired_at FROM tenant_spaces s LEFT JOIN space_retirements r "
+           "ON r.tenant=s.tenant AND r.space=s.space")
 
 
 class LifecycleSql:
     """Mixin: the store class provides the hooks below."""
 
+    clock: Callable[[], float]  # the store's (DocumentStore.clock)
     _PH = "?"
     _POW2 = "vibe_pow2({})"
     _FOR_UPDATE = ""
@@ -457,9 +467,8 @@ class LifecycleSql:
 
     def tenant_spaces(self, tenant: str | None = None) -> list[SpaceInfo]:
         if tenant is None:
-            return [_space(r) for r in self._read("SELECT * FROM tenant_spaces ORDER BY tenant, created_at")]
-        return [_space(r) for r in self._read("SELECT * FROM tenant_spaces WHERE tenant=? ORDER BY created_at",
-                                              (tenant,))]
+            return [_space(r) for r in self._read(f"{_SPACES} ORDER BY s.tenant, s.created_at")]
+        return [_space(r) for r in self._read(f"{_SPACES} WHERE s.tenant=? ORDER BY s.created_at", (tenant,))]
 
     def space_binding(self, space: str) -> tuple[str, int] | None:
         rows = self._read("SELECT model_id, dim FROM spaces WHERE space=?", (space,))
@@ -471,6 +480,68 @@ class LifecycleSql:
                           "SET model_id=excluded.model_id, dim=excluded.dim, state=excluded.state, "
                           "activated_at=excluded.activated_at",
                     (info.tenant, info.space, info.model_id, info.dim, info.state, info.created_at, info.activated_at))
+            if info.state == "retired":
+                # a retirement without a time keeps the one recorded (the retention runs from it)
+                at = info.retired_at if info.retired_at is not None else self.clock()
+                keep = "" if info.retired_at is not None else " WHERE false"
+                self._x(conn, "INSERT INTO space_retirements VALUES (?,?,?) ON CONFLICT (tenant, space) DO UPDATE "
+                              f"SET retired_at=excluded.retired_at{keep}", (info.tenant, info.space, at))
+            else:
+                self._x(conn, "DELETE FROM space_retirements WHERE tenant=? AND space=?", (info.tenant, info.space))
+
+    def forget_tenant_space(self, tenant: str, space: str) -> None:
+        with self._lc_tx() as conn:
+            self._x(conn, "DELETE FROM tenant_spaces WHERE tenant=? AND space=?", (tenant, space))
+            self._x(conn, "DELETE FROM space_retirements WHERE tenant=? AND space=?", (tenant, space))
+
+    def realign_space(self, tenant: str, space: str, now: float) -> int:
+        """Bring a tenant's space that was retired up to date with the documents (it was not
+        written to meanwhile): rows of content edited since go `stale` (or `none`) with the
+        document's hash and no cold reference, rows left `queued` go back to `none` (their jobs
+        are gone), documents written since get a `none` row. A row that is still `ready` is
+        logged again, so the vector index re-reads it with the document's current ACL."""
+        doc_hash = ("(SELECT d.content_hash FROM docs d WHERE d.tenant=sidecar.tenant "
+                    "AND d.collection=sidecar.collection AND d.doc_id=sidecar.doc_id)")
+        with self._lc_tx() as conn:
+            ready = [DocKey(tenant, r["collection"], r["doc_id"]) for r in self._x(
+                conn, "SELECT collection, doc_id FROM sidecar WHERE tenant=? AND space=? AND status='ready' "
+                      "ORDER BY collection, doc_id", (tenant, space)).fetchall()]
+            n = int(self._x(conn, "UPDATE sidecar SET status=CASE WHEN status IN ('ready','queued','stale') OR "
+                                  "cold_ref IS NOT NULL THEN 'stale' ELSE 'none' END, reason=NULL, cold_ref=NULL, "
+                                  f"attempts=0, updated_at=?, content_hash={doc_hash} "
+                                  f"WHERE tenant=? AND space=? AND content_hash<>{doc_hash}",
+                            (now, tenant, space)).rowcount or 0)
+            n += int(self._x(conn, "UPDATE sidecar SET status='none', reason=NULL, updated_at=? "
+                                   "WHERE tenant=? AND space=? AND status='queued'",
+                             (now, tenant, space)).rowcount or 0)
+            n += int(self._x(conn, "INSERT INTO sidecar (tenant, collection, doc_id, space, status, content_hash, "
+                                   "reason, attempts, updated_at) SELECT tenant, collection, doc_id, ?, 'none', "
+                                   "content_hash, NULL, 0, ? FROM docs WHERE tenant=? "
+                                   "ON CONFLICT (tenant, collection, doc_id, space) DO NOTHING",
+                             (space, now, tenant)).rowcount or 0)
+            self._lc_log(conn, [(k, "vector", space) for k in ready])
+        return n
+
+    def cold_by_space(self, tenant: str) -> dict[str, tuple[int, int]]:
+        rows = self._read("SELECT space, COUNT(*) AS n, COALESCE(SUM(bytes), 0) AS b FROM cold_vectors "
+                          "WHERE tenant=? GROUP BY space", (tenant,))
+        return {str(r["space"]): (int(r["n"]), int(r["b"])) for r in rows}
+
+    def cold_hashes(self, tenant: str, space: str, limit: int) -> list[str]:
+        rows = self._read("SELECT content_hash FROM cold_vectors WHERE tenant=? AND space=? ORDER BY content_hash "
+                          "LIMIT ?", (tenant, space, limit))
+        return [str(r["content_hash"]) for r in rows]
+
+    def forget_cold(self, tenant: str, space: str, hashes: Sequence[str]) -> int:
+        """Cold entries whose files are gone; the rows that referenced them lose the reference."""
+        n = 0
+        with self._lc_tx() as conn:
+            for h in sorted(set(hashes)):
+                n += int(self._x(conn, "DELETE FROM cold_vectors WHERE tenant=? AND space=? AND content_hash=?",
+                                 (tenant, space, h)).rowcount or 0)
+                self._x(conn, "UPDATE sidecar SET cold_ref=NULL WHERE tenant=? AND space=? AND content_hash=? "
+                              "AND cold_ref IS NOT NULL", (tenant, space, h))
+        return n
 
     def drop_space_vectors(self, tenant: str, space: str) -> int:
         """Sidecar rows, vectors and cold entries of one tenant's space; the change log drops the

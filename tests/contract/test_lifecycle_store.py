@@ -390,6 +390,36 @@ def test_tenant_spaces_and_dropping_a_space(lc: StoreOfRecord) -> None:
     assert lc.vector_for_hash("u", "h1", "core") is not None  # another tenant's space stays
 
 
+def test_a_retired_space_keeps_its_retirement_time_and_cold_entries_until_forgotten(lc: StoreOfRecord) -> None:
+    lc.put_tenant_space(SpaceInfo("t", "core", "m", 2, "retired", T0, T0, retired_at=T0 + 5))
+    lc.put_tenant_space(SpaceInfo("t", "core", "m", 2, "retired", T0, T0))  # no time: the recorded one stays
+    assert lc.tenant_spaces("t")[0].retired_at == T0 + 5
+    lc.put_tenant_space(SpaceInfo("t", "core", "m", 2, "retired", T0, T0, retired_at=T0 + 9))
+    assert lc.tenant_spaces()[0].retired_at == T0 + 9
+    a, b, c = k("a"), k("b"), k("c")
+    for key, h in ((a, "h1"), (b, "h2")):
+        ready(lc, key, h)
+        lc.evict([(status(lc, key), f"ref-{h}", 7)], "float16", T0)
+    ready(lc, c, "h3")  # still ready (a late job)
+    assert lc.cold_by_space("t") == {"core": (2, 14)} and lc.cold_hashes("t", "core", 1) == ["h1"]
+    # an edit and a new document meanwhile, written to no sidecar of the retired space
+    lc.put_docs([StoredDoc(b, {"title": "b2"}, [PUBLIC_PRINCIPAL], None, "h2b", 2.0),
+                 StoredDoc(k("d"), {"title": "d"}, [PUBLIC_PRINCIPAL], None, "h4", 2.0)], [])
+    lc.put_tenant_space(SpaceInfo("t", "core", "m", 2, "active", T0, T0 + 10))
+    assert lc.tenant_spaces("t")[0].retired_at is None
+    head = lc.change_log_head()
+    assert lc.realign_space("t", "core", T0 + 10) == 2
+    assert (status(lc, a).status, status(lc, a).cold_ref) == (S.NONE, "ref-h1")  # unchanged: stays cold
+    assert (status(lc, b).status, status(lc, b).content_hash, status(lc, b).cold_ref) == (S.STALE, "h2b", None)
+    assert status(lc, k("d")).status == S.NONE and status(lc, c).status == S.READY
+    assert [(ch.key, ch.op) for ch in lc.changes_since(head)] == [(c, "vector")]  # re-read with today's ACL
+    assert lc.realign_space("t", "core", T0 + 11) == 0
+    assert lc.forget_cold("t", "core", ["h1", "h2"]) == 2
+    assert lc.cold_by_space("t") == {} and status(lc, a).cold_ref is None
+    lc.forget_tenant_space("t", "core")
+    assert lc.tenant_spaces("t") == []
+
+
 # -- leases --------------------------------------------------------------------------------------------
 
 

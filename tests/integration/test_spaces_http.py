@@ -72,8 +72,11 @@ def test_a_model_change_rolls_out_without_downtime(api: OpenAIProtocolServer, tm
             assert spaces(app, "k-admin-b") == {"core": spaces(app, "k-admin-b")["core"]}  # other tenants untouched
             out = app.call("POST", "/semantic/spaces/core@v2/activate", "k-admin-a")
             assert out.status_code == 200, out.text
-            assert out.json() == {"space": "core@v2", "state": "active", "retired": "core",
-                                  "droppedSidecars": out.json()["droppedSidecars"]}
+            body = out.json()
+            assert {k: body[k] for k in ("space", "state", "retired", "droppedSidecars")} == {
+                "space": "core@v2", "state": "active", "retired": "core", "droppedSidecars": 0}
+            # the retired space's vectors went to the cold store (model rollback), not away
+            assert body["reactivated"] is False and body["retiredToCold"] == body["retiredCold"]["vectors"] > 0
             time.sleep(0.5)
         finally:
             reader.stop.set()

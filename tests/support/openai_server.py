@@ -18,6 +18,7 @@ class OpenAIProtocolServer:
         self.embedder = HashEmbedder(dim)
         self.requests = 0
         self.inputs = 0
+        self.texts: list[str] = []  # every input embedded, in arrival order
         self._failures: list[tuple[int, float | None]] = []
         self._hang = 0.0
         self._lock = threading.Lock()
@@ -61,6 +62,7 @@ class OpenAIProtocolServer:
         texts = body["input"] if isinstance(body["input"], list) else [body["input"]]
         with self._lock:
             self.inputs += len(texts)
+            self.texts += texts
         data = [{"object": "embedding", "index": i, "embedding": v}
                 for i, v in reversed(list(enumerate(self.embedder.embed(texts))))]  # any order is legal
         return 200, {"object": "list", "data": data, "model": body.get("model"),

@@ -143,3 +143,17 @@ def test_two_writers_of_one_vector_do_not_trip_over_each_other(tmp_path: Path,
     ref, _ = cs.put(TENANT, "core", "h1", [1.0, 0.0])
     assert nested["done"] and cs.get(TENANT, "core", "h1") == [1.0, 0.0]
     assert [p.name for p in tmp_path.rglob("*") if p.is_file()] == [Path(ref).name]
+
+
+def test_spaces_never_share_files(tmp_path: Path) -> None:
+    """A retired space's cold vectors are kept for a rollback: a space whose name differs only
+    in a character the file system cannot take (`core@v2`, `core_v2`) must not overwrite them."""
+    store = FileColdStore(tmp_path, "float16")
+    a, b = [1.0, 0.0, 0.0, 0.0], [0.0, 1.0, 0.0]
+    store.put(TENANT, "core@v2", "h1", a)
+    store.put(TENANT, "core_v2", "h1", b)
+    assert store.get(TENANT, "core@v2", "h1") == a and store.get(TENANT, "core_v2", "h1") == b
+    assert cold_files.space_dir("core") == "core"  # file-safe names keep their directory (files written before)
+    assert len({cold_files.space_dir(s) for s in ("core@v2", "core_v2", "core.v2", "core-v2")}) == 4
+    store.delete(TENANT, "core@v2", "h1")
+    assert store.get(TENANT, "core@v2", "h1") is None and store.get(TENANT, "core_v2", "h1") == b

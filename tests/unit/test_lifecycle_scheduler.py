@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import types
 from collections.abc import Iterator, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import cast
 
@@ -34,6 +35,7 @@ from shared.model import (
     EmbedJob,
     SemanticStatus,
     SidecarEntry,
+    SpaceInfo,
     StoredDoc,
 )
 from shared.policy.eligibility import EligibilityPolicy
@@ -505,3 +507,67 @@ def test_a_lost_eviction_leaves_no_cold_file(rig: Rig, monkeypatch: pytest.Monke
     assert rig.lifecycle.tick().evicted == 0
     rig.lifecycle.tick()  # prunes what no document uses
     assert rig.cold.get("t", SPACE, old) is None
+
+
+# -- retired spaces (model rollback) ---------------------------------------------------------------------
+
+
+def _retire(rig: Rig) -> None:
+    rig.store.put_tenant_space(SpaceInfo("t", SPACE, rig.embedder.model_id, rig.embedder.dim, "retired", rig.now,
+                                         retired_at=rig.now))
+
+
+def test_a_retired_space_goes_cold_and_comes_back_without_a_provider_call_for_unchanged_content(rig: Rig) -> None:
+    keys = [rig.put(f"d{i}") for i in range(5)]
+    rig.embed(*keys)
+    late = rig.put("late", status=S.QUEUED)  # a job in flight when the space is retired
+    _retire(rig)
+    head = rig.store.change_log_head()
+    assert rig.lifecycle.retire_space("t", SPACE, rig.now) == 5  # in batches of two (evict_batch)
+    assert {(c.key, c.op) for c in rig.store.changes_since(head)} == {(k, "unvector") for k in keys}
+    for k in keys:
+        s = rig.side(k)
+        assert s.status == S.NONE and s.cold_ref and rig.store.vector_for_hash("t", s.content_hash, SPACE) is None
+    assert rig.store.cold_by_space("t")[SPACE][0] == 5
+    rig.run([late])  # the late job lands in the retired space...
+    assert rig.side(late).status == S.READY
+    assert rig.lifecycle.tick().retired_cooled == 1  # ...and the next tick moves it to the cold store too
+    assert rig.side(late).cold_ref
+
+    # re-activation: an edited document loses its cold vector, a new one gets a row
+    edited = StoredDoc(keys[0], {"body": "An edited text about shock trains."}, [PUBLIC_PRINCIPAL], None, "h-new",
+                       rig.now)
+    rig.store.put_docs([edited], [])  # a retired space is not written to
+    new = DocKey("t", "c", "new")
+    rig.store.put_docs([StoredDoc(new, {"body": text("new")}, [PUBLIC_PRINCIPAL], None, "h-newdoc", rig.now)], [])
+    rig.store.put_tenant_space(SpaceInfo("t", SPACE, rig.embedder.model_id, rig.embedder.dim, "active", rig.now))
+    assert rig.store.realign_space("t", SPACE, rig.now) == 2
+    assert (rig.side(keys[0]).status, rig.side(keys[0]).content_hash, rig.side(keys[0]).cold_ref) == \
+        (S.STALE, "h-new", None)
+    assert rig.side(new).status == S.NONE
+    rig.embedder.calls.clear()
+    rig.run([*keys, late, new])
+    assert rig.embedder.calls == [2]  # one batch: the edited and the new document only
+    assert all(rig.side(k).status == S.READY for k in [*keys, late, new])
+
+
+def test_a_retired_space_is_pruned_after_its_retention_and_kept_with_no_retention(rig: Rig) -> None:
+    keys = [rig.put(f"d{i}") for i in range(3)]
+    rig.embed(*keys)
+    hashes = [rig.side(k).content_hash for k in keys]
+    _retire(rig)
+    retired = rig.now
+    rig.lifecycle.retire_space("t", SPACE, rig.now)
+    forever = Lifecycle(replace(CFG, retired_retention_seconds=0), rig.store, rig.cold, rig.lifecycle.backfills,
+                        clock=rig.clock)
+    rig.advance(CFG.retired_retention_seconds - 1)
+    assert rig.lifecycle.tick().retired_expired == []
+    assert all(rig.cold.get("t", SPACE, h) is not None for h in hashes)  # its documents still use them
+    rig.advance(2)
+    assert forever.tick().retired_expired == []  # 0: kept until re-activated
+    assert rig.lifecycle.retention_until(retired) == retired + CFG.retired_retention_seconds
+    assert forever.retention_until(retired) is None
+    assert rig.lifecycle.tick().retired_expired == ["t/core"]
+    assert all(rig.cold.get("t", SPACE, h) is None for h in hashes)
+    assert rig.store.cold_by_space("t") == {} and rig.store.tenant_spaces("t") == []
+    assert rig.store.sidecar(keys[0], SPACE) is None

@@ -241,7 +241,8 @@ export class Client {
     return this.json({ method: "POST", path: "/semantic/spaces", body, idempotent: false, ...options });
   }
 
-  /** Cut reads over to a space (`force`: although documents are still to embed). */
+  /** Cut reads over to a space (`force`: although documents are still to embed), or re-activate a
+   *  retired one (model rollback: its vectors come back from the cold store). */
   activateSpace(space: string, activate: { force?: boolean } = {}, options: CallOptions = {}): Promise<Activated> {
     return this.json({ method: "POST", path: `/semantic/spaces/${seg(space)}/activate`, body: activate,
                        idempotent: true, ...options });

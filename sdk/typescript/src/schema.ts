@@ -420,8 +420,32 @@ export interface components {
             state: "active";
             /** Retired */
             retired: string;
-            /** Droppedsidecars */
+            /**
+             * Droppedsidecars
+             * @description always 0: a retired space's vectors go to the cold store
+             */
             droppedSidecars: number;
+            /**
+             * Reactivated
+             * @description true when a retired space was made active again (model rollback)
+             */
+            reactivated: boolean;
+            /**
+             * Retiredtocold
+             * @description vectors of the retired space moved to the cold store now
+             */
+            retiredToCold: number;
+            /** @description the retired space's vectors in the cold store */
+            retiredCold: components["schemas"]["ColdSize"];
+            /**
+             * Retentionuntil
+             * @description when the retired space's cold vectors are pruned and the space removed (null: kept; VIBE_RETIRED_SPACE_RETENTION_SECONDS)
+             */
+            retentionUntil: string | null;
+            /** @description a re-activation: what comes back from the cold store and what is embedded */
+            rehydration?: components["schemas"]["Rehydration"];
+        } & {
+            [key: string]: unknown;
         };
         /**
          * Backfill
@@ -455,6 +479,13 @@ export interface components {
         Backfills: {
             /** Backfills */
             backfills: components["schemas"]["Backfill"][];
+        };
+        /** ColdSize */
+        ColdSize: {
+            /** Vectors */
+            vectors: number;
+            /** Bytes */
+            bytes: number;
         };
         /** CollectionMode */
         CollectionMode: {
@@ -851,6 +882,29 @@ export interface components {
             /** Dim */
             dim: number;
         };
+        /** Rehydration */
+        Rehydration: {
+            /**
+             * Fromcold
+             * @description documents whose vector comes back from the cold store (no provider call)
+             */
+            fromCold: number;
+            /**
+             * Toembed
+             * @description documents edited or written since the retirement: embedded normally
+             */
+            toEmbed: number;
+            /**
+             * Realigned
+             * @description rows brought up to date with the documents
+             */
+            realigned: number;
+            /** Queued */
+            queued: number;
+            task: components["schemas"]["Backfill"];
+        } & {
+            [key: string]: unknown;
+        };
         /** Reindexing */
         Reindexing: {
             /** Queued */
@@ -906,8 +960,26 @@ export interface components {
             coverage?: {
                 [key: string]: unknown;
             };
-            /** Migration */
+            /**
+             * Migration
+             * @description the space's latest migration, or the rehydration after its re-activation
+             */
             migration?: components["schemas"]["Backfill"];
+            /**
+             * Retiredat
+             * @description a retired space: when it was retired
+             */
+            retiredAt?: string;
+            /**
+             * Retentionuntil
+             * @description a retired space: when its cold vectors are pruned and the space removed (null: kept; VIBE_RETIRED_SPACE_RETENTION_SECONDS)
+             */
+            retentionUntil?: string | null;
+            /**
+             * Cold
+             * @description a retired space: its vectors in the cold store (re-activation restores them)
+             */
+            cold?: components["schemas"]["ColdSize"];
         } & {
             [key: string]: unknown;
         };
@@ -3120,7 +3192,7 @@ export interface operations {
             };
         };
         responses: {
-            /** @description the space is active; the old one is retired */
+            /** @description the space is active; the old one is retired to the cold store */
             200: {
                 headers: {
                     [name: string]: unknown;
@@ -3196,6 +3268,15 @@ export interface operations {
             };
             /** @description internal_error */
             500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description embedder_unavailable: the embedding provider did not answer */
+            503: {
                 headers: {
                     [name: string]: unknown;
                 };

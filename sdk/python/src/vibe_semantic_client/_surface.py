@@ -82,7 +82,8 @@ class JsonCalls(Generic[R]):
         return self._json(core.create_space(space, model, dim))
 
     def activate_space(self, space: str, force: bool = False) -> R:
-        """Cut over to a built space (`force`: before it is complete). Not retried."""
+        """Cut over to a built space (`force`: before it is complete), or re-activate a retired one
+        (model rollback: its vectors come back from the cold store). Not retried."""
         return self._json(core.activate_space(space, force))
 
     def usage(self, collection: str | None = None, days: int = 30) -> R:
