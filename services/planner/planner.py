@@ -208,12 +208,16 @@ class ReadSession:
 
     def start(self, defer_query_embedding: bool = False) -> None:
         text = self._lexical_text()
-        # The strategy depends on the query alone, so a query vector the ranking needs starts
-        # embedding now, on another thread, while this one runs the lexical leg.
+        # The strategy depends on the query alone, so a query vector this answer waits for starts
+        # embedding now, on another thread, while this one runs the lexical leg. A streamed
+        # hybrid answer does not wait for it: its encoder starts after the first event
+        # (complete_semantic), not beside it on a 2-core machine (bench.first_event_ab at 100k with
+        # it started here: hybrid +2.5, auto +1.6 ms paired p50, an A/A run's spread ±1.3).
         self.strategy, self.strategy_reason = choose_strategy(self.req, text, self.p.embedder is not None)
         self._encoding: Future[list[float] | None] | None = None
-        if (self.strategy in ("semantic", "hybrid") and not self._is_doc_query()
-                and self.p.embedder_for(self.space) is not None and self._cached_query_vector() is None):
+        waits = self.strategy == "semantic" or (self.strategy == "hybrid" and not defer_query_embedding)
+        if (waits and not self._is_doc_query() and self.p.embedder_for(self.space) is not None
+                and self._cached_query_vector() is None):
             self._encoding = QUERY_ENCODERS.submit(self._query_vector)
         t0 = time.perf_counter()
         if text and self.p.lexical_follower is not None:
@@ -223,12 +227,10 @@ class ReadSession:
         if self.strategy == "semantic" or (self.strategy == "hybrid" and not defer_query_embedding):
             self._semantic_leg()
         elif self.strategy == "hybrid":
-            # Streaming: the first answer is lexical unless the vector was cached; the encoder
-            # started above keeps running and complete_semantic() picks its vector up.
-            self.semantic.vector = None if self._encoding is not None else self._cached_query_vector()
+            self.semantic.vector = self._cached_query_vector()
             if self.semantic.vector is not None:
                 self._semantic_leg()
-            elif self.semantic.state == "skipped":  # the encoder may have reported `degraded` already
+            else:
                 self.semantic.state = "embedding_query"
         self._rank()
         self._record_usage()

@@ -77,17 +77,21 @@ def app(tmp_path: Path) -> Iterator[tuple[Container, WordEmbedder]]:
 
 
 @pytest.mark.parametrize("strategy", ["semantic", "hybrid"])
-def test_the_encoder_runs_beside_the_lexical_leg_and_ranks_as_inline(app: tuple[Container, WordEmbedder],
+def test_the_encoder_runs_beside_the_lexical_leg_when_the_answer_waits_for_it(app: tuple[Container, WordEmbedder],
                                                                     strategy: str) -> None:
     c, emb = app
     streamed = c.planner.open(ALICE, ReadRequest("c", "flutter shock wave", strategy, limit=10), streaming=True)
     if strategy == "hybrid":
-        assert streamed.semantic_deferred  # the first answer does not wait for the vector
+        # the first answer does not wait for the vector, nor share the CPU with its encoder:
+        # it is embedded after the first answer, by complete_semantic()
+        assert streamed.semantic_deferred and emb.query_threads == []
         streamed.complete_semantic()
-    assert emb.query_threads and emb.query_threads[0].startswith("vibe-query-encoder")
+        assert emb.query_threads == [threading.current_thread().name]
+    else:
+        assert emb.query_threads and emb.query_threads[0].startswith("vibe-query-encoder")
     c.planner.query_cache = QueryVectorCache()  # the JSON answer embeds the query again
     inline = c.planner.open(ALICE, ReadRequest("c", "flutter shock wave", strategy, limit=10))
-    assert len(emb.query_threads) == 2
+    assert len(emb.query_threads) == 2 and emb.query_threads[1].startswith("vibe-query-encoder")
     assert streamed.semantic.state == inline.semantic.state == "ready"
     assert streamed.semantic.vector == inline.semantic.vector
     assert [(f.key, f.score) for f in streamed.ranking] == [(f.key, f.score) for f in inline.ranking]
