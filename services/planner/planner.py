@@ -82,9 +82,11 @@ class ReadRequest:
 MIN_SCORE = 1e-6  # the lowest `score` shown: every shown score is in (0, 1]
 
 
-class _EncoderPool:
-    """Threads that embed a query while the request's own thread runs the lexical leg
-    (onnxruntime and torch release the GIL while they compute). One pool per process: a forked
+class _SidePool:
+    """Threads that run a read's lexical leg while the request's own thread embeds the query
+    (onnxruntime and torch release the GIL while they compute). The encoder stays on the
+    request's thread: it is the longer of the two, so the request thread never sleeps waiting
+    for a hand-off when the lexical leg is the shorter one. One pool per process: a forked
     child (a prefork worker) starts its own, as threads do not survive a fork."""
 
     def __init__(self, workers: int = 4):
@@ -93,17 +95,17 @@ class _EncoderPool:
         self._pid = -1
         self._pool: ThreadPoolExecutor | None = None
 
-    def submit(self, fn: Callable[[], list[float] | None]) -> Future[list[float] | None]:
+    def submit(self, fn: Callable[[], list[Hit]]) -> Future[list[Hit]]:
         if self._pid != os.getpid():
             with self._lock:
                 if self._pid != os.getpid():
-                    self._pool = ThreadPoolExecutor(self._workers, thread_name_prefix="vibe-query-encoder")
+                    self._pool = ThreadPoolExecutor(self._workers, thread_name_prefix="vibe-lexical-leg")
                     self._pid = os.getpid()
         assert self._pool is not None
         return self._pool.submit(fn)
 
 
-QUERY_ENCODERS = _EncoderPool()
+LEXICAL_LEGS = _SidePool()
 
 
 @dataclass
@@ -208,24 +210,25 @@ class ReadSession:
 
     def start(self, defer_query_embedding: bool = False) -> None:
         text = self._lexical_text()
-        # The strategy depends on the query alone, so a query vector this answer waits for starts
-        # embedding now, on another thread, while this one runs the lexical leg. A streamed
-        # hybrid answer does not wait for it: its encoder starts after the first event
-        # (complete_semantic), not beside it on a 2-core machine (bench.first_event_ab at 100k with
-        # it started here: hybrid +2.5, auto +1.6 ms paired p50, an A/A run's spread ±1.3).
+        # The strategy depends on the query alone, so when this answer waits for a query vector
+        # that is not cached, the lexical leg runs on another thread while this one embeds the
+        # query. A streamed hybrid answer does not wait for it: its query is embedded after the
+        # first event (complete_semantic), not beside it on a 2-core machine
+        # (bench.first_event_ab at 100k with it embedded here: hybrid +2.5, auto +1.6 ms paired
+        # p50, an A/A run's spread ±1.3).
         self.strategy, self.strategy_reason = choose_strategy(self.req, text, self.p.embedder is not None)
-        self._encoding: Future[list[float] | None] | None = None
         waits = self.strategy == "semantic" or (self.strategy == "hybrid" and not defer_query_embedding)
-        if (waits and not self._is_doc_query() and self.p.embedder_for(self.space) is not None
-                and self._cached_query_vector() is None):
-            self._encoding = QUERY_ENCODERS.submit(self._query_vector)
-        t0 = time.perf_counter()
-        if text and self.p.lexical_follower is not None:
-            self.p.lexical_follower.catch_up()  # writes made through another process are searched as they are now
-        self.lexical_hits = relative(self.p.lexical.search(self.flt, text, self.k)) if text else []
-        self.lexical_ms = (time.perf_counter() - t0) * 1000
-        if self.strategy == "semantic" or (self.strategy == "hybrid" and not defer_query_embedding):
-            self._semantic_leg()
+        embedded = (waits and bool(text) and not self._is_doc_query() and self.p.embedder_for(self.space) is not None
+                    and self._cached_query_vector() is None)
+        if embedded:
+            lexical = LEXICAL_LEGS.submit(lambda: self._lexical_leg(text))
+            self.semantic.vector = self._query_vector()  # None: the leg is degraded, with its reason
+            self.lexical_hits = lexical.result()
+        else:
+            self.lexical_hits = self._lexical_leg(text)
+        if waits:
+            if not (embedded and self.semantic.vector is None):  # None: degraded, not tried twice
+                self._semantic_leg()
         elif self.strategy == "hybrid":
             self.semantic.vector = self._cached_query_vector()
             if self.semantic.vector is not None:
@@ -234,6 +237,14 @@ class ReadSession:
                 self.semantic.state = "embedding_query"
         self._rank()
         self._record_usage()
+
+    def _lexical_leg(self, text: str) -> list[Hit]:
+        t0 = time.perf_counter()
+        if text and self.p.lexical_follower is not None:
+            self.p.lexical_follower.catch_up()  # writes made through another process are searched as they are now
+        hits = relative(self.p.lexical.search(self.flt, text, self.k)) if text else []
+        self.lexical_ms = (time.perf_counter() - t0) * 1000
+        return hits
 
     def _record_usage(self) -> None:
         """Statistics for the lifecycle scheduler (V§4.3): the collections queried, their
@@ -447,8 +458,7 @@ class ReadSession:
     def _semantic_leg(self) -> None:
         t0 = time.perf_counter()
         if self.semantic.vector is None:
-            encoding, self._encoding = self._encoding, None
-            self.semantic.vector = encoding.result() if encoding is not None else self._query_vector()
+            self.semantic.vector = self._query_vector()
         if self.semantic.vector is None:
             return
         self.p.follower.catch_up()
