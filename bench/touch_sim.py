@@ -1,6 +1,7 @@
 """Touch-policy economics in one process: the real planner, store and indexes, no HTTP.
 
-    python -m bench.touch_sim --data ../shared/data/cisi --policy adaptive --budgets 0
+    python -m bench.touch_sim --data ../shared/data/cisi --budgets 0,100,200,400 --env 'name={"touch_dig_step": 5}'
+    python -m bench.touch_sim --data ../shared/data/cisi --oracle-pages --env ...   # fusion alone
 
 `bench lazy` measures a policy through a served instance and SSE, which is what a user
 sees but slow (one fresh server per setting, each read waits on its own embeds). This
@@ -205,6 +206,45 @@ def replay(model: CachedModel, ds: Dataset, env: dict[str, Any], stream: list[st
             "distinct_second_half": len(half)}
 
 
+class NoSpend:
+    """A budget that grants nothing: reads rank what is embedded and never queue more."""
+
+    def take(self, tenant: str, wanted: int) -> int:
+        return 0
+
+    def available(self, tenant: str) -> int:
+        return 0
+
+    def reachable(self) -> bool:
+        return True
+
+
+def oracle_pages(model: CachedModel, ds: Dataset, env: dict[str, Any], base: Eager) -> dict[str, Any]:
+    """Fusion alone, apart from the touch policy: embed exactly the union of eager hybrid's
+    first pages over every judged query, spend nothing more, and ask every judged query once.
+    A perfect touch policy could not do better than this on the same spend, so a ratio below 1
+    here is what fusion of a partly embedded corpus loses (how unembedded candidates stand in)."""
+    c, _ = _container(model, env)
+    try:
+        _ingest(c, ds)
+        union = {d for top in base.top.values() for d in top}
+        space = c.settings.space
+        keys = [DocKey(TENANT, COLLECTION, d) for d in union]
+        sides = c.store.sidecars(keys, space)
+        cold = [sides[k] for k in keys if k in sides and sides[k].status in COLD]
+        moved = set(c.store.set_status([e.key for e in cold], space, SemanticStatus.QUEUED, only_from=COLD))
+        c.queue.enqueue([EmbedJob(e.key, space, e.content_hash) for e in cold if e.key in moved])
+        _wait_idle(c, moved)
+        c.planner.budget = NoSpend()
+        run = {q: _ask(c, t, "hybrid")[1] for q, t in ds.judged_queries().items()}
+    finally:
+        c.queue.stop()
+    got = ir.per_query(run, ds.qrels)
+    return {"embedded_fraction": round(len(union) / len(ds.corpus), 4),
+            "ratio_all": round(statistics.fmean(got.values()) / statistics.fmean(base.ndcg[q] for q in got), 4),
+            "page_overlap": round(statistics.fmean(len(set(run[q]) & set(base.top[q])) / LIMIT for q in run), 4)}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--data", type=Path, required=True)
@@ -215,6 +255,8 @@ def main() -> None:
     ap.add_argument("--qpm", type=float, default=600.0, help="simulated arrival rate, queries per minute")
     ap.add_argument("--env", action="append", default=[], help="NAME=settings JSON object, repeatable")
     ap.add_argument("--out", default="", help="write bench/results/<out>.json and .png")
+    ap.add_argument("--oracle-pages", action="store_true",
+                    help="per setting, only the fusion check: exactly eager's first pages embedded, no spend")
     a = ap.parse_args()
     ds = load(a.data)
     qids = query_population(ds, a.queries)
@@ -222,6 +264,17 @@ def main() -> None:
     settings = {name: json.loads(js) for name, js in (e.split("=", 1) for e in a.env)} or {"default": {}}
     base = eager(model, ds, {})
     rows = []
+    if a.oracle_pages:
+        for name, env in settings.items():
+            row = {"setting": name, "env": env, **oracle_pages(model, ds, env, base)}
+            print(json.dumps(row), flush=True)
+            rows.append(row)
+        if a.out:
+            out = RESULTS / f"{a.out}.json"
+            out.write_text(json.dumps({"dataset": ds.name, "docs": len(ds.corpus), "check": "oracle pages",
+                                       "rows": rows}, indent=1))
+            print(out)
+        return
     for name, env in settings.items():
         for per_minute in [int(b) for b in a.budgets.split(",")]:
             res = [replay(model, ds, env, zipf_stream(qids, a.length, int(s)), base, per_minute, a.qpm)

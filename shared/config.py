@@ -74,6 +74,10 @@ class Settings(BaseSettings):
     # `python -m bench.fusion_loo` (bench/results/fusion_loo.json).
     fusion: Literal["zscore", "rrf"] = "zscore"
     semantic_weight: Annotated[float, Field(ge=0.0, le=1.0)] = 0.55
+    # What z-score fusion gives a lexical candidate with no vector yet (fusion.stand_in_line):
+    # the query's own line from lexical to semantic z ("line"), or its lexical z ("agree", the
+    # behaviour before; kept for comparison in bench.touch_sim).
+    fusion_stand_in: Literal["line", "agree"] = "line"
 
     # Workers.
     workers: int = 2

@@ -117,6 +117,7 @@ class PlannerConfig:
     fusion: str = "zscore"  # zscore | rrf (services/planner/fusion.py)
     semantic_weight: float = DEFAULT_SEMANTIC_WEIGHT  # chosen by bench/fusion_loo.py
     touch: TouchPolicy = field(default_factory=TouchPolicy)
+    stand_in: str = "line"  # line | agree: an unembedded candidate's semantic z (fusion.zscore)
 
 
 @dataclass
@@ -498,7 +499,8 @@ class ReadSession:
         unembedded = self._unembedded()
         if cfg.fusion == "rrf":
             return rrf(self.lexical_hits, self.semantic.hits, cfg.rrf_k, unembedded)
-        return zscore(self.lexical_hits, self.semantic.hits, cfg.semantic_weight, unembedded=unembedded)
+        return zscore(self.lexical_hits, self.semantic.hits, cfg.semantic_weight, unembedded=unembedded,
+                      stand_in=cfg.stand_in)
 
     def _unembedded(self) -> set[DocKey]:
         """Top lexical candidates with no vector in this space yet: fusion stands their lexical

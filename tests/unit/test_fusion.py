@@ -4,7 +4,7 @@ import statistics
 
 import pytest
 
-from services.planner.fusion import rrf, single, zscore
+from services.planner.fusion import AGREE, rrf, single, stand_in_line, zscore
 from shared.model import DocKey, Hit
 
 
@@ -105,3 +105,61 @@ def test_zscore_default_weight_is_the_products() -> None:
     from shared.config import Settings
 
     assert inspect.signature(zscore).parameters["semantic_weight"].default == Settings().semantic_weight
+
+
+def _loose_legs() -> tuple[list[Hit], list[Hit]]:
+    """Twelve keyword candidates; the ten embedded ones (e0..e9) have semantic scores that do
+    not follow their keyword scores; u0 (the best keyword match) and u1 have no vector."""
+    lex = [Hit(k("u0"), 20.0), *(Hit(k(f"e{i}"), 19.0 - i) for i in range(10)), Hit(k("u1"), 5.0)]
+    sem = [Hit(k(f"e{i}"), 0.5 + 0.04 * ((i * 7) % 10)) for i in range(10)]
+    sem.sort(key=lambda h: -h.score)
+    return lex, sem
+
+
+def test_zscore_unembedded_candidate_stands_in_with_the_querys_own_line() -> None:
+    """With enough embedded candidates, an unembedded one is given the semantic z that the
+    query's embedded candidates show at its lexical z (least squares, slope in [0, 1]), not its
+    lexical z: here the legs are unrelated, so the best keyword match without a vector no
+    longer outranks the embedded document the semantic leg likes best."""
+    lex, sem = _loose_legs()
+    unembedded = {k("u0"), k("u1")}
+    agree = zscore(lex, sem, 0.55, unembedded=unembedded, stand_in="agree")
+    line = zscore(lex, sem, 0.55, unembedded=unembedded)
+    assert agree[0].key.doc_id == "u0"
+    assert line[0].key.doc_id != "u0"
+    by = {f.key.doc_id: f.score for f in line}
+    lm, ls = statistics.fmean(h.score for h in lex), statistics.pstdev(h.score for h in lex)
+    sm, ss = statistics.fmean(h.score for h in sem), statistics.pstdev(h.score for h in sem)
+    floor = (min(h.score for h in sem) - sm) / ss
+    lz = (20.0 - lm) / ls
+    xs = [(h.score - lm) / ls for h in lex[1:11]]
+    ys = [(next(s.score for s in sem if s.key == h.key) - sm) / ss for h in lex[1:11]]
+    mx, my = statistics.fmean(xs), statistics.fmean(ys)
+    b = min(1.0, max(0.0, sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True))
+                     / sum((x - mx) ** 2 for x in xs)))
+    stand_in = max(min(lz, my - b * mx + b * lz), floor)
+    assert by["u0"] == pytest.approx(0.45 * lz + 0.55 * stand_in)
+    assert stand_in < lz
+
+
+def test_the_line_never_puts_a_candidate_below_the_semantic_floor_nor_above_its_lexical_z() -> None:
+    lex, sem = _loose_legs()
+    lm, ls = statistics.fmean(h.score for h in lex), statistics.pstdev(h.score for h in lex)
+    sm, ss = statistics.fmean(h.score for h in sem), statistics.pstdev(h.score for h in sem)
+    floor = (min(h.score for h in sem) - sm) / ss
+    out = {f.key.doc_id: f.score for f in zscore(lex, sem, 0.5, unembedded={k("u0"), k("u1")})}
+    lz_u1 = (5.0 - lm) / ls
+    assert out["u1"] >= 0.5 * lz_u1 + 0.5 * floor - 1e-9
+    lz_u0 = (20.0 - lm) / ls
+    assert out["u0"] <= 0.5 * lz_u0 + 0.5 * lz_u0 + 1e-9
+
+
+def test_stand_in_line_needs_enough_embedded_candidates() -> None:
+    lex, sem = _loose_legs()
+    fused = {f.key: f for f in zscore(lex, sem, 0.5)}
+    few = {h.key for h in lex[:9]}  # only three candidates embedded
+    stats = ((0.0, 1.0), (0.0, 1.0))
+    assert stand_in_line(lex, fused, few, *stats, -1.0, 200) == AGREE
+    assert stand_in_line(lex, fused, set(), *stats, -1.0, 200) == AGREE
+    drawn = stand_in_line(lex, fused, {k("u0")}, *stats, -1.0, 200)
+    assert drawn.pairs == 11 and 0.0 <= drawn.b <= 1.0 and drawn.spread > 0
