@@ -179,9 +179,7 @@ class OnnxEmbedder:
         session = _session(path, 1)
         got = np.vstack([self._run(session, [p]) for p in manifest["probes"]])
         worst = float(_cosines(got, ref).min())
-        if worst >= ox.MIN_COSINE:
-            if self._docs is self._query:
-                self._docs = self._pool.submit(_session, self.onnx_file, self._threads).result()
+        if worst >= ox.MIN_COSINE:  # documents keep the fp32 session (shared with queries until now)
             self._query, self.query_file = session, path
             self.precision = "int8-weights" if path != self.onnx_file else "fp32"
         return worst
