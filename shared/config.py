@@ -242,6 +242,7 @@ class Settings(BaseSettings):
     touch_remember: bool = True
     touch_probe_rounds: Annotated[int, Field(ge=0)] = 3
     touch_similar: Annotated[int, Field(ge=0)] = 0
+    touch_first_under_budget: Annotated[int, Field(ge=0)] = 1
 
     # --- hardening (issue 12): input bounds, adapters, MCP: helper C's block ---
     # ACL bounds (services/api/writes.py DocumentService._acl): each principal is one keyword term

@@ -503,8 +503,8 @@ class ReadSession:
                       stand_in=cfg.stand_in)
 
     def _unembedded(self) -> set[DocKey]:
-        """Top lexical candidates with no vector in this space yet: fusion stands their lexical
-        score in for the unknown semantic one. Candidates below IMPUTE_DEPTH keep the floor:
+        """Top lexical candidates with no vector in this space yet: fusion stands an estimate in
+        for the unknown semantic score (fusion.stand_in_line). Candidates below IMPUTE_DEPTH keep the floor:
         they cannot reach a page whatever they are given, and the lookup stays one batch."""
         keys = [h.key for h in self.lexical_hits[:IMPUTE_DEPTH]]
         if not keys or self.semantic.state != "ready":

@@ -34,7 +34,8 @@ Three policies, chosen by `Settings.touch_policy`:
      time). Measured in bench/results/touch-*: more quality, but more spend than they save, so
      off by default.
   4. Under a tight budget (tokens available below `reserve` x `depth`) the depth shrinks
-     towards the page and nobody digs: what enters the page comes first.
+     towards the page and nobody digs: what enters the page comes first; a query's first touch
+     embeds at most `first_under_budget` of them, keeping the bucket for queries that repeat.
   Neighbours (optional, `touch_neighbours`) are lexical more-like-this neighbours of the
   documents the semantic leg ranks highest on the page ("vector similarity once a few are
   embedded"), queried only when the budget has room.
@@ -101,6 +102,7 @@ class TouchPolicy:
     similar_first: bool = False  # also on a query's first touch (else only on unsettled repeats)
     remember: bool = True  # a repeat whose page is the one of its last touch is settled (PageMemory)
     probe_rounds: int = 3  # at most this many probing repeats per query (0 = no cap)
+    first_under_budget: int = 1  # under a tight budget, a query's first touch embeds at most this many
 
     def depth(self, limit: int, candidates: int) -> int:
         if self.policy == "fixed":
@@ -235,6 +237,12 @@ def plan(policy: TouchPolicy, limit: int, lexical: Sequence[DocKey], page: Seque
             depth, dug = min(edge + policy.dig_step, bottom), True
     if reachable is not None:
         depth = min(depth, max(limit, reachable))
+    # Under a tight budget a query seen for the first time (no page memory yet) embeds only its
+    # page's best cold documents: most first-seen queries are never asked again (Zipf), and what
+    # the bucket keeps goes to the ones that come back. Measured with bench.touch_sim (chosen on
+    # Cranfield, checked on CISI; bench/results/touch-first-*.json).
+    first_cap = (policy.first_under_budget if available < room and settled is None and policy.remember
+                 else None)
     out: list[DocKey] = []
     seen: set[DocKey] = set()
     base_keys = {*page, *lexical[:min(depth, base)]}
@@ -251,6 +259,8 @@ def plan(policy: TouchPolicy, limit: int, lexical: Sequence[DocKey], page: Seque
                 seen.add(k)
                 out.append(k)
                 extra += 1
+    if first_cap is not None:
+        out = out[:first_cap]
     return TouchPlan(out, depth, dug, available >= room and policy.neighbours > 0,
                      [k for k in out if k not in base_keys])
 

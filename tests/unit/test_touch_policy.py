@@ -6,6 +6,7 @@ import math
 import statistics
 import zlib
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 
 from services.planner.touch import (
@@ -81,12 +82,26 @@ def test_tight_budget_spends_on_the_page_and_never_digs() -> None:
     lex = keys(100)
     state = {k: COLD for k in lex}
     page = lex[:10]
-    p = plan(POLICY, 10, lex, page, state, available=0)
+    p = plan(POLICY, 10, lex, page, state, available=0, settled=False)  # a repeat
     assert p.keys == lex[:10] and p.depth == 10 and not p.neighbours
-    half = plan(POLICY, 10, lex, page, state, available=40)  # half the reserve (4 x depth 20)
+    half = plan(POLICY, 10, lex, page, state, available=40, settled=False)  # half the reserve (4 x depth 20)
     assert half.keys == lex[:15]
     state = {k: (READY if i < 20 else COLD) for i, k in enumerate(lex)}
-    assert plan(POLICY, 10, lex, [*lex[:9], lex[17]], state, available=50).keys == []
+    assert plan(POLICY, 10, lex, [*lex[:9], lex[17]], state, available=50, settled=False).keys == []
+
+
+def test_under_a_tight_budget_a_first_touch_embeds_only_its_pages_best_cold_document() -> None:
+    """Most first-seen queries never come back (Zipf): under a tight budget their first touch
+    takes one embedding, the page's best cold document, and the bucket keeps the rest for the
+    queries that repeat. With room in the budget, or without page memory, nothing changes."""
+    lex = keys(100)
+    state = {k: COLD for k in lex}
+    page = [lex[3], lex[0], lex[1]]
+    assert plan(POLICY, 10, lex, page, state, available=40).keys == [lex[3]]
+    assert plan(POLICY, 10, lex, page, state, available=40, settled=False).keys[:3] == page
+    assert len(plan(POLICY, 10, lex, page, state, available=PLENTY).keys) == 20
+    assert len(plan(replace(POLICY, remember=False), 10, lex, page, state, available=40).keys) == 15
+    assert plan(replace(POLICY, first_under_budget=3), 10, lex, page, state, available=40).keys == page
 
 
 def test_neighbours_only_with_room_and_when_asked() -> None:
@@ -271,7 +286,8 @@ def test_the_adaptive_knobs_are_settings() -> None:
     from shared.config import Settings
 
     policy = _touch_policy(Settings(touch_dig_step=5, touch_dig_max=40, touch_remember=False, touch_probe_rounds=1,
-                                    touch_similar=4))
-    got = (policy.dig_step, policy.dig_max, policy.remember, policy.probe_rounds, policy.similar)
-    assert got == (5, 40, False, 1, 4)
+                                    touch_similar=4, touch_first_under_budget=2))
+    got = (policy.dig_step, policy.dig_max, policy.remember, policy.probe_rounds, policy.similar,
+           policy.first_under_budget)
+    assert got == (5, 40, False, 1, 4, 2)
     assert _touch_policy(Settings()) == TouchPolicy()  # the settings' defaults are the policy's
