@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import statistics
 import tempfile
 import time
@@ -111,6 +112,12 @@ def _container(model: CachedModel, env: dict[str, Any]) -> tuple[Container, Cach
     return c, emb
 
 
+def _close(c: Container) -> None:
+    """Stop the container's workers and remove its data dir (one per replay: a sweep makes hundreds)."""
+    c.queue.stop()
+    shutil.rmtree(c.settings.data_dir.parent, ignore_errors=True)
+
+
 def _ingest(c: Container, ds: Dataset) -> None:
     docs = [c.docs.parse(PRINCIPAL, COLLECTION, d["_id"], d) for d in corpus_docs(ds)]
     for i in range(0, len(docs), 500):
@@ -169,7 +176,7 @@ def eager(model: CachedModel, ds: Dataset, env: dict[str, Any]) -> Eager:
         _embed_all(c, ds)
         run = {q: _ask(c, t, "hybrid")[1] for q, t in ds.judged_queries().items()}
     finally:
-        c.queue.stop()
+        _close(c)
     return Eager(ir.per_query(run, ds.qrels), run)
 
 
@@ -189,7 +196,7 @@ def replay(model: CachedModel, ds: Dataset, env: dict[str, Any], stream: list[st
             last_seen[qid] = i
         embedded = _embedded(c, ds)
     finally:
-        c.queue.stop()
+        _close(c)
     half = {q for q in stream[len(stream) // 2:]}
     got = ir.per_query({q: final[q] for q in half}, ds.qrels)
     base_mean = statistics.fmean(base.ndcg[q] for q in got)
@@ -238,7 +245,7 @@ def oracle_pages(model: CachedModel, ds: Dataset, env: dict[str, Any], base: Eag
         c.planner.budget = NoSpend()
         run = {q: _ask(c, t, "hybrid")[1] for q, t in ds.judged_queries().items()}
     finally:
-        c.queue.stop()
+        _close(c)
     got = ir.per_query(run, ds.qrels)
     return {"embedded_fraction": round(len(union) / len(ds.corpus), 4),
             "ratio_all": round(statistics.fmean(got.values()) / statistics.fmean(base.ndcg[q] for q in got), 4),
