@@ -6,23 +6,18 @@ a store or route still took from the wall clock would put the usage on another d
 
 from __future__ import annotations
 
-import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
-import uvicorn
 
-from services.api.app import create_app
-from services.api.auth import KeyRing
 from services.wiring import Container, build
 from shared.config import ApiKey, Settings
 from tests.integration.distributed.conftest import wait_for
+from tests.support.in_process import ManualClock, UvicornThread
 from tests.support.openai_server import OpenAIProtocolServer
-from tests.support.server import free_port
 
 MIDNIGHT = 983_750_400.0  # 2001-03-05 00:00 UTC
 BODY = " on wing flutter, gust loads and the certification of composite structures in transonic flight"
@@ -30,27 +25,11 @@ DOCS = [{"_id": f"d{i}", "title": f"Flutter report {i}", "body": f"case {i}" + B
 KEYS = [ApiKey(key="k-admin", tenant="ta", principals=["user:admin"], scopes=["read", "write", "admin"])]
 
 
-class Clock:
-    def __init__(self, t: float):
-        self.t = t
-
-    def __call__(self) -> float:
-        return self.t
-
-
 class InProcess:
-    def __init__(self, settings: Settings, clock: Clock):
+    def __init__(self, settings: Settings, clock: ManualClock):
         self.container: Container = build(settings, clock=clock)
-        self.port = free_port()
-        app = create_app(self.container, KeyRing(KEYS))
-        self.server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning"))
-        self.thread = threading.Thread(target=self.server.run, daemon=True)
-        self.thread.start()
-        deadline = time.time() + 60
-        while not self.server.started:
-            assert time.time() < deadline and self.thread.is_alive(), "in-process server did not start"
-            time.sleep(0.05)
-        self.client = httpx.Client(base_url=f"http://127.0.0.1:{self.port}", timeout=60,
+        self.served = UvicornThread(self.container, KEYS)
+        self.client = httpx.Client(base_url=self.served.base, timeout=60,
                                    headers={"Authorization": "Bearer k-admin"})
 
     def read(self, q: str, strategy: str) -> dict[str, Any]:
@@ -68,9 +47,7 @@ class InProcess:
 
     def close(self) -> None:
         self.client.close()
-        self.server.should_exit = True
-        self.thread.join(30)
-        self.container.store.close()
+        self.served.stop()
 
 
 @pytest.fixture(scope="module")
@@ -82,7 +59,7 @@ def api() -> Iterator[OpenAIProtocolServer]:
 @pytest.mark.parametrize("store", ["sqlite", "postgres"])
 def test_the_daily_cap_and_usage_by_day_roll_over_at_simulated_midnight(
         store: str, api: OpenAIProtocolServer, tmp_path: Path, request: pytest.FixtureRequest) -> None:
-    clock = Clock(MIDNIGHT - 3600.0)  # 2001-03-04 23:00 UTC
+    clock = ManualClock(MIDNIGHT - 3600.0)  # 2001-03-04 23:00 UTC
     extra: dict[str, Any] = {"store": store}
     if store == "postgres":
         extra["postgres_url"] = request.getfixturevalue("postgres_url")

@@ -12,26 +12,21 @@ space's files."""
 
 from __future__ import annotations
 
-import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
-import uvicorn
 
-from services.api.app import create_app
-from services.api.auth import KeyRing
 from services.wiring import Container, build
 from shared.adapters.cold_files import FileColdStore
 from shared.config import ApiKey, Settings
 from shared.model import DocKey, SpaceInfo
 from tests.integration.distributed.conftest import wait_for
+from tests.support.in_process import ManualClock, UvicornThread
 from tests.support.openai_server import OpenAIProtocolServer
 from tests.support.openapi_responses import OpenApiResponses
-from tests.support.server import free_port
 
 T0 = 983_746_800.0  # 2001-03-04 23:00 UTC: a stamp taken from the wall clock would show
 DAY = 86400.0
@@ -44,27 +39,11 @@ KEYS = [ApiKey(key="k-admin", tenant="ta", principals=["user:admin"], scopes=["r
         ApiKey(key="k-bob", tenant="ta", principals=["user:bob"], scopes=["read"])]
 
 
-class Clock:
-    def __init__(self, t: float):
-        self.t = t
-
-    def __call__(self) -> float:
-        return self.t
-
-
 class InProcess:
-    def __init__(self, settings: Settings, clock: Clock):
+    def __init__(self, settings: Settings, clock: ManualClock):
         self.container: Container = build(settings, clock=clock)
-        self.port = free_port()
-        app = create_app(self.container, KeyRing(KEYS))
-        self.server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning"))
-        self.thread = threading.Thread(target=self.server.run, daemon=True)
-        self.thread.start()
-        deadline = time.time() + 60
-        while not self.server.started:
-            assert time.time() < deadline and self.thread.is_alive(), "in-process server did not start"
-            time.sleep(0.05)
-        base = f"http://127.0.0.1:{self.port}"
+        self.served = UvicornThread(self.container, KEYS)
+        base = self.served.base
         # every answer is checked against /openapi.json (the contract extension is declared)
         self.http = httpx.Client(base_url=base, timeout=60,
                                  event_hooks={"response": [OpenApiResponses(base).check]})
@@ -96,9 +75,7 @@ class InProcess:
 
     def close(self) -> None:
         self.http.close()
-        self.server.should_exit = True
-        self.thread.join(30)
-        self.container.store.close()
+        self.served.stop()
 
 
 @pytest.fixture(scope="module")
@@ -118,7 +95,7 @@ def _cold_files(root: Path, space: str) -> set[str]:
 @pytest.mark.parametrize("store", ["sqlite", "postgres"])
 def test_a_retired_space_comes_back_from_the_cold_store(
         store: str, api: OpenAIProtocolServer, tmp_path: Path, request: pytest.FixtureRequest) -> None:
-    clock = Clock(T0)
+    clock = ManualClock(T0)
     extra: dict[str, Any] = {"store": store}
     if store == "postgres":
         extra["postgres_url"] = request.getfixturevalue("postgres_url")
@@ -225,7 +202,7 @@ def test_a_retired_space_comes_back_from_the_cold_store(
 
 def test_a_re_activation_is_refused_on_a_dimension_mismatch_or_during_a_migration(
         api: OpenAIProtocolServer, tmp_path: Path) -> None:
-    clock = Clock(T0)
+    clock = ManualClock(T0)
     settings = Settings(data_dir=tmp_path / "data", embedder="hash", embed_dim=48, openai_base_url=api.base_url,
                         api_keys=KEYS, scheduler_interval_seconds=3600.0, backfill_interval_seconds=0.2,
                         per_tenant_per_min=100_000)

@@ -6,24 +6,20 @@ to cut the body: the client saw a broken chunked response instead of the error).
 from __future__ import annotations
 
 import json
-import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
-import uvicorn
 from httpx_sse import connect_sse
 
-from services.api.app import create_app
-from services.api.auth import KeyRing
 from services.planner.planner import ReadSession
 from services.wiring import build
 from shared.config import ApiKey, Settings
+from tests.support.in_process import UvicornThread
 from tests.support.openai_server import OpenAIProtocolServer
-from tests.support.server import free_port, served
+from tests.support.server import served
 
 HEADERS = {"Authorization": "Bearer k-alice", "Accept": "text/event-stream"}
 
@@ -109,22 +105,12 @@ class _InProcess:
     def __init__(self, data_dir: Path):
         keys = [ApiKey(key="k-alice", tenant="ta", principals=["user:alice"], scopes=["read", "write"])]
         self.container = build(Settings(data_dir=data_dir, embedder="hash", embed_dim=32, api_keys=keys))
-        self.port = free_port()
-        app = create_app(self.container, KeyRing(keys))
-        self.server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning"))
-        self.thread = threading.Thread(target=self.server.run, daemon=True)
-        self.thread.start()
-        deadline = time.time() + 60
-        while not self.server.started:
-            assert time.time() < deadline and self.thread.is_alive(), "in-process server did not start"
-            time.sleep(0.05)
-        self.client = httpx.Client(base_url=f"http://127.0.0.1:{self.port}", timeout=60)
+        self.served = UvicornThread(self.container, keys)
+        self.client = httpx.Client(base_url=self.served.base, timeout=60)
 
     def close(self) -> None:
         self.client.close()
-        self.server.should_exit = True
-        self.thread.join(30)
-        self.container.store.close()
+        self.served.stop()
 
 
 def test_an_internal_error_mid_stream_ends_with_an_error_event_and_a_complete_body(
