@@ -89,8 +89,9 @@ class _Metrics:
         self.evictions = Counter("vibe_evictions_total", "Vectors moved to the cold store")
         self.rehydrations = Counter("vibe_rehydrations_total",
                                     "Vectors restored from the cold store (no provider call)")
-        self.pruned = Counter("vibe_vectors_pruned_total", "Stored or cold vectors whose content no document has",
-                              ["store"])
+        self.pruned = Counter("vibe_vectors_pruned_total",
+                              "Stored or cold vectors whose content no document has (store=cold_copies: "
+                              "cold copies of vectors back in the store)", ["store"])
         self.pinned = Counter("vibe_docs_pinned_total",
                               "Documents promoted (kept embedded) for touches or co-occurrence")
         self.provider_tokens = Counter("vibe_provider_tokens_total", "Estimated tokens sent to the embedding provider")

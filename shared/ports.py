@@ -322,6 +322,12 @@ class LifecycleStore(Protocol):
         """Delete stored vectors and cold entries whose content no document of the tenant has
         any more; returns (vectors removed, [(tenant, content_hash, space, cold ref)] removed)."""
 
+    def prune_cold_copies(self, limit: int = 10_000) -> list[tuple[str, str, str, str]]:
+        """Delete cold entries whose vector is in the store again (rehydrated or re-embedded, or
+        still used by another document of that content); returns [(tenant, content_hash, space,
+        cold ref)] removed. An eviction writes the cold copy again, so keeping it only stores
+        the vector twice."""
+
     def storage_report(self, tenant: str | None = None) -> dict[str, int]:
         """Vectors and cold entries with their bytes (all tenants when None: metrics)."""
 

@@ -8,6 +8,8 @@ however many processes run it: `serve` threads, Celery beat tasks), one tick:
 3. evicts vectors unused for `VIBE_EVICT_IDLE_SECONDS` to the cold store, so the ANN index
    drops them (through the change log) and the next touch rehydrates without a provider call;
 4. prunes vectors and cold entries whose content no document has any more, and old usage;
+   drops the cold copy of a vector that is back in the store (rehydrated: evicting it again
+   writes a new one);
    moves what is still `ready` in a retired space to the cold store (a job that finished after
    the retirement), and removes a retired space whose retention
    (`VIBE_RETIRED_SPACE_RETENTION_SECONDS`) has passed: its cold files, rows and the space;
@@ -66,6 +68,7 @@ class TickReport:
     evicted: int = 0
     pruned_vectors: int = 0
     pruned_cold: int = 0
+    dropped_cold_copies: int = 0  # cold copies of vectors that are back in the store (rehydrated)
     retired_cooled: int = 0  # vectors of retired spaces moved to the cold store
     retired_expired: list[str] = field(default_factory=list)  # tenant/space past its retention
     requeued_budget: int = 0
@@ -117,6 +120,7 @@ class Lifecycle:
         r.pinned = self._pin(now)
         r.evicted = self.evict(now)
         r.pruned_vectors, r.pruned_cold = self.prune(now)
+        r.dropped_cold_copies = self.drop_cold_copies()
         r.retired_cooled = self.cool_retired(now)
         r.retired_expired = self.expire_retired(now)
         r.requeued_budget = self.store.requeue_budget_deferred(_day_start(now))
@@ -211,6 +215,17 @@ class Lifecycle:
             METRICS.pruned.labels(store="cold").inc(len(cold))
         self.store.prune_usage(now - self.cfg.usage_retention_seconds)
         return removed, len(cold)
+
+    def drop_cold_copies(self) -> int:
+        """A rehydrated vector is back in the store: its cold copy goes (row, then file), since
+        the next eviction writes it again and keeping it stores the vector twice. An eviction of
+        the same content racing this at worst loses its file: the next touch then re-embeds."""
+        gone = self.store.prune_cold_copies(self.cfg.evict_batch)
+        for tenant, chash, space, _ref in gone:
+            self.cold.delete(tenant, space, chash)
+        if gone:
+            METRICS.pruned.labels(store="cold_copies").inc(len(gone))
+        return len(gone)
 
     # -- retired spaces (model rollback) ----------------------------------------------------------
 

@@ -343,6 +343,24 @@ class LifecycleSql:
                     gone.append((r["tenant"], r["content_hash"], r["space"], r["ref"]))
         return removed, gone
 
+    def prune_cold_copies(self, limit: int = 10_000) -> list[tuple[str, str, str, str]]:
+        back = ("EXISTS (SELECT 1 FROM vectors v WHERE v.tenant={t}.tenant AND v.content_hash={t}.content_hash "
+                "AND v.space={t}.space)")
+        rows = self._read(f"SELECT tenant, content_hash, space, ref FROM cold_vectors WHERE "
+                          f"{back.format(t='cold_vectors')} LIMIT ?", (limit,))
+        gone: list[tuple[str, str, str, str]] = []
+        with self._lc_tx() as conn:
+            keys = sorted((r["tenant"], r["content_hash"], r["space"]) for r in rows)
+            self._lc_lock_vectors(conn, keys)
+            for t, h, sp in keys:  # checked again in the transaction: an eviction may have taken it
+                cur = self._x(conn, "DELETE FROM cold_vectors WHERE tenant=? AND content_hash=? AND space=? AND "
+                                    "EXISTS (SELECT 1 FROM vectors WHERE tenant=? AND content_hash=? AND space=?)",
+                              (t, h, sp, t, h, sp))
+                if cur.rowcount:
+                    gone.append((t, h, sp, next(str(r["ref"]) for r in rows
+                                                if (r["tenant"], r["content_hash"], r["space"]) == (t, h, sp))))
+        return gone
+
     def storage_report(self, tenant: str | None = None) -> dict[str, int]:
         where, args = ("WHERE tenant=?", (tenant,)) if tenant is not None else ("", ())
         v = self._read(f"SELECT COUNT(*) AS n, COALESCE(SUM(LENGTH(vec)), 0) AS b FROM vectors {where}", args)[0]

@@ -271,6 +271,19 @@ def test_prune_orphans_drops_edited_away_content_only(lc: StoreOfRecord) -> None
     assert lc.prune_orphans() == (0, [])
 
 
+def test_prune_cold_copies_drops_only_entries_whose_vector_is_stored(lc: StoreOfRecord) -> None:
+    a, b, c = k("a"), k("b"), k("c")
+    ready(lc, a, "h1")
+    ready(lc, b, "h2")
+    ready(lc, c, "h2")  # shared content: b's eviction leaves the vector for c
+    lc.evict([(status(lc, a), "ref-1", 10)], "float16", T0)
+    lc.evict([(status(lc, b), "ref-2", 10)], "float16", T0)
+    assert lc.prune_cold_copies() == [("t", "h2", "core", "ref-2")]
+    assert lc.cold_entry("t", "h2", "core") is None and lc.cold_entry("t", "h1", "core") == "ref-1"
+    assert lc.vector_for_hash("t", "h2", "core") is not None
+    assert lc.prune_cold_copies() == []
+
+
 # -- sidecars, budget refusals -------------------------------------------------------------------
 
 

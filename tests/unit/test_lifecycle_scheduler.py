@@ -319,6 +319,29 @@ def test_idle_vectors_go_cold_pinned_documents_stay_and_rehydrate_without_a_prov
         assert again is not None and np.allclose(again, before[k] or [], atol=1e-3)  # float16
 
 
+def test_a_rehydrated_vector_drops_its_cold_copy_and_goes_cold_again_without_a_provider_call(rig: Rig) -> None:
+    a, b = rig.put("a"), rig.put("b")
+    rig.embed(a, b)
+    rig.advance(CFG.evict_idle_seconds + DAY)
+    assert rig.lifecycle.tick().evicted == 2
+    ha, hb = rig.side(a).content_hash, rig.side(b).content_hash
+    rig.embedder.calls.clear()
+    rig.run([a])  # rehydrated: its vector is back, the cold copy only doubles its bytes
+    assert rig.side(a).status == S.READY and rig.store.cold_entry("t", ha, SPACE) is not None
+    report = rig.lifecycle.tick()
+    assert report.dropped_cold_copies == 1 and report.evicted == 0
+    assert rig.store.cold_entry("t", ha, SPACE) is None and rig.cold.get("t", SPACE, ha) is None
+    assert rig.store.cold_entry("t", hb, SPACE) == rig.side(b).cold_ref  # still cold: kept
+    storage = rig.store.storage_report("t")
+    assert (storage["vectors"], storage["cold"]) == (1, 1)
+    rig.advance(CFG.evict_idle_seconds + DAY)  # idle again: a new cold copy, and back once more
+    assert rig.lifecycle.tick().evicted == 1 and rig.cold.get("t", SPACE, ha) is not None
+    rig.run([a, b])
+    assert rig.embedder.calls == [] and rig.side(a).status == rig.side(b).status == S.READY
+    assert rig.lifecycle.tick().dropped_cold_copies == 2
+    assert rig.store.storage_report("t")["cold"] == 0
+
+
 def test_eviction_skips_eager_collections(rig: Rig) -> None:
     a, b = rig.put("a"), rig.put("b", c="eager")
     rig.embed(a, b)
