@@ -14,7 +14,13 @@ of a query stream replay through three arms built from the same corpus and vecto
   `--evict-idle-days` to the cold store, pruning, backfills). Usage statistics are flushed
   after every read (serve flushes every 2 s), so the promotion window counts what it should.
 
-The stream: `--per-day` hybrid reads a day at uniform random times; each simulated week a
+Optionally (`--no-promotion-arm`) the same scheduler with collection promotion off, so a
+busy workload shows what promotion buys over staying lazy, and `--schedule 2x1000,12x0,16x100`
+(days x reads a day) for a burst that promotes the collection at the product defaults (20
+queries and 50 hits in 2 h), a quiet spell that demotes it (7 days) and a trickle after; the
+plot marks promotions and demotions and shades the eager period.
+
+The stream: `--per-day` hybrid reads a day (or `--schedule`) at uniform random times; each simulated week a
 new random subset of `--hot` queries is Zipf-hot (weight 1/rank) and a `--tail` share of the
 reads is uniform over the whole query population, so the hot set drifts every week.
 
@@ -42,7 +48,7 @@ import statistics
 import tempfile
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -65,6 +71,7 @@ LIMIT = 10
 DAY = 86400.0
 SIM_EPOCH = 1_767_225_600.0  # 2026-01-01T00:00:00Z, the simulated day 0
 RESULTS = Path(__file__).resolve().parent / "results"
+NO_PROMOTION = "lifecycle, no promotion"
 
 
 # -- simulated time -----------------------------------------------------------------------------
@@ -194,6 +201,26 @@ class Workload:
     tail: float = 0.1
     zipf_s: float = 1.0
     seed: int = 1
+    # (days, reads a day) spans in order, e.g. ((3, 1000), (17, 0), (10, 100)): a burst, quiet, a
+    # trickle. Empty: `per_day` every day. Days past the last span read `per_day`.
+    schedule: tuple[tuple[int, int], ...] = ()
+
+    def reads_on(self, day: int) -> int:
+        start = 0
+        for n, reads in self.schedule:
+            if day < start + n:
+                return reads
+            start += n
+        return self.per_day
+
+
+def parse_schedule(text: str) -> tuple[tuple[int, int], ...]:
+    """'3x1000,17x0,10x100' -> ((3, 1000), (17, 0), (10, 100))."""
+    out = []
+    for part in text.split(","):
+        n, reads = part.strip().split("x")
+        out.append((int(n), int(reads)))
+    return tuple(out)
 
 
 def query_stream(qids: list[str], w: Workload) -> tuple[list[tuple[float, str]], dict[int, list[str]]]:
@@ -207,7 +234,7 @@ def query_stream(qids: list[str], w: Workload) -> tuple[list[tuple[float, str]],
             hot_sets[week] = rng.sample(qids, min(w.hot, len(qids)))
         hot = hot_sets[week]
         weights = [1 / (r + 1) ** w.zipf_s for r in range(len(hot))]
-        for t in sorted(rng.uniform(0, DAY) for _ in range(w.per_day)):
+        for t in sorted(rng.uniform(0, DAY) for _ in range(w.reads_on(day))):
             qid = rng.choice(qids) if rng.random() < w.tail else rng.choices(hot, weights)[0]
             out.append((SIM_EPOCH + day * DAY + t, qid))
     return out, hot_sets
@@ -234,14 +261,17 @@ class Policy:
     half_life_days: float = 7.0
     doc_promote_touches: float = 3.0
     codec: str = "float16"
+    promotion: bool = True  # False: collection promotion can never fire (the "stay lazy" arm)
 
 
 def _settings(data_dir: Path, embedder: str, p: Policy) -> Settings:
+    promotion: dict[str, Any] = {} if p.promotion else {"promote_min_queries": 10**9}
     return Settings(data_dir=data_dir, embedder="hash" if embedder == "hash" else "openai",
                     scheduler_enabled=False, per_tenant_per_min=1_000_000,  # the policy, not the rate limit
                     evict_idle_seconds=p.evict_idle_days * DAY, doc_promote_ttl_seconds=p.pin_ttl_days * DAY,
                     usage_half_life_seconds=p.half_life_days * DAY, doc_promote_touches=p.doc_promote_touches,
-                    cold_codec=p.codec)  # type: ignore[arg-type]
+                    cold_codec=p.codec,  # type: ignore[arg-type]
+                    **promotion)
 
 
 @dataclass
@@ -344,9 +374,9 @@ def run_eager(ds: Dataset, qids: list[str], emb: CountingEmbedder, embedder: str
 
 
 def _ratio(run: dict[str, list[str]], ds: Dataset, eager: dict[str, float]) -> tuple[float, float, float]:
-    """(mean nDCG@10, eager's on the same queries, ratio)."""
+    """(mean nDCG@10, eager's on the same queries, ratio); None on a day without reads."""
     if not run:
-        return 0.0, 0.0, 0.0
+        return None, None, None  # type: ignore[return-value]
     got = ir.per_query(run, ds.qrels)
     mine = statistics.fmean(got.values())
     base = statistics.fmean(eager[q] for q in got)
@@ -362,6 +392,7 @@ def run_stream(name: str, ds: Dataset, stream: list[tuple[float, str]], days: in
     points: list[dict[str, Any]] = []
     ticks: dict[str, int] = {"ticks": 0, "promoted": 0, "demoted": 0, "pinned": 0, "evicted": 0,
                              "pruned_vectors": 0, "pruned_cold": 0, "backfill_jobs": 0}
+    events: list[dict[str, Any]] = []  # collection promotions and demotions, in simulated days
     inst = instance(emb, p, embedder, clock)
     c = inst.c
     usage = c.planner.usage
@@ -384,6 +415,8 @@ def run_stream(name: str, ds: Dataset, stream: list[tuple[float, str]], days: in
                     ticks[k] += getattr(r, k)
                 ticks["promoted"] += len(r.promoted)
                 ticks["demoted"] += len(r.demoted)
+                events.extend({"at_day": round((next_tick - SIM_EPOCH) / DAY, 4), "action": action}
+                              for action, names in (("promote", r.promoted), ("demote", r.demoted)) for _ in names)
                 ticks["backfill_jobs"] += c.lifecycle.run_backfills()
             next_tick += tick_s
 
@@ -407,7 +440,8 @@ def run_stream(name: str, ds: Dataset, stream: list[tuple[float, str]], days: in
         nd, base, ratio = _ratio(final, ds, eager)
         _, _, ratio_first = _ratio(first, ds, eager)
         st = storage(inst)
-        points.append({
+        mode = next((m.mode for m in c.store.collection_modes() if m.collection == COLLECTION), "lazy")
+        points.append({"mode": mode,
             "day": day + 1, "queries": served, "distinct": len(final),
             **st, "stored_bytes": st["embedded_bytes"] + st["cold_bytes"],
             "embedded_fraction": round(st["ready_docs"] / len(ds.corpus), 4),
@@ -425,7 +459,7 @@ def run_stream(name: str, ds: Dataset, stream: list[tuple[float, str]], days: in
               f"{points[-1]['rehydrated']:>4} rehydrated, quality {ratio} (first {ratio_first})", flush=True)
     check = rehydration_check(inst, ds) if scheduler else None
     c.store.close()
-    return {"points": points, "ticks": ticks, "queue_retries": inst.queue.retries,
+    return {"points": points, "ticks": ticks, "events": events, "queue_retries": inst.queue.retries,
             "rehydration_check": check, "seconds": round(time.perf_counter() - t0, 1)}
 
 
@@ -482,12 +516,13 @@ def _stored_eager(e: Eager) -> dict[str, int]:
 
 def main(data: Path, days: int = 30, docs: int | None = None, queries: int | None = None, per_day: int = 100,
          hot: int = 20, tail: float = 0.1, seed: int = 1, policy: Policy | None = None, embedder: str = "local",
-         out_dir: Path | None = None) -> Path:
+         out_dir: Path | None = None, schedule: tuple[tuple[int, int], ...] = (),
+         no_promotion_arm: bool = False) -> Path:
     started = time.perf_counter()
     p = policy or Policy()
     ds = subset(load(data), docs)
     qids = query_population(ds, queries)
-    w = Workload(days, per_day, hot, tail, 1.0, seed)
+    w = Workload(days, per_day, hot, tail, 1.0, seed, schedule)
     stream, hot_sets = query_stream(qids, w)
     emb_eager, emb_lazy, emb_life = make_embedder(embedder), make_embedder(embedder), make_embedder(embedder)
     eager = run_eager(ds, qids, emb_eager, embedder, p)
@@ -496,11 +531,16 @@ def main(data: Path, days: int = 30, docs: int | None = None, queries: int | Non
         "lazy": run_stream("lazy", ds, stream, days, emb_lazy, embedder, p, eager.ndcg, scheduler=False),
         "lifecycle": run_stream("lifecycle", ds, stream, days, emb_life, embedder, p, eager.ndcg, scheduler=True),
     }
+    if no_promotion_arm:  # the same scheduler with collection promotion off: what staying lazy costs
+        arms[NO_PROMOTION] = run_stream("no-promo", ds, stream, days, make_embedder(embedder), embedder,
+                                        replace(p, promotion=False), eager.ndcg, scheduler=True)
     judged = ds.judged_queries()
     qvecs = [emb_eager.embed_query(judged[q]) for q in qids]
     codecs = codec_quality(eager.doc_vectors, qvecs)
     suffix = "".join(f"-{k}{v}" for k, v in (("d", docs), ("q", queries)) if v is not None)
     suffix += f"-{days}d" if days != 30 else ""
+    suffix += f"-{per_day}pd" if per_day != 100 and not schedule else ""
+    suffix += "-s" + "-".join(f"{n}x{r}" for n, r in schedule) if schedule else ""
     name = f"lifecycle-{ds.name}{suffix}"
     doc: dict[str, Any] = {
         "name": name, "dataset": ds.name, "docs": len(ds.corpus), "query_population": len(qids),
@@ -527,6 +567,16 @@ def write(doc: dict[str, Any], out_dir: Path) -> Path:
     return path
 
 
+def _nan(v: float | None) -> float:
+    return float("nan") if v is None else v
+
+
+def _mean(arm: dict[str, Any], key: str) -> float | None:
+    """Mean over the days that had reads."""
+    vals = [pt[key] for pt in arm["points"] if pt.get(key) is not None]
+    return round(statistics.fmean(vals), 4) if vals else None
+
+
 def plot(doc: dict[str, Any], path: Path) -> str:
     import matplotlib
 
@@ -534,14 +584,18 @@ def plot(doc: dict[str, Any], path: Path) -> str:
     import matplotlib.pyplot as plt
 
     life, lazy, eager = doc["arms"]["lifecycle"]["points"], doc["arms"]["lazy"]["points"], doc["eager"]
+    nopro = doc["arms"].get(NO_PROMOTION, {}).get("points")
     xs = [pt["day"] for pt in life]
-    fig, axes = plt.subplots(3, 1, figsize=(8, 9), sharex=True)
+    fig, axes = plt.subplots(4, 1, figsize=(8, 11), sharex=True, height_ratios=[3, 3, 3, 1.3])
     ax = axes[0]
     kib = 1024.0
     ax.axhline(eager["stored_bytes"] / kib, color="C0", label="eager (all embedded)")
     ax.plot(xs, [pt["stored_bytes"] / kib for pt in lazy], color="C1", label="lazy, no eviction")
     ax.plot(xs, [pt["embedded_bytes"] / kib for pt in life], color="C2", label="lifecycle: embedded")
     ax.plot(xs, [pt["stored_bytes"] / kib for pt in life], "--", color="C2", label="lifecycle: embedded + cold")
+    if nopro:
+        ax.plot(xs, [pt["stored_bytes"] / kib for pt in nopro], "--", color="C3",
+                label="lifecycle, no promotion: embedded + cold")
     ax.set_ylabel("vector bytes (KiB)")
     ax.legend(fontsize=7)
     ax = axes[1]
@@ -549,21 +603,45 @@ def plot(doc: dict[str, Any], path: Path) -> str:
     ax.plot(xs, [pt["provider_docs_total"] for pt in lazy], color="C1", label="lazy, no eviction")
     ax.plot(xs, [pt["provider_docs_total"] for pt in life], color="C2", label="lifecycle")
     ax.plot(xs, [pt["rehydrated_total"] for pt in life], ":", color="C2", label="lifecycle: rehydrated (no call)")
+    if nopro:
+        ax.plot(xs, [pt["provider_docs_total"] for pt in nopro], color="C3", label="lifecycle, no promotion")
     ax.set_ylabel("documents embedded (cumulative)")
     ax.legend(fontsize=7)
     ax = axes[2]
     ax.axhline(1.0, color="C0", label="eager")
-    ax.plot(xs, [pt["ratio_done"] for pt in lazy], color="C1", label="lazy (done)")
-    ax.plot(xs, [pt["ratio_done"] for pt in life], color="C2", label="lifecycle (done)")
-    ax.plot(xs, [pt["ratio_first"] for pt in life], ":", color="C2", label="lifecycle (first answer)")
-    ax.plot(xs, [pt["ratio_first"] for pt in lazy], ":", color="C1", label="lazy (first answer)")
+    ax.plot(xs, [_nan(pt["ratio_done"]) for pt in lazy], ".-", color="C1", markersize=3, label="lazy (done)")
+    ax.plot(xs, [_nan(pt["ratio_done"]) for pt in life], ".-", color="C2", markersize=3, label="lifecycle (done)")
+    ax.plot(xs, [_nan(pt["ratio_first"]) for pt in life], "x:", color="C2", markersize=3,
+            label="lifecycle (first answer)")
+    ax.plot(xs, [_nan(pt["ratio_first"]) for pt in lazy], "x:", color="C1", markersize=3, label="lazy (first answer)")
+    if nopro:
+        ax.plot(xs, [_nan(pt["ratio_first"]) for pt in nopro], "x:", color="C3", markersize=3,
+                label="no promotion (first answer)")
+    ax.set_ylabel("nDCG@10 / eager hybrid")
+    ax.legend(fontsize=7, ncol=2)
+    ax = axes[3]
+    ax.bar(xs, [pt["queries"] for pt in life], color="grey", width=0.8)
+    ax.set_ylabel("reads/day")
+    ax.set_xlabel("simulated day (hot set changes at the dotted lines; shaded: collection eager)")
     for week in range(1, (len(xs) - 1) // 7 + 1):
         for a in axes:
             a.axvline(7 * week + 0.5, color="grey", linewidth=0.5, linestyle=":")
-    ax.set_ylabel("nDCG@10 / eager hybrid")
-    ax.set_xlabel("simulated day (hot set changes at the dotted lines)")
-    ax.legend(fontsize=7, ncol=2)
-    fig.suptitle(f"Lifecycle: {doc['dataset']} ({doc['docs']} docs, {doc['workload']['per_day']} queries/day)")
+    for ev in doc["arms"]["lifecycle"].get("events", []):  # x = simulated days since the start (day d ends at d)
+        x = ev["at_day"]
+        for a in axes:
+            a.axvline(x, color="C4" if ev["action"] == "promote" else "C5", linewidth=1.0)
+        axes[0].annotate(ev["action"], (x, axes[0].get_ylim()[1]), fontsize=7, rotation=90, va="top")
+    starts = [(ev["at_day"], ev["action"]) for ev in doc["arms"]["lifecycle"].get("events", [])]
+    open_at = None
+    for x, action in starts + [(xs[-1], "end")]:
+        if action == "promote" and open_at is None:
+            open_at = x
+        elif action != "promote" and open_at is not None:
+            for a in axes:
+                a.axvspan(open_at, x, color="C4", alpha=0.08)
+            open_at = None
+    reads = doc["workload"]["schedule"] and "scheduled reads" or f"{doc['workload']['per_day']} queries/day"
+    fig.suptitle(f"Lifecycle: {doc['dataset']} ({doc['docs']} docs, {reads})")
     fig.savefig(path, dpi=100, bbox_inches="tight")
     plt.close("all")
     return path.name
@@ -579,23 +657,28 @@ def markdown(doc: dict[str, Any]) -> str:
     w, p = doc["workload"], doc["policy"]
     head = ["day", "queries", "eager bytes", "lazy bytes", "lifecycle embedded", "lifecycle cold",
             "lazy docs→provider", "lifecycle docs→provider", "rehydrated", "evicted", "pinned",
-            "lazy quality", "lifecycle quality", "lifecycle first"]
+            "lazy quality", "lifecycle quality", "lifecycle first", "lifecycle mode"]
     rows = [[b["day"], b["queries"], eager["stored_bytes"], a["stored_bytes"], b["embedded_bytes"], b["cold_bytes"],
              a["provider_docs"], b["provider_docs"], b["rehydrated"], b["tick_evicted"], b["tick_pinned"],
-             a["ratio_done"], b["ratio_done"], b["ratio_first"]]
+             a["ratio_done"], b["ratio_done"], b["ratio_first"], b.get("mode", "lazy")]
             for a, b in zip(lazy["points"], life["points"], strict=True)]
 
-    def mean(arm: dict[str, Any], key: str) -> float:
-        return round(statistics.fmean(pt[key] for pt in arm["points"]), 4)
-
     la, li = lazy["points"][-1], life["points"][-1]
-    summary = [
-        ["eager", eager["stored_bytes"], 0, eager["provider_docs_total"], eager["provider_calls_total"], 0, 1.0, 1.0],
-        ["lazy, no eviction", la["embedded_bytes"], la["cold_bytes"], la["provider_docs_total"],
-         la["provider_calls_total"], la["rehydrated_total"], mean(lazy, "ratio_done"), mean(lazy, "ratio_first")],
-        ["lifecycle", li["embedded_bytes"], li["cold_bytes"], li["provider_docs_total"], li["provider_calls_total"],
-         li["rehydrated_total"], mean(life, "ratio_done"), mean(life, "ratio_first")],
-    ]
+
+    def row(label: str, arm: dict[str, Any]) -> list[Any]:
+        pt = arm["points"][-1]
+        return [label, pt["embedded_bytes"], pt["cold_bytes"], pt["provider_docs_total"], pt["provider_calls_total"],
+                pt["rehydrated_total"], _mean(arm, "ratio_done"), _mean(arm, "ratio_first")]
+
+    summary = [["eager", eager["stored_bytes"], 0, eager["provider_docs_total"], eager["provider_calls_total"], 0,
+                1.0, 1.0], row("lazy, no eviction", lazy), row("lifecycle", life)]
+    nopro = doc["arms"].get(NO_PROMOTION)
+    if nopro:
+        summary.append(row(NO_PROMOTION, nopro))
+    events = life.get("events", [])
+    ev_text = ("Collection mode changes (lifecycle): " + ", ".join(
+        f"{e['action']} at day {e['at_day']:g}" for e in events) + ".\n\n") if events else (
+        "Collection promotion did not fire.\n\n")
     c = doc["codecs"]
     codec_rows = [[k, c[k]["bytes_per_vector"], c[k]["float32_bytes"], c[k]["cosine_min"], c[k]["cosine_mean"],
                    c[k]["recall10_mean"], c[k]["recall10_min"]] for k in ("float16", "int8")]
@@ -603,7 +686,9 @@ def markdown(doc: dict[str, Any]) -> str:
     return (
         f"# Lifecycle over {w['days']} simulated days: {doc['dataset']} ({doc['docs']} docs, "
         f"{doc['query_population']} distinct queries, embedder {doc['embedder']})\n\n"
-        f"Stream: {doc['stream_length']} hybrid reads, {w['per_day']} a day; each week {w['hot']} queries are "
+        f"Stream: {doc['stream_length']} hybrid reads, "
+        + (f"days x reads a day {w['schedule']}" if w.get("schedule") else f"{w['per_day']} a day")
+        + f"; each week {w['hot']} queries are "
         f"Zipf-hot (s={w['zipf_s']}) and {w['tail']:.0%} of reads are uniform over all queries. "
         f"Scheduler every {p['tick_minutes']:g} simulated minutes; eviction after {p['evict_idle_days']:g} idle "
         f"days, document pins for {p['pin_ttl_days']:g} days after {p['doc_promote_touches']:g} decayed touches "
@@ -614,8 +699,8 @@ def markdown(doc: dict[str, Any]) -> str:
         "## End of the run\n\n"
         + _table(["arm", "embedded bytes", "cold bytes", "docs to provider", "provider calls", "rehydrated",
                   "mean daily quality (done)", "mean daily quality (first)"], summary)
-        + f"\nScheduler totals (lifecycle): {life['ticks']}.\n\n"
-        f"Rehydration makes no provider call: {li['re_embedded_total']} documents were sent to the provider twice "
+        + f"\nScheduler totals (lifecycle): {life['ticks']}.\n\n" + ev_text
+        + f"Rehydration makes no provider call: {li['re_embedded_total']} documents were sent to the provider twice "
         f"over the run (a re-embed instead of a rehydration would count here; the lazy arm, which never evicts, "
         f"sent {la['re_embedded_total']}: identical texts of two documents in one batch) against "
         f"{li['rehydrated_total']} "

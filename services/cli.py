@@ -342,13 +342,18 @@ def bench_lifecycle(
     codec: str = typer.Option("float16", "--codec", help="float16|int8"),
     embedder: str = typer.Option("local", "--embedder", help="local (all-MiniLM-L6-v2, cached) | hash"),
     out_dir: Path = typer.Option(None, "--out-dir", help="default: bench/results"),
+    schedule: str = typer.Option("", "--schedule",
+                                 help="days x reads a day, in order, e.g. 3x1000,17x0,10x100 (default: --per-day)"),
+    no_promotion_arm: bool = typer.Option(False, "--no-promotion-arm",
+                                          help="also run the scheduler with collection promotion off"),
 ) -> None:
     """Lifecycle over simulated days: bytes, provider calls and quality vs eager and lazy; cold codecs."""
     _bench_importable()
-    from bench.lifecycle import Policy, main
+    from bench.lifecycle import Policy, main, parse_schedule
 
     policy = Policy(tick_minutes, evict_idle_days, pin_ttl_days, half_life_days, codec=codec)
-    main(data, days, docs, queries, per_day, hot, tail, seed, policy, embedder, out_dir)
+    main(data, days, docs, queries, per_day, hot, tail, seed, policy, embedder, out_dir,
+         parse_schedule(schedule) if schedule else (), no_promotion_arm)
 
 
 def _default_key(settings) -> str:  # noqa: ANN001
