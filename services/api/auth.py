@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import json
 import secrets
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from pathlib import Path
+from typing import Any
 
 from fastapi import Request
 
@@ -54,8 +55,10 @@ def principal_of(request: Request) -> Principal:
     return found
 
 
-def require(scope: str) -> Callable[[Request], Principal]:
-    def dependency(request: Request) -> Principal:
+def require(scope: str) -> Callable[[Request], Coroutine[Any, Any, Principal]]:
+    # async: a dictionary lookup, no I/O. FastAPI runs a plain `def` dependency on a worker
+    # thread, one more trip through the thread pool (and the GIL) before every keyed request.
+    async def dependency(request: Request) -> Principal:
         p = principal_of(request)
         if not p.may(scope):
             raise VibeError(ErrorCode.FORBIDDEN, f"this key lacks the '{scope}' scope")
