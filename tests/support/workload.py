@@ -60,7 +60,8 @@ class RecordingProvider(OpenAIProtocolServer):
 
     def __init__(self, dim: int = 64):
         super().__init__(dim)
-        self.texts: list[str] = []
+        # apart from the base class's `texts` (every input, failed calls and probes included)
+        self.answered: list[str] = []
         self.calls = 0
 
     def _answer(self, body: dict[str, Any]) -> tuple[int, dict[str, Any], dict[str, str]]:
@@ -69,14 +70,14 @@ class RecordingProvider(OpenAIProtocolServer):
         if status == 200 and texts != ["dimension probe"]:
             with self._lock:
                 self.calls += 1
-                self.texts.extend(texts)
+                self.answered.extend(texts)
         return status, payload, headers
 
     def doc_embeddings(self) -> collections.Counter[str]:
         """Texts of documents embedded (queries excluded: only a document's text holds a
         version token `<id>v<n>` *and* its `uq<id>`)."""
         with self._lock:
-            return collections.Counter(t for t in self.texts if " uq" in t)
+            return collections.Counter(t for t in self.answered if " uq" in t)
 
     def duplicates(self) -> dict[str, int]:
         return {t: n for t, n in self.doc_embeddings().items() if n > 1}
