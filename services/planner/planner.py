@@ -185,6 +185,12 @@ class Planner:
         return SearchFilter(principal.tenant, cols, tuple(principal.readable_acl), where)
 
 
+def _evicted(side: SidecarEntry) -> bool:
+    """Its vector went to the cold store (eviction leaves `none` with a cold reference; a
+    rewrite clears the reference): a job for it rehydrates without a provider call."""
+    return side.status == SemanticStatus.NONE and side.cold_ref is not None
+
+
 class ReadSession:
     def __init__(self, planner: Planner, principal: Principal, req: ReadRequest):
         self.p = planner
@@ -311,14 +317,19 @@ class ReadSession:
         self.pending = {k for k in keys if k in sides and sides[k].status == SemanticStatus.QUEUED}
         self._spend(cold)
 
-    def _spend(self, cold: list[SidecarEntry]) -> None:
-        """Queue cold candidates, in order, within the per-query ceiling and the tenant's bucket."""
-        wanted = cold[: self.p.cfg.per_query_max_embeds]
-        granted = self.p.budget.take(self.principal.tenant, len(wanted))
+    def _spend(self, cold: list[SidecarEntry], evicted: Sequence[SidecarEntry] = ()) -> None:
+        """Queue cold candidates, in order, within the per-query ceiling and the tenant's bucket.
+        A candidate whose vector was evicted (a cold-store reference) is rehydrated without a
+        provider call, so it takes nothing from the bucket: those among `cold` and `evicted` go
+        on their own, within the same per-query ceiling."""
+        cap = self.p.cfg.per_query_max_embeds
+        wanted = [e for e in cold if not _evicted(e)][:cap]
+        free = list({e.key: e for e in [*cold, *evicted] if _evicted(e)}.values())[:cap]
+        granted = self.p.budget.take(self.principal.tenant, len(wanted)) if wanted else 0
         self.budget_limited = len(wanted) - granted
         if self.budget_limited:
             METRICS.budget_denied.labels(budget="tenant").inc(self.budget_limited)
-        self._enqueue(wanted[:granted])
+        self._enqueue([*wanted[:granted], *free])
 
     def _neighbour_keys(self, keys: list[DocKey]) -> list[DocKey]:
         """Speculation: lexical neighbours of `keys` (the first `neighbour_sources` of them),
@@ -371,7 +382,13 @@ class ReadSession:
             keys += [k for k in extra if k in more and more[k].status in COLD]
             watched += extra
         self.pending = {k for k in watched if k in sides and sides[k].status == SemanticStatus.QUEUED}
-        self._spend([sides[k] for k in keys if k in sides and sides[k].status in COLD])
+        # Rehydration costs no provider call: every evicted candidate the policy looked at (the
+        # page and the lexical list down to `dig_max`) comes back, not only where embedding would
+        # pay. A repeat whose page settled before its dug-up documents went cold gets them back.
+        chosen_keys = set(keys)
+        evicted = [s for k in dict.fromkeys([*page, *lexical])
+                   if k not in chosen_keys and (s := sides.get(k)) is not None and _evicted(s)]
+        self._spend([sides[k] for k in keys if k in sides and sides[k].status in COLD], evicted)
 
     def _similar_keys(self, lexical: list[DocKey]) -> list[DocKey]:
         """This query's lexical candidates ordered by likeness to the semantic leg's best hits

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import statistics
+import time
 import zlib
 from collections.abc import Sequence
 from dataclasses import replace
@@ -291,3 +292,68 @@ def test_the_adaptive_knobs_are_settings() -> None:
            policy.first_under_budget)
     assert got == (5, 40, False, 1, 4, 2)
     assert _touch_policy(Settings()) == TouchPolicy()  # the settings' defaults are the policy's
+
+
+class _NoTokens:
+    """A tenant bucket with nothing left."""
+
+    def take(self, tenant: str, wanted: int) -> int:
+        return 0
+
+    def available(self, tenant: str) -> int:
+        return 0
+
+    def reachable(self) -> bool:
+        return True
+
+
+class _CountingEmbedder(_WordEmbedder):
+    def __init__(self) -> None:
+        self.texts = 0
+
+    def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        self.texts += len(texts)
+        return super().embed(texts)
+
+
+def test_evicted_candidates_come_back_from_the_cold_store_without_budget_or_provider(tmp_path: Path) -> None:
+    """Rehydration costs no provider call, so a touch brings back every evicted candidate it
+    looks at (page and lexical list down to dig_max), even with an empty bucket; documents
+    never embedded still wait for budget, and the caller's ACL bounds what comes back."""
+    from services.planner.planner import ReadRequest
+    from services.wiring import build
+    from shared.adapters.memory_queue import InProcessQueue
+    from shared.config import Settings
+    from shared.model import EmbedJob
+
+    emb = _CountingEmbedder()
+    c = build(Settings(data_dir=tmp_path / "data", embedder="openai", per_tenant_per_min=100_000), emb)
+    c.start()
+    try:
+        words = "wing flutter supersonic boundary layer heat transfer shock wave"
+        alice = Principal("t1", ("user:alice",), frozenset({"read", "write", "admin"}))
+        admin = Principal("t1", ("user:admin",), frozenset({"read", "write", "admin"}))
+        mine = [{"_id": f"a{i}", "body": f"{words} {i} " * 3, "_acl": ["user:alice"]} for i in range(40)]
+        secret = [{"_id": f"s{i}", "body": f"{words} secret {i} " * 3, "_acl": ["user:admin"]} for i in range(10)]
+        c.docs.put([c.docs.parse(alice, "c", d["_id"], d) for d in mine])
+        c.docs.put([c.docs.parse(admin, "c", d["_id"], d) for d in secret])
+        space = c.settings.space
+        embedded = [DocKey("t1", "c", f"a{i}") for i in range(30)] + [DocKey("t1", "c", d["_id"]) for d in secret]
+        sides = c.store.sidecars(embedded, space)
+        c.store.set_status(embedded, space, SemanticStatus.QUEUED, only_from=[SemanticStatus.NONE])
+        c.queue.enqueue([EmbedJob(k, space, sides[k].content_hash) for k in embedded])
+        assert isinstance(c.queue, InProcessQueue) and c.queue.wait_idle(30)
+        assert c.lifecycle.evict(time.time() + 60, idle_seconds=0) == len(embedded)
+        calls = emb.texts
+        c.planner.budget = _NoTokens()
+        session = c.planner.open(alice, ReadRequest("c", "wing flutter shock", "hybrid", limit=3))
+        session.complete_semantic()
+        session.touch()
+        assert c.queue.wait_idle(30)
+        after = c.store.sidecars([*embedded, *(DocKey("t1", "c", f"a{i}") for i in range(30, 40))], space)
+        back = {k.doc_id for k, s in after.items() if s.status == SemanticStatus.READY}
+        assert len(back) > 10 and back <= {f"a{i}" for i in range(30)}, back  # never a secret one
+        assert all(after[DocKey("t1", "c", f"a{i}")].status == SemanticStatus.NONE for i in range(30, 40))
+        assert emb.texts == calls  # no document text went to the provider (queries use embed_query)
+    finally:
+        c.stop()
