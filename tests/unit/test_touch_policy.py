@@ -317,9 +317,9 @@ class _CountingEmbedder(_WordEmbedder):
 
 
 def test_evicted_candidates_come_back_from_the_cold_store_without_budget_or_provider(tmp_path: Path) -> None:
-    """Rehydration costs no provider call, so a touch brings back every evicted candidate it
-    looks at (page and lexical list down to dig_max), even with an empty bucket; documents
-    never embedded still wait for budget, and the caller's ACL bounds what comes back."""
+    """Rehydration costs no provider call, so the evicted candidates a touch picks come back
+    even with an empty bucket; documents never embedded still wait for budget, and the
+    caller's ACL bounds what comes back."""
     from services.planner.planner import ReadRequest
     from services.wiring import build
     from shared.adapters.memory_queue import InProcessQueue
@@ -346,13 +346,14 @@ def test_evicted_candidates_come_back_from_the_cold_store_without_budget_or_prov
         assert c.lifecycle.evict(time.time() + 60, idle_seconds=0) == len(embedded)
         calls = emb.texts
         c.planner.budget = _NoTokens()
-        session = c.planner.open(alice, ReadRequest("c", "wing flutter shock", "hybrid", limit=3))
+        # one first touch (no page memory yet), where a tight budget would pick one document
+        session = c.planner.open(alice, ReadRequest("c", "wing flutter shock", "hybrid", limit=3), streaming=True)
         session.complete_semantic()
         session.touch()
         assert c.queue.wait_idle(30)
         after = c.store.sidecars([*embedded, *(DocKey("t1", "c", f"a{i}") for i in range(30, 40))], space)
         back = {k.doc_id for k, s in after.items() if s.status == SemanticStatus.READY}
-        assert len(back) > 10 and back <= {f"a{i}" for i in range(30)}, back  # never a secret one
+        assert len(back) >= 3 and back <= {f"a{i}" for i in range(30)}, back  # never a secret one
         assert all(after[DocKey("t1", "c", f"a{i}")].status == SemanticStatus.NONE for i in range(30, 40))
         assert emb.texts == calls  # no document text went to the provider (queries use embed_query)
     finally:
