@@ -38,6 +38,7 @@ from bench.lazy import query_population, zipf_stream
 from bench.quality import COLLECTION, corpus_docs
 from services.planner.planner import COLD, ReadRequest
 from services.wiring import Container, build
+from shared.adapters.memory_budget import MemoryBudget
 from shared.config import Settings
 from shared.model import DocKey, EmbedJob, Principal, SemanticStatus, Strategy
 
@@ -213,19 +214,6 @@ def replay(model: CachedModel, ds: Dataset, env: dict[str, Any], stream: list[st
             "distinct_second_half": len(half)}
 
 
-class NoSpend:
-    """A budget that grants nothing: reads rank what is embedded and never queue more."""
-
-    def take(self, tenant: str, wanted: int) -> int:
-        return 0
-
-    def available(self, tenant: str) -> int:
-        return 0
-
-    def reachable(self) -> bool:
-        return True
-
-
 def oracle_pages(model: CachedModel, ds: Dataset, env: dict[str, Any], base: Eager) -> dict[str, Any]:
     """Fusion alone, apart from the touch policy: embed exactly the union of eager hybrid's
     first pages over every judged query, spend nothing more, and ask every judged query once.
@@ -242,7 +230,7 @@ def oracle_pages(model: CachedModel, ds: Dataset, env: dict[str, Any], base: Eag
         moved = set(c.store.set_status([e.key for e in cold], space, SemanticStatus.QUEUED, only_from=COLD))
         c.queue.enqueue([EmbedJob(e.key, space, e.content_hash) for e in cold if e.key in moved])
         _wait_idle(c, moved)
-        c.planner.budget = NoSpend()
+        c.planner.budget = MemoryBudget(0)  # grants nothing: nothing more is queued
         run = {q: _ask(c, t, "hybrid")[1] for q, t in ds.judged_queries().items()}
     finally:
         _close(c)

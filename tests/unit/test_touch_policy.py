@@ -294,19 +294,6 @@ def test_the_adaptive_knobs_are_settings() -> None:
     assert _touch_policy(Settings()) == TouchPolicy()  # the settings' defaults are the policy's
 
 
-class _NoTokens:
-    """A tenant bucket with nothing left."""
-
-    def take(self, tenant: str, wanted: int) -> int:
-        return 0
-
-    def available(self, tenant: str) -> int:
-        return 0
-
-    def reachable(self) -> bool:
-        return True
-
-
 class _CountingEmbedder(_WordEmbedder):
     def __init__(self) -> None:
         self.texts = 0
@@ -322,6 +309,7 @@ def test_evicted_candidates_come_back_from_the_cold_store_without_budget_or_prov
     caller's ACL bounds what comes back."""
     from services.planner.planner import ReadRequest
     from services.wiring import build
+    from shared.adapters.memory_budget import MemoryBudget
     from shared.adapters.memory_queue import InProcessQueue
     from shared.config import Settings
     from shared.model import EmbedJob
@@ -345,7 +333,7 @@ def test_evicted_candidates_come_back_from_the_cold_store_without_budget_or_prov
         assert isinstance(c.queue, InProcessQueue) and c.queue.wait_idle(30)
         assert c.lifecycle.evict(time.time() + 60, idle_seconds=0) == len(embedded)
         calls = emb.texts
-        c.planner.budget = _NoTokens()
+        c.planner.budget = MemoryBudget(0)  # an empty bucket
         # one first touch (no page memory yet), where a tight budget would pick one document
         session = c.planner.open(alice, ReadRequest("c", "wing flutter shock", "hybrid", limit=3), streaming=True)
         session.complete_semantic()
