@@ -6,6 +6,7 @@ import math
 from collections.abc import Sequence
 
 from services.planner.planner import ReadRequest, ReadSession
+from services.planner.usage import OverBudget, embed_query_within_cap
 from services.wiring import Container
 from shared.metrics import METRICS
 from shared.model import DocKey, EmbedJob, Hit, Principal, SemanticStatus, StoredDoc
@@ -27,25 +28,10 @@ def space_embedder(c: Container, tenant: str) -> Embedder:
     return c.embedders(c.spaces.active(tenant))
 
 
-class OverBudget(Exception):
-    """The tenant's daily token cap (VIBE_TENANT_DAILY_TOKENS) is spent: the query was not sent
-    to the provider (V§12). A tool answers without its semantic leg; it never fails for it."""
-
-
 def embed_query(c: Container, emb: Embedder, tenant: str, collection: str, text: str) -> list[float]:
     """A tool's query embedding under the same daily cap and usage ledger as the read path's
-    (services/planner/usage.py): reserved before the provider call, given back if it fails.
-    Raises OverBudget (no call made) or what the embedder raises."""
-    usage = c.planner.usage
-    charge = usage.reserve_query_embedding(tenant, collection, text) if usage is not None else None
-    if usage is not None and charge is None:
-        raise OverBudget(tenant)
-    try:
-        return emb.embed_query(text)
-    except BaseException:
-        if usage is not None:
-            usage.release(charge)
-        raise
+    (usage.embed_query_within_cap). Raises OverBudget (no call made) or what the embedder raises."""
+    return embed_query_within_cap(c.planner.usage, emb, tenant, collection, text)
 
 
 def query_vector(c: Container, text: str, tenant: str | None = None, collection: str = "any") -> list[float] | None:

@@ -29,7 +29,7 @@ from services.planner.touch import (
     reach,
     touch_state,
 )
-from services.planner.usage import UsageRecorder
+from services.planner.usage import OverBudget, UsageRecorder, embed_query_within_cap
 from shared.errors import ErrorCode, VibeError
 from shared.filters import describe, matches
 from shared.indexing import IndexFollower
@@ -459,16 +459,12 @@ class ReadSession:
         if cached is not None or self._is_doc_query():
             return cached
         text = self._query_text()
-        usage = self.p.usage  # the daily token cap (V§12): a spent tenant answers lexically, no provider call
-        charge = usage.reserve_query_embedding(self.principal.tenant, self.req.collection, text) if usage else None
-        if usage is not None and charge is None:
+        try:  # the daily token cap (V§12): a spent tenant answers lexically, with no provider call
+            vec = embed_query_within_cap(self.p.usage, emb, self.principal.tenant, self.req.collection, text)
+        except OverBudget:
             self.semantic.state, self.semantic.reason = "degraded", "budget"
             return None
-        try:
-            vec = emb.embed_query(text)
         except EmbedderError as e:
-            if usage is not None:
-                usage.release(charge)
             self.semantic.state, self.semantic.reason = "degraded", f"embedder_unavailable: {str(e)[:80]}"
             return None
         self.p.query_cache.put(self.principal.tenant, emb.model_id, text, vec, self.flt.acl)

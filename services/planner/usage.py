@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from shared.costs import estimate_tokens, utc_day
 from shared.metrics import METRICS
 from shared.model import DocKey, UsageBatch
-from shared.ports import LifecycleStore
+from shared.ports import Embedder, LifecycleStore
 
 log = logging.getLogger("vibe.usage")
 MAX_PENDING_DOCS = 200_000  # a batch never grows without bound while the store is away
@@ -30,6 +30,28 @@ class QueryCharge:
     tokens: int
     day: str
     reserved: bool = False
+
+
+class OverBudget(Exception):
+    """The tenant's daily token cap (VIBE_TENANT_DAILY_TOKENS) is spent: the query was not sent
+    to the provider (V§12). A read or a tool answers without its semantic leg; it never fails
+    for it."""
+
+
+def embed_query_within_cap(usage: UsageRecorder | None, emb: Embedder, tenant: str, collection: str,
+                           text: str) -> list[float]:
+    """One query embedding under the daily cap and usage ledger, for every path that embeds a
+    query (the read path, MCP tools): reserved before the provider call, given back if it fails.
+    Raises OverBudget (no call made) or what the embedder raises."""
+    charge = usage.reserve_query_embedding(tenant, collection, text) if usage is not None else None
+    if usage is not None and charge is None:
+        raise OverBudget(tenant)
+    try:
+        return emb.embed_query(text)
+    except BaseException:
+        if usage is not None:
+            usage.release(charge)
+        raise
 
 
 class UsageRecorder:
