@@ -104,6 +104,12 @@ class _Metrics:
                                        "Syncs on a request path that could not write the index (retried later)",
                                        ["follower"])
         self.backfill_queued = Counter("vibe_backfill_queued_total", "Jobs queued by backfills", ["kind"])
+        # Activation retires the old space at once; its vectors move to the cold store in the background.
+        self.retired_moved = Counter("vibe_retired_vectors_moved_total",
+                                     "Vectors of retired spaces moved to the cold store (background, in batches)")
+        self.retired_remaining = Gauge("vibe_retired_vectors_remaining",
+                                       "Vectors of retired spaces still to move to the cold store",
+                                       multiprocess_mode=_ANY_PROCESS)
         self.coverage_ratio = Gauge("vibe_coverage_ratio", "Share of sidecar rows per state (active space)", ["state"],
                                     multiprocess_mode=_ANY_PROCESS)
         self.stored_bytes = Gauge("vibe_vector_bytes", "Bytes of vectors of record and in the cold store", ["store"],

@@ -208,7 +208,8 @@ class SpaceInfo:
     space: str
     model_id: str
     dim: int
-    state: Literal["active", "building", "retired"]
+    # `expiring`: a retired space whose retention passed, being removed (never re-activated)
+    state: Literal["active", "building", "retired", "expiring"]
     created_at: float
     activated_at: float | None = None
     # When it was last retired (its vectors went to the cold store); None unless `retired`. Its

@@ -315,6 +315,11 @@ class LifecycleStore(Protocol):
         the cold reference; their vectors go unless another ready row uses them; the change log
         tells the vector indexes to drop them. Returns the keys that moved."""
 
+    def evict_retired(self, tenant: str, space: str, entries: Sequence[tuple[SidecarEntry, str, int]], codec: str,
+                      now: float) -> list[DocKey] | None:
+        """`evict` for the background move of a retired space, in one transaction with a check
+        (under the space row's lock) that the space is still `retired`; None when it is not."""
+
     def cold_entry(self, tenant: str, content_hash: str, space: str) -> str | None:
         """The cold reference of an evicted vector, None if there is none."""
 
@@ -383,6 +388,17 @@ class LifecycleStore(Protocol):
         reference and go `stale`/`none` with the document's hash, `queued` rows go `none`,
         documents written since get a `none` row, `ready` rows are logged for the vector index
         again (current ACL). Returns the rows changed or added."""
+
+    def switch_space(self, to: SpaceInfo, expect: str, retire: SpaceInfo | None, now: float) -> int | None:
+        """A cut-over in one transaction: `to` is written if its row is in state `expect`,
+        `retire` is written (retired), and a space coming back from `retired` is realigned.
+        Returns the rows realigned, None when `to` was not in state `expect` (nothing changed)."""
+
+    def claim_expiry(self, tenant: str, space: str, retired_before: float) -> bool:
+        """Mark a space retired before `retired_before` `expiring` (re-checked under its row
+        lock); True when it is (or already was) claimed for removal."""
+
+    def count_in_status(self, tenant: str, space: str, status: SemanticStatus) -> int: ...
 
     def cold_by_space(self, tenant: str) -> dict[str, tuple[int, int]]:
         """(cold entries, bytes) per space of the tenant."""

@@ -41,7 +41,7 @@ class SpaceDirectory:
 
     def live(self) -> set[str]:
         """Every space some tenant reads or builds: the vector indexes the followers maintain."""
-        return {self.default} | {r.space for r in self.store.tenant_spaces() if r.state != "retired"}
+        return {self.default} | {r.space for r in self.store.tenant_spaces() if r.state in ("active", "building")}
 
     def rows(self, tenant: str) -> list[SpaceInfo]:
         return self.store.tenant_spaces(tenant)

@@ -200,13 +200,17 @@ def _space_body(c: Container, tenant: str, info: SpaceInfo, tasks: list[Backfill
         "space": info.space, "model": info.model_id, "dim": info.dim, "state": info.state,
         "createdAt": _iso(info.created_at), "activatedAt": _iso(info.activated_at),
     }
-    if info.state != "retired":
+    if info.state not in ("retired", "expiring"):
         out["coverage"] = c.store.coverage(tenant, None, info.space)
     else:
         count, nbytes = cold.get(info.space, (0, 0))
+        out["state"] = "retired"
         out["retiredAt"] = _iso(info.retired_at)
         out["retentionUntil"] = _iso(c.lifecycle.retention_until(info.retired_at))
         out["cold"] = {"vectors": count, "bytes": nbytes}
+        out["retiring"] = _retiring_body(c, tenant, info.space)
+        if info.state == "expiring":
+            out["expiring"] = True  # past its retention, being removed: no longer re-activated
     if task is not None:
         out["migration"] = progress(task)
     return out
@@ -257,10 +261,14 @@ def start_migration(c: Container, tenant: str, space: str, model: str, dim: int 
         current = c.embedders(active)
         c.store.put_tenant_space(SpaceInfo(tenant, active, current.model_id, current.dim, "active", now))
     was = next((r for r in c.store.tenant_spaces(tenant) if r.space == space), None)
-    c.store.put_tenant_space(SpaceInfo(tenant, space, model_id, size, "building", now))
-    if was is not None and was.state == "retired":
+    to = SpaceInfo(tenant, space, model_id, size, "building", now)
+    if was is not None and was.state in ("retired", "expiring"):
         # Back to a retired space, gradually: its cold vectors rehydrate without a provider call.
-        c.store.realign_space(tenant, space, now)
+        # Realigned in the same transaction, and never once its retention expiry has claimed it.
+        if c.store.switch_space(to, "retired", None, now) is None:
+            raise VibeError(ErrorCode.CONFLICT, f"{space!r} is past its retention and being removed")
+    else:
+        c.store.put_tenant_space(to)
     out = _start_backfill(c, tenant, None, "migrate", False, space)
     return {"space": space, "model": model_id, "dim": size, "state": "building", **out}
 
@@ -283,13 +291,15 @@ async def post_space(request: Request, p: Principal = Depends(require("admin")))
 
 
 def activate(c: Container, tenant: str, space: str, force: bool) -> dict[str, object]:
-    """Cut over: the building space becomes active and the old one is retired, its vectors moved
-    to the cold store (model rollback: re-activating it needs no provider call for content that
-    did not change), kept for VIBE_RETIRED_SPACE_RETENTION_SECONDS. A retired space is
-    re-activated the same way (see `reactivate`)."""
+    """Cut over: the building space becomes active and the old one is retired, in one store
+    transaction, at once whatever the size of the space. The retired space's vectors then move
+    to the cold store in the background, in batches (`Lifecycle.cool_retired`, woken now; model
+    rollback: re-activating it needs no provider call for content that did not change); they
+    are kept for VIBE_RETIRED_SPACE_RETENTION_SECONDS. A retired space is re-activated the same
+    way (see `reactivate`)."""
     active, building = c.spaces.of(tenant)
     rows = {r.space: r for r in c.store.tenant_spaces(tenant)}
-    if space not in building and space in rows and rows[space].state == "retired":
+    if space not in building and space in rows and rows[space].state in ("retired", "expiring"):
         return reactivate(c, tenant, space, active, building, rows)
     if space not in building:
         raise VibeError(ErrorCode.NOT_FOUND, f"no migration to {space[:64]!r} is in progress")
@@ -303,41 +313,58 @@ def activate(c: Container, tenant: str, space: str, force: bool) -> dict[str, ob
                         "wait for the migration or activate with force", {"waiting": waiting})
     now = c.store.clock()
     new = rows[space]
-    c.store.put_tenant_space(SpaceInfo(tenant, space, new.model_id, new.dim, "active", new.created_at, now))
-    for t in tasks:
-        c.store.update_task(t.id, t.cursor, t.examined, t.queued, "cancelled", now)
-    retired = _retire(c, tenant, active, rows.get(active), now)
+    to = SpaceInfo(tenant, space, new.model_id, new.dim, "active", new.created_at, now)
+    if c.store.switch_space(to, "building", _retiring(c, tenant, active, rows.get(active), now), now) is None:
+        raise VibeError(ErrorCode.CONFLICT, f"{space!r} changed meanwhile (another activation?); look again")
+    _cancel_tasks(c, tenant, {space, active}, now)
     c.follower.sync()
-    return {"space": space, "state": "active", "reactivated": False, **retired}
+    c.scheduler.wake()
+    return {"space": space, "state": "active", "reactivated": False, **_retired_body(c, tenant, active, now)}
 
 
-def _retire(c: Container, tenant: str, space: str, old: SpaceInfo | None, now: float) -> dict[str, object]:
-    """The tenant's current space becomes `retired`: its running backfills stop and its vectors
-    go to the cold store (its rows show `cold`)."""
+def _retiring(c: Container, tenant: str, space: str, old: SpaceInfo | None, now: float) -> SpaceInfo:
+    """The tenant's current space as it is once retired (the configured space may have no row)."""
     model, dim = (old.model_id, old.dim) if old else (c.embedder.model_id, c.embedder.dim)
-    c.store.put_tenant_space(SpaceInfo(tenant, space, model, dim, "retired", old.created_at if old else now,
-                                       old.activated_at if old else None, retired_at=now))
+    return SpaceInfo(tenant, space, model, dim, "retired", old.created_at if old else now,
+                     old.activated_at if old else None, retired_at=now)
+
+
+def _cancel_tasks(c: Container, tenant: str, spaces: set[str], now: float) -> None:
     for t in c.store.tasks(tenant, running_only=True):
-        if t.space == space:
+        if t.space in spaces:
             c.store.update_task(t.id, t.cursor, t.examined, t.queued, "cancelled", now)
-    cooled = c.lifecycle.retire_space(tenant, space, now)
+
+
+def _retiring_body(c: Container, tenant: str, space: str) -> dict[str, object]:
+    """How far the background move of a retired space's vectors to the cold store is."""
+    states = c.store.coverage(tenant, None, space)["states"]
+    assert isinstance(states, dict)
+    left, moved = int(states.get("ready", 0)), int(states.get("cold", 0))
+    return {"toMove": left, "moved": moved, "state": "moving" if left else "done"}
+
+
+def _retired_body(c: Container, tenant: str, space: str, now: float) -> dict[str, object]:
+    retiring = _retiring_body(c, tenant, space)
     count, nbytes = c.store.cold_by_space(tenant).get(space, (0, 0))
-    return {"retired": space, "droppedSidecars": 0, "retiredToCold": cooled,
-            "retiredCold": {"vectors": count, "bytes": nbytes},
+    return {"retired": space, "droppedSidecars": 0, "retiredToCold": retiring["moved"],
+            "retiredToMove": retiring["toMove"], "retiredCold": {"vectors": count, "bytes": nbytes},
             "retentionUntil": _iso(c.lifecycle.retention_until(now))}
 
 
 def reactivate(c: Container, tenant: str, space: str, active: str, building: list[str],
                rows: dict[str, SpaceInfo]) -> dict[str, object]:
     """Model rollback: a retired space becomes active again and the current one is retired (its
-    vectors going cold in turn). The re-activated space's rows are brought up to date with the
-    documents (edited ones are embedded normally, new ones get a row), and a budgeted
-    `rehydrate` backfill restores every cold vector from the cold store without a provider call;
-    a touch rehydrates what a read needs first. Refused while a migration is in progress, and
-    when the space's model no longer gives vectors of its dimension (never compared)."""
+    vectors going cold in turn, in the background). In the same transaction the re-activated
+    space's rows are brought up to date with the documents (edited ones are embedded normally,
+    new ones get a row), and a budgeted `rehydrate` backfill restores every cold vector from the
+    cold store without a provider call; a touch rehydrates what a read needs first. Refused
+    while a migration is in progress, once the space's retention expiry has started, and when
+    the space's model no longer gives vectors of its dimension (never compared)."""
     if building:
         raise VibeError(ErrorCode.CONFLICT, f"a migration to {building[0]!r} is in progress; activate it first")
     info = rows[space]
+    if info.state == "expiring":
+        raise VibeError(ErrorCode.CONFLICT, f"{space!r} is past its retention and being removed")
     try:
         emb = c.embedders(space)
     except (LookupError, ValueError, RuntimeError, OSError) as e:
@@ -353,14 +380,17 @@ def reactivate(c: Container, tenant: str, space: str, active: str, building: lis
                         f"space {space!r} holds vectors of {info.model_id} ({info.dim} dims), but its model now gives "
                         f"{emb.model_id} ({emb.dim} dims)")
     now = c.store.clock()
-    c.store.put_tenant_space(SpaceInfo(tenant, space, info.model_id, info.dim, "active", info.created_at, now))
-    realigned = c.store.realign_space(tenant, space, now)
-    retired = _retire(c, tenant, active, rows.get(active), now)
+    to = SpaceInfo(tenant, space, info.model_id, info.dim, "active", info.created_at, now)
+    realigned = c.store.switch_space(to, "retired", _retiring(c, tenant, active, rows.get(active), now), now)
+    if realigned is None:  # a retention expiry claimed it first, or another switch did
+        raise VibeError(ErrorCode.CONFLICT, f"{space!r} is no longer retired (past its retention, or switched "
+                        "meanwhile); look again")
+    _cancel_tasks(c, tenant, {active}, now)
     states = c.store.coverage(tenant, None, space)["states"]
     assert isinstance(states, dict)
     backfill = _start_backfill(c, tenant, None, "rehydrate", False, space)
     c.follower.sync()
-    return {"space": space, "state": "active", "reactivated": True, **retired,
+    return {"space": space, "state": "active", "reactivated": True, **_retired_body(c, tenant, active, now),
             "rehydration": {"fromCold": int(states.get("cold", 0)), "realigned": realigned,
                             "toEmbed": sum(int(states.get(s, 0)) for s in ("none", "stale", "failed")),
                             **backfill}}
@@ -368,7 +398,8 @@ def reactivate(c: Container, tenant: str, space: str, active: str, building: lis
 
 @router.post("/semantic/spaces/{space}/activate", dependencies=AUTHENTICATED,
              openapi_extra=body(ActivateIn, required=False),
-             responses={**ok(Activated, "the space is active; the old one is retired to the cold store"),
+             responses={**ok(Activated, "the space is active; the old one is retired (its vectors move to the "
+                                        "cold store in the background)"),
                         **errors(400, 404, 409, 413, 503)})
 async def post_activate(space: str, request: Request, p: Principal = Depends(require("admin"))) -> JSONResponse:
     body = await optional_object(request)

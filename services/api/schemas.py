@@ -625,6 +625,13 @@ class Rehydration(BaseModel):
     task: Backfill
 
 
+class Retiring(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    toMove: int = Field(description="vectors of the retired space still to move to the cold store (in the background)")
+    moved: int = Field(description="documents of the retired space whose vector is in the cold store")
+    state: Literal["moving", "done"]
+
+
 class Space(BaseModel):
     model_config = ConfigDict(extra="allow")
     space: str
@@ -642,6 +649,11 @@ class Space(BaseModel):
                                   "(null: kept; VIBE_RETIRED_SPACE_RETENTION_SECONDS)")
     cold: ColdSize | SkipJsonSchema[None] = Field(
         default=None, description="a retired space: its vectors in the cold store (re-activation restores them)")
+    retiring: Retiring | SkipJsonSchema[None] = Field(
+        default=None, description="a retired space: how far the background move of its vectors to the cold store is")
+    expiring: bool | SkipJsonSchema[None] = Field(
+        default=None, description="a retired space past its retention, being removed (it can no longer be "
+                                  "re-activated)")
 
 
 class Spaces(BaseModel):
@@ -679,7 +691,10 @@ class Activated(BaseModel):
     retired: str
     droppedSidecars: int = Field(description="always 0: a retired space's vectors go to the cold store")
     reactivated: bool = Field(description="true when a retired space was made active again (model rollback)")
-    retiredToCold: int = Field(description="vectors of the retired space moved to the cold store now")
+    retiredToCold: int = Field(description="documents of the retired space whose vector is in the cold store so far "
+                                            "(the move runs in the background after the answer; often 0)")
+    retiredToMove: int = Field(description="vectors of the retired space still to move to the cold store (in the "
+                                           "background; GET /semantic/spaces shows the progress as `retiring`)")
     retiredCold: ColdSize = Field(description="the retired space's vectors in the cold store")
     retentionUntil: str | None = Field(description="when the retired space's cold vectors are pruned and the space "
                                                    "removed (null: kept; VIBE_RETIRED_SPACE_RETENTION_SECONDS)")

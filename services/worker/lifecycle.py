@@ -10,12 +10,15 @@ however many processes run it: `serve` threads, Celery beat tasks), one tick:
 4. prunes vectors and cold entries whose content no document has any more, and old usage;
    drops the cold copy of a vector that is back in the store (rehydrated: evicting it again
    writes a new one);
-   moves what is still `ready` in a retired space to the cold store (a job that finished after
-   the retirement), and removes a retired space whose retention
-   (`VIBE_RETIRED_SPACE_RETENTION_SECONDS`) has passed: its cold files, rows and the space;
+   moves a batch of what is still `ready` in each retired space to the cold store, and removes
+   a retired space whose retention (`VIBE_RETIRED_SPACE_RETENTION_SECONDS`) has passed: it is
+   claimed (`expiring`, so a re-activation racing it is refused), then its cold files, rows and
+   the space go;
 5. gives budget-refused documents of past days back to the lazy path;
 6. publishes coverage and storage gauges.
-Backfill steps run on their own, shorter cadence (`run_backfills`). The clock is injected, so
+Backfill steps run on their own, shorter cadence (`run_backfills`), and so does the move of a
+retired space's vectors to the cold store (activation only retires the space; the move follows
+in batches, `GET /semantic/spaces` shows it as `retiring`). The clock is injected, so
 every decision can be replayed over simulated days (tests, `bench lifecycle`).
 """
 
@@ -29,7 +32,7 @@ from dataclasses import dataclass, field
 from services.planner.promotion import PromotionPolicy, decide_collections
 from services.worker.backfill import Backfills
 from shared.metrics import METRICS
-from shared.model import CollectionMode, DocKey, SemanticStatus, SidecarEntry
+from shared.model import CollectionMode, DocKey, SemanticStatus, SidecarEntry, SpaceInfo
 from shared.ports import ColdStore, StoreOfRecord
 
 log = logging.getLogger("vibe.lifecycle")
@@ -109,8 +112,12 @@ class Lifecycle:
         return report
 
     def run_backfills(self) -> int:
+        """One step of every running backfill, then one batch of each retired space's move to
+        the cold store (the short cadence: activation returns at once and wakes it)."""
         with self.store.lease(f"{LEASE}:backfill") as leader:
-            return self.backfills.run() if leader else 0
+            queued = self.backfills.run() if leader else 0
+        self.cool_retired(self.clock())
+        return queued
 
     # -- one tick ----------------------------------------------------------------------------
 
@@ -175,7 +182,7 @@ class Lifecycle:
         for space in sorted(self.spaces() if self.spaces is not None else {self.cfg.space}):
             while rows := self.store.eviction_candidates(space, now - idle, now, self.cfg.evict_batch,
                                                           tenant, collection):
-                moved = self._evict_rows(rows, now)
+                moved = self._evict_rows(rows, now) or []
                 total += len(moved)
                 if len(rows) < self.cfg.evict_batch or not moved:
                     break
@@ -184,7 +191,8 @@ class Lifecycle:
             self._changed()
         return total
 
-    def _evict_rows(self, rows: list[SidecarEntry], now: float) -> list[DocKey]:
+    def _evict_rows(self, rows: list[SidecarEntry], now: float,
+                    retired: tuple[str, str] | None = None) -> list[DocKey] | None:
         entries: list[tuple[SidecarEntry, str, int]] = []
         written: dict[tuple[str, str, str], tuple[str, int]] = {}
         for s in rows:
@@ -196,13 +204,17 @@ class Lifecycle:
                 written[where] = self.cold.put(s.key.tenant, s.space, s.content_hash, vec)
             ref, nbytes = written[where]
             entries.append((s, ref, nbytes))
-        moved = set(self.store.evict(entries, self.cfg.codec, now))
+        if retired is None:
+            moved = set(self.store.evict(entries, self.cfg.codec, now))
+        else:
+            out = self.store.evict_retired(*retired, entries, self.cfg.codec, now)
+            moved = set(out or ())
         # A row used or rewritten meanwhile was not evicted: a file no cold entry records would
         # never be pruned, so it goes now (unless another row of that content was evicted).
         for s, _, _ in entries:
             if s.key not in moved and self.store.cold_entry(s.key.tenant, s.content_hash, s.space) is None:
                 self.cold.delete(s.key.tenant, s.space, s.content_hash)
-        return list(moved)
+        return None if retired is not None and out is None else list(moved)
 
     def prune(self, now: float) -> tuple[int, int]:
         """Vectors and cold entries of content no document has any more (edited away, deleted)."""
@@ -229,42 +241,74 @@ class Lifecycle:
 
     # -- retired spaces (model rollback) ----------------------------------------------------------
 
-    def retire_space(self, tenant: str, space: str, now: float) -> int:
-        """A space the tenant stops using: its `ready` vectors go to the cold store (keyed by
-        tenant, space and content hash, in the configured codec) and its rows show `cold`, so
-        re-activating it (`POST /semantic/spaces/{space}/activate`) needs no provider call for
-        content that did not change. The vectors leave the store and the ANN index."""
-        total = 0
-        while rows := self.store.keys_in_status(space, [SemanticStatus.READY], self.cfg.evict_batch, tenant):
-            moved = set(self._evict_rows(rows, now))
+    def retire_space(self, tenant: str, space: str, now: float, batches: int | None = None) -> int:
+        """Move a retired space's `ready` vectors to the cold store (keyed by tenant, space and
+        content hash, in the configured codec), `evict_batch` rows per transaction and at most
+        `batches` batches (None: until none is left); its rows show `cold`, so re-activating it
+        (`POST /semantic/spaces/{space}/activate`) needs no provider call for content that did
+        not change. The vectors leave the store and the ANN index. Each batch re-checks, under
+        the space's row lock, that the space is still retired: a re-activation or a retention
+        expiry stops the move."""
+        total, done = 0, 0
+        while batches is None or done < batches:
+            rows = self.store.keys_in_status(space, [SemanticStatus.READY], self.cfg.evict_batch, tenant)
+            if not rows:
+                break
+            done += 1
+            moved = self._evict_rows(rows, now, retired=(tenant, space))
+            if moved is None:
+                break  # no longer retired
             total += len(moved)
             # A ready row without a stored vector has no point in the index: it simply goes to
             # `none` (re-embedded if the space comes back), so this loop always ends.
-            rest = [s.key for s in rows if s.key not in moved]
+            rest = [s.key for s in rows if s.key not in set(moved)]
             if rest:
                 self.store.set_status(rest, space, SemanticStatus.NONE, only_from=[SemanticStatus.READY])
         if total:
             METRICS.evictions.inc(total)
+            METRICS.retired_moved.inc(total)
             self._changed()
         return total
 
-    def cool_retired(self, now: float) -> int:
-        """What became `ready` in a retired space after its retirement (a job in flight then)."""
-        return sum(self.retire_space(r.tenant, r.space, now)
-                   for r in self.store.tenant_spaces() if r.state == "retired")
+    def cool_retired(self, now: float, batches: int | None = 1) -> int:
+        """The background move of retired spaces' vectors to the cold store (activation returns
+        at once): `batches` batches per retired space per call (None: all), under a lease of its
+        own, so however many processes call it (the backfill cadence of every `serve` thread and
+        Celery beat's backfill task, the tick) one moves at a time. Also what became `ready` in
+        a retired space after its retirement (a job in flight then)."""
+        with self.store.lease(f"{LEASE}:retire") as leader:
+            if not leader:
+                return 0
+            retired = [r for r in self.store.tenant_spaces() if r.state == "retired"]
+            moved = sum(self.retire_space(r.tenant, r.space, now, batches) for r in retired)
+            if moved or not retired:
+                self._publish_retiring(retired)
+            return moved
+
+    def _publish_retiring(self, retired: list[SpaceInfo]) -> None:
+        METRICS.retired_remaining.set(sum(self.store.count_in_status(r.tenant, r.space, SemanticStatus.READY)
+                                          for r in retired))
 
     def retention_until(self, retired_at: float | None) -> float | None:
         keep = self.cfg.retired_retention_seconds
         return None if retired_at is None or keep <= 0 else retired_at + keep
 
     def expire_retired(self, now: float) -> list[str]:
-        """Retired spaces past their retention: cold files first (a row without its file only
-        re-embeds; a file without its row would never be pruned), then the cold entries, the
-        sidecar rows and the tenant's space."""
+        """Retired spaces past their retention. The space is claimed first (`expiring`, checked
+        again under its row lock in the store): a re-activation that commits before the claim
+        wins and nothing is deleted; one that comes after is refused. Then cold files (a row
+        without its file only re-embeds; a file without its row would never be pruned), the cold
+        entries, the sidecar rows and the tenant's space. An expiry cut short resumes."""
         gone: list[str] = []
+        keep = self.cfg.retired_retention_seconds
         for r in self.store.tenant_spaces():
-            until = self.retention_until(r.retired_at) if r.state == "retired" else None
-            if until is None or until > now:
+            if r.state == "retired":
+                until = self.retention_until(r.retired_at)
+                if until is None or until > now:
+                    continue
+            elif r.state != "expiring":
+                continue
+            if not self.store.claim_expiry(r.tenant, r.space, now - keep if keep > 0 else float("-inf")):
                 continue
             files = 0
             while hashes := self.store.cold_hashes(r.tenant, r.space, self.cfg.evict_batch):

@@ -28,6 +28,7 @@ from shared.model import (
     SemanticStatus,
     SidecarEntry,
     SpaceInfo,
+    StoredDoc,
     UsageBatch,
 )
 
@@ -79,6 +80,9 @@ DELETE FROM promotions;
 """
 
 _MAX = "CASE WHEN {a} > {b} THEN {a} ELSE {b} END"  # greatest() / max() differ between dialects
+# A row whose content changed while its space was not written (retired): `stale` if it had (or
+# was getting) a vector of the old content, else `none`; either way without the cold reference.
+_ALIGNED = "CASE WHEN status IN ('ready','queued','stale') OR cold_ref IS NOT NULL THEN 'stale' ELSE 'none' END"
 
 
 def _mode(r: Mapping[str, Any]) -> CollectionMode:
@@ -94,7 +98,8 @@ def _task(r: Mapping[str, Any]) -> BackfillTask:
 
 def _space(r: Mapping[str, Any]) -> SpaceInfo:
     # a space retired before retirements were recorded counts from its last activation
-    retired = (r["retired_at"] or r["activated_at"] or r["created_at"]) if r["state"] == "retired" else None
+    retired = (r["retired_at"] or r["activated_at"] or r["created_at"]) if r["state"] in ("retired", "expiring") \
+        else None
     return SpaceInfo(r["tenant"], r["space"], r["model_id"], int(r["dim"]), r["state"], float(r["created_at"]),
                      r["activated_at"], None if retired is None else float(retired))
 
@@ -110,6 +115,7 @@ class LifecycleSql:
     _PH = "?"
     _POW2 = "vibe_pow2({})"
     _FOR_UPDATE = ""
+    _FOR_SHARE = ""  # PostgreSQL: " FOR SHARE" (SQLite writers are serial: BEGIN IMMEDIATE)
 
     # -- hooks ---------------------------------------------------------------------------
 
@@ -292,27 +298,45 @@ class LifecycleSql:
         return [self._lc_row_to_sidecar(r) for r in self._read(sql + " LIMIT ?", (*args, limit))]
 
     def evict(self, entries: Sequence[tuple[SidecarEntry, str, int]], codec: str, now: float) -> list[DocKey]:
+        with self._lc_tx() as conn:
+            return self._evict_in(conn, entries, codec, now)
+
+    def evict_retired(self, tenant: str, space: str, entries: Sequence[tuple[SidecarEntry, str, int]], codec: str,
+                      now: float) -> list[DocKey] | None:
+        """`evict` for the background move of a retired space: None (nothing moved) once the
+        space is no longer `retired` (re-activated, or its retention expiry started). The space's
+        row is share-locked first, so a re-activation (`switch_space`) waits for this batch or
+        this batch sees it, never half of each."""
+        with self._lc_tx() as conn:
+            row = self._x(conn, f"SELECT state FROM tenant_spaces WHERE tenant=? AND space=?{self._FOR_SHARE}",
+                          (tenant, space)).fetchone()
+            if row is None or row["state"] != "retired":
+                return None
+            return self._evict_in(conn, [e for e in entries if (e[0].key.tenant, e[0].space) == (tenant, space)],
+                                  codec, now)
+
+    def _evict_in(self, conn: Any, entries: Sequence[tuple[SidecarEntry, str, int]], codec: str,
+                  now: float) -> list[DocKey]:
         moved: list[tuple[DocKey, str]] = []
         hashes: set[tuple[str, str, str]] = set()
-        with self._lc_tx() as conn:
-            for e, ref, nbytes in sorted(entries, key=lambda x: (x[0].key, x[0].space)):  # the lock order
-                cur = self._x(conn, "UPDATE sidecar SET status='none', reason=NULL, cold_ref=?, updated_at=? "
-                                    "WHERE tenant=? AND collection=? AND doc_id=? AND space=? AND status='ready' "
-                                    "AND content_hash=?", (ref, now, *e.key, e.space, e.content_hash))
-                if not cur.rowcount:
-                    continue  # used, rewritten or deleted meanwhile: the newer state wins
-                moved.append((e.key, e.space))
-                hashes.add((e.key.tenant, e.content_hash, e.space))
-                self._x(conn, "INSERT INTO cold_vectors VALUES (?,?,?,?,?,?,?) ON CONFLICT (tenant, content_hash, "
-                              "space) DO UPDATE SET ref=excluded.ref, codec=excluded.codec, bytes=excluded.bytes",
-                        (e.key.tenant, e.content_hash, e.space, ref, codec, nbytes, now))
-            self._lc_lock_vectors(conn, sorted(hashes))
-            for tenant, chash, space in sorted(hashes):
-                self._x(conn, "DELETE FROM vectors WHERE tenant=? AND content_hash=? AND space=? AND NOT EXISTS "
-                              "(SELECT 1 FROM sidecar WHERE tenant=? AND content_hash=? AND space=? "
-                              "AND status='ready')",
-                        (tenant, chash, space, tenant, chash, space))
-            self._lc_log(conn, [(k, "unvector", space) for k, space in moved])
+        for e, ref, nbytes in sorted(entries, key=lambda x: (x[0].key, x[0].space)):  # the lock order
+            cur = self._x(conn, "UPDATE sidecar SET status='none', reason=NULL, cold_ref=?, updated_at=? "
+                                "WHERE tenant=? AND collection=? AND doc_id=? AND space=? AND status='ready' "
+                                "AND content_hash=?", (ref, now, *e.key, e.space, e.content_hash))
+            if not cur.rowcount:
+                continue  # used, rewritten or deleted meanwhile: the newer state wins
+            moved.append((e.key, e.space))
+            hashes.add((e.key.tenant, e.content_hash, e.space))
+            self._x(conn, "INSERT INTO cold_vectors VALUES (?,?,?,?,?,?,?) ON CONFLICT (tenant, content_hash, "
+                          "space) DO UPDATE SET ref=excluded.ref, codec=excluded.codec, bytes=excluded.bytes",
+                    (e.key.tenant, e.content_hash, e.space, ref, codec, nbytes, now))
+        self._lc_lock_vectors(conn, sorted(hashes))
+        for tenant, chash, space in sorted(hashes):
+            self._x(conn, "DELETE FROM vectors WHERE tenant=? AND content_hash=? AND space=? AND NOT EXISTS "
+                          "(SELECT 1 FROM sidecar WHERE tenant=? AND content_hash=? AND space=? "
+                          "AND status='ready')",
+                    (tenant, chash, space, tenant, chash, space))
+        self._lc_log(conn, [(k, "unvector", space) for k, space in moved])
         return [k for k, _ in moved]
 
     def cold_entry(self, tenant: str, content_hash: str, space: str) -> str | None:
@@ -494,23 +518,65 @@ class LifecycleSql:
 
     def put_tenant_space(self, info: SpaceInfo) -> None:
         with self._lc_tx() as conn:
-            self._x(conn, "INSERT INTO tenant_spaces VALUES (?,?,?,?,?,?,?) ON CONFLICT (tenant, space) DO UPDATE "
-                          "SET model_id=excluded.model_id, dim=excluded.dim, state=excluded.state, "
-                          "activated_at=excluded.activated_at",
-                    (info.tenant, info.space, info.model_id, info.dim, info.state, info.created_at, info.activated_at))
-            if info.state == "retired":
-                # a retirement without a time keeps the one recorded (the retention runs from it)
-                at = info.retired_at if info.retired_at is not None else self.clock()
-                keep = "" if info.retired_at is not None else " WHERE false"
-                self._x(conn, "INSERT INTO space_retirements VALUES (?,?,?) ON CONFLICT (tenant, space) DO UPDATE "
-                              f"SET retired_at=excluded.retired_at{keep}", (info.tenant, info.space, at))
-            else:
-                self._x(conn, "DELETE FROM space_retirements WHERE tenant=? AND space=?", (info.tenant, info.space))
+            self._put_space(conn, info)
+
+    def _put_space(self, conn: Any, info: SpaceInfo) -> None:
+        self._x(conn, "INSERT INTO tenant_spaces VALUES (?,?,?,?,?,?,?) ON CONFLICT (tenant, space) DO UPDATE "
+                      "SET model_id=excluded.model_id, dim=excluded.dim, state=excluded.state, "
+                      "activated_at=excluded.activated_at",
+                (info.tenant, info.space, info.model_id, info.dim, info.state, info.created_at, info.activated_at))
+        if info.state == "retired":
+            # a retirement without a time keeps the one recorded (the retention runs from it)
+            at = info.retired_at if info.retired_at is not None else self.clock()
+            keep = "" if info.retired_at is not None else " WHERE false"
+            self._x(conn, "INSERT INTO space_retirements VALUES (?,?,?) ON CONFLICT (tenant, space) DO UPDATE "
+                          f"SET retired_at=excluded.retired_at{keep}", (info.tenant, info.space, at))
+        else:
+            self._x(conn, "DELETE FROM space_retirements WHERE tenant=? AND space=?", (info.tenant, info.space))
 
     def forget_tenant_space(self, tenant: str, space: str) -> None:
         with self._lc_tx() as conn:
             self._x(conn, "DELETE FROM tenant_spaces WHERE tenant=? AND space=?", (tenant, space))
             self._x(conn, "DELETE FROM space_retirements WHERE tenant=? AND space=?", (tenant, space))
+
+    def switch_space(self, to: SpaceInfo, expect: str, retire: SpaceInfo | None, now: float) -> int | None:
+        """One transaction for a cut-over: `to` takes its new state (active, or building for a
+        gradual way back) only if its row is still in state `expect`, `retire` (the tenant's
+        active space) becomes retired, and a space coming back from `retired` is realigned
+        with the documents (`realign_space`). The tenant's space rows are locked first (the
+        same order as every writer's share lock), so a document write either commits before
+        and is seen by the realignment, or waits and sees the new spaces. Returns the rows
+        realigned, or None (nothing changed) when `to` was not in state `expect` (a retention
+        expiry claimed it, another operator switched first)."""
+        with self._lc_tx() as conn:
+            rows = self._x(conn, f"SELECT space, state FROM tenant_spaces WHERE tenant=? ORDER BY space"
+                                 f"{self._FOR_UPDATE}", (to.tenant,)).fetchall()
+            if next((r["state"] for r in rows if r["space"] == to.space), None) != expect:
+                return None
+            self._put_space(conn, to)
+            if retire is not None:
+                self._put_space(conn, retire)
+            return self._realign(conn, to.tenant, to.space, now) if expect == "retired" else 0
+
+    def claim_expiry(self, tenant: str, space: str, retired_before: float) -> bool:
+        """A retired space whose retirement is older than `retired_before` becomes `expiring`,
+        under its row lock and re-checked there: a re-activation committed meanwhile (or a newer
+        retirement) wins and nothing is claimed. An `expiring` space is claimed already (an
+        expiry interrupted by a crash resumes). Re-activation refuses an `expiring` space."""
+        with self._lc_tx() as conn:
+            row = self._x(conn, f"SELECT state, activated_at, created_at FROM tenant_spaces WHERE tenant=? AND space=?"
+                                f"{self._FOR_UPDATE}", (tenant, space)).fetchone()
+            if row is None or row["state"] not in ("retired", "expiring"):
+                return False
+            if row["state"] == "expiring":
+                return True
+            at = self._x(conn, "SELECT retired_at FROM space_retirements WHERE tenant=? AND space=?",
+                         (tenant, space)).fetchone()
+            retired = (at["retired_at"] if at else None) or row["activated_at"] or row["created_at"]
+            if float(retired) > retired_before:
+                return False
+            self._x(conn, "UPDATE tenant_spaces SET state='expiring' WHERE tenant=? AND space=?", (tenant, space))
+            return True
 
     def realign_space(self, tenant: str, space: str, now: float) -> int:
         """Bring a tenant's space that was retired up to date with the documents (it was not
@@ -518,27 +584,87 @@ class LifecycleSql:
         document's hash and no cold reference, rows left `queued` go back to `none` (their jobs
         are gone), documents written since get a `none` row. A row that is still `ready` is
         logged again, so the vector index re-reads it with the document's current ACL."""
+        with self._lc_tx() as conn:
+            return self._realign(conn, tenant, space, now)
+
+    def _realign(self, conn: Any, tenant: str, space: str, now: float) -> int:
         doc_hash = ("(SELECT d.content_hash FROM docs d WHERE d.tenant=sidecar.tenant "
                     "AND d.collection=sidecar.collection AND d.doc_id=sidecar.doc_id)")
-        with self._lc_tx() as conn:
-            ready = [DocKey(tenant, r["collection"], r["doc_id"]) for r in self._x(
-                conn, "SELECT collection, doc_id FROM sidecar WHERE tenant=? AND space=? AND status='ready' "
-                      "ORDER BY collection, doc_id", (tenant, space)).fetchall()]
-            n = int(self._x(conn, "UPDATE sidecar SET status=CASE WHEN status IN ('ready','queued','stale') OR "
-                                  "cold_ref IS NOT NULL THEN 'stale' ELSE 'none' END, reason=NULL, cold_ref=NULL, "
-                                  f"attempts=0, updated_at=?, content_hash={doc_hash} "
-                                  f"WHERE tenant=? AND space=? AND content_hash<>{doc_hash}",
-                            (now, tenant, space)).rowcount or 0)
-            n += int(self._x(conn, "UPDATE sidecar SET status='none', reason=NULL, updated_at=? "
-                                   "WHERE tenant=? AND space=? AND status='queued'",
-                             (now, tenant, space)).rowcount or 0)
-            n += int(self._x(conn, "INSERT INTO sidecar (tenant, collection, doc_id, space, status, content_hash, "
-                                   "reason, attempts, updated_at) SELECT tenant, collection, doc_id, ?, 'none', "
-                                   "content_hash, NULL, 0, ? FROM docs WHERE tenant=? "
-                                   "ON CONFLICT (tenant, collection, doc_id, space) DO NOTHING",
-                             (space, now, tenant)).rowcount or 0)
-            self._lc_log(conn, [(k, "vector", space) for k in ready])
+        ready = [DocKey(tenant, r["collection"], r["doc_id"]) for r in self._x(
+            conn, "SELECT collection, doc_id FROM sidecar WHERE tenant=? AND space=? AND status='ready' "
+                  "ORDER BY collection, doc_id", (tenant, space)).fetchall()]
+        n = int(self._x(conn, f"UPDATE sidecar SET status={_ALIGNED}, reason=NULL, cold_ref=NULL, "
+                              f"attempts=0, updated_at=?, content_hash={doc_hash} "
+                              f"WHERE tenant=? AND space=? AND content_hash<>{doc_hash}",
+                        (now, tenant, space)).rowcount or 0)
+        n += int(self._x(conn, "UPDATE sidecar SET status='none', reason=NULL, updated_at=? "
+                               "WHERE tenant=? AND space=? AND status='queued'",
+                         (now, tenant, space)).rowcount or 0)
+        n += int(self._x(conn, "INSERT INTO sidecar (tenant, collection, doc_id, space, status, content_hash, "
+                               "reason, attempts, updated_at) SELECT tenant, collection, doc_id, ?, 'none', "
+                               "content_hash, NULL, 0, ? FROM docs WHERE tenant=? "
+                               "ON CONFLICT (tenant, collection, doc_id, space) DO NOTHING",
+                         (space, now, tenant)).rowcount or 0)
+        self._lc_log(conn, [(k, "vector", space) for k in ready])
         return n
+
+    # -- a document write and the tenant's other spaces ------------------------------------------
+
+    def _lc_lock_spaces(self, conn: Any, tenants: Sequence[str]) -> dict[str, list[tuple[str, str]]]:
+        """First statement of a document write: share-lock the tenants' space rows (a cut-over,
+        `switch_space`, locks them for update) and read them as they are now."""
+        out: dict[str, list[tuple[str, str]]] = {}
+        for tenant in sorted(set(tenants)):
+            rows = self._x(conn, f"SELECT space, state FROM tenant_spaces WHERE tenant=? ORDER BY space"
+                                 f"{self._FOR_SHARE}", (tenant,)).fetchall()
+            out[tenant] = [(str(r["space"]), str(r["state"])) for r in rows]
+        return out
+
+    def _lc_align_written(self, conn: Any, docs: Sequence[StoredDoc], planned: set[tuple[DocKey, str]],
+                          spaces: dict[str, list[tuple[str, str]]], now: float) -> list[tuple[DocKey, str, str | None]]:
+        """In the write's transaction, after its documents and planned rows: the written
+        documents' rows in every other space of the tenant (a retired space, or one a cut-over
+        made current after the write read the spaces) take the new content hash (`stale` or
+        `none`, without the cold reference of the old content), and an active or building space
+        the write did not plan for gets a `none` row. So no row waits for a job of content
+        that is gone (it would stay `queued` forever) and no active space misses a document.
+        Returns the change-log rows (the vector index drops old points)."""
+        new = {d.key: d.content_hash for d in docs}
+        rows: list[Mapping[str, Any]] = []
+        by_col: dict[tuple[str, str], list[str]] = {}
+        for k in new:
+            by_col.setdefault((k.tenant, k.collection), []).append(k.doc_id)
+        for (tenant, collection), ids in sorted(by_col.items()):
+            for i in range(0, len(ids), 500):
+                chunk = sorted(ids[i:i + 500])
+                rows += self._x(conn, "SELECT tenant, collection, doc_id, space, content_hash FROM sidecar "
+                                      f"WHERE tenant=? AND collection=? AND doc_id IN ({','.join('?' * len(chunk))}) "
+                                      "ORDER BY doc_id, space", (tenant, collection, *chunk)).fetchall()
+        logged: list[tuple[DocKey, str, str | None]] = []
+        have: set[tuple[DocKey, str]] = set()
+        for r in rows:
+            key = DocKey(r["tenant"], r["collection"], r["doc_id"])
+            have.add((key, r["space"]))
+            if (key, r["space"]) in planned or r["content_hash"] == new[key]:
+                continue
+            cur = self._x(conn, f"UPDATE sidecar SET status={_ALIGNED}, reason=NULL, cold_ref=NULL, attempts=0, "
+                                "updated_at=?, content_hash=? WHERE tenant=? AND collection=? AND doc_id=? AND space=? "
+                                "AND content_hash=?", (now, new[key], *key, r["space"], r["content_hash"]))
+            if cur.rowcount:
+                logged.append((key, "unvector", r["space"]))
+        for key, chash in sorted(new.items()):
+            for space, state in spaces.get(key.tenant, []):
+                if state in ("active", "building") and (key, space) not in planned and (key, space) not in have:
+                    self._x(conn, "INSERT INTO sidecar (tenant, collection, doc_id, space, status, content_hash, "
+                                  "reason, attempts, updated_at) VALUES (?,?,?,?,'none',?,NULL,0,?) "
+                                  "ON CONFLICT (tenant, collection, doc_id, space) DO NOTHING",
+                            (*key, space, chash, now))
+        return logged
+
+    def count_in_status(self, tenant: str, space: str, status: SemanticStatus) -> int:
+        rows = self._read("SELECT COUNT(*) AS n FROM sidecar WHERE space=? AND status=? AND tenant=?",
+                          (space, status.value, tenant))
+        return int(rows[0]["n"])
 
     def cold_by_space(self, tenant: str) -> dict[str, tuple[int, int]]:
         rows = self._read("SELECT space, COUNT(*) AS n, COALESCE(SUM(bytes), 0) AS b FROM cold_vectors "

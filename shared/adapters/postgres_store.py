@@ -167,6 +167,7 @@ class PostgresStore(LifecycleSql):
     _PH = "%s"
     _POW2 = "power(2.0::float8, {})"
     _FOR_UPDATE = " FOR UPDATE"
+    _FOR_SHARE = " FOR SHARE"
 
     def __init__(self, url: str, pool_size: int = 10, connect_timeout: float = 30.0,
                  clock: Callable[[], float] | None = None):
@@ -224,11 +225,13 @@ class PostgresStore(LifecycleSql):
         now = self.clock()
         rows = [_sidecar_params(s, now) for s in sorted(sidecar, key=lambda s: (s.key, s.space))]
         with self._tx() as conn, conn.cursor() as cur:
+            spaces = self._lc_lock_spaces(conn, [d.key.tenant for d in docs])
             if params:
                 cur.executemany(_UPSERT_DOC, params)
             if rows:
                 cur.executemany(_UPSERT_SIDECAR, rows)
-            _log(conn, [(d.key, "doc", None) for d in docs])
+            aligned = self._lc_align_written(conn, docs, {(s.key, s.space) for s in sidecar}, spaces, now)
+            _log(conn, [*[(d.key, "doc", None) for d in docs], *aligned])
 
     def get_doc(self, key: DocKey) -> StoredDoc | None:
         r = self._one("SELECT * FROM docs WHERE tenant=%s AND collection=%s AND doc_id=%s", key)

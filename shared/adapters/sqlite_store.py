@@ -159,6 +159,7 @@ class SqliteStore(LifecycleSql):
 
     def put_docs(self, docs: Sequence[StoredDoc], sidecar: Sequence[SidecarEntry]) -> None:
         with self._tx() as c:
+            spaces = self._lc_lock_spaces(c, [d.key.tenant for d in docs])
             c.executemany(
                 "INSERT OR REPLACE INTO docs VALUES (?,?,?,?,?,?,?,?,?)",
                 [
@@ -171,7 +172,8 @@ class SqliteStore(LifecycleSql):
                 _UPSERT_SIDECAR,
                 [self._sidecar_tuple(s) for s in sidecar],
             )
-            self._log(c, [(d.key, "doc", None) for d in docs])
+            aligned = self._lc_align_written(c, docs, {(s.key, s.space) for s in sidecar}, spaces, self.clock())
+            self._log(c, [*[(d.key, "doc", None) for d in docs], *aligned])
 
     def _sidecar_tuple(self, s: SidecarEntry) -> tuple[object, ...]:
         return (s.key.tenant, s.key.collection, s.key.doc_id, s.space, s.status.value, s.content_hash,

@@ -415,13 +415,15 @@ def test_a_retired_space_keeps_its_retirement_time_and_cold_entries_until_forgot
         lc.evict([(status(lc, key), f"ref-{h}", 7)], "float16", T0)
     ready(lc, c, "h3")  # still ready (a late job)
     assert lc.cold_by_space("t") == {"core": (2, 14)} and lc.cold_hashes("t", "core", 1) == ["h1"]
-    # an edit and a new document meanwhile, written to no sidecar of the retired space
+    # an edit and a new document meanwhile, planned for no sidecar of the retired space: the
+    # edited row takes the new hash at the write (no cold reference of the old content)
     lc.put_docs([StoredDoc(b, {"title": "b2"}, [PUBLIC_PRINCIPAL], None, "h2b", 2.0),
                  StoredDoc(k("d"), {"title": "d"}, [PUBLIC_PRINCIPAL], None, "h4", 2.0)], [])
+    assert (status(lc, b).status, status(lc, b).content_hash, status(lc, b).cold_ref) == (S.STALE, "h2b", None)
     lc.put_tenant_space(SpaceInfo("t", "core", "m", 2, "active", T0, T0 + 10))
     assert lc.tenant_spaces("t")[0].retired_at is None
     head = lc.change_log_head()
-    assert lc.realign_space("t", "core", T0 + 10) == 2
+    assert lc.realign_space("t", "core", T0 + 10) == 1  # the new document's row
     assert (status(lc, a).status, status(lc, a).cold_ref) == (S.NONE, "ref-h1")  # unchanged: stays cold
     assert (status(lc, b).status, status(lc, b).content_hash, status(lc, b).cold_ref) == (S.STALE, "h2b", None)
     assert status(lc, k("d")).status == S.NONE and status(lc, c).status == S.READY

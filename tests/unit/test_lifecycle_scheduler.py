@@ -557,14 +557,18 @@ def test_a_retired_space_goes_cold_and_comes_back_without_a_provider_call_for_un
     assert rig.lifecycle.tick().retired_cooled == 1  # ...and the next tick moves it to the cold store too
     assert rig.side(late).cold_ref
 
-    # re-activation: an edited document loses its cold vector, a new one gets a row
+    # an edited document loses its cold vector at the write (its row takes the new hash), a new
+    # one gets a row at the re-activation
     edited = StoredDoc(keys[0], {"body": "An edited text about shock trains."}, [PUBLIC_PRINCIPAL], None, "h-new",
                        rig.now)
-    rig.store.put_docs([edited], [])  # a retired space is not written to
+    rig.store.put_docs([edited], [])  # a retired space is not planned by a write
+    assert (rig.side(keys[0]).status, rig.side(keys[0]).content_hash, rig.side(keys[0]).cold_ref) == \
+        (S.STALE, "h-new", None)
     new = DocKey("t", "c", "new")
     rig.store.put_docs([StoredDoc(new, {"body": text("new")}, [PUBLIC_PRINCIPAL], None, "h-newdoc", rig.now)], [])
+    assert rig.store.sidecar(new, SPACE) is None
     rig.store.put_tenant_space(SpaceInfo("t", SPACE, rig.embedder.model_id, rig.embedder.dim, "active", rig.now))
-    assert rig.store.realign_space("t", SPACE, rig.now) == 2
+    assert rig.store.realign_space("t", SPACE, rig.now) == 1
     assert (rig.side(keys[0]).status, rig.side(keys[0]).content_hash, rig.side(keys[0]).cold_ref) == \
         (S.STALE, "h-new", None)
     assert rig.side(new).status == S.NONE

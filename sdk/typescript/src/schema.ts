@@ -432,9 +432,14 @@ export interface components {
             reactivated: boolean;
             /**
              * Retiredtocold
-             * @description vectors of the retired space moved to the cold store now
+             * @description documents of the retired space whose vector is in the cold store so far (the move runs in the background after the answer; often 0)
              */
             retiredToCold: number;
+            /**
+             * Retiredtomove
+             * @description vectors of the retired space still to move to the cold store (in the background; GET /semantic/spaces shows the progress as `retiring`)
+             */
+            retiredToMove: number;
             /** @description the retired space's vectors in the cold store */
             retiredCold: components["schemas"]["ColdSize"];
             /**
@@ -919,6 +924,26 @@ export interface components {
         } & {
             [key: string]: unknown;
         };
+        /** Retiring */
+        Retiring: {
+            /**
+             * Tomove
+             * @description vectors of the retired space still to move to the cold store (in the background)
+             */
+            toMove: number;
+            /**
+             * Moved
+             * @description documents of the retired space whose vector is in the cold store
+             */
+            moved: number;
+            /**
+             * State
+             * @enum {string}
+             */
+            state: "moving" | "done";
+        } & {
+            [key: string]: unknown;
+        };
         /**
          * SemanticState
          * @description `__semantic` (V§3.2) and GET /semantic/status.
@@ -980,6 +1005,13 @@ export interface components {
              * @description a retired space: its vectors in the cold store (re-activation restores them)
              */
             cold?: components["schemas"]["ColdSize"];
+            /** @description a retired space: how far the background move of its vectors to the cold store is */
+            retiring?: components["schemas"]["Retiring"];
+            /**
+             * Expiring
+             * @description a retired space past its retention, being removed (it can no longer be re-activated)
+             */
+            expiring?: boolean;
         } & {
             [key: string]: unknown;
         };
@@ -3192,7 +3224,7 @@ export interface operations {
             };
         };
         responses: {
-            /** @description the space is active; the old one is retired to the cold store */
+            /** @description the space is active; the old one is retired (its vectors move to the cold store in the background) */
             200: {
                 headers: {
                     [name: string]: unknown;
