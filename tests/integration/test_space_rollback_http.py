@@ -235,3 +235,82 @@ def test_a_re_activation_is_refused_on_a_dimension_mismatch_or_during_a_migratio
         assert r.status_code == 200 and r.json()["reactivated"] is True and r.json()["retired"] == "v3"
     finally:
         srv.close()
+
+
+class RefusingProvider(OpenAIProtocolServer):
+    """Answers 500 to a batch with a text containing `refuse` (queries pass)."""
+
+    refuse: str | None = None
+
+    def _answer(self, body: dict[str, Any]) -> tuple[int, dict[str, Any], dict[str, str]]:
+        texts = body["input"] if isinstance(body["input"], list) else [body["input"]]
+        if self.refuse and any(self.refuse in t for t in texts):
+            return 500, {"error": {"message": "refused by the test"}}, {}
+        return super()._answer(body)
+
+
+@pytest.mark.parametrize("store", ["sqlite", "postgres"])
+def test_activation_answers_at_once_and_the_old_space_moves_to_the_cold_store_in_batches(
+        store: str, tmp_path: Path, request: pytest.FixtureRequest) -> None:
+    with RefusingProvider(dim=32) as api:
+        _activation_and_background_move(store, api, tmp_path, request)
+
+
+def _activation_and_background_move(store: str, api: RefusingProvider, tmp_path: Path,
+                                    request: pytest.FixtureRequest) -> None:
+    """The cut-over is immediate (nothing moved in the request); GET /semantic/spaces and the
+    metrics show the background move batch by batch (here the test drives the backfill
+    cadence's step, `run_backfills`, which the scheduler thread runs when woken); reads answer
+    from the new active space throughout and never from a vector of the retired one."""
+    clock = ManualClock(T0)
+    extra: dict[str, Any] = {"store": store}
+    if store == "postgres":
+        extra["postgres_url"] = request.getfixturevalue("postgres_url")
+    settings = Settings(data_dir=tmp_path / "data", embedder="hash", embed_dim=48, openai_base_url=api.base_url,
+                        api_keys=KEYS, scheduler_enabled=False, evict_batch=3, per_tenant_per_min=100_000,
+                        job_backoff_seconds=0.1, job_backoff_max_seconds=0.5, job_max_attempts=1000, **extra)
+    srv = InProcess(settings, clock)
+    try:
+        assert srv.call("POST", "/v1/collections/c/docs:bulk", {"docs": ALL}).status_code == 200
+        srv.read("flutter report", "keyword")
+        wait_for(lambda: srv.settled("core", len(ALL)), 30, "core to embed every document")
+        assert srv.call("POST", "/semantic/spaces", {"space": "v2", "model": "openai:test-embed"}).status_code == 202
+        wait_for(lambda: srv.settled("v2", len(ALL)), 30, "the migration to v2")
+        # z: ready in core (the hash model), but the provider refuses it for v2 for now
+        api.refuse = "mooring masts"
+        z = {"_id": "z", "title": "Zeppelin hangar", "body": "zeppelin mooring masts and hangar doors"}
+        assert srv.call("PUT", "/v1/collections/c/docs/z", z).status_code == 201
+        srv.read("zeppelin hangar", "keyword")  # touches z in core
+        wait_for(lambda: srv.spaces()["core"]["coverage"]["ready"] == len(ALL) + 1, 30, "z to embed in core")
+
+        out = srv.call("POST", "/semantic/spaces/v2/activate", {"force": True})
+        assert out.status_code == 200, out.text
+        body = out.json()
+        assert (body["retired"], body["retiredToCold"], body["retiredToMove"]) == ("core", 0, len(ALL) + 1)
+        assert srv.spaces()["core"]["retiring"] == {"toMove": len(ALL) + 1, "moved": 0, "state": "moving"}
+        moved = srv.metric("vibe_retired_vectors_moved_total")
+
+        def semantic_hits(q: str) -> set[str]:
+            res = srv.read(q, "semantic")
+            assert res["diagnostics"]["space"] == "v2" and res["diagnostics"]["model"] == "openai:test-embed"
+            return {h["id"] for h in res["results"] if "semantic" in h["matchedBy"]}
+
+        left = len(ALL) + 1
+        while left:
+            # z's only vector is in the retired space (still there until its batch): never a hit
+            assert "z" not in semantic_hits("zeppelin hangar") and semantic_hits("flutter report") >= {"d0", "d3"}
+            srv.container.lifecycle.run_backfills()  # one batch
+            left = max(0, left - 3)
+            assert srv.spaces()["core"]["retiring"] == {"toMove": left, "moved": len(ALL) + 1 - left,
+                                                        "state": "moving" if left else "done"}
+        assert srv.metric("vibe_retired_vectors_moved_total") - moved == len(ALL) + 1
+        assert srv.metric("vibe_retired_vectors_remaining") == 0
+        assert srv.spaces()["core"]["cold"]["vectors"] == len(ALL) + 1
+        assert "z" not in semantic_hits("zeppelin hangar")
+
+        api.refuse = None  # the provider answers again: z reaches v2 and only then is found
+        assert srv.call("POST", "/semantic/reindex", {"space": "v2"}).status_code == 202
+        wait_for(lambda: srv.spaces()["v2"]["coverage"]["ready"] == len(ALL) + 1, 30, "z to embed in v2")
+        assert "z" in semantic_hits("zeppelin hangar")
+    finally:
+        srv.close()
