@@ -122,11 +122,14 @@ class DocumentService:
     def parse(self, principal: Principal, collection: str, doc_id: str, body: Any) -> StoredDoc:
         if not isinstance(body, dict):
             raise invalid("a document must be a JSON object")
-        size = len(json.dumps(body, separators=(",", ":")).encode())
+        # ensure_ascii (the default): the text is ASCII, so its length is its size in bytes, and
+        # a NUL anywhere is written as `\u0000`: the walk below runs only when that appears.
+        encoded = json.dumps(body, separators=(",", ":"))
+        size = len(encoded)
         if size > self.max_doc_bytes:
             raise VibeError(ErrorCode.PAYLOAD_TOO_LARGE,
                             f"document is {size} bytes; the limit is {self.max_doc_bytes}")
-        if _has_nul(body):  # PostgreSQL's text and jsonb refuse U+0000; SQLite would keep it
+        if "\\u0000" in encoded and _has_nul(body):  # PostgreSQL's text and jsonb refuse U+0000
             raise invalid("a document must not contain NUL characters (U+0000)")
         unknown = [k for k in body if k.startswith("_") and k not in KNOWN_META]
         if unknown:

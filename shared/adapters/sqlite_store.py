@@ -129,6 +129,12 @@ class SqliteStore(LifecycleSql):
             conn.execute("PRAGMA journal_mode=WAL")
             conn.execute("PRAGMA synchronous=NORMAL")  # durable across process crashes in WAL
             conn.execute("PRAGMA busy_timeout=30000")
+            # Checkpoint the WAL every ~40 MB instead of every 4 MB (the default, 1000 pages): a
+            # 2000-document bulk wrote ~1000 pages, so nearly every commit also ran a checkpoint,
+            # whose cost grew with the database (commit 21 ms at 50k documents, 52-71 ms at 200k;
+            # 27-32 ms so). Durability is the same (WAL, synchronous=NORMAL); the WAL file stays
+            # at most ~40 MB plus one transaction.
+            conn.execute("PRAGMA wal_autocheckpoint=10000")
             # usage decay (shared/adapters/lifecycle_sql.py); SQLite's math functions are optional
             conn.create_function("vibe_pow2", 1, _pow2, deterministic=True)
             self._local.conn = conn

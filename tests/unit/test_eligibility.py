@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import random
 from typing import Any
 
 import pytest
 
 from shared.model import Decision
+from shared.policy import eligibility
 from shared.policy.eligibility import EligibilityPolicy, Rule, doc_attrs
 
 TEXT = "Boundary layer transition on swept wings at high Reynolds numbers in a wind tunnel."
@@ -170,3 +172,28 @@ def test_no_rules_means_intent_then_heuristics_then_fallback() -> None:
     p = EligibilityPolicy([])
     assert p.rules == ()
     assert p.decide("notes", {}, None, TEXT) == Decision("embed", "default")
+
+
+def _looks_structured_per_character(text: str) -> bool:
+    """The definition `_looks_structured` must keep."""
+    chars = [ch for ch in text if not ch.isspace()]
+    return sum(ch.isalpha() for ch in chars) < eligibility.MIN_LETTER_RATIO * len(chars)
+
+
+def test_looks_structured_equals_the_per_character_definition() -> None:
+    for c in range(0x10000):  # every BMP character, among letters and among digits
+        for t in (f"ab{chr(c)}", f"1{chr(c)}2 {chr(c)}", chr(c)):
+            assert eligibility._looks_structured(t) == _looks_structured_per_character(t), hex(c)
+    rng = random.Random(3)
+    pool = "aZ09 .-_\t\n\x1c\x1f\x85\xa0\u3000é漢①²Ⅻ١\u200b"
+    for _ in range(20_000):
+        t = "".join(rng.choice(pool) for _ in range(rng.randrange(20)))
+        assert eligibility._looks_structured(t) == _looks_structured_per_character(t), repr(t)
+
+
+def test_short_and_structured_decisions_do_not_depend_on_rules_being_present() -> None:
+    # Without rules the token count stops at MIN_TOKENS; a rule that never matches must not
+    # change what the heuristics decide.
+    bare, ruled = EligibilityPolicy([]), policy({"if": {"collection": "^never$"}, "then": {"action": "defer"}})
+    for text in ["", "one", "one two", "one two three", "12 34 56 78 x", TEXT]:
+        assert bare.decide("c", {}, None, text) == ruled.decide("c", {}, None, text), text

@@ -120,3 +120,18 @@ def test_normalize_word_fast_path_equals_the_per_character_definition() -> None:
     for _ in range(20_000):
         t = "".join(rng.choice(pool) for _ in range(rng.randrange(12)))
         assert hashing.normalize(t) == _normalize_per_character(t), repr(t)
+
+
+def test_normalize_ascii_fast_path_equals_the_per_character_definition() -> None:
+    # ASCII text without a control to drop is joined in C; with one it takes the word path.
+    rng = random.Random(11)
+    pool = [chr(c) for c in range(128)] + ["a", "b", " ", "Z"] * 8
+    for _ in range(20_000):
+        t = "".join(rng.choice(pool) for _ in range(rng.randrange(16)))
+        assert hashing.normalize(t) == _normalize_per_character(t), repr(t)
+
+
+def test_token_count_at_most_is_the_count_capped() -> None:
+    for text in ["", "one", "one two", "one two three", "a b c d e f", "漢字かな x", "..., !!"]:
+        for cap in range(5):
+            assert token_count(text, at_most=cap) == min(token_count(text), cap), (text, cap)
