@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import random
 from typing import Any
 
 import pytest
@@ -10,6 +9,7 @@ import pytest
 from shared.model import Decision
 from shared.policy import eligibility
 from shared.policy.eligibility import EligibilityPolicy, Rule, doc_attrs
+from tests.support.equivalence import assert_same_everywhere
 
 TEXT = "Boundary layer transition on swept wings at high Reynolds numbers in a wind tunnel."
 
@@ -181,14 +181,10 @@ def _looks_structured_per_character(text: str) -> bool:
 
 
 def test_looks_structured_equals_the_per_character_definition() -> None:
-    for c in range(0x10000):  # every BMP character, among letters and among digits
-        for t in (f"ab{chr(c)}", f"1{chr(c)}2 {chr(c)}", chr(c)):
-            assert eligibility._looks_structured(t) == _looks_structured_per_character(t), hex(c)
-    rng = random.Random(3)
-    pool = "aZ09 .-_\t\n\x1c\x1f\x85\xa0\u3000é漢①²Ⅻ١\u200b"
-    for _ in range(20_000):
-        t = "".join(rng.choice(pool) for _ in range(rng.randrange(20)))
-        assert eligibility._looks_structured(t) == _looks_structured_per_character(t), repr(t)
+    # every BMP character, among letters and among digits, and random mixes
+    assert_same_everywhere(eligibility._looks_structured, _looks_structured_per_character,
+                           lambda ch: [f"ab{ch}", f"1{ch}2 {ch}", ch],
+                           "aZ09 .-_\t\n\x1c\x1f\x85\xa0\u3000é漢①²Ⅻ١\u200b", seed=3, longest=20)
 
 
 def test_short_and_structured_decisions_do_not_depend_on_rules_being_present() -> None:

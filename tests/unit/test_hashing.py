@@ -10,6 +10,7 @@ import pytest
 
 from shared.text import hashing
 from shared.text.hashing import cap_text, content_hash, doc_text, normalize, token_count
+from tests.support.equivalence import assert_same_everywhere
 
 
 @pytest.mark.parametrize("raw, expected", [
@@ -112,14 +113,10 @@ def _normalize_per_character(text: str) -> str:
 
 
 def test_normalize_word_fast_path_equals_the_per_character_definition() -> None:
-    for c in range(0x10000):  # every BMP character: inside a word, alone, beside whitespace
-        t = f"a{chr(c)}b {chr(c)}\t{chr(c)}x"
-        assert hashing.normalize(t) == _normalize_per_character(t), hex(c)
-    rng = random.Random(7)
-    pool = "ab Z\t\n\r\x0b\x0c\x1c\x1f\x85\xa0\u2028\u2029\u200b\u200d\ufeff\x00\x07\ud800\ue000\u3000 éﬁ①\u0378"
-    for _ in range(20_000):
-        t = "".join(rng.choice(pool) for _ in range(rng.randrange(12)))
-        assert hashing.normalize(t) == _normalize_per_character(t), repr(t)
+    # every BMP character: inside a word, alone, beside whitespace; and random mixes
+    assert_same_everywhere(hashing.normalize, _normalize_per_character, lambda ch: [f"a{ch}b {ch}\t{ch}x"],
+                           "ab Z\t\n\r\x0b\x0c\x1c\x1f\x85\xa0\u2028\u2029\u200b\u200d\ufeff\x00\x07\ud800\ue000"
+                           "\u3000 éﬁ①\u0378", seed=7, longest=12)
 
 
 def test_normalize_ascii_fast_path_equals_the_per_character_definition() -> None:
