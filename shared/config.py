@@ -61,11 +61,6 @@ class Settings(BaseSettings):
     # event, and the `retry:` reconnection hint (milliseconds) a stream starts with.
     stream_heartbeat_seconds: Annotated[float, Field(gt=0)] = 10.0
     stream_retry_ms: Annotated[int, Field(ge=0)] = 3_000
-    # What a stream does after its first event (the deferred semantic leg, the touch, the
-    # re-rankings) runs on its own pool of `stream_tail_threads` threads, `stream_tail_nice`
-    # nice levels below the process, so another request's first answer gets a core first.
-    stream_tail_threads: Annotated[int, Field(ge=1, le=256)] = 16
-    stream_tail_nice: Annotated[int, Field(ge=0, le=19)] = 5
     # Browser origins allowed to call the API (CORS): a JSON list or a comma-separated list;
     # empty (the default) sends no CORS headers at all.
     cors_origins: Annotated[list[str], NoDecode] = Field(default_factory=list)

@@ -31,7 +31,6 @@ from services.mcp.http import McpHttp
 from services.wiring import Container
 from shared.errors import ErrorCode, VibeError
 from shared.metrics import _LATENCY_BUCKETS, METRICS
-from shared.threads import niced_pool
 
 log = logging.getLogger("vibe.api")
 
@@ -90,14 +89,11 @@ def create_app(container: Container, keys: KeyRing) -> FastAPI:
             yield
         container.stop()
         mcp.close()
-        app.state.stream_tail.shutdown(wait=False, cancel_futures=True)
 
     app = FastAPI(title="vibe-semantic", version="0.1.0", lifespan=lifespan,
                   swagger_ui_parameters={"persistAuthorization": True})
     app.state.container = container
     app.state.keys = keys
-    s = container.settings
-    app.state.stream_tail = niced_pool(s.stream_tail_threads, s.stream_tail_nice, "vibe-stream-tail")
     app.add_exception_handler(VibeError, _vibe_error)
     app.add_exception_handler(RequestValidationError, _validation_error)
     app.add_exception_handler(StarletteHTTPException, _http_error)
@@ -111,6 +107,7 @@ def create_app(container: Container, keys: KeyRing) -> FastAPI:
     app.router.routes.append(Route("/mcp", endpoint=mcp, methods=["GET", "POST", "DELETE"]))
     generate = app.openapi
     app.openapi = lambda: app.openapi_schema or schemas.openapi_components(generate())  # type: ignore[method-assign]
+    s = container.settings
     app.add_middleware(TenantRateLimit, keys=keys, rate=s.per_tenant_requests_per_second,  # type: ignore[arg-type]
                        burst=s.per_tenant_request_burst)
     app.add_middleware(NoStoreForKeyedRequests)  # type: ignore[arg-type]  # 429s and 500s too

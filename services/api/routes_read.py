@@ -5,12 +5,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import contextvars
-import functools
 import logging
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
-from concurrent.futures import Executor
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import orjson
@@ -120,7 +117,7 @@ async def read(request: Request, p: Principal = Depends(require("read"))) -> Res
         if isinstance(payload, Exception):
             raise payload
         return Response(orjson.dumps(payload), media_type="application/json")
-    events = _stream(c, session, started, answer, payload, _tail_runner(request.app.state.stream_tail))
+    events = _stream(c, session, started, answer, payload)
     return StreamingResponse(_hygienic(events, c.settings.stream_heartbeat_seconds, c.settings.stream_retry_ms),
                              media_type="text/event-stream",
                              headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
@@ -170,32 +167,20 @@ async def _hygienic(events: AsyncIterator[tuple[str, bytes]], heartbeat: float, 
             await it.aclose()  # type: ignore[attr-defined]
 
 
-Tail = Callable[..., Awaitable[Any]]
-
-
-def _tail_runner(pool: Executor) -> Tail:
-    """Run a stream's work after its first event on the stream-tail pool (lower priority
-    threads, `VIBE_STREAM_TAIL_NICE`), in the caller's context (as run_in_threadpool does)."""
-    async def run(fn: Callable[..., Any], *args: Any) -> Any:
-        ctx = contextvars.copy_context()
-        return await asyncio.get_running_loop().run_in_executor(pool, functools.partial(ctx.run, fn, *args))
-    return run
-
-
 async def _stream(c: Container, session: ReadSession, started: float, answer: Callable[..., dict[str, object]],
-                  first: dict[str, object] | Exception, tail: Tail) -> AsyncIterator[tuple[str, bytes]]:
+                  first: dict[str, object] | Exception) -> AsyncIterator[tuple[str, bytes]]:
     try:
         if isinstance(first, Exception):
             raise first
         yield _event("lexical", first)
-        if await tail(session.complete_semantic):
-            yield _event("semantic", await tail(answer))
-        await tail(session.touch)
+        if await run_in_threadpool(session.complete_semantic):
+            yield _event("semantic", await run_in_threadpool(answer))
+        await run_in_threadpool(session.touch)
         if session.pending:
             yield _event("warming", session.warming())
-        async for chunk in _backfill(c, session, answer, tail):
+        async for chunk in _backfill(c, session, answer):
             yield chunk
-        yield _event("done", await tail(answer, True))
+        yield _event("done", await run_in_threadpool(answer, True))
         METRICS.stream_done_seconds.labels(strategy=session.strategy).observe(time.perf_counter() - started)
     except VibeError as e:
         yield _event("error", e.body()["error"])
@@ -204,8 +189,8 @@ async def _stream(c: Container, session: ReadSession, started: float, answer: Ca
         yield _event("error", {"code": ErrorCode.INTERNAL_ERROR.code, "message": "internal error"})
 
 
-async def _backfill(c: Container, session: ReadSession, answer: Callable[..., dict[str, object]],
-                    tail: Tail) -> AsyncIterator[tuple[str, bytes]]:
+async def _backfill(c: Container, session: ReadSession,
+                    answer: Callable[..., dict[str, object]]) -> AsyncIterator[tuple[str, bytes]]:
     """Re-rank as workers finish, until nothing this query waits for is pending or the
     wait bound passes."""
     loop = asyncio.get_running_loop()
@@ -222,10 +207,10 @@ async def _backfill(c: Container, session: ReadSession, answer: Callable[..., di
                 await asyncio.wait_for(wake.wait(), POLL_SECONDS)
             wake.clear()
             before = len(session.pending)
-            changed = await tail(session.refresh)
+            changed = await run_in_threadpool(session.refresh)
             if changed:
                 METRICS.backfill_events.inc()
-                yield _event("semantic", await tail(answer))
+                yield _event("semantic", await run_in_threadpool(answer))
             if len(session.pending) != before:
                 yield _event("warming", session.warming())
     finally:
