@@ -40,6 +40,7 @@ from shared.adapters.sqlite_store import SqliteStore
 from shared.adapters.tantivy_lexical import TantivyLexicalIndex
 from shared.agent_ports import AuditLog, CitationRegistry, MaterialBudget, PreCallCheck, Reranker, TaskLedger
 from shared.config import Settings
+from shared.foreground import Foreground
 from shared.indexing import FilePosition, Followers, IndexFollower, StorePosition
 from shared.metrics import METRICS
 from shared.model import DocKey, EmbedJob, SemanticStatus
@@ -385,9 +386,15 @@ def build(settings: Settings, embedder: Embedder | None = None, clock: Callable[
     follower = _build_followers(settings, store, lexical, vectors, home)
     signal = Signal()
 
+    # The in-process pipeline yields to first answers (shared/foreground.py); Celery workers
+    # are other processes and share neither the interpreter lock nor this gate.
+    foreground = Foreground(settings.foreground_max_wait_seconds)
+
     def run_batch(jobs: list[EmbedJob]) -> BatchOutcome:
+        foreground.yield_to_requests()
         out = handler.run(jobs)
         if out.changed:
+            foreground.yield_to_requests()
             follower.catch_up()
         return out
 
@@ -406,7 +413,7 @@ def build(settings: Settings, embedder: Embedder | None = None, clock: Callable[
     # A semantic leg waits for the vector index only.
     planner = Planner(cfg, store, lexical, vectors, emb, queue, budget, follower.of_vectors(), ExplainCache(),
                       QueryVectorCache.from_settings(settings), usage=usage, spaces=spaces, embedders=embedders,
-                      lexical_follower=follower.of_lexical())
+                      lexical_follower=follower.of_lexical(), foreground=foreground)
     docs = DocumentService(store, follower, queue, handler.policy, settings.embed_fields, spaces,
                            settings.max_doc_bytes, lambda tenant: _eager(store, tenant),
                            settings.write_sync_wait_seconds,

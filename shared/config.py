@@ -61,6 +61,9 @@ class Settings(BaseSettings):
     # event, and the `retry:` reconnection hint (milliseconds) a stream starts with.
     stream_heartbeat_seconds: Annotated[float, Field(gt=0)] = 10.0
     stream_retry_ms: Annotated[int, Field(ge=0)] = 3_000
+    # The in-process embedding pipeline waits for first answers in flight before each batch and
+    # each index apply, at most this long each time (0 = never waits; shared/foreground.py).
+    foreground_max_wait_seconds: Annotated[float, Field(ge=0, le=5)] = 0.05
     # Browser origins allowed to call the API (CORS): a JSON list or a comma-separated list;
     # empty (the default) sends no CORS headers at all.
     cors_origins: Annotated[list[str], NoDecode] = Field(default_factory=list)

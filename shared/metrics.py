@@ -38,6 +38,8 @@ class _Metrics:
             "vibe_stream_done_seconds", "readOnce stream time to `done`", ["strategy"], buckets=_LATENCY_BUCKETS
         )
         self.backfill_events = Counter("vibe_stream_backfill_total", "`semantic` re-rankings streamed")
+        self.background_yields = Counter("vibe_background_yields_total",
+                                         "Embedding batches or index applies that waited for a first answer")
         self.budget_denied = Counter(
             "vibe_budget_denied_total", "Embeds not queued because a budget was exhausted", ["budget"]
         )

@@ -105,11 +105,12 @@ async def read(request: Request, p: Principal = Depends(require("read"))) -> Res
     def first() -> tuple[ReadSession, dict[str, object] | Exception]:
         """Plan, rank and build the first answer in one trip to a worker thread: each trip
         waits for the event loop and a thread (and the GIL) once more before anything is sent."""
-        opened = c.planner.open(p, req, mode == "sse")
-        try:
-            return opened, _with_cursor(opened.payload(), opened, c, bound)
-        except Exception as e:  # reported where it was before: in the body (an `error` event for SSE)
-            return opened, e
+        with c.planner.foreground.serving():  # the pipeline waits for the whole first answer
+            opened = c.planner.open(p, req, mode == "sse")
+            try:
+                return opened, _with_cursor(opened.payload(), opened, c, bound)
+            except Exception as e:  # reported where it was before: in the body (an `error` event for SSE)
+                return opened, e
 
     session, payload = await run_in_threadpool(first)
     METRICS.read_seconds.labels(strategy=session.strategy, mode=mode).observe(time.perf_counter() - started)

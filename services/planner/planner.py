@@ -32,6 +32,7 @@ from services.planner.touch import (
 from services.planner.usage import OverBudget, UsageRecorder, embed_query_within_cap
 from shared.errors import ErrorCode, VibeError
 from shared.filters import describe, matches
+from shared.foreground import Foreground
 from shared.indexing import IndexFollower
 from shared.metrics import METRICS
 from shared.model import (
@@ -146,8 +147,11 @@ class Planner:
         spaces: Spaces | None = None,
         embedders: Callable[[str], Embedder] | None = None,
         lexical_follower: IndexFollower | None = None,
+        foreground: Foreground | None = None,
     ):
         self.query_cache = query_cache or QueryVectorCache()
+        # First answers are marked, so the in-process pipeline waits for them (shared/foreground.py).
+        self.foreground = foreground or Foreground(0)
         self.usage = usage
         # A tenant's active space (and one it is migrating to) and each space's own embedder:
         # a query vector is only ever compared with vectors of its own model (dim safety).
@@ -173,8 +177,9 @@ class Planner:
         """Plan and rank at once. When streaming, the caller sends the first answer before
         queueing embeds (V§4.2: "return fast" comes before "queue"), and a hybrid query whose
         vector is not cached answers lexically first; `complete_semantic()` then fuses."""
-        session = ReadSession(self, principal, req)
-        session.start(defer_query_embedding=streaming)
+        with self.foreground.serving():
+            session = ReadSession(self, principal, req)
+            session.start(defer_query_embedding=streaming)
         if not streaming:
             session.touch()
         return session
