@@ -9,6 +9,7 @@ import zlib
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from services.planner.touch import (
     COLD,
@@ -25,6 +26,9 @@ from services.planner.touch import (
     unstable,
 )
 from shared.model import DocKey, Principal, SemanticStatus
+
+if TYPE_CHECKING:
+    from services.wiring import Container
 
 POLICY = TouchPolicy("adaptive", depth_factor=2.0, min_depth=10, dig_step=10, dig_factor=3.0, dig_max=60,
                      stable_zone=0.5, reserve=4.0)
@@ -245,6 +249,20 @@ class _WordEmbedder:
         return [x / n for x in v]
 
 
+WORDS = "wing flutter supersonic boundary layer heat transfer shock wave"
+ALICE = Principal("t1", ("user:alice",), frozenset({"read", "write", "admin"}))
+ADMIN = Principal("t1", ("user:admin",), frozenset({"read", "write", "admin"}))
+
+
+def _alice_and_secret(c: Container, mine: int, secret: int) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """`mine` documents only alice may read and `secret` ones only the admin may, on one topic."""
+    docs = [{"_id": f"a{i}", "body": f"{WORDS} {i} " * 3, "_acl": ["user:alice"]} for i in range(mine)]
+    hidden = [{"_id": f"s{i}", "body": f"{WORDS} secret {i} " * 3, "_acl": ["user:admin"]} for i in range(secret)]
+    c.docs.put([c.docs.parse(ALICE, "c", d["_id"], d) for d in docs])
+    c.docs.put([c.docs.parse(ADMIN, "c", d["_id"], d) for d in hidden])
+    return docs, hidden
+
+
 def test_a_touch_with_probes_and_memory_spends_only_on_what_the_caller_may_read(tmp_path: Path) -> None:
     """Similar probes search lexically with the text of the semantic leg's hits, and page memory
     decides repeats: both must stay inside the caller's tenant + ACL filter."""
@@ -258,14 +276,9 @@ def test_a_touch_with_probes_and_memory_spends_only_on_what_the_caller_may_read(
                                       similar_within=0, neighbours=3, dig_step=50, remember=False)
     c.start()
     try:
-        words = "wing flutter supersonic boundary layer heat transfer shock wave"
-        alice = Principal("t1", ("user:alice",), frozenset({"read", "write", "admin"}))
-        admin = Principal("t1", ("user:admin",), frozenset({"read", "write", "admin"}))
+        alice, words = ALICE, WORDS
         other = Principal("t2", ("user:alice",), frozenset({"read", "write", "admin"}))
-        mine = [{"_id": f"a{i}", "body": f"{words} {i} " * 3, "_acl": ["user:alice"]} for i in range(6)]
-        secret = [{"_id": f"s{i}", "body": f"{words} secret {i} " * 3, "_acl": ["user:admin"]} for i in range(30)]
-        c.docs.put([c.docs.parse(alice, "c", d["_id"], d) for d in mine])
-        c.docs.put([c.docs.parse(admin, "c", d["_id"], d) for d in secret])
+        mine, secret = _alice_and_secret(c, 6, 30)
         c.docs.put([c.docs.parse(other, "c", f"o{i}", {"body": f"{words} {i}"}) for i in range(30)])
         for _ in range(6):
             session = c.planner.open(alice, ReadRequest("c", "wing flutter shock", "hybrid", limit=3))
@@ -318,13 +331,8 @@ def test_evicted_candidates_come_back_from_the_cold_store_without_budget_or_prov
     c = build(Settings(data_dir=tmp_path / "data", embedder="openai", per_tenant_per_min=100_000), emb)
     c.start()
     try:
-        words = "wing flutter supersonic boundary layer heat transfer shock wave"
-        alice = Principal("t1", ("user:alice",), frozenset({"read", "write", "admin"}))
-        admin = Principal("t1", ("user:admin",), frozenset({"read", "write", "admin"}))
-        mine = [{"_id": f"a{i}", "body": f"{words} {i} " * 3, "_acl": ["user:alice"]} for i in range(40)]
-        secret = [{"_id": f"s{i}", "body": f"{words} secret {i} " * 3, "_acl": ["user:admin"]} for i in range(10)]
-        c.docs.put([c.docs.parse(alice, "c", d["_id"], d) for d in mine])
-        c.docs.put([c.docs.parse(admin, "c", d["_id"], d) for d in secret])
+        alice = ALICE
+        mine, secret = _alice_and_secret(c, 40, 10)
         space = c.settings.space
         embedded = [DocKey("t1", "c", f"a{i}") for i in range(30)] + [DocKey("t1", "c", d["_id"]) for d in secret]
         sides = c.store.sidecars(embedded, space)
