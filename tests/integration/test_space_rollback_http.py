@@ -237,6 +237,55 @@ def test_a_re_activation_is_refused_on_a_dimension_mismatch_or_during_a_migratio
         srv.close()
 
 
+@pytest.mark.parametrize("store", ["sqlite", "postgres"])
+def test_a_space_claimed_for_expiry_is_not_re_activated(store: str, tmp_path: Path,
+                                                         request: pytest.FixtureRequest) -> None:
+    """A retired space past its retention that the expiry has claimed (`expiring`) answers 409
+    `conflict` to its activation, and nothing changes: the listing is the same before and after
+    and reads answer from the active space. Through HTTP alone `expiring` is never seen (a tick
+    claims and removes the space at once), so the test makes the claim in the store and stops
+    there, as a scheduler that crashed between the claim and the removal leaves it."""
+    clock = ManualClock(T0)
+    extra: dict[str, Any] = {"store": store}
+    if store == "postgres":
+        extra["postgres_url"] = request.getfixturevalue("postgres_url")
+    settings = Settings(data_dir=tmp_path / "data", embedder="hash", embed_dim=48, api_keys=KEYS,
+                        scheduler_enabled=False,  # ticks are the test's own
+                        per_tenant_per_min=100_000, **extra)
+    srv = InProcess(settings, clock)
+    try:
+        assert srv.call("POST", "/v1/collections/c/docs:bulk", {"docs": DOCS}).status_code == 200
+        srv.read("flutter report", "keyword")  # touches them all
+        wait_for(lambda: srv.settled("core", len(DOCS)), 30, "core to embed every document")
+        assert srv.call("POST", "/semantic/spaces", {"space": "v2", "model": "hash:v1@32"}).status_code == 202
+        wait_for(lambda: srv.settled("v2", len(DOCS)), 30, "the migration to v2")
+        assert srv.call("POST", "/semantic/spaces/v2/activate").status_code == 200
+
+        clock.t += settings.retired_space_retention_seconds + 1
+        assert srv.container.store.claim_expiry("ta", "core", clock.t - settings.retired_space_retention_seconds)
+        before = srv.spaces()
+        assert before["core"]["state"] == "retired" and before["core"]["expiring"] is True
+        assert before["v2"]["state"] == "active"
+
+        r = srv.call("POST", "/semantic/spaces/core/activate")
+        assert r.status_code == 409, r.text
+        error = r.json()["error"]
+        assert error["code"] == "conflict"
+        # the route's own refusal, naming the reason (not the store's generic "look again")
+        assert "past its retention and being removed" in error["message"], error
+        assert srv.spaces() == before
+        res = srv.read("flutter report", "semantic")
+        assert res["diagnostics"]["space"] == "v2" and res["diagnostics"]["model"] == "hash:v1@32"
+        assert {h["id"] for h in res["results"]} >= {"d0", "d3"}
+
+        # the removal the claim started resumes at the next tick; the space is gone, not resurrected
+        assert srv.container.lifecycle.tick().retired_expired == ["ta/core"]
+        assert set(srv.spaces()) == {"v2"}
+        assert srv.call("POST", "/semantic/spaces/core/activate").status_code == 404
+    finally:
+        srv.close()
+
+
 class RefusingProvider(OpenAIProtocolServer):
     """Answers 500 to a batch with a text containing `refuse` (queries pass)."""
 
