@@ -76,6 +76,10 @@ class _Metrics:
         self.reconciler_requeued = Counter(
             "vibe_reconciler_requeued_total", "Stuck `queued` sidecar rows the reconciler re-enqueued"
         )
+        self.reconciler_repaired = Counter(
+            "vibe_reconciler_repaired_total",
+            "Stuck `queued` sidecar rows no job could finish, repaired instead of re-enqueued", ["reason"]
+        )
         self.reconciler_runs = Counter("vibe_reconciler_runs_total", "Reconciler runs", ["outcome"])
         # Each process has its own breaker; a worker reports 1 for every state one of its children is in.
         self.breaker_state = Gauge("vibe_embedder_breaker_state", "1 for the provider breaker's state", ["state"],

@@ -345,6 +345,13 @@ class LifecycleStore(Protocol):
     def requeue_budget_deferred(self, before: float) -> int:
         """Rows refused for `budget` before `before` (a past day) go back to `none`."""
 
+    def repair_queued(self, space: str, keys: Sequence[DocKey], stuck_before: float,
+                      now: float) -> dict[str, list[DocKey]]:
+        """`queued` rows of `space`, unchanged since before `stuck_before`, that no job can
+        finish (the reconciler's): a row of a document that is gone is deleted; a row of content
+        its document no longer has takes the document's hash and goes `stale`. Returns the keys
+        repaired by reason (`document_gone`, `content_changed`)."""
+
     # provider usage and caps (V§12)
     def charge_tokens(
         self, tenant: str, day: str, by_collection: dict[str, tuple[int, int]], calls: int, cap: int

@@ -412,6 +412,42 @@ class LifecycleSql:
                                   s.updated_at)).rowcount or 0)
         return n
 
+    def repair_queued(self, space: str, keys: Sequence[DocKey], stuck_before: float,
+                      now: float) -> dict[str, list[DocKey]]:
+        """The reconciler's stuck rows that a job can never finish (the handler drops a job
+        whose document is gone or whose content changed, so re-enqueued they stay `queued` for
+        good): a row of a document that is gone is deleted, as the document's delete would have;
+        a row of content its document no longer has takes the document's hash and goes `stale`
+        without a cold reference, as a write aligns a space it did not plan for (the old content
+        is never embedded; the new one is when a read or a backfill asks). The statements
+        re-check that the row is still `queued` since before `stuck_before`, so a write
+        committed meanwhile wins (PostgreSQL re-reads a row it waited for)."""
+        out: dict[str, list[DocKey]] = {"document_gone": [], "content_changed": []}
+        doc = ("FROM docs d WHERE d.tenant=sidecar.tenant AND d.collection=sidecar.collection "
+               "AND d.doc_id=sidecar.doc_id")
+        by_col: dict[tuple[str, str], list[str]] = {}
+        for k in set(keys):
+            by_col.setdefault((k.tenant, k.collection), []).append(k.doc_id)
+        with self._lc_tx() as conn:
+            for (tenant, collection), ids in sorted(by_col.items()):
+                ids.sort()
+                for i in range(0, len(ids), 500):
+                    chunk = ids[i:i + 500]
+                    where = (f"WHERE tenant=? AND collection=? AND doc_id IN ({','.join('?' * len(chunk))}) "
+                             "AND space=? AND status='queued' AND updated_at<?")
+                    args = (tenant, collection, *chunk, space, stuck_before)
+                    gone = self._x(conn, f"DELETE FROM sidecar {where} AND NOT EXISTS (SELECT 1 {doc}) "
+                                         "RETURNING doc_id", args).fetchall()
+                    changed = self._x(conn, f"UPDATE sidecar SET status={_ALIGNED}, reason=NULL, cold_ref=NULL, "
+                                            f"attempts=0, updated_at=?, content_hash=(SELECT d.content_hash {doc}) "
+                                            f"{where} AND content_hash<>(SELECT d.content_hash {doc}) "
+                                            "RETURNING doc_id", (now, *args)).fetchall()
+                    out["document_gone"] += [DocKey(tenant, collection, r["doc_id"]) for r in gone]
+                    out["content_changed"] += [DocKey(tenant, collection, r["doc_id"]) for r in changed]
+            # a row queued again after it was ready may still have a point of the old content
+            self._lc_log(conn, [(k, "unvector", space) for k in out["content_changed"]])
+        return out
+
     def requeue_budget_deferred(self, before: float) -> int:
         with self._lc_tx() as conn:
             return int(self._x(conn, "UPDATE sidecar SET status='none', reason=NULL WHERE status='deferred' "

@@ -104,7 +104,7 @@ def test_reconciler_requeues_stuck_rows_once_under_a_lock(redis_srv: RedisServer
     store.put_docs([fresh], [SidecarEntry(fresh.key, "core", SemanticStatus.QUEUED, "hn", updated_at=time.time())])
     q = CeleryQueue.from_settings(s)
     assert q.enqueue([_job(0)]) == 1  # d0 is still pending: not sent twice
-    assert reconcile(store, q, s) == {"stuck": 5, "requeued": 4}
+    assert reconcile(store, q, s) == {"stuck": 5, "requeued": 4, "repaired": 0}
     assert reconcile(store, q, s) == {"skipped": 1}  # a second scheduler's tick in the same interval
     assert q.depth("ta")["bulk"] == 5  # the fresh row was not touched
     report = q.reconcile_report("ta")
