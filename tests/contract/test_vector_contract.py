@@ -77,6 +77,33 @@ def test_hits_carry_their_full_key_whatever_the_collections_named(index: VectorI
     assert keys(F("u", cols=("a",))) == {DocKey("u", "a", "3")}
 
 
+@pytest.mark.parametrize("cache", ["on", "full"])
+def test_a_reopened_edge_index_resolves_keys_it_never_wrote(tmp_path: Path, cache: str,
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """The edge adapter maps point ids to keys from its own upserts and resolves the others from
+    their payloads: another process's points (here: the index reopened), and every point once
+    its map is full, come back with their full keys, and a deleted point never does."""
+    from shared.adapters import edge_vectors
+
+    if cache == "full":
+        monkeypatch.setattr(edge_vectors, "KEY_CACHE_MAX", 0)
+    docs = [doc("t", "a", "1"), doc("t", "b", "2"), doc("u", "a", "3"), doc("t", "a", "4")]
+    first = EdgeVectorIndex(tmp_path / "vec")
+    first.upsert("core", [(d, unit(1)) for d in docs])
+    first.close()
+    again = EdgeVectorIndex(tmp_path / "vec")
+    try:
+        keys = lambda f: sorted(h.key for h in again.search("core", f, unit(1), 10))  # noqa: E731
+        want = [DocKey("t", "a", "1"), DocKey("t", "a", "4"), DocKey("t", "b", "2")]
+        assert keys(F()) == keys(F()) == want  # resolved, then remembered
+        assert keys(F("u")) == [DocKey("u", "a", "3")]
+        again.delete("core", [DocKey("t", "a", "4")])
+        assert keys(F()) == want[::2]
+        assert len(again._keys) == (0 if cache == "full" else 3)
+    finally:
+        again.close()
+
+
 def test_upsert_replaces_payload_and_delete_removes(index: VectorIndex) -> None:
     index.upsert("core", [(doc("t", "c", "1"), unit(3))])
     index.upsert("core", [(doc("t", "c", "1", ["g:x"]), unit(3))])
@@ -173,12 +200,17 @@ def test_outdated_schema_is_detected_and_reset(index: VectorIndex) -> None:
     assert [h.key.doc_id for h in index.search("core", W(FieldCondition("lang", "eq", ("en",))), unit(1), 5)] == ["1"]
 
 
-def test_edge_shards_of_an_older_version_are_outdated(tmp_path: Path) -> None:
-
+@pytest.mark.parametrize("older", [None, "2"])
+def test_edge_shards_of_an_older_version_are_outdated(tmp_path: Path, older: str | None) -> None:
+    """None: shards written before versions existed; 2: UUID point ids (now integers)."""
     idx = EdgeVectorIndex(tmp_path / "vec")
     idx.upsert("core", [(mdoc("1", {}), unit(1))])
     idx.close()
-    (tmp_path / "vec" / VERSION_FILE).unlink()  # shards written before versions existed
+    stamp = tmp_path / "vec" / VERSION_FILE
+    if older is None:
+        stamp.unlink()
+    else:
+        stamp.write_text(older)
     again = EdgeVectorIndex(tmp_path / "vec")
     assert again.schema_outdated()
     again.reset_schema()
