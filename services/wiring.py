@@ -29,6 +29,7 @@ from services.planner.usage import UsageRecorder
 from services.worker.backfill import BackfillLimits, Backfills
 from services.worker.handlers import BatchOutcome, EmbedHandler
 from services.worker.lifecycle import Lifecycle, LifecycleConfig
+from services.worker.repair import repair_stuck
 from services.worker.scheduler import SchedulerThread
 from shared.adapters.citations_sqlite import SqliteCitationRegistry
 from shared.adapters.cold_files import FileColdStore
@@ -121,18 +122,27 @@ class Container:
         for f in self.follower.members:  # the serving process reports its indexes' lag
             METRICS.follower_lag.labels(follower=f.label).set_function(f.lag)
         self.queue.start()
-        requeued = self.requeue_pending()
+        pending = self.requeue_pending()
         if self.settings.scheduler_enabled:
             self.scheduler.start()
-        log.info("started", extra={"requeued": requeued})
+        log.info("started", extra=pending)
 
-    def requeue_pending(self) -> int:
-        """Sidecar rows left `queued` by a previous run are jobs nobody holds any more."""
-        n = 0
+    def requeue_pending(self) -> dict[str, int]:
+        """Sidecar rows left `queued` by a previous run are jobs nobody holds any more. Those no
+        job can finish (document gone, content changed, a space the tenant does not read) are
+        repaired first, as the reconciler does (services/worker/repair.py): the embedded profile
+        has no reconciler, so re-enqueued they would stay `queued` across every restart or be
+        embedded into a space nobody reads. `now` is taken before the rows are read: the store's
+        re-check leaves a row that another process on the same store rewrites meanwhile."""
+        now = self.store.clock()
+        out = {"requeued": 0, "repaired": 0}
         for space in sorted(self.spaces.live()):
             rows = self.store.keys_in_status(space, [SemanticStatus.QUEUED], limit=1_000_000)
-            n += self.queue.enqueue([EmbedJob(r.key, space, r.content_hash, priority="bulk") for r in rows])
-        return n
+            keep = repair_stuck(self.store, self.spaces, rows, now, now)
+            out["repaired"] += len(rows) - len(keep)
+            out["requeued"] += self.queue.enqueue(
+                [EmbedJob(r.key, space, r.content_hash, priority="bulk") for r in keep])
+        return out
 
     def stop(self) -> None:
         self.scheduler.stop()
