@@ -314,6 +314,16 @@ def test_dashboard_queries_use_exported_metrics_only(dashboard: dict[str, Any]) 
     assert all(n.startswith("vibe_") for n in used)
 
 
+def test_dashboard_shows_the_reconciler_counters(dashboard: dict[str, Any]) -> None:
+    """What happens to stuck `queued` rows (re-enqueued, or repaired when no job can finish) is
+    only visible in these counters; the repairs are split by reason, each a different bug."""
+    exprs = [t["expr"] for p in dashboard["panels"] for t in p.get("targets", [])]
+    for metric in ("vibe_reconciler_runs_total", "vibe_reconciler_requeued_total", "vibe_reconciler_repaired_total"):
+        assert any(metric in promql_metrics(e) for e in exprs), f"no panel shows {metric}"
+    assert any("vibe_reconciler_repaired_total" in promql_metrics(e) and re.search(r"by \([^)]*\breason\b", e)
+               for e in exprs)
+
+
 def test_dashboard_is_provisioned_against_the_datasource(dashboard: dict[str, Any], compose: dict[str, Any]) -> None:
     prov = DEPLOY / "grafana" / "provisioning"
     (ds,) = _load(prov / "datasources" / "prometheus.yml")["datasources"]
