@@ -116,6 +116,7 @@ class Container:
             agent.close()
 
     def start(self) -> None:
+        adopt_legacy_cold_dirs(self.settings, self.store)  # before anything reads the cold store
         # catch_up, not sync: an index server that is away at start (or whose schema cannot be
         # checked yet) must not stop the process; the next sync retries and reads re-check pages.
         self.follower.catch_up()
@@ -342,6 +343,22 @@ class SpaceEmbedders:
 def build_cold(settings: Settings) -> ColdStore:
     """Cold vectors in files: the data dir, or a volume every worker mounts (VIBE_COLD_DIR)."""
     return FileColdStore(settings.cold_dir or settings.data_dir / "cold", settings.cold_codec)
+
+
+def adopt_legacy_cold_dirs(settings: Settings, store: StoreOfRecord) -> dict[str, int]:
+    """Cold files that a space whose name is not file-safe wrote before e435828 move to its
+    current directory (FileColdStore.adopt_legacy), at each serving process's start (the cold
+    dir may be a volume the workers share; a rename is atomic). The claimants are every space
+    the store knows: the configured one and every tenant's, and any bound space of the legacy
+    name (a file-safe space keeps its files there)."""
+    cold = build_cold(settings)
+    if not isinstance(cold, FileColdStore):
+        return {}
+    spaces = {settings.space} | {r.space for r in store.tenant_spaces()}
+    moved = cold.adopt_legacy(spaces, lambda name: store.space_binding(name) is not None)
+    if moved:
+        log.info("cold store: legacy space directories adopted", extra={"tenantDirs": moved})
+    return moved
 
 
 def build_handler(settings: Settings, store: StoreOfRecord, emb: Embedder,

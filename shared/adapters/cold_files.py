@@ -12,12 +12,13 @@ Tenants are hashed into the path, so file names reveal no tenant; no text and no
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import re
 import struct
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Collection, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -64,6 +65,12 @@ def space_dir(space: str) -> str:
     return space if safe == space else f"{safe}+{hashlib.sha256(space.encode()).hexdigest()[:12]}"
 
 
+def legacy_space_dir(space: str) -> str:
+    """The directory a space had before names were kept apart (e435828): its file-safe form
+    alone, which `core@v2` and `core_v2` shared."""
+    return _SAFE.sub("_", space)
+
+
 class FileColdStore:
     def __init__(self, root: Path, codec: str = "float16"):
         if codec not in CODECS:
@@ -104,3 +111,44 @@ class FileColdStore:
     def delete(self, tenant: str, space: str, content_hash: str) -> None:
         for codec in CODECS:
             self._path(tenant, space, content_hash).with_suffix(f".{codec}").unlink(missing_ok=True)
+
+    def adopt_legacy(self, spaces: Collection[str], taken: Callable[[str], bool]) -> dict[str, int]:
+        """Move the cold files that `spaces` (every space the store knows) wrote before e435828
+        to their current directory: a name that is not file-safe (`core@v2`) wrote them to its
+        safe form (`core_v2`), where they are no longer read (a touch re-embeds instead of
+        rehydrating) nor deleted (retention, pruning). A legacy directory is adopted only when
+        one space claims it: not when two known spaces share the safe form, nor when
+        `taken(safe form)` says a file-safe space of that name exists (its files live there
+        now), since which file was whose cannot be told. Each tenant directory is renamed only
+        where the current directory has none for that tenant: files written since win, and a
+        rename is atomic, so two processes starting together move each directory once.
+        Returns the tenant directories moved, by space."""
+        claims: dict[str, set[str]] = {}
+        for space in spaces:
+            claims.setdefault(legacy_space_dir(space), set()).add(space)
+        moved: dict[str, int] = {}
+        for legacy, owners in sorted(claims.items()):
+            space = next(iter(owners))
+            old = self.root / legacy
+            if len(owners) > 1 or space_dir(space) == legacy or not old.is_dir() or taken(legacy):
+                continue
+            n = self._adopt(old, self.root / space_dir(space))
+            if n:
+                moved[space] = n
+        return moved
+
+    @staticmethod
+    def _adopt(old: Path, new: Path) -> int:
+        n = 0
+        for tenant in sorted(old.iterdir()):
+            if (new / tenant.name).exists():
+                continue  # written since the change: kept; the old files stay where they are
+            new.mkdir(parents=True, exist_ok=True)
+            try:
+                os.rename(tenant, new / tenant.name)
+            except OSError:  # another process moved it or wrote there meanwhile
+                continue
+            n += 1
+        with contextlib.suppress(OSError):  # not empty when a tenant's current files won
+            old.rmdir()
+        return n

@@ -157,3 +157,40 @@ def test_spaces_never_share_files(tmp_path: Path) -> None:
     assert len({cold_files.space_dir(s) for s in ("core@v2", "core_v2", "core.v2", "core-v2")}) == 4
     store.delete(TENANT, "core@v2", "h1")
     assert store.get(TENANT, "core@v2", "h1") is None and store.get(TENANT, "core_v2", "h1") == b
+
+
+def _legacy(store: FileColdStore, tenant: str, space: str, content_hash: str, vector: list[float]) -> None:
+    """A cold file written before e435828: under the space's file-safe form alone (`core_v2`)."""
+    store.put(tenant, space, content_hash, vector)
+    new, old = store.root / cold_files.space_dir(space), store.root / cold_files.legacy_space_dir(space)
+    old.mkdir(exist_ok=True)
+    for tenant_dir in new.iterdir():
+        tenant_dir.rename(old / tenant_dir.name)
+    new.rmdir()
+
+
+def test_legacy_directories_of_unsafe_names_are_adopted(tmp_path: Path) -> None:
+    """Files a space like `core@v2` wrote under `core_v2` before its name got a directory of its
+    own are neither read nor deleted there: they move to the current directory, tenant by tenant,
+    unless the current one already has that tenant's files (written since: they win)."""
+    store = FileColdStore(tmp_path, "float16")
+    _legacy(store, TENANT, "core@v2", "h1", [1.0, 0.0])
+    _legacy(store, "other", "core@v2", "h2", [0.0, 1.0])
+    store.put("other", "core@v2", "h2", [0.6, 0.8])  # written since the change
+    assert store.get(TENANT, "core@v2", "h1") is None  # orphaned: the current layout misses it
+    assert store.adopt_legacy({"core", "core@v2"}, lambda name: False) == {"core@v2": 1}
+    assert store.get(TENANT, "core@v2", "h1") == [1.0, 0.0]
+    assert store.get("other", "core@v2", "h2") == pytest.approx([0.6, 0.8], abs=1e-3)
+    assert (tmp_path / "core_v2").is_dir()  # the other tenant's older file stays where it was
+    assert store.adopt_legacy({"core", "core@v2"}, lambda name: False) == {}  # nothing left to move
+
+
+def test_a_legacy_directory_two_spaces_may_have_shared_is_left_alone(tmp_path: Path) -> None:
+    store = FileColdStore(tmp_path, "float16")
+    _legacy(store, TENANT, "core@v2", "h1", [1.0, 0.0])
+    # a file-safe space of the same form is known: its files live in `core_v2` now
+    assert store.adopt_legacy({"core@v2", "core_v2"}, lambda name: False) == {}
+    assert store.adopt_legacy({"core@v2"}, lambda name: name == "core_v2") == {}  # bound, no tenant's now
+    assert store.adopt_legacy({"core@v2", "core v2"}, lambda name: False) == {}  # two unsafe names
+    assert store.get(TENANT, "core@v2", "h1") is None and (tmp_path / "core_v2").is_dir()
+    assert store.adopt_legacy({"core_v2"}, lambda name: True) == {}  # a file-safe name kept its directory

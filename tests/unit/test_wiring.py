@@ -47,3 +47,29 @@ def test_the_store_follows_settings(tmp_path: Path, postgres_url: str) -> None:
     lite = build_store(Settings(data_dir=tmp_path))
     assert isinstance(lite, SqliteStore)
     lite.close()
+
+
+def test_a_start_adopts_the_cold_files_an_unsafe_space_name_wrote_before_e435828(tmp_path: Path) -> None:
+    """A tenant's `core@v2` wrote its cold files under `core_v2` before names got directories of
+    their own; the next start moves them where the cold store reads them (rehydration, not a
+    provider call) and deletes them (retention, pruning)."""
+    from services.wiring import build_cold
+    from shared.adapters.cold_files import space_dir
+    from shared.model import SpaceInfo
+
+    s = Settings(data_dir=tmp_path, embedder="hash", embed_dim=32, scheduler_enabled=False)
+    c = build(s)
+    c.store.put_tenant_space(SpaceInfo("t", "core@v2", "hash:v1@32", 32, "active", 0.0, 0.0))
+    cold = build_cold(s)
+    cold.put("t", "core@v2", "h1", [0.6, 0.8])
+    root = tmp_path / "cold"
+    (root / space_dir("core@v2")).rename(root / "core_v2")  # where the previous version put it
+    assert cold.get("t", "core@v2", "h1") is None
+    c.stop()
+    c = build(s)
+    c.start()
+    try:
+        assert cold.get("t", "core@v2", "h1") == pytest.approx([0.6, 0.8], abs=1e-3)
+        assert not (root / "core_v2").exists()
+    finally:
+        c.stop()
