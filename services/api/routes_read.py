@@ -14,7 +14,6 @@ import orjson
 from fastapi import APIRouter, Depends, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse, Response, StreamingResponse
-from starlette.background import BackgroundTask
 
 from services.api import cursors
 from services.api.auth import require
@@ -107,27 +106,20 @@ async def read(request: Request, p: Principal = Depends(require("read"))) -> Res
     def first() -> tuple[ReadSession, dict[str, object] | Exception]:
         """Plan, rank and build the first answer in one trip to a worker thread: each trip
         waits for the event loop and a thread (and the GIL) once more before anything is sent."""
-        opened = c.planner.open(p, req, mode == "sse")
-        try:
-            return opened, _with_cursor(opened.payload(), opened, c, bound)
-        except Exception as e:  # reported where it was before: in the body (an `error` event for SSE)
-            return opened, e
+        with c.planner.foreground.serving():  # the pipeline waits for the whole first answer
+            opened = c.planner.open(p, req, mode == "sse")
+            try:
+                return opened, _with_cursor(opened.payload(), opened, c, bound)
+            except Exception as e:  # reported where it was before: in the body (an `error` event for SSE)
+                return opened, e
 
-    # Background work waits until the first answer is handed to the connection, not only
-    # computed (shared/foreground.py): released once it is written, or when the hold lapses.
-    release = c.planner.foreground.hold()
-    try:
-        session, payload = await run_in_threadpool(first)
-    except BaseException:
-        release()
-        raise
+    session, payload = await run_in_threadpool(first)
     METRICS.read_seconds.labels(strategy=session.strategy, mode=mode).observe(time.perf_counter() - started)
     if mode == "json":
         if isinstance(payload, Exception):
-            release()
             raise payload
-        return Response(orjson.dumps(payload), media_type="application/json", background=BackgroundTask(release))
-    events = _stream(c, session, started, answer, payload, release)
+        return Response(orjson.dumps(payload), media_type="application/json")
+    events = _stream(c, session, started, answer, payload)
     return StreamingResponse(_hygienic(events, c.settings.stream_heartbeat_seconds, c.settings.stream_retry_ms),
                              media_type="text/event-stream",
                              headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
@@ -178,13 +170,11 @@ async def _hygienic(events: AsyncIterator[tuple[str, bytes]], heartbeat: float, 
 
 
 async def _stream(c: Container, session: ReadSession, started: float, answer: Callable[..., dict[str, object]],
-                  first: dict[str, object] | Exception,
-                  release: Callable[[], None]) -> AsyncIterator[tuple[str, bytes]]:
+                  first: dict[str, object] | Exception) -> AsyncIterator[tuple[str, bytes]]:
     try:
         if isinstance(first, Exception):
             raise first
         yield _event("lexical", first)
-        release()  # resumed for the next event: the first one has been handed to the connection
         # After the first event this stream is background work for the other requests: each
         # step that holds the interpreter lock (search and fusion, the touch, every re-rank and
         # answer) first lets the first answers in flight finish (shared/foreground.py).
@@ -199,14 +189,10 @@ async def _stream(c: Container, session: ReadSession, started: float, answer: Ca
         yield _event("done", await run_in_threadpool(after(answer), True))
         METRICS.stream_done_seconds.labels(strategy=session.strategy).observe(time.perf_counter() - started)
     except VibeError as e:
-        release()
         yield _event("error", e.body()["error"])
     except Exception:  # the stream has started: report in-band (never a stack trace), end the body cleanly
-        release()
         log.exception("read stream failed")
         yield _event("error", {"code": ErrorCode.INTERNAL_ERROR.code, "message": "internal error"})
-    finally:
-        release()
 
 
 def _after_first_answers(c: Container) -> Callable[[Callable[..., T]], Callable[..., T]]:

@@ -70,20 +70,3 @@ def test_a_touched_document_is_embedded_after_the_first_answer_in_flight(tmp_pat
         assert c.store.sidecar(key, c.settings.space).status == SemanticStatus.READY
     finally:
         c.stop()
-
-
-def test_a_hold_lasts_until_released_and_a_lost_one_lapses() -> None:
-    gate = Foreground(5.0, hold_limit=60.0)
-    first, second = gate.hold(), gate.hold()
-    first()
-    first()  # releasing twice changes nothing
-    assert Foreground(0.0).yield_to_requests() is True
-    with gate._cv:
-        assert gate._busy()  # the second answer is still in flight
-    second()
-    assert gate.yield_to_requests() is True
-    lost = Foreground(5.0, hold_limit=0.2)
-    lost.hold()  # a connection dropped before its response started: never released
-    t0 = time.monotonic()
-    assert lost.yield_to_requests() is True  # went ahead when the hold lapsed, not after max_wait
-    assert time.monotonic() - t0 < 4.0
