@@ -39,8 +39,7 @@ class _Metrics:
         )
         self.backfill_events = Counter("vibe_stream_backfill_total", "`semantic` re-rankings streamed")
         self.background_yields = Counter("vibe_background_yields_total",
-                                         "Embedding batches, index applies or stream steps after a first event "
-                                         "that waited for a first answer in flight")
+                                         "Embedding batches or index applies that waited for a first answer")
         self.budget_denied = Counter(
             "vibe_budget_denied_total", "Embeds not queued because a budget was exhausted", ["budget"]
         )

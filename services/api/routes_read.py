@@ -8,7 +8,7 @@ import contextlib
 import logging
 import time
 from collections.abc import AsyncIterator, Callable
-from typing import Any, TypeVar
+from typing import Any
 
 import orjson
 from fastapi import APIRouter, Depends, Request
@@ -28,7 +28,6 @@ from shared.model import DocKey, Principal
 
 router = APIRouter()
 log = logging.getLogger("vibe.api")
-T = TypeVar("T")
 POLL_SECONDS = 0.25  # also catches jobs finished by other processes (Celery workers)
 
 
@@ -175,40 +174,20 @@ async def _stream(c: Container, session: ReadSession, started: float, answer: Ca
         if isinstance(first, Exception):
             raise first
         yield _event("lexical", first)
-        # After the first event this stream is background work for the other requests: each
-        # step that holds the interpreter lock (search and fusion, the touch, every re-rank and
-        # answer) first lets the first answers in flight finish (shared/foreground.py).
-        after = _after_first_answers(c)
-        if await run_in_threadpool(session.complete_semantic, c.planner.foreground.yield_to_requests):
-            yield _event("semantic", await run_in_threadpool(after(answer)))
-        await run_in_threadpool(after(session.touch))
+        if await run_in_threadpool(session.complete_semantic):
+            yield _event("semantic", await run_in_threadpool(answer))
+        await run_in_threadpool(session.touch)
         if session.pending:
             yield _event("warming", session.warming())
-        async for chunk in _backfill(c, session, after(answer)):
+        async for chunk in _backfill(c, session, answer):
             yield chunk
-        yield _event("done", await run_in_threadpool(after(answer), True))
+        yield _event("done", await run_in_threadpool(answer, True))
         METRICS.stream_done_seconds.labels(strategy=session.strategy).observe(time.perf_counter() - started)
     except VibeError as e:
         yield _event("error", e.body()["error"])
     except Exception:  # the stream has started: report in-band (never a stack trace), end the body cleanly
         log.exception("read stream failed")
         yield _event("error", {"code": ErrorCode.INTERNAL_ERROR.code, "message": "internal error"})
-
-
-def _after_first_answers(c: Container) -> Callable[[Callable[..., T]], Callable[..., T]]:
-    """`fn` waits for the first answers in flight (at most VIBE_FOREGROUND_MAX_WAIT_SECONDS) before
-    it runs: with fresh queries back to back, the previous query's tail otherwise takes the
-    interpreter lock from the next query's first answer."""
-    gate = c.planner.foreground
-
-    def wrap(fn: Callable[..., T]) -> Callable[..., T]:
-        def run(*args: Any) -> T:
-            gate.yield_to_requests()
-            return fn(*args)
-
-        return run
-
-    return wrap
 
 
 async def _backfill(c: Container, session: ReadSession,
@@ -229,7 +208,7 @@ async def _backfill(c: Container, session: ReadSession,
                 await asyncio.wait_for(wake.wait(), POLL_SECONDS)
             wake.clear()
             before = len(session.pending)
-            changed = await run_in_threadpool(_after_first_answers(c)(session.refresh))
+            changed = await run_in_threadpool(session.refresh)
             if changed:
                 METRICS.backfill_events.inc()
                 yield _event("semantic", await run_in_threadpool(answer))

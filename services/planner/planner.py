@@ -281,18 +281,11 @@ class ReadSession:
     def semantic_deferred(self) -> bool:
         return self.semantic.state == "embedding_query"
 
-    def complete_semantic(self, pause: Callable[[], object] | None = None) -> bool:
-        """Run the deferred semantic leg; True if the visible ranking changed. `pause` runs
-        between embedding the query (the model releases the interpreter lock) and the search and
-        fusion (which hold it): a stream's tail yields there to first answers in flight."""
+    def complete_semantic(self) -> bool:
+        """Run the deferred semantic leg; True if the visible ranking changed."""
         if not self.semantic_deferred:
             return False
         before = self._visible()
-        self.semantic.vector = self._query_vector()  # None: degraded, with its reason
-        if self.semantic.vector is None:
-            return False
-        if pause is not None:
-            pause()
         self._semantic_leg()
         self._rank()
         return self._visible() != before
