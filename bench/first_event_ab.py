@@ -9,6 +9,12 @@ so the load of the machine (2 shared cores here) and each server's background em
 the documents earlier queries touched fall on both alike. Per strategy: p50/p95 of the time
 to the first SSE event for each, and the median of the paired differences; each server's
 `/healthz` round trip and the load average are recorded alongside. Every sample is kept.
+
+`--sequential R`: instead, one server at a time, R rounds in the order baseline, current,
+current, baseline, ... each on a fresh copy of the corpus, every round sending the same
+queries. Use it for changes that move background work in time (the foreground gate): with both
+servers up, one server's deferred work lands in the other's measurements. Pairs are the same
+query in the same round.
 """
 
 from __future__ import annotations
@@ -61,7 +67,38 @@ def measure(servers: dict[str, Served], qs: dict[str, list[str]]) -> dict[str, A
     return out
 
 
-def main(docs: int, queries: int, baseline: str, current: str, runtime: str) -> Path:
+def _sequential(root: Path, env: dict[str, str], names: list[str], warm: list[str], qs: dict[str, list[str]],
+                rounds: int) -> tuple[dict[str, Any], dict[str, float]]:
+    """One server at a time on a fresh copy of the corpus, in the order b, c, c, b, b, c, ..."""
+    base, cur = names[1], names[0]
+    order = [n for r in range(rounds) for n in ((base, cur) if r % 2 == 0 else (cur, base))]
+    samples: dict[str, dict[str, list[float]]] = {st: {n: [] for n in names} for st in qs}
+    loads: dict[str, list[tuple[float, ...]]] = {st: [] for st in qs}
+    trivial: dict[str, list[float]] = {n: [] for n in names}
+    for i, n in enumerate(order):
+        run = root / f"run-{i}"
+        shutil.copytree(root / "seed", run)
+        with served(run / "data", env=env, keys=KEYS, repo=root / f"code-{n}") as s:
+            for q in warm:
+                first_event_ms(s, q, "keyword")
+            for strategy, queries in qs.items():
+                loads[strategy].append(os.getloadavg())
+                samples[strategy][n] += [first_event_ms(s, q, strategy) for q in queries]
+            trivial[n] += trivial_ms(s, 50)
+        shutil.rmtree(run, ignore_errors=True)
+    out: dict[str, Any] = {}
+    for strategy, by in samples.items():
+        diffs = [a - b for a, b in zip(by[cur], by[base], strict=True)]
+        out[strategy] = {**{n: _summary(v) for n, v in by.items()},
+                         "paired_diff_p50_ms": round(statistics.median(diffs), 3),
+                         f"{cur}_faster_share": round(sum(d < 0 for d in diffs) / len(diffs), 3),
+                         "load_average": {"before": loads[strategy][0], "after": loads[strategy][-1]},
+                         "rounds": order, "samples": {n: [round(x, 3) for x in v] for n, v in by.items()}}
+        print(strategy, {k: v for k, v in out[strategy].items() if k != "samples"}, flush=True)
+    return out, {n: report.percentile(v, 0.5) for n, v in trivial.items()}
+
+
+def main(docs: int, queries: int, baseline: str, current: str, runtime: str, sequential: int = 0) -> Path:
     rng = random.Random(11)
     vocab = zipf_vocabulary(20_000, rng)
     corpus = synthetic_docs(docs, rng, 60, vocab)
@@ -75,15 +112,19 @@ def main(docs: int, queries: int, baseline: str, current: str, runtime: str) -> 
             for i in range(0, len(corpus), 1000):
                 s.bulk("k-admin-a", "syn", corpus[i:i + 1000]).raise_for_status()
         for n in commits:  # both servers start from a copy: neither is the one that wrote the files
-            shutil.copytree(root / "seed", root / n)
-        with ExitStack() as stack:
-            servers = {n: stack.enter_context(served(root / n / "data", env=env, keys=KEYS, repo=root / f"code-{n}"))
-                       for n in commits}
-            for s in servers.values():
-                for q in warm:
-                    first_event_ms(s, q, "keyword")
-            res = measure(servers, qs)
-            trivial = {n: report.percentile(trivial_ms(s), 0.5) for n, s in servers.items()}
+            if not sequential:
+                shutil.copytree(root / "seed", root / n)
+        if sequential:
+            res, trivial = _sequential(root, env, list(commits), warm, qs, sequential)
+        else:
+            with ExitStack() as stack:
+                servers = {n: stack.enter_context(served(root / n / "data", env=env, keys=KEYS,
+                                                         repo=root / f"code-{n}")) for n in commits}
+                for s in servers.values():
+                    for q in warm:
+                        first_event_ms(s, q, "keyword")
+                res = measure(servers, qs)
+                trivial = {n: report.percentile(trivial_ms(s), 0.5) for n, s in servers.items()}
     finally:
         for n in commits:
             subprocess.run(["git", "-C", str(REPO), "worktree", "remove", "--force", str(root / f"code-{n}")],
@@ -92,6 +133,7 @@ def main(docs: int, queries: int, baseline: str, current: str, runtime: str) -> 
     doc = {"name": "first-event-ab", "docs": docs, "queries_per_strategy": queries, "runtime": runtime,
            "reader": READER, "current": {"ref": current, "commit": commits["current"]},
            "baseline": {"ref": baseline, "commit": commits["baseline"]}, "healthz_p50_ms": trivial,
+           "mode": f"sequential, {sequential} rounds" if sequential else "interleaved",
            "strategies": res}
     return report.write(doc, _markdown(doc))
 
@@ -107,7 +149,10 @@ def _markdown(doc: dict[str, Any]) -> str:
     cur, base = doc["current"], doc["baseline"]
     return (f"# First SSE event: {cur['ref']} ({cur['commit'][:10]}) against {base['ref']} ({base['commit'][:10]})\n\n"
             f"{doc['docs']} synthetic documents, local model ({doc['runtime']}), {doc['queries_per_strategy']} "
-            "queries per strategy, each sent to both servers in alternating order. `/healthz` p50: "
+            + ("queries per strategy, each sent to both servers in alternating order. `/healthz` p50: "
+               if doc.get("mode", "interleaved") == "interleaved" else
+               f"queries per strategy, one server at a time ({doc['mode']}; order "
+               f"{', '.join(next(iter(doc['strategies'].values()))['rounds'])}). `/healthz` p50: ")
             + ", ".join(f"{k} {v} ms" for k, v in doc["healthz_p50_ms"].items()) + ". Times in ms.\n\n"
             + report.table(head, rows))
 
@@ -119,6 +164,8 @@ if __name__ == "__main__":
     ap.add_argument("--baseline", required=True, help="git ref of the code to compare against")
     ap.add_argument("--current", default="HEAD", help="git ref of the code measured")
     ap.add_argument("--runtime", default="onnx")
+    ap.add_argument("--sequential", type=int, default=0, metavar="ROUNDS",
+                    help="one server at a time, this many rounds (0: both up, queries interleaved)")
     a = ap.parse_args()
     t0 = time.time()
-    print(main(a.docs, a.queries, a.baseline, a.current, a.runtime), f"{time.time() - t0:.0f} s")
+    print(main(a.docs, a.queries, a.baseline, a.current, a.runtime, a.sequential), f"{time.time() - t0:.0f} s")
