@@ -429,7 +429,7 @@ def build(settings: Settings, embedder: Embedder | None = None, clock: Callable[
     queue.on_done(signal.fire)
     cfg = PlannerConfig(settings.space, settings.lexical_candidates, settings.per_query_max_embeds,
                         settings.rrf_k, settings.fusion, settings.semantic_weight, _touch_policy(settings),
-                        stand_in=settings.fusion_stand_in)
+                        stand_in=settings.fusion_stand_in, short_first_page=settings.vectors != "qdrant")
     budget = build_budget(settings)
     lifecycle = build_lifecycle(settings, store, queue, budget, handler.policy, follower.sync)
     usage = UsageRecorder(lifecycle.cfg.bucket_seconds, settings.usage_half_life_seconds, lifecycle.clock, store,

@@ -119,6 +119,10 @@ class PlannerConfig:
     semantic_weight: float = DEFAULT_SEMANTIC_WEIGHT  # chosen by bench/fusion_loo.py
     touch: TouchPolicy = field(default_factory=TouchPolicy)
     stand_in: str = "line"  # line | agree: an unembedded candidate's semantic z (fusion.zscore)
+    # A streamed semantic read may search first for its page only (ReadSession._short_semantic):
+    # on for an exact vector index (the embedded one), where a short list's page is the full
+    # list's page; an approximate one (HNSW) may rank a short search differently.
+    short_first_page: bool = False
 
 
 @dataclass
@@ -204,12 +208,17 @@ class ReadSession:
         self.flt = planner.search_filter(principal, req.collection, req.where)
         self.space, self.building = planner.spaces.of(principal.tenant)
         self._shown_ok: dict[DocKey, StoredDoc] = {}  # documents re-checked readable (see _readable_top)
+        self._hidden: set[DocKey] = set()  # documents that failed that check
         self.k = req.k or planner.cfg.lexical_candidates
         self.lexical_hits: list[Hit] = []
         self.semantic = SemanticLeg()
         self.strategy: str = req.strategy
         self.strategy_reason = "requested"
         self.pending: set[DocKey] = set()
+        # A streamed semantic read searches first for its page only (offset + limit + 1 hits: the
+        # one past the page tells whether there is a next); complete_semantic() then fetches all
+        # `k` candidates, which the touch, the cursor and any page re-check need.
+        self._short_semantic = False
         self._vector_target: int | None = None  # log head the vector index must reach (refresh)
         self.queued_by_us = 0
         self.budget_limited = 0
@@ -240,7 +249,13 @@ class ReadSession:
             self.lexical_hits = self._lexical_leg(text)
         if waits:
             if not (embedded and self.semantic.vector is None):  # None: degraded, not tried twice
-                self._semantic_leg()
+                # A streamed semantic answer needs only its page at first: a 500-hit vector
+                # search reads and decodes 500 hits, most of its time (complete_semantic).
+                short = self.strategy == "semantic" and defer_query_embedding and self.p.cfg.short_first_page
+                self._semantic_leg(self.req.offset + self.req.limit + 1 if short else None)
+                self._short_semantic = short and self.semantic.state == "ready"
+                if self._short_semantic and not self._short_list_decides_page():
+                    self._semantic_leg()  # a tie across the page's end: which of them is on it
         elif self.strategy == "hybrid":
             self.semantic.vector = self._cached_query_vector()
             if self.semantic.vector is not None:
@@ -282,8 +297,9 @@ class ReadSession:
         return self.semantic.state == "embedding_query"
 
     def complete_semantic(self) -> bool:
-        """Run the deferred semantic leg; True if the visible ranking changed."""
-        if not self.semantic_deferred:
+        """Run the deferred semantic leg, or complete a short one; True if the visible ranking
+        changed."""
+        if not self.semantic_deferred and not self._short_semantic:
             return False
         before = self._visible()
         self._semantic_leg()
@@ -475,20 +491,35 @@ class ReadSession:
         self.p.query_cache.put(self.principal.tenant, emb.model_id, text, vec, self.flt.acl)
         return vec
 
-    def _semantic_leg(self) -> None:
+    def _short_list_decides_page(self) -> bool:
+        """Whether a short search's page is the full list's: it returned all there is, or its
+        last hit (one past the page) scores below the page's last one. Then every hit that
+        scores as high as the page's last is in the short list (an exact top-k), and both lists
+        order them alike (`_semantic_leg` breaks ties by key)."""
+        end, hits = self.req.offset + self.req.limit, self.semantic.hits
+        return len(hits) <= end or hits[end].score < hits[end - 1].score
+
+    def _semantic_leg(self, k: int | None = None) -> None:
+        """The vector search, `k` candidates (None: all `self.k`; fewer only for a first page,
+        see `_short_semantic`)."""
         t0 = time.perf_counter()
+        self._short_semantic = False
         if self.semantic.vector is None:
             self.semantic.vector = self._query_vector()
         if self.semantic.vector is None:
             return
         self.p.follower.catch_up()
-        self.semantic.hits = self.p.vectors.search(self.space, self.flt, self.semantic.vector, self.k)
+        k = min(k or self.k, self.k)
+        hits = self.p.vectors.search(self.space, self.flt, self.semantic.vector, k)
         for space in self.building:
-            self.semantic.hits = self._with_building(space, self.semantic.hits)
+            hits = self._with_building(space, hits, k)
+        # Equal scores in key order: engines return ties in no set order, and a page, its
+        # cursor's next page and a short first search must agree on them.
+        self.semantic.hits = sorted(hits, key=lambda h: (-h.score, h.key))
         self.semantic.took_ms = (time.perf_counter() - t0) * 1000
         self.semantic.state = "ready"
 
-    def _with_building(self, space: str, active: list[Hit]) -> list[Hit]:
+    def _with_building(self, space: str, active: list[Hit], k: int) -> list[Hit]:
         """V§13 "query fanning to both until completion": search the space being built with its
         own model's query vector and, for the documents it already holds, take its score instead
         of the active space's. The two models' scores are put on one scale by standardising each
@@ -498,7 +529,7 @@ class ReadSession:
         self.semantic.state, self.semantic.reason = state, reason  # the building space is best effort
         if vec is None:
             return active
-        fresh = self.p.vectors.search(space, self.flt, vec, self.k)
+        fresh = self.p.vectors.search(space, self.flt, vec, k)
         if not fresh:
             return active
         merged = {h.key: s for h, s in zip(active, _standard(active), strict=True)}
@@ -622,7 +653,11 @@ class ReadSession:
             self._shown_ok.update((k, docs[k]) for k in unchecked if k not in bad)
             if not bad:
                 return top
-            self.ranking = [f for f in self.ranking if f.key not in bad]
+            if self._short_semantic:  # the page needs candidates past the short list
+                self._semantic_leg()
+                self._rank()
+            self._hidden |= bad
+            self.ranking = [f for f in self.ranking if f.key not in self._hidden]
 
     def _shown_scores(self, page: list[Fused]) -> list[float]:
         """`score` as shown: in (0, 1], higher is better, comparable across the pages of one
