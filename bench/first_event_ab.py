@@ -48,6 +48,17 @@ def _summary(xs: list[float]) -> dict[str, float]:
     return {"p50_ms": report.percentile(xs, 0.5), "p95_ms": report.percentile(xs, 0.95)}
 
 
+def _paired(samples: dict[str, list[float]], cur: str, base: str, load_before: tuple[float, ...],
+            load_after: tuple[float, ...]) -> dict[str, Any]:
+    """Both arms' percentiles and the paired differences (the same query, current − baseline)."""
+    diffs = [a - b for a, b in zip(samples[cur], samples[base], strict=True)]
+    return {**{n: _summary(v) for n, v in samples.items()},
+            "paired_diff_p50_ms": round(statistics.median(diffs), 3),
+            f"{cur}_faster_share": round(sum(d < 0 for d in diffs) / len(diffs), 3),
+            "load_average": {"before": load_before, "after": load_after},
+            "samples": {n: [round(x, 3) for x in v] for n, v in samples.items()}}
+
+
 def measure(servers: dict[str, Served], qs: dict[str, list[str]]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     names = list(servers)
@@ -57,12 +68,7 @@ def measure(servers: dict[str, Served], qs: dict[str, list[str]]) -> dict[str, A
         for i, q in enumerate(queries):
             for n in names if i % 2 == 0 else names[::-1]:
                 samples[n].append(first_event_ms(servers[n], q, strategy))
-        diffs = [a - b for a, b in zip(samples[names[0]], samples[names[1]], strict=True)]
-        out[strategy] = {**{n: _summary(v) for n, v in samples.items()},
-                         "paired_diff_p50_ms": round(statistics.median(diffs), 3),
-                         f"{names[0]}_faster_share": round(sum(d < 0 for d in diffs) / len(diffs), 3),
-                         "load_average": {"before": load_before, "after": os.getloadavg()},
-                         "samples": {n: [round(x, 3) for x in v] for n, v in samples.items()}}
+        out[strategy] = _paired(samples, names[0], names[1], load_before, os.getloadavg())
         print(strategy, {k: v for k, v in out[strategy].items() if k != "samples"}, flush=True)
     return out
 
@@ -88,12 +94,7 @@ def _sequential(root: Path, env: dict[str, str], names: list[str], warm: list[st
         shutil.rmtree(run, ignore_errors=True)
     out: dict[str, Any] = {}
     for strategy, by in samples.items():
-        diffs = [a - b for a, b in zip(by[cur], by[base], strict=True)]
-        out[strategy] = {**{n: _summary(v) for n, v in by.items()},
-                         "paired_diff_p50_ms": round(statistics.median(diffs), 3),
-                         f"{cur}_faster_share": round(sum(d < 0 for d in diffs) / len(diffs), 3),
-                         "load_average": {"before": loads[strategy][0], "after": loads[strategy][-1]},
-                         "rounds": order, "samples": {n: [round(x, 3) for x in v] for n, v in by.items()}}
+        out[strategy] = {**_paired(by, cur, base, loads[strategy][0], loads[strategy][-1]), "rounds": order}
         print(strategy, {k: v for k, v in out[strategy].items() if k != "samples"}, flush=True)
     return out, {n: report.percentile(v, 0.5) for n, v in trivial.items()}
 

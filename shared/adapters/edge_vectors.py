@@ -35,9 +35,13 @@ EDGE_SCHEMA_VERSION = 3
 _NS = uuid.UUID("6f1c1f64-8a51-4d8e-9b0e-5a0c1a2b3c4d")
 
 
+def _key_text(key: DocKey) -> str:
+    return f"{key.tenant}\x1f{key.collection}\x1f{key.doc_id}"
+
+
 def point_id(key: DocKey) -> str:
     """Stable point id per (tenant, collection, doc id) (the Qdrant server's collections)."""
-    return str(uuid.uuid5(_NS, f"{key.tenant}\x1f{key.collection}\x1f{key.doc_id}"))
+    return str(uuid.uuid5(_NS, _key_text(key)))
 
 
 def edge_point_id(key: DocKey) -> int:
@@ -47,8 +51,7 @@ def edge_point_id(key: DocKey) -> int:
     would share a point: found at upsert and logged; it costs those two documents their vector
     search, never a leak, since the ACL filter reads the point's own payload and every shown
     hit is re-checked against the store."""
-    raw = f"{key.tenant}\x1f{key.collection}\x1f{key.doc_id}".encode()
-    return int.from_bytes(hashlib.blake2b(raw, digest_size=8).digest(), "big")
+    return int.from_bytes(hashlib.blake2b(_key_text(key).encode(), digest_size=8).digest(), "big")
 
 
 # How many point id -> key entries a process keeps (see `EdgeVectorIndex._keys`): about 200
