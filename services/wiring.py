@@ -15,6 +15,7 @@ import logging
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import IO, Any, Literal
 from urllib.parse import urlsplit
@@ -29,7 +30,7 @@ from services.planner.usage import UsageRecorder
 from services.worker.backfill import BackfillLimits, Backfills
 from services.worker.handlers import BatchOutcome, EmbedHandler
 from services.worker.lifecycle import Lifecycle, LifecycleConfig
-from services.worker.repair import repair_stuck
+from services.worker.repair import reconcile_in_process, requeue_stuck
 from services.worker.scheduler import SchedulerThread
 from shared.adapters.citations_sqlite import SqliteCitationRegistry
 from shared.adapters.cold_files import FileColdStore
@@ -44,7 +45,7 @@ from shared.config import Settings
 from shared.foreground import Foreground
 from shared.indexing import FilePosition, Followers, IndexFollower, StorePosition
 from shared.metrics import METRICS
-from shared.model import DocKey, EmbedJob, SemanticStatus
+from shared.model import DocKey, EmbedJob
 from shared.policy.eligibility import EligibilityPolicy
 from shared.ports import (
     Budget,
@@ -132,18 +133,11 @@ class Container:
         """Sidecar rows left `queued` by a previous run are jobs nobody holds any more. Those no
         job can finish (document gone, content changed, a space the tenant does not read) are
         repaired first, as the reconciler does (services/worker/repair.py): the embedded profile
-        has no reconciler, so re-enqueued they would stay `queued` across every restart or be
-        embedded into a space nobody reads. `now` is taken before the rows are read: the store's
-        re-check leaves a row that another process on the same store rewrites meanwhile."""
-        now = self.store.clock()
-        out = {"requeued": 0, "repaired": 0}
-        for space in sorted(self.spaces.live()):
-            rows = self.store.keys_in_status(space, [SemanticStatus.QUEUED], limit=1_000_000)
-            keep = repair_stuck(self.store, self.spaces, rows, now, now)
-            out["repaired"] += len(rows) - len(keep)
-            out["requeued"] += self.queue.enqueue(
-                [EmbedJob(r.key, space, r.content_hash, priority="bulk") for r in keep])
-        return out
+        has no Celery reconciler, so re-enqueued they would stay `queued` across every restart or
+        be embedded into a space nobody reads. While the process runs, the scheduler thread does
+        the same for rows stuck past `VIBE_RECONCILE_STUCK_SECONDS` (`repair.reconcile_in_process`)."""
+        out = requeue_stuck(self.store, self.spaces, self.queue)
+        return {"requeued": out["requeued"], "repaired": out["repaired"]}
 
     def stop(self) -> None:
         self.scheduler.stop()
@@ -445,9 +439,14 @@ def build(settings: Settings, embedder: Embedder | None = None, clock: Callable[
                            settings.max_doc_bytes, lambda tenant: _eager(store, tenant),
                            settings.write_sync_wait_seconds,
                            (settings.acl_max_principal_bytes, settings.acl_max_bytes), budget)
-    scheduler = SchedulerThread(lifecycle, usage, store, settings.queue != "celery",
-                                settings.scheduler_interval_seconds,
-                                settings.backfill_interval_seconds, settings.usage_flush_seconds)
+    embedded = settings.queue != "celery"
+    # The embedded profile's reconciler runs on the scheduler thread (the distributed one is a
+    # Celery beat task, services/worker/reconciler.py).
+    reconcile = (partial(reconcile_in_process, store, spaces, queue, settings.reconcile_stuck_seconds,
+                         settings.reconcile_batch) if embedded else None)
+    scheduler = SchedulerThread(lifecycle, usage, store, embedded, settings.scheduler_interval_seconds,
+                                settings.backfill_interval_seconds, settings.usage_flush_seconds,
+                                reconcile, settings.reconcile_interval_seconds)
     return Container(settings, store, lexical, vectors, emb, follower, queue, planner, docs, handler, lifecycle,
                      scheduler, spaces, embedders, home, signal)
 

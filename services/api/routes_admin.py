@@ -70,8 +70,8 @@ async def get_coverage(request: Request, collection: str | None = Query(
 
 @runtime_checkable
 class _ReconciledQueue(Protocol):
-    """What the Celery queue can tell about the reconciler (the in-process queue has no
-    lost messages to reconcile: its `queued` rows are re-enqueued on start)."""
+    """What the Celery queue can tell about the reconciler (the in-process queue has no lost
+    messages: its stuck `queued` rows are re-enqueued at start and by the scheduler thread)."""
 
     def reconcile_report(self, tenant: str) -> dict[str, object]: ...
 

@@ -1,20 +1,25 @@
 """`queued` sidecar rows that no job can finish (issue 11), repaired instead of re-enqueued.
 
-Two callers re-enqueue rows whose job is lost: the reconciler (a Celery beat task, for rows
-stuck past `VIBE_RECONCILE_STUCK_SECONDS`) and a process's start (`Container.requeue_pending`,
-for every row a previous run left `queued`: the embedded profile has no reconciler). Both pass
-the rows through `repair_stuck` first, so the two cannot drift apart. This module imports no
-Celery: the embedded profile never loads the distributed clients.
+Three callers re-enqueue rows whose job is lost: the reconciler (a Celery beat task, for rows
+stuck past `VIBE_RECONCILE_STUCK_SECONDS`), an embedded process's start (every row a previous
+run left `queued`) and the embedded scheduler thread every `VIBE_RECONCILE_INTERVAL_SECONDS`
+(rows stuck past the same bound while the process runs: a batch that failed `max_attempts`
+times leaves its rows `queued`). All pass the rows through `repair_stuck` first, so they cannot
+drift apart. This module imports no Celery: the embedded profile never loads the distributed
+clients.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 
 from shared.metrics import METRICS
-from shared.model import SemanticStatus, SidecarEntry
-from shared.ports import StoreOfRecord
+from shared.model import EmbedJob, SemanticStatus, SidecarEntry
+from shared.ports import JobQueue, StoreOfRecord
 from shared.spaces import Spaces
+
+log = logging.getLogger("vibe.reconciler")
 
 
 def repair_stuck(store: StoreOfRecord, spaces: Spaces, rows: Sequence[SidecarEntry], stuck_before: float,
@@ -50,3 +55,35 @@ def _reads(spaces: Spaces, tenant: str) -> set[str]:
     """The spaces a job of the tenant may embed into: its active one and any it is building."""
     active, building = spaces.of(tenant)
     return {active, *building}
+
+
+def requeue_stuck(store: StoreOfRecord, spaces: Spaces, queue: JobQueue, stuck_for: float = 0.0,
+                  limit: int = 1_000_000) -> dict[str, int]:
+    """The in-process queue's reconciler: every `queued` row of a live space with no progress for
+    `stuck_for` seconds (0: every one, at start) is repaired or re-enqueued on the bulk lane.
+    A row whose job the queue still holds is not sent twice (the queue dedupes by job key).
+    `now` is taken before the rows are read: the store's re-check leaves a row that another
+    process on the same store rewrites meanwhile."""
+    now = store.clock()
+    cutoff = now - stuck_for
+    out = {"stuck": 0, "requeued": 0, "repaired": 0}
+    for space in sorted(spaces.live()):
+        rows = [r for r in store.keys_in_status(space, [SemanticStatus.QUEUED], limit=limit)
+                if stuck_for <= 0 or r.updated_at < cutoff]
+        keep = repair_stuck(store, spaces, rows, cutoff, now)
+        out["stuck"] += len(rows)
+        out["repaired"] += len(rows) - len(keep)
+        out["requeued"] += queue.enqueue([EmbedJob(r.key, space, r.content_hash, priority="bulk") for r in keep])
+    return out
+
+
+def reconcile_in_process(store: StoreOfRecord, spaces: Spaces, queue: JobQueue, stuck_for: float,
+                         limit: int) -> dict[str, int]:
+    """One pass of the embedded profile's reconciler (the scheduler thread's `reconcile` job),
+    counted like the Celery one's: `vibe_reconciler_runs_total`, `..._requeued_total`."""
+    out = requeue_stuck(store, spaces, queue, stuck_for, limit)
+    METRICS.reconciler_requeued.inc(out["requeued"])
+    METRICS.reconciler_runs.labels(outcome="ran").inc()
+    if out["stuck"]:
+        log.info("reconciled", extra=out)
+    return out

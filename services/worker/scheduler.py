@@ -3,8 +3,10 @@
 It flushes the process's usage statistics every `VIBE_USAGE_FLUSH_SECONDS` (all profiles: every
 API replica contributes), runs backfill steps every `VIBE_BACKFILL_INTERVAL_SECONDS`, and a
 lifecycle tick every `VIBE_SCHEDULER_INTERVAL_SECONDS` (when `decide` is on: the embedded
-profile; in the distributed profile Celery beat sends those to a worker). Ticks and steps take
-a store lease, so several processes on one store still make each decision once.
+profile; in the distributed profile Celery beat sends those to a worker), and, given a
+`reconcile` job (the embedded profile's reconciler, services/worker/repair.py), that job every
+`VIBE_RECONCILE_INTERVAL_SECONDS`. Ticks and steps take a store lease, so several processes on
+one store still make each decision once.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Callable
 
 from services.planner.usage import UsageRecorder
 from services.worker.lifecycle import Lifecycle
@@ -22,7 +25,8 @@ log = logging.getLogger("vibe.scheduler")
 
 class SchedulerThread:
     def __init__(self, lifecycle: Lifecycle, usage: UsageRecorder, store: StoreOfRecord, decide: bool,
-                 interval: float, backfill_interval: float, flush_interval: float):
+                 interval: float, backfill_interval: float, flush_interval: float,
+                 reconcile: Callable[[], object] | None = None, reconcile_interval: float = 30.0):
         self.lifecycle = lifecycle
         self.usage = usage
         self.store = store
@@ -30,6 +34,8 @@ class SchedulerThread:
         self.interval = interval
         self.backfill_interval = backfill_interval
         self.flush_interval = flush_interval
+        self.reconcile = reconcile
+        self.reconcile_interval = reconcile_interval
         self._stop = threading.Event()
         self._wake = threading.Event()
         self._thread: threading.Thread | None = None
@@ -54,6 +60,13 @@ class SchedulerThread:
     def _run(self) -> None:
         now = time.monotonic()
         due = {"flush": now + self.flush_interval, "backfill": now, "tick": now + self.interval}
+        jobs: list[tuple[str, float, Callable[[], object]]] = [
+            ("flush", self.flush_interval, self._flush),
+            ("backfill", self.backfill_interval, self.lifecycle.run_backfills),
+            ("tick", self.interval, self._tick)]
+        if self.reconcile is not None:  # the start already re-enqueued what a previous run left
+            due["reconcile"] = now + self.reconcile_interval
+            jobs.append(("reconcile", self.reconcile_interval, self.reconcile))
         while not self._stop.is_set():
             wait = max(0.0, min(due.values()) - time.monotonic())
             if self._wake.wait(wait):
@@ -62,9 +75,7 @@ class SchedulerThread:
             if self._stop.is_set():
                 return
             now = time.monotonic()
-            for name, every, job in (("flush", self.flush_interval, self._flush),
-                                     ("backfill", self.backfill_interval, self.lifecycle.run_backfills),
-                                     ("tick", self.interval, self._tick)):
+            for name, every, job in jobs:
                 if now >= due[name]:
                     due[name] = now + every
                     try:

@@ -127,7 +127,8 @@ class InProcessQueue:
             except Exception:  # a bug in a handler must not kill the worker thread
                 log.exception("embed batch crashed", extra={"jobs": len(batch)})
                 retry = [replace(j, attempt=j.attempt + 1) for j in batch if j.attempt + 1 < self._max_attempts]
-                # Jobs past the limit stay `queued` in the store: visible in /semantic/lag, retried on restart.
+                # Jobs past the limit stay `queued` in the store: visible in /semantic/lag; the scheduler
+                # thread's reconcile pass re-enqueues them once stuck (services/worker/repair.py).
             self._finish(batch, retry, delay)
             for cb in self._callbacks:
                 cb(changed)

@@ -7,6 +7,7 @@ with the reconciler's repair (services/worker/repair.py)."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Literal
@@ -105,3 +106,32 @@ def test_a_restart_repairs_the_queued_rows_no_job_can_finish_and_re_enqueues_the
 def _status(store: StoreOfRecord, key: DocKey, space: str) -> S | None:
     s = store.sidecar(key, space)
     return None if s is None else s.status
+
+
+def test_while_an_embedded_process_runs_its_scheduler_reconciles_rows_stuck_past_the_bound(tmp_path: Path) -> None:
+    """A row left `queued` while the process runs (a batch that failed its last attempt leaves
+    its rows so) is repaired or re-enqueued by the scheduler thread's reconcile pass, not only at
+    the next start; a row still within `reconcile_stuck_seconds` is left to its job."""
+    settings = Settings(data_dir=tmp_path / "data", embedder="hash", embed_dim=32, workers=1,
+                        scheduler_enabled=True, scheduler_interval_seconds=3600, reconcile_interval_seconds=0.1,
+                        reconcile_stuck_seconds=600)
+    c = build(settings)
+    runs = METRICS.reconciler_runs.labels(outcome="ran")._value.get()
+    c.start()
+    try:
+        store = c.store
+        lost = _doc(store, "ta", "lost", "h-lost", {"core": S.QUEUED})  # its job failed for good an hour ago
+        edited = _doc(store, "ta", "edited", "h-new", {"core": S.QUEUED}, queued_for="h-old")
+        key = DocKey("ta", "c", "recent")  # queued a moment ago: its job may still be running
+        store.put_docs([StoredDoc(key, {"body": "recent"}, [PUBLIC_PRINCIPAL], None, "h-recent", store.clock())],
+                       [SidecarEntry(key, "core", S.QUEUED, "h-recent", updated_at=store.clock())])
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and _status(store, lost, "core") != S.READY:
+            time.sleep(0.05)
+        assert _status(store, lost, "core") == S.READY  # re-enqueued and embedded
+        s = store.sidecar(edited, "core")
+        assert s is not None and (s.status, s.content_hash) == (S.STALE, "h-new")  # repaired, never embedded
+        assert _status(store, key, "core") == S.QUEUED  # not stuck yet: left alone
+        assert METRICS.reconciler_runs.labels(outcome="ran")._value.get() > runs
+    finally:
+        c.stop()
