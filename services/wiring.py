@@ -30,7 +30,7 @@ from services.planner.usage import UsageRecorder
 from services.worker.backfill import BackfillLimits, Backfills
 from services.worker.handlers import BatchOutcome, EmbedHandler
 from services.worker.lifecycle import Lifecycle, LifecycleConfig
-from services.worker.repair import reconcile_in_process, requeue_stuck
+from services.worker.repair import reconcile_in_process
 from services.worker.scheduler import SchedulerThread
 from shared.adapters.citations_sqlite import SqliteCitationRegistry
 from shared.adapters.cold_files import FileColdStore
@@ -136,7 +136,7 @@ class Container:
         has no Celery reconciler, so re-enqueued they would stay `queued` across every restart or
         be embedded into a space nobody reads. While the process runs, the scheduler thread does
         the same for rows stuck past `VIBE_RECONCILE_STUCK_SECONDS` (`repair.reconcile_in_process`)."""
-        out = requeue_stuck(self.store, self.spaces, self.queue)
+        out = reconcile_in_process(self.store, self.spaces, self.queue, 0.0, 1_000_000)
         return {"requeued": out["requeued"], "repaired": out["repaired"]}
 
     def stop(self) -> None:

@@ -70,10 +70,16 @@ async def get_coverage(request: Request, collection: str | None = Query(
 
 @runtime_checkable
 class _ReconciledQueue(Protocol):
-    """What the Celery queue can tell about the reconciler (the in-process queue has no lost
-    messages: its stuck `queued` rows are re-enqueued at start and by the scheduler thread)."""
+    """A queue that reports its reconciler's last pass: the Celery queue (the beat task) and the
+    in-process one (its process's start and scheduler thread)."""
 
     def reconcile_report(self, tenant: str) -> dict[str, object]: ...
+
+
+@runtime_checkable
+class _ListedQueue(Protocol):
+    """A queue that can list the jobs pending for a tenant across every process: the Celery
+    queue (Redis). An in-process queue sees only its own process's jobs."""
 
     def pending_job_keys(self, tenant: str) -> set[tuple[str, ...]] | None: ...
 
@@ -126,7 +132,7 @@ def _mismatch(c: Container, tenant: str) -> dict[str, object]:
     mine = [s for s in ready if s.key.tenant == tenant]
     missing = [s.key.ref for s in mine if c.store.vector_for_hash(tenant, s.content_hash, space) is None]
     out: dict[str, object] = {"ready": len(mine), "missingVectors": len(missing), "examples": missing[:20]}
-    if isinstance(c.queue, _ReconciledQueue):
+    if isinstance(c.queue, _ListedQueue):
         pending = c.queue.pending_job_keys(tenant)
         if pending is None:
             out["queuedWithoutJob"] = None  # the broker cannot be asked right now

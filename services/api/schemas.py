@@ -470,7 +470,8 @@ class Lag(BaseModel):
     indexFollowerLag: int
     stuckQueued: int
     stuckAfterSeconds: float
-    reconciler: dict[str, Any] | SkipJsonSchema[None] = Field(default=None, description="with the Celery queue")
+    reconciler: dict[str, Any] | SkipJsonSchema[None] = Field(
+        default=None, description="the last reconcile pass (the Celery beat task, or the embedded scheduler thread)")
 
 
 class Mismatch(BaseModel):

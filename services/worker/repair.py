@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
+from typing import Protocol, runtime_checkable
 
 from shared.metrics import METRICS
 from shared.model import EmbedJob, SemanticStatus, SidecarEntry
@@ -58,32 +59,50 @@ def _reads(spaces: Spaces, tenant: str) -> set[str]:
 
 
 def requeue_stuck(store: StoreOfRecord, spaces: Spaces, queue: JobQueue, stuck_for: float = 0.0,
-                  limit: int = 1_000_000) -> dict[str, int]:
+                  limit: int = 1_000_000) -> dict[str | None, dict[str, int]]:
     """The in-process queue's reconciler: every `queued` row of a live space with no progress for
     `stuck_for` seconds (0: every one, at start) is repaired or re-enqueued on the bulk lane.
     A row whose job the queue still holds is not sent twice (the queue dedupes by job key).
     `now` is taken before the rows are read: the store's re-check leaves a row that another
-    process on the same store rewrites meanwhile."""
+    process on the same store rewrites meanwhile. Returns what it found and did by tenant, and
+    in all (key None)."""
     now = store.clock()
     cutoff = now - stuck_for
-    out = {"stuck": 0, "requeued": 0, "repaired": 0}
+    out: dict[str | None, dict[str, int]] = {None: {"stuck": 0, "requeued": 0, "repaired": 0}}
     for space in sorted(spaces.live()):
         rows = [r for r in store.keys_in_status(space, [SemanticStatus.QUEUED], limit=limit)
                 if stuck_for <= 0 or r.updated_at < cutoff]
         keep = repair_stuck(store, spaces, rows, cutoff, now)
-        out["stuck"] += len(rows)
-        out["repaired"] += len(rows) - len(keep)
-        out["requeued"] += queue.enqueue([EmbedJob(r.key, space, r.content_hash, priority="bulk") for r in keep])
+        kept = {(r.key, r.space) for r in keep}
+        for tenant in sorted({r.key.tenant for r in rows}):
+            mine = [r for r in rows if r.key.tenant == tenant]
+            jobs = [EmbedJob(r.key, space, r.content_hash, priority="bulk") for r in mine if (r.key, r.space) in kept]
+            found = {"stuck": len(mine), "requeued": queue.enqueue(jobs), "repaired": len(mine) - len(jobs)}
+            for who in (tenant, None):
+                row = out.setdefault(who, {"stuck": 0, "requeued": 0, "repaired": 0})
+                for k, v in found.items():
+                    row[k] += v
     return out
+
+
+@runtime_checkable
+class _Recorded(Protocol):
+    def record_reconcile(self, tenant: str | None, at: float, stuck: int, requeued: int) -> None: ...
 
 
 def reconcile_in_process(store: StoreOfRecord, spaces: Spaces, queue: JobQueue, stuck_for: float,
                          limit: int) -> dict[str, int]:
     """One pass of the embedded profile's reconciler (the scheduler thread's `reconcile` job),
-    counted like the Celery one's: `vibe_reconciler_runs_total`, `..._requeued_total`."""
-    out = requeue_stuck(store, spaces, queue, stuck_for, limit)
-    METRICS.reconciler_requeued.inc(out["requeued"])
+    counted and reported like the Celery one's: `vibe_reconciler_runs_total`,
+    `..._requeued_total`, and the queue's record for /semantic/lag."""
+    now = store.clock()
+    found = requeue_stuck(store, spaces, queue, stuck_for, limit)
+    total = found[None]
+    if isinstance(queue, _Recorded):
+        for tenant, row in found.items():
+            queue.record_reconcile(tenant, now, stuck=row["stuck"], requeued=row["requeued"])
+    METRICS.reconciler_requeued.inc(total["requeued"])
     METRICS.reconciler_runs.labels(outcome="ran").inc()
-    if out["stuck"]:
-        log.info("reconciled", extra=out)
-    return out
+    if total["stuck"]:
+        log.info("reconciled", extra=total)
+    return total

@@ -44,6 +44,7 @@ class InProcessQueue:
         self._backoff = backoff_seconds
         self._lanes: dict[str, deque[EmbedJob]] = {"interactive": deque(), "bulk": deque()}
         self._pending: set[tuple[str, ...]] = set()
+        self._reconciled: dict[str | None, dict[str, float]] = {}  # the last reconcile pass, by tenant
         self._inflight: Counter[str] = Counter()  # by tenant
         self._retrying: Counter[str] = Counter()
         self._cv = threading.Condition()
@@ -149,6 +150,25 @@ class InProcessQueue:
         with self._cv:
             self._retrying.subtract(j.key.tenant for j in jobs)
         self.enqueue(jobs)
+
+    # -- the embedded reconciler's record (services/worker/repair.py), for /semantic/lag --
+    # (No `pending_job_keys` for /semantic/mismatch: several embedded processes may share one
+    # store, and a row another process's queue holds would look orphaned from here.)
+
+    def record_reconcile(self, tenant: str | None, at: float, stuck: int, requeued: int) -> None:
+        """The last reconcile pass (tenant None: all tenants) and what it found per tenant."""
+        with self._cv:
+            self._reconciled[tenant] = {"at": at, "stuck": stuck, "requeued": requeued}
+
+    def reconcile_report(self, tenant: str) -> dict[str, object]:
+        """For /semantic/lag, as the Celery queue reports it: when this process last reconciled
+        and what it last found for this tenant (never another tenant's numbers)."""
+        with self._cv:
+            last, mine = self._reconciled.get(None), self._reconciled.get(tenant)
+        out: dict[str, object] = {"reachable": True, "lastRunAt": last["at"] if last else None}
+        if mine:
+            out.update(lastFoundAt=mine["at"], stuckFound=int(mine["stuck"]), requeued=int(mine["requeued"]))
+        return out
 
     def wait_idle(self, timeout: float) -> bool:
         """For tests and the CLI: block until nothing is queued, running or retrying."""

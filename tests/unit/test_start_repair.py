@@ -14,6 +14,7 @@ from typing import Literal
 
 import pytest
 
+from services.api.routes_admin import _lag
 from services.wiring import build
 from shared.adapters.memory_queue import InProcessQueue
 from shared.config import Settings
@@ -133,5 +134,9 @@ def test_while_an_embedded_process_runs_its_scheduler_reconciles_rows_stuck_past
         assert s is not None and (s.status, s.content_hash) == (S.STALE, "h-new")  # repaired, never embedded
         assert _status(store, key, "core") == S.QUEUED  # not stuck yet: left alone
         assert METRICS.reconciler_runs.labels(outcome="ran")._value.get() > runs
+        report = _lag(c, "ta")["reconciler"]  # /semantic/lag, as with the Celery reconciler
+        assert report["lastRunAt"] is not None and report["stuckFound"] >= 1
+        other = _lag(c, "tb")["reconciler"]
+        assert other["lastRunAt"] is not None and "stuckFound" not in other  # never another tenant's numbers
     finally:
         c.stop()
