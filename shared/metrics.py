@@ -38,6 +38,10 @@ class _Metrics:
             "vibe_stream_done_seconds", "readOnce stream time to `done`", ["strategy"], buckets=_LATENCY_BUCKETS
         )
         self.backfill_events = Counter("vibe_stream_backfill_total", "`semantic` re-rankings streamed")
+        self.left_streams = Counter(
+            "vibe_stream_left_touches_total",
+            "Streams whose reader left before their touch: touched in the background, or dropped when too many wait",
+            ["outcome"])
         self.background_yields = Counter("vibe_background_yields_total",
                                          "Embedding batches or index applies that waited for a first answer")
         self.budget_denied = Counter(

@@ -119,9 +119,25 @@ async def read(request: Request, p: Principal = Depends(require("read"))) -> Res
             raise payload
         return Response(orjson.dumps(payload), media_type="application/json")
     events = _stream(c, session, started, answer, payload)
-    return StreamingResponse(_hygienic(events, c.settings.stream_heartbeat_seconds, c.settings.stream_retry_ms),
-                             media_type="text/event-stream",
-                             headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+    return _SessionStream(_hygienic(events, c.settings.stream_heartbeat_seconds, c.settings.stream_retry_ms),
+                          lambda: c.planner.finish_left(session), media_type="text/event-stream",
+                          headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+
+
+class _SessionStream(StreamingResponse):
+    """An SSE response that calls `on_close` however it ends: read to the end, or its reader
+    gone at any point (before the first event, or while a step after it runs). The query's
+    touch must not depend on its reader (`Planner.finish_left`)."""
+
+    def __init__(self, content: AsyncIterator[bytes], on_close: Callable[[], None], **kw: Any):
+        super().__init__(content, **kw)
+        self._on_close = on_close
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            self._on_close()
 
 
 def _event(name: str, data: Any) -> tuple[str, bytes]:

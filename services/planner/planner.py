@@ -7,6 +7,7 @@ answer and `done`, so the SSE route can ask it to refresh as workers finish.
 
 from __future__ import annotations
 
+import logging
 import math
 import os
 import threading
@@ -60,6 +61,8 @@ from shared.ports import (
 from shared.spaces import FixedSpace, Spaces
 from shared.text.hashing import doc_text
 
+log = logging.getLogger("vibe.planner")
+
 COLD = (SemanticStatus.NONE, SemanticStatus.STALE)
 IMPUTE_DEPTH = 200  # lexical candidates checked for a missing vector before fusion
 
@@ -107,6 +110,48 @@ class _SidePool:
 
 
 LEXICAL_LEGS = _SidePool()
+
+
+class _Finisher:
+    """One background thread per process that finishes streams whose reader left before their
+    touch (`ReadSession.finish`). At most `bound` wait: past that a left stream's touch is
+    dropped and counted (`vibe_stream_left_touches_total{outcome="dropped"}`), so a flood of
+    abandoned streams cannot grow memory without bound; the query's documents are touched again
+    by its next read."""
+
+    def __init__(self, bound: int = 256):
+        self.bound = bound
+        self._lock = threading.Lock()
+        self._waiting = 0
+        self._pid = -1
+        self._pool: ThreadPoolExecutor | None = None
+
+    def submit(self, fn: Callable[[], None]) -> bool:
+        with self._lock:
+            if self._pid != os.getpid():  # a forked child starts its own thread
+                self._pool = ThreadPoolExecutor(1, thread_name_prefix="vibe-left-streams")
+                self._pid, self._waiting = os.getpid(), 0
+            if self._waiting >= self.bound:
+                METRICS.left_streams.labels(outcome="dropped").inc()
+                return False
+            self._waiting += 1
+            assert self._pool is not None
+            self._pool.submit(self._run, fn)
+            return True
+
+    def _run(self, fn: Callable[[], None]) -> None:
+        try:
+            fn()
+            METRICS.left_streams.labels(outcome="touched").inc()
+        except Exception:  # noqa: BLE001 - a background step: logged and counted, never raised into a request
+            log.exception("finishing a left stream failed")
+            METRICS.left_streams.labels(outcome="failed").inc()
+        finally:
+            with self._lock:
+                self._waiting -= 1
+
+
+FINISHER = _Finisher()
 
 
 @dataclass
@@ -172,6 +217,11 @@ class Planner:
         self.follower = follower
         self.explain = explain
 
+    def finish_left(self, session: ReadSession) -> None:
+        """A stream's reader left before its touch: finish it in the background (`_Finisher`)."""
+        if not session.touched:
+            FINISHER.submit(session.finish)
+
     def embedder_for(self, space: str) -> Embedder | None:
         if self.embedder is None or self.embedders is None or space == self.cfg.space:
             return self.embedder
@@ -222,6 +272,11 @@ class ReadSession:
         self._vector_target: int | None = None  # log head the vector index must reach (refresh)
         self.queued_by_us = 0
         self.budget_limited = 0
+        # A stream's steps after its first answer (complete_semantic, touch) run on whichever
+        # thread gets them, and a reader that leaves hands the rest to the planner's finisher
+        # (`Planner.finish_left`): one at a time, and the touch once.
+        self._steps = threading.RLock()
+        self.touched = False
         self.resolved: dict[str, int] = {}
         self.ranking: list[Fused] = []
         self.lexical_ms = 0.0
@@ -299,12 +354,13 @@ class ReadSession:
     def complete_semantic(self) -> bool:
         """Run the deferred semantic leg, or complete a short one; True if the visible ranking
         changed."""
-        if not self.semantic_deferred and not self._short_semantic:
-            return False
-        before = self._visible()
-        self._semantic_leg()
-        self._rank()
-        return self._visible() != before
+        with self._steps:
+            if not self.semantic_deferred and not self._short_semantic:
+                return False
+            before = self._visible()
+            self._semantic_leg()
+            self._rank()
+            return self._visible() != before
 
     def _lexical_text(self) -> str:
         if self.req.q.strip():
@@ -326,7 +382,24 @@ class ReadSession:
     def touch(self) -> None:
         """Split the top candidates into ready and cold; queue cold, eligible ones within
         the per-query ceiling and the tenant budget (policy: services/planner/touch.py).
-        Every strategy touches, so the next query finds these ready."""
+        Every strategy touches, so the next query finds these ready. Once per session."""
+        with self._steps:
+            if self.touched:
+                return
+            self.touched = True
+            self._touch()
+
+    def finish(self) -> None:
+        """What a stream does after its first answer that must not depend on its reader staying:
+        the semantic leg completed (the touch plans on the fused page) and the touch. A query's
+        reader leaving early (a page closed, an SDK reading only the first event) still queues
+        what the query touched, as a JSON read of the same query would."""
+        with self._steps:
+            if not self.touched:
+                self.complete_semantic()
+                self.touch()
+
+    def _touch(self) -> None:
         cfg = self.p.cfg
         if cfg.touch.policy == "adaptive":
             self._touch_adaptive()
