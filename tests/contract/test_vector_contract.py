@@ -216,3 +216,58 @@ def test_edge_shards_of_an_older_version_are_outdated(tmp_path: Path, older: str
     again.reset_schema()
     assert not again.schema_outdated() and again.count("core") == 0
     again.close()
+
+
+def test_edge_search_is_exact_and_filtered_on_an_optimized_shard(tmp_path: Path) -> None:
+    """The service never optimizes its shards (edge_vectors docstring), but a shard may hold an
+    HNSW graph (optimized by hand, by a later version): its searches must still return the exact
+    top-k of the points the caller's filter admits, deletes made after the optimize must stay
+    deleted and points upserted after it must be found. The graph here is built as poorly as the
+    engine allows (m=4, ef_construct=8, filtered searches never switched to a full scan), so an
+    approximate search misses neighbours and this test fails without `EXACT`."""
+    import qdrant_edge as qe
+
+    dim, n = 32, 3000
+    rng = np.random.default_rng(5)
+    raw = rng.standard_normal((n, dim))
+    vecs = raw / np.linalg.norm(raw, axis=1, keepdims=True)
+    docs = [doc(f"t{i % 2}", f"c{i % 3}", str(i), ["public"] if i % 5 else ["group:x"]) for i in range(n)]
+    idx = EdgeVectorIndex(tmp_path / "vec")
+    idx.upsert("core", [(d, v.tolist()) for d, v in zip(docs, vecs, strict=True)])
+    idx.close()
+    hnsw = qe.HnswIndexConfig(m=4, ef_construct=8, full_scan_threshold=1, max_indexing_threads=1)
+    cfg = qe.EdgeConfig(vectors=qe.EdgeVectorParams(size=dim, distance=qe.Distance.Cosine), hnsw_config=hnsw,
+                        optimizers=qe.EdgeOptimizersConfig(indexing_threshold=1))
+    shard = qe.EdgeShard.load(str(tmp_path / "vec" / "core"), cfg)
+    assert shard.optimize()
+    assert shard.info().indexed_vectors_count == n
+    shard.close()
+
+    idx = EdgeVectorIndex(tmp_path / "vec")
+    gone = {docs[i].key for i in range(0, n, 7)}
+    idx.delete("core", sorted(gone, key=lambda k: k.doc_id))
+    fresh = [(doc("t0", "c0", f"new{i}", ["public"]), unit(1000 + i, dim)) for i in range(20)]
+    idx.upsert("core", fresh)
+    keys = [d.key for d in docs] + [d.key for d, _ in fresh]
+    acls = [d.acl for d in docs] + [d.acl for d, _ in fresh]
+    allv = np.vstack([vecs, np.array([v for _, v in fresh])])
+    row = {k: i for i, k in enumerate(keys)}
+    filters = [F("t0", ("public",)), F("t0", ("public",), ("c1",)), F("t1", ("group:x",)),
+               F("t0", ("public", "group:x"), ("c0", "c2"))]
+    for flt in filters:
+        ok = np.array([k.tenant == flt.tenant and k not in gone and bool(set(a) & set(flt.acl))
+                       and (flt.collections is None or k.collection in flt.collections)
+                       for k, a in zip(keys, acls, strict=True)])
+        for q in range(15):
+            qv = allv[q * 97 % len(allv)] + 0.3 * rng.standard_normal(dim)
+            scores = np.where(ok, allv @ (qv / np.linalg.norm(qv)), -np.inf)
+            order = np.argsort(-scores)
+            k = 20  # the exact top-k, compared as a set below the first near-tie
+            while k > 1 and scores[order[k - 1]] - scores[order[k]] < 1e-5:
+                k -= 1
+            hits = idx.search("core", flt, qv.tolist(), 20)
+            assert {h.key for h in hits[:k]} == {keys[i] for i in order[:k]}
+            assert all(ok[row[h.key]] for h in hits)
+    for d, v in fresh:
+        assert idx.search("core", F("t0", ("public",), ("c0",)), v, 1)[0].key == d.key
+    idx.close()
