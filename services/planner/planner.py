@@ -218,9 +218,14 @@ class Planner:
         self.explain = explain
 
     def finish_left(self, session: ReadSession) -> None:
-        """A stream's reader left before its touch: finish it in the background (`_Finisher`)."""
+        """A stream's reader left before its touch: finish it in the background (`_Finisher`),
+        after any first answer in flight (it is background work: shared/foreground.py)."""
+        def finish() -> None:
+            self.foreground.yield_to_requests()
+            session.finish()
+
         if not session.touched:
-            FINISHER.submit(session.finish)
+            FINISHER.submit(finish)
 
     def embedder_for(self, space: str) -> Embedder | None:
         if self.embedder is None or self.embedders is None or space == self.cfg.space:
