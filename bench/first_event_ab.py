@@ -10,6 +10,9 @@ the documents earlier queries touched fall on both alike. Per strategy: p50/p95 
 to the first SSE event for each, and the median of the paired differences; each server's
 `/healthz` round trip and the load average are recorded alongside. Every sample is kept.
 
+`--current-env NAME=VALUE` (repeatable): settings for the current server only, to compare a
+setting on one commit (`--baseline HEAD --current HEAD --current-env VIBE_EMBED_DOC_NICE=19`).
+
 `--sequential R`: instead, one server at a time, R rounds in the order baseline, current,
 current, baseline, ... each on a fresh copy of the corpus, every round sending the same
 queries. Use it for changes that move background work in time (the foreground gate): with both
@@ -73,8 +76,8 @@ def measure(servers: dict[str, Served], qs: dict[str, list[str]]) -> dict[str, A
     return out
 
 
-def _sequential(root: Path, env: dict[str, str], names: list[str], warm: list[str], qs: dict[str, list[str]],
-                rounds: int) -> tuple[dict[str, Any], dict[str, float]]:
+def _sequential(root: Path, envs: dict[str, dict[str, str]], names: list[str], warm: list[str],
+                qs: dict[str, list[str]], rounds: int) -> tuple[dict[str, Any], dict[str, float]]:
     """One server at a time on a fresh copy of the corpus, in the order b, c, c, b, b, c, ..."""
     base, cur = names[1], names[0]
     order = [n for r in range(rounds) for n in ((base, cur) if r % 2 == 0 else (cur, base))]
@@ -84,7 +87,7 @@ def _sequential(root: Path, env: dict[str, str], names: list[str], warm: list[st
     for i, n in enumerate(order):
         run = root / f"run-{i}"
         shutil.copytree(root / "seed", run)
-        with served(run / "data", env=env, keys=KEYS, repo=root / f"code-{n}") as s:
+        with served(run / "data", env=envs[n], keys=KEYS, repo=root / f"code-{n}") as s:
             for q in warm:
                 first_event_ms(s, q, "keyword")
             for strategy, queries in qs.items():
@@ -99,7 +102,8 @@ def _sequential(root: Path, env: dict[str, str], names: list[str], warm: list[st
     return out, {n: report.percentile(v, 0.5) for n, v in trivial.items()}
 
 
-def main(docs: int, queries: int, baseline: str, current: str, runtime: str, sequential: int = 0) -> Path:
+def main(docs: int, queries: int, baseline: str, current: str, runtime: str, sequential: int = 0,
+         current_env: dict[str, str] | None = None) -> Path:
     rng = random.Random(11)
     vocab = zipf_vocabulary(20_000, rng)
     corpus = synthetic_docs(docs, rng, 60, vocab)
@@ -107,6 +111,7 @@ def main(docs: int, queries: int, baseline: str, current: str, runtime: str, seq
     qs = {st: [" ".join(rng.choices(vocab[20:2000], k=2)) for _ in range(queries)] for st in STRATEGIES}
     root = Path(tempfile.mkdtemp(prefix="vibe-first-ab-"))
     env = {**ENV, "VIBE_EMBED_RUNTIME": runtime}
+    envs = {"current": {**env, **(current_env or {})}, "baseline": env}
     commits = {n: worktree(ref, root / f"code-{n}") for n, ref in (("current", current), ("baseline", baseline))}
     try:
         with served(root / "seed" / "data", env=env, keys=KEYS, repo=root / "code-baseline") as s:
@@ -116,10 +121,10 @@ def main(docs: int, queries: int, baseline: str, current: str, runtime: str, seq
             if not sequential:
                 shutil.copytree(root / "seed", root / n)
         if sequential:
-            res, trivial = _sequential(root, env, list(commits), warm, qs, sequential)
+            res, trivial = _sequential(root, envs, list(commits), warm, qs, sequential)
         else:
             with ExitStack() as stack:
-                servers = {n: stack.enter_context(served(root / n / "data", env=env, keys=KEYS,
+                servers = {n: stack.enter_context(served(root / n / "data", env=envs[n], keys=KEYS,
                                                          repo=root / f"code-{n}")) for n in commits}
                 for s in servers.values():
                     for q in warm:
@@ -135,6 +140,7 @@ def main(docs: int, queries: int, baseline: str, current: str, runtime: str, seq
            "reader": READER, "current": {"ref": current, "commit": commits["current"]},
            "baseline": {"ref": baseline, "commit": commits["baseline"]}, "healthz_p50_ms": trivial,
            "mode": f"sequential, {sequential} rounds" if sequential else "interleaved",
+           "current_env": current_env or {},
            "strategies": res}
     return report.write(doc, _markdown(doc))
 
@@ -148,7 +154,10 @@ def _markdown(doc: dict[str, Any]) -> str:
              f"{'/'.join(f'{x:.1f}' for x in v['load_average']['after'])}"]
             for k, v in doc["strategies"].items()]
     cur, base = doc["current"], doc["baseline"]
-    return (f"# First SSE event: {cur['ref']} ({cur['commit'][:10]}) against {base['ref']} ({base['commit'][:10]})\n\n"
+    settings = doc.get("current_env") or {}
+    extra = " with " + " ".join(f"{k}={v}" for k, v in settings.items()) if settings else ""
+    return (f"# First SSE event: {cur['ref']} ({cur['commit'][:10]}){extra} against {base['ref']} "
+            f"({base['commit'][:10]})\n\n"
             f"{doc['docs']} synthetic documents, local model ({doc['runtime']}), {doc['queries_per_strategy']} "
             + ("queries per strategy, each sent to both servers in alternating order. `/healthz` p50: "
                if doc.get("mode", "interleaved") == "interleaved" else
@@ -165,8 +174,11 @@ if __name__ == "__main__":
     ap.add_argument("--baseline", required=True, help="git ref of the code to compare against")
     ap.add_argument("--current", default="HEAD", help="git ref of the code measured")
     ap.add_argument("--runtime", default="onnx")
+    ap.add_argument("--current-env", action="append", default=[], metavar="NAME=VALUE",
+                    help="a setting for the current server only (repeatable)")
     ap.add_argument("--sequential", type=int, default=0, metavar="ROUNDS",
                     help="one server at a time, this many rounds (0: both up, queries interleaved)")
     a = ap.parse_args()
     t0 = time.time()
-    print(main(a.docs, a.queries, a.baseline, a.current, a.runtime, a.sequential), f"{time.time() - t0:.0f} s")
+    extra = dict(e.split("=", 1) for e in a.current_env)
+    print(main(a.docs, a.queries, a.baseline, a.current, a.runtime, a.sequential, extra), f"{time.time() - t0:.0f} s")
