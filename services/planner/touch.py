@@ -54,13 +54,13 @@ from __future__ import annotations
 
 import hashlib
 import math
-import statistics
 import threading
 import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from services.planner.fusion import mean_spread
 from shared.model import DocKey, Hit, SemanticStatus, StoredDoc
 from shared.text.hashing import doc_text
 
@@ -145,8 +145,8 @@ def reach(lexical: Sequence[float], semantic: Sequence[float], threshold: float,
     Lexical scores come best first, so the answer is a depth."""
     if not semantic or not lexical:
         return len(lexical)
-    lm, ls = _spread(lexical[:depth])
-    sm, ss = _spread(semantic[:depth])
+    lm, ls = mean_spread(lexical[:depth])
+    sm, ss = mean_spread(semantic[:depth])
     top = (semantic[min(best, len(semantic)) - 1] - sm) / ss
     n = 0
     for i, x in enumerate(lexical):
@@ -154,10 +154,6 @@ def reach(lexical: Sequence[float], semantic: Sequence[float], threshold: float,
             break
         n = i + 1
     return n
-
-
-def _spread(xs: Sequence[float]) -> tuple[float, float]:
-    return statistics.fmean(xs), statistics.pstdev(xs) or 1.0
 
 
 class PageMemory:

@@ -28,7 +28,7 @@ from psycopg_pool import ConnectionPool
 
 from shared.adapters.lifecycle_sql import LIFECYCLE_SCHEMA, LifecycleSql
 from shared.adapters.store_reports import COLD_FLAG, KEEP_READY_SAME_CONTENT, coverage_report
-from shared.model import DocKey, SemanticStatus, SidecarEntry, StoredDoc
+from shared.model import STATUS_OF, DocKey, SemanticStatus, SidecarEntry, StoredDoc
 from shared.ports import Change
 
 # pg_advisory_xact_lock keys (any constant bigint; they only have to differ from each other).
@@ -112,7 +112,7 @@ def _key(r: DictRow) -> DocKey:
 
 def _row_to_sidecar(r: DictRow) -> SidecarEntry:
     return SidecarEntry(
-        key=_key(r), space=r["space"], status=SemanticStatus(r["status"]), content_hash=r["content_hash"],
+        key=_key(r), space=r["space"], status=STATUS_OF[r["status"]], content_hash=r["content_hash"],
         reason=r["reason"], model_id=r["model_id"], last_embedded_at=r["last_embedded_at"],
         attempts=r["attempts"], updated_at=r["updated_at"], cold_ref=r["cold_ref"],
     )

@@ -23,7 +23,7 @@ import numpy as np
 
 from shared.adapters.lifecycle_sql import LIFECYCLE_SCHEMA, LifecycleSql
 from shared.adapters.store_reports import COLD_FLAG, KEEP_READY_SAME_CONTENT, coverage_report
-from shared.model import DocKey, SemanticStatus, SidecarEntry, StoredDoc
+from shared.model import STATUS_OF, DocKey, SemanticStatus, SidecarEntry, StoredDoc
 from shared.ports import Change
 
 SCHEMA = """
@@ -70,7 +70,7 @@ def _row_to_sidecar(r: sqlite3.Row) -> SidecarEntry:
     return SidecarEntry(
         key=DocKey(r["tenant"], r["collection"], r["doc_id"]),
         space=r["space"],
-        status=SemanticStatus(r["status"]),
+        status=STATUS_OF[r["status"]],
         content_hash=r["content_hash"],
         reason=r["reason"],
         model_id=r["model_id"],
