@@ -120,6 +120,19 @@ class Hit(NamedTuple):
     score: float
 
 
+# Hot-loop constructors (engines and fusion build ~500 of each per query): a NamedTuple's
+# `__new__` is Python code; `tuple.__new__` builds the same value in C, ~100-200 ns less each.
+_tuple_new = tuple.__new__
+
+
+def doc_key(tenant: str, collection: str, doc_id: str) -> DocKey:
+    return _tuple_new(DocKey, (tenant, collection, doc_id))
+
+
+def hit(key: DocKey, score: float) -> Hit:
+    return _tuple_new(Hit, (key, score))
+
+
 @dataclass(frozen=True)
 class Decision:
     """What the eligibility policy decided for one document (V§5)."""

@@ -40,7 +40,7 @@ from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-from shared.model import DocKey, Hit
+from shared.model import DocKey, Hit, hit
 
 # The semantic leg's weight in z-score fusion, chosen leave-one-collection-out by
 # bench/fusion_loo.py (VIBE_SEMANTIC_WEIGHT overrides it; tests/unit/test_fusion.py keeps the two equal).
@@ -60,7 +60,7 @@ def relative(hits: Sequence[Hit]) -> list[Hit]:
     if top <= 0:
         return list(hits)
     # rounded: float32 noise in the engine's score must not carry the statistics either
-    return [Hit(h.key, round(h.score / top, 6)) for h in hits]
+    return [hit(h.key, round(h.score / top, 6)) for h in hits]
 
 
 @dataclass(slots=True)

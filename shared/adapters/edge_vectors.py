@@ -28,7 +28,7 @@ import qdrant_edge as qe
 
 from shared.adapters import facets
 from shared.adapters.schema_stamp import FolderSchemaStamp
-from shared.model import DocKey, Hit, StoredDoc
+from shared.model import DocKey, Hit, StoredDoc, hit
 from shared.ports import FieldCondition, SearchFilter
 
 log = logging.getLogger("vibe.vectors")
@@ -231,7 +231,7 @@ class EdgeVectorIndex:
         for p in points:
             key = known.get(p.id) or found.get(p.id)
             if key is not None:  # None: deleted between the query and the look-up
-                hits.append(Hit(key, p.score))
+                hits.append(hit(key, p.score))
         return hits
 
     def _resolve(self, shard: qe.EdgeShard, ids: list[PointId]) -> dict[PointId, DocKey]:

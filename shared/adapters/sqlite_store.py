@@ -23,7 +23,7 @@ import numpy as np
 
 from shared.adapters.lifecycle_sql import LIFECYCLE_SCHEMA, LifecycleSql
 from shared.adapters.store_reports import COLD_FLAG, KEEP_READY_SAME_CONTENT, coverage_report
-from shared.model import STATUS_OF, DocKey, SemanticStatus, SidecarEntry, StoredDoc
+from shared.model import STATUS_OF, DocKey, SemanticStatus, SidecarEntry, StoredDoc, doc_key
 from shared.ports import Change
 
 SCHEMA = """
@@ -68,7 +68,7 @@ _UPSERT_SIDECAR = (
 
 def _row_to_sidecar(r: sqlite3.Row) -> SidecarEntry:
     return SidecarEntry(
-        key=DocKey(r["tenant"], r["collection"], r["doc_id"]),
+        key=doc_key(r["tenant"], r["collection"], r["doc_id"]),
         space=r["space"],
         status=STATUS_OF[r["status"]],
         content_hash=r["content_hash"],
@@ -83,7 +83,7 @@ def _row_to_sidecar(r: sqlite3.Row) -> SidecarEntry:
 
 def _row_to_doc(r: sqlite3.Row) -> StoredDoc:
     return StoredDoc(
-        key=DocKey(r["tenant"], r["collection"], r["doc_id"]),
+        key=doc_key(r["tenant"], r["collection"], r["doc_id"]),
         fields=json.loads(r["fields"]),
         acl=json.loads(r["acl"]),
         intent=r["intent"],

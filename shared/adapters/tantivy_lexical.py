@@ -25,7 +25,7 @@ from tantivy import Occur, Query, SchemaBuilder
 
 from shared.adapters import analysis, facets
 from shared.adapters.schema_stamp import FolderSchemaStamp
-from shared.model import DocKey, Hit, StoredDoc
+from shared.model import DocKey, Hit, StoredDoc, doc_key, hit
 from shared.ports import SearchFilter
 from shared.text.hashing import doc_text
 
@@ -219,7 +219,7 @@ class TantivyLexicalIndex:
         hits = []
         for score, addr in result.hits:
             collection, _, doc_id = str(doc(addr).get_first("key")).partition("/")
-            hits.append(Hit(DocKey(tenant, collection, doc_id), score))
+            hits.append(hit(doc_key(tenant, collection, doc_id), score))
         return hits
 
     def highlights(
