@@ -60,6 +60,7 @@ from shared.ports import (
 )
 from shared.spaces import FixedSpace, Spaces
 from shared.text.hashing import doc_text
+from shared.threads import lower_priority
 
 log = logging.getLogger("vibe.planner")
 
@@ -129,7 +130,10 @@ class _Finisher:
     def submit(self, fn: Callable[[], None]) -> bool:
         with self._lock:
             if self._pid != os.getpid():  # a forked child starts its own thread
-                self._pool = ThreadPoolExecutor(1, thread_name_prefix="vibe-left-streams")
+                # Background work: below the request threads, as the document embedder is (the
+                # query embedding it may do runs on this thread: one intra-op thread).
+                self._pool = ThreadPoolExecutor(1, thread_name_prefix="vibe-left-streams",
+                                                initializer=lower_priority(5))
                 self._pid, self._waiting = os.getpid(), 0
             if self._waiting >= self.bound:
                 METRICS.left_streams.labels(outcome="dropped").inc()

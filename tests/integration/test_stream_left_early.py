@@ -99,3 +99,18 @@ def test_the_finisher_drops_past_its_bound_and_says_so() -> None:
     while not finisher.submit(lambda: None):
         assert time.monotonic() < deadline
         time.sleep(0.01)
+
+
+def test_the_finisher_runs_below_the_request_threads() -> None:
+    import os
+
+    finisher = planner_module._Finisher()
+    seen: list[int] = []
+    done = threading.Event()
+
+    def probe() -> None:
+        seen.append(os.getpriority(os.PRIO_PROCESS, threading.get_native_id()))
+        done.set()
+
+    assert finisher.submit(probe) and done.wait(10)
+    assert seen[0] > os.getpriority(os.PRIO_PROCESS, threading.get_native_id())

@@ -26,7 +26,7 @@ import contextlib
 import logging
 import os
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -36,6 +36,7 @@ import numpy as np
 from shared.adapters.embedders import onnx_export as ox
 from shared.adapters.embedders.local_embedder import model_path
 from shared.ports import Embedder, EmbedderError
+from shared.threads import lower_priority
 
 if TYPE_CHECKING:
     from tokenizers import Tokenizer
@@ -67,19 +68,6 @@ def _session(path: Path, threads: int) -> Any:
     # the one the read path needs.
     so.add_session_config_entry("session.intra_op.allow_spinning", "0")
     return ort.InferenceSession(str(path), so, providers=["CPUExecutionProvider"])
-
-
-def _lower_priority(by: int) -> Callable[[], None]:
-    """Documents are background work: their thread runs `by` nice levels below the process, so
-    on a small machine the scheduler hands a core to a query before it hands it to a batch
-    (Linux nice is per thread). Threads onnxruntime starts from it inherit the level."""
-    def lower() -> None:
-        if by <= 0 or not hasattr(os, "setpriority"):
-            return
-        tid = threading.get_native_id()
-        with contextlib.suppress(OSError):  # not permitted here: same priority as the rest, still correct
-            os.setpriority(os.PRIO_PROCESS, tid, min(19, os.getpriority(os.PRIO_PROCESS, tid) + by))
-    return lower
 
 
 def _cosines(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -118,7 +106,7 @@ class OnnxEmbedder:
         # Every document batch runs on this one low-priority thread (whichever worker asked):
         # at most `threads` cores go to documents, the rest stay with the read path.
         self._pool = ThreadPoolExecutor(1, thread_name_prefix="vibe-embed-docs",
-                                        initializer=_lower_priority(self._doc_nice))
+                                        initializer=lower_priority(self._doc_nice))
         self._docs = (self._query if self._threads == 1 and self.query_file == self.onnx_file
                       else self._pool.submit(_session, self.onnx_file, self._threads).result())
 
