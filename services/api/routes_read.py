@@ -200,8 +200,10 @@ async def _stream(c: Container, session: ReadSession, started: float, answer: Ca
         yield _event("done", await run_in_threadpool(answer, True))
         METRICS.stream_done_seconds.labels(strategy=session.strategy).observe(time.perf_counter() - started)
     except VibeError as e:
+        session.failed = True
         yield _event("error", e.body()["error"])
     except Exception:  # the stream has started: report in-band (never a stack trace), end the body cleanly
+        session.failed = True
         log.exception("read stream failed")
         yield _event("error", {"code": ErrorCode.INTERNAL_ERROR.code, "message": "internal error"})
 

@@ -228,7 +228,7 @@ class Planner:
             self.foreground.yield_to_requests()
             session.finish()
 
-        if not session.touched:
+        if not session.touched and not session.failed:
             FINISHER.submit(finish)
 
     def embedder_for(self, space: str) -> Embedder | None:
@@ -286,6 +286,7 @@ class ReadSession:
         # (`Planner.finish_left`): one at a time, and the touch once.
         self._steps = threading.RLock()
         self.touched = False
+        self.failed = False  # the stream ended with an error: nothing is finished for it
         self.resolved: dict[str, int] = {}
         self.ranking: list[Fused] = []
         self.lexical_ms = 0.0
