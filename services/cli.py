@@ -41,19 +41,21 @@ def serve() -> None:
     url = f"http://{settings.host}:{settings.port}"
     typer.echo(f"vibe-semantic ({settings.profile} profile) listening on {url}  data: {settings.data_dir}")
     api = create_app(container, KeyRing(keys))
-    _freeze_startup_heap()
+    _freeze_startup_heap(settings.gc_thresholds)
     uvicorn.run(api, host=settings.host, port=settings.port, log_level="warning", access_log=False)
 
 
-def _freeze_startup_heap() -> None:
+def _freeze_startup_heap(thresholds: tuple[int, int, int]) -> None:
     """Leave what start-up built (modules, the model, the container) out of every later garbage
     collection: each full collection walked all of it again, ~16% of a bulk request's time in the
     serving process (py-spy, 2000-document bulks). Garbage made so far is collected first; frozen
-    objects are never freed, and they live as long as the process anyway."""
+    objects are never freed, and they live as long as the process anyway. Then the collector's
+    thresholds for serving (`VIBE_GC_THRESHOLDS`)."""
     import gc
 
     gc.collect()
     gc.freeze()
+    gc.set_threshold(*thresholds)
 
 
 @app.command()

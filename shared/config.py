@@ -98,6 +98,14 @@ class Settings(BaseSettings):
     # How many nice levels below the process the local model's document thread runs (Linux,
     # per thread), so queries get a core first; 0 = same priority.
     embed_doc_nice: Annotated[int, Field(ge=0, le=19)] = 5
+    # The serving process's garbage-collector thresholds (gc.set_threshold: allocations before a
+    # young collection, young collections before a middle one, middle ones before a full one),
+    # a JSON list. Each read allocates thousands of tracked objects (hits, keys, fused rows) and
+    # CPython's (700, 10, 10) ran ~4 young collections a read and a full one (~30 ms) every ~30
+    # reads; (5000, 20, 1000) spent a third of the collector time with no full collection in the
+    # same 400 back-to-back reads at 100k documents (bench/results/gc-thresholds-*.json).
+    gc_thresholds: tuple[Annotated[int, Field(ge=1)], Annotated[int, Field(ge=1)], Annotated[int, Field(ge=1)]] = (
+        5000, 20, 1000)
     # The ONNX query encoder's weights: int8 = the feed-forward MatMuls' weights as int8 blocks
     # (onnx_export.query_int8), used only when its vectors of the probes are within 0.999
     # cosine of torch's at load (fp32 otherwise, logged); documents always go through fp32.
