@@ -278,6 +278,7 @@ class ReadSession:
         # one past the page tells whether there is a next); complete_semantic() then fetches all
         # `k` candidates, which the touch, the cursor and any page re-check need.
         self._short_semantic = False
+        self._lexical_later = False  # a streamed semantic read's lexical leg waits for complete_semantic
         self._vector_target: int | None = None  # log head the vector index must reach (refresh)
         self.queued_by_us = 0
         self.budget_limited = 0
@@ -306,11 +307,17 @@ class ReadSession:
         waits = self.strategy == "semantic" or (self.strategy == "hybrid" and not defer_query_embedding)
         embedded = (waits and bool(text) and not self._is_doc_query() and self.p.embedder_for(self.space) is not None
                     and self._cached_query_vector() is None)
-        if embedded:
+        # A streamed semantic answer shows vector hits only: its lexical leg, which the touch and
+        # the usage statistics need, runs after the first event (complete_semantic), so the first
+        # answer does not share the interpreter lock with it.
+        later = self._lexical_later = self.strategy == "semantic" and defer_query_embedding
+        if embedded and not later:
             lexical = LEXICAL_LEGS.submit(lambda: self._lexical_leg(text))
             self.semantic.vector = self._query_vector()  # None: the leg is degraded, with its reason
             self.lexical_hits = lexical.result()
-        else:
+        elif embedded:
+            self.semantic.vector = self._query_vector()
+        elif not later:
             self.lexical_hits = self._lexical_leg(text)
         if waits:
             if not (embedded and self.semantic.vector is None):  # None: degraded, not tried twice
@@ -328,7 +335,8 @@ class ReadSession:
             else:
                 self.semantic.state = "embedding_query"
         self._rank()
-        self._record_usage()
+        if not later:
+            self._record_usage()
 
     def _lexical_leg(self, text: str) -> list[Hit]:
         t0 = time.perf_counter()
@@ -365,6 +373,10 @@ class ReadSession:
         """Run the deferred semantic leg, or complete a short one; True if the visible ranking
         changed."""
         with self._steps:
+            if self._lexical_later:
+                self._lexical_later = False
+                self.lexical_hits = self._lexical_leg(self._lexical_text())
+                self._record_usage()
             if not self.semantic_deferred and not self._short_semantic:
                 return False
             before = self._visible()

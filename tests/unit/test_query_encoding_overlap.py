@@ -87,11 +87,16 @@ def test_the_lexical_leg_runs_beside_the_encoder_when_the_answer_waits_for_it(ap
         assert streamed.semantic_deferred and emb.query_threads == []
         streamed.complete_semantic()
         assert emb.query_threads == [threading.current_thread().name]
-    else:  # embedded on the request's thread while the lexical leg runs on another
+    else:  # embedded on the request's thread; the lexical leg waits until after the first answer
         assert emb.query_threads == [threading.current_thread().name]
-        assert any(t.name.startswith("vibe-lexical-leg") for t in threading.enumerate())
+        assert streamed.lexical_hits == [] and streamed.semantic.hits  # the first answer: vectors only
+        streamed.complete_semantic()
+        assert streamed.lexical_hits  # the touch and the usage statistics have it
     c.planner.query_cache = QueryVectorCache()  # the JSON answer embeds the query again
     inline = c.planner.open(ALICE, ReadRequest("c", "flutter shock wave", strategy, limit=10))
+    # a JSON answer runs its lexical leg beside the encoder
+    assert any(t.name.startswith("vibe-lexical-leg") for t in threading.enumerate())
+    assert [h.key for h in streamed.lexical_hits] == [h.key for h in inline.lexical_hits]
     assert len(emb.query_threads) == 2 and emb.query_threads[1] == threading.current_thread().name
     assert streamed.semantic.state == inline.semantic.state == "ready"
     assert streamed.semantic.vector == inline.semantic.vector
