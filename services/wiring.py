@@ -30,7 +30,7 @@ from services.planner.usage import UsageRecorder
 from services.worker.backfill import BackfillLimits, Backfills
 from services.worker.handlers import BatchOutcome, EmbedHandler
 from services.worker.lifecycle import Lifecycle, LifecycleConfig
-from services.worker.repair import reconcile_in_process
+from services.worker.repair import reconcile_pass
 from services.worker.scheduler import SchedulerThread
 from shared.adapters.citations_sqlite import SqliteCitationRegistry
 from shared.adapters.cold_files import FileColdStore
@@ -135,8 +135,8 @@ class Container:
         repaired first, as the reconciler does (services/worker/repair.py): the embedded profile
         has no Celery reconciler, so re-enqueued they would stay `queued` across every restart or
         be embedded into a space nobody reads. While the process runs, the scheduler thread does
-        the same for rows stuck past `VIBE_RECONCILE_STUCK_SECONDS` (`repair.reconcile_in_process`)."""
-        out = reconcile_in_process(self.store, self.spaces, self.queue, 0.0, 1_000_000)
+        the same for rows stuck past `VIBE_RECONCILE_STUCK_SECONDS` (`repair.reconcile_pass`)."""
+        out = reconcile_pass(self.store, self.spaces, self.queue, 0.0, 1_000_000)
         return {"requeued": out["requeued"], "repaired": out["repaired"]}
 
     def stop(self) -> None:
@@ -442,7 +442,7 @@ def build(settings: Settings, embedder: Embedder | None = None, clock: Callable[
     embedded = settings.queue != "celery"
     # The embedded profile's reconciler runs on the scheduler thread (the distributed one is a
     # Celery beat task, services/worker/reconciler.py).
-    reconcile = (partial(reconcile_in_process, store, spaces, queue, settings.reconcile_stuck_seconds,
+    reconcile = (partial(reconcile_pass, store, spaces, queue, settings.reconcile_stuck_seconds,
                          settings.reconcile_batch) if embedded else None)
     scheduler = SchedulerThread(lifecycle, usage, store, embedded, settings.scheduler_interval_seconds,
                                 settings.backfill_interval_seconds, settings.usage_flush_seconds,

@@ -90,11 +90,11 @@ class _Recorded(Protocol):
     def record_reconcile(self, tenant: str | None, at: float, stuck: int, requeued: int) -> None: ...
 
 
-def reconcile_in_process(store: StoreOfRecord, spaces: Spaces, queue: JobQueue, stuck_for: float,
-                         limit: int) -> dict[str, int]:
-    """One pass of the embedded profile's reconciler (the scheduler thread's `reconcile` job),
-    counted and reported like the Celery one's: `vibe_reconciler_runs_total`,
-    `..._requeued_total`, and the queue's record for /semantic/lag."""
+def reconcile_pass(store: StoreOfRecord, spaces: Spaces, queue: JobQueue, stuck_for: float,
+                   limit: int) -> dict[str, int]:
+    """One reconciler pass, whichever runs it (the Celery beat task under its lock, an embedded
+    process's start and its scheduler thread): counted in `vibe_reconciler_runs_total` and
+    `..._requeued_total`, and recorded in the queue for /semantic/lag, in all and per tenant."""
     now = store.clock()
     found = requeue_stuck(store, spaces, queue, stuck_for, limit)
     total = found[None]
