@@ -745,7 +745,7 @@ export interface components {
             stuckAfterSeconds: number;
             /**
              * Reconciler
-             * @description with the Celery queue
+             * @description the last reconcile pass (the Celery beat task, or the embedded scheduler thread)
              */
             reconciler?: {
                 [key: string]: unknown;
