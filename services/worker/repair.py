@@ -60,9 +60,9 @@ def _reads(spaces: Spaces, tenant: str) -> set[str]:
 
 def requeue_stuck(store: StoreOfRecord, spaces: Spaces, queue: JobQueue, stuck_for: float = 0.0,
                   limit: int = 1_000_000) -> dict[str | None, dict[str, int]]:
-    """The in-process queue's reconciler: every `queued` row of a live space with no progress for
-    `stuck_for` seconds (0: every one, at start) is repaired or re-enqueued on the bulk lane.
-    A row whose job the queue still holds is not sent twice (the queue dedupes by job key).
+    """Every `queued` row of a live space with no progress for `stuck_for` seconds (0: every one,
+    at start) is repaired or re-enqueued on the bulk lane. A row whose job the queue still holds
+    is not sent twice (both queues dedupe by job key).
     `now` is taken before the rows are read: the store's re-check leaves a row that another
     process on the same store rewrites meanwhile. Returns what it found and did by tenant, and
     in all (key None)."""
@@ -73,10 +73,12 @@ def requeue_stuck(store: StoreOfRecord, spaces: Spaces, queue: JobQueue, stuck_f
         rows = [r for r in store.keys_in_status(space, [SemanticStatus.QUEUED], limit=limit)
                 if stuck_for <= 0 or r.updated_at < cutoff]
         keep = repair_stuck(store, spaces, rows, cutoff, now)
-        kept = {(r.key, r.space) for r in keep}
-        for tenant in sorted({r.key.tenant for r in rows}):
-            mine = [r for r in rows if r.key.tenant == tenant]
-            jobs = [EmbedJob(r.key, space, r.content_hash, priority="bulk") for r in mine if (r.key, r.space) in kept]
+        kept = {r.key for r in keep}
+        by_tenant: dict[str, list[SidecarEntry]] = {}
+        for r in rows:
+            by_tenant.setdefault(r.key.tenant, []).append(r)
+        for tenant, mine in sorted(by_tenant.items()):
+            jobs = [EmbedJob(r.key, space, r.content_hash, priority="bulk") for r in mine if r.key in kept]
             found = {"stuck": len(mine), "requeued": queue.enqueue(jobs), "repaired": len(mine) - len(jobs)}
             for who in (tenant, None):
                 row = out.setdefault(who, {"stuck": 0, "requeued": 0, "repaired": 0})
