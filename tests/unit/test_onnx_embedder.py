@@ -100,6 +100,23 @@ def test_onnx_vectors_match_torch(onnx: oe.OnnxEmbedder, torch_model: LocalEmbed
 
 
 @pytest.mark.model
+def test_the_export_is_fused_into_attention_ops(onnx: oe.OnnxEmbedder, cache_root: Path) -> None:
+    """One Attention per layer (eager attention traced, then onnxruntime's fusions): the graph
+    a query runs is a few dozen nodes, not the traced graph's hundreds of shape operations; the
+    int8 query graph keeps the fusion and quantises the attention output's MatMul."""
+    import onnx as onnx_lib
+
+    manifest = json.loads((_entry(cache_root) / "manifest.json").read_text())
+    layers = json.loads((model_path(MODEL) / "config.json").read_text())["num_hidden_layers"]
+    assert manifest["fused"]["Attention"] == layers
+    graph = onnx_lib.load(str(_entry(cache_root) / "model.onnx")).graph
+    assert sum(n.op_type == "Attention" for n in graph.node) == layers and len(graph.node) < 100
+    query = onnx_lib.load(str(ox.query_int8(_entry(cache_root)))).graph
+    quantised = [n.name for n in query.node if n.op_type == "MatMulNBits"]
+    assert sum("/attention/output/" in n for n in quantised) == layers and len(quantised) == 3 * layers
+
+
+@pytest.mark.model
 def test_batch_equals_single_whatever_the_batch_size(onnx: oe.OnnxEmbedder) -> None:
     singles = np.asarray([onnx.embed_query(t) for t in TEXTS])
     for size in (1, 2, 32):
