@@ -162,6 +162,30 @@ class DocumentStore(Protocol):
     def close(self) -> None: ...
 
 
+class Candidates(Protocol):
+    """A lexical search's hits, best first, whose documents are looked up as they are asked
+    for: a first page needs the keys of its own hits only, while its scores (and so the
+    statistics fusion standardises with) are every hit's."""
+
+    @property
+    def scores(self) -> Sequence[float]:
+        """Every hit's score, best first (what `search` would return, without the keys)."""
+
+    def keys(self, n: int) -> list[DocKey]:
+        """The first `n` hits' keys (all of them when `n` is larger); looked up once each."""
+
+
+class ResolvedCandidates:
+    """Candidates whose keys came with the hits (an engine that returns ids with scores)."""
+
+    def __init__(self, hits: Sequence[Hit]):
+        self._hits = hits
+        self.scores = [h.score for h in hits]
+
+    def keys(self, n: int) -> list[DocKey]:
+        return [h.key for h in self._hits[:n]]
+
+
 @runtime_checkable
 class LexicalIndex(Protocol):
     """BM25 with tenant and ACL filters inside the engine query; statistics per tenant."""
@@ -170,6 +194,10 @@ class LexicalIndex(Protocol):
         """Index documents and remove deleted ones; visible to searches when it returns."""
 
     def search(self, flt: SearchFilter, text: str, limit: int) -> list[Hit]: ...
+
+    def candidates(self, flt: SearchFilter, text: str, limit: int) -> Candidates:
+        """`search`'s hits with their keys looked up on demand, from the same snapshot of the
+        index however much later they are asked for (same filter, same order, same scores)."""
 
     def highlights(self, flt: SearchFilter, text: str, docs: Sequence[StoredDoc]) -> dict[DocKey, list[str]]: ...
 

@@ -56,11 +56,17 @@ def relative(hits: Sequence[Hit]) -> list[Hit]:
     on the readable documents' own text (the IDF cancels); with several terms, the ratios keep
     the terms' relative IDF, a residual the README's Security section states. Z-score fusion is
     unchanged (it is scale-free) and RRF uses ranks."""
-    top = max((h.score for h in hits), default=0.0)
+    scores = relative_scores([h.score for h in hits])
+    return [hit(h.key, s) for h, s in zip(hits, scores, strict=True)]
+
+
+def relative_scores(scores: Sequence[float]) -> list[float]:
+    """`relative` on the scores alone (a first page's candidates whose keys are not read yet)."""
+    top = max(scores, default=0.0)
     if top <= 0:
-        return list(hits)
+        return list(scores)
     # rounded: float32 noise in the engine's score must not carry the statistics either
-    return [hit(h.key, round(h.score / top, 6)) for h in hits]
+    return [round(s / top, 6) for s in scores]
 
 
 @dataclass(slots=True)
@@ -124,6 +130,19 @@ def _standardised(hits: Sequence[Hit], depth: int) -> tuple[float, float]:
     return mean_spread([h.score for h in hits[:depth]])
 
 
+class LegStats(NamedTuple):
+    mean: float
+    spread: float
+    lowest: float  # the floor a document missing from the leg is given (as a z: below every hit)
+
+
+def leg_stats(scores: Sequence[float], depth: int = 200) -> LegStats:
+    """What z-score fusion takes from a leg's scores: mean and spread of its top `depth`, and
+    its lowest score (the mean when it has none)."""
+    mean, spread = mean_spread(scores[:depth])
+    return LegStats(mean, spread, min(scores, default=mean))
+
+
 MIN_PAIRS = 5  # embedded lexical candidates needed before fusion trusts the query's own line
 
 
@@ -169,11 +188,15 @@ def stand_in_line(lexical: Sequence[Hit], fused: Mapping[DocKey, Fused], unembed
 
 
 def zscore(lexical: Sequence[Hit], semantic: Sequence[Hit], semantic_weight: float = DEFAULT_SEMANTIC_WEIGHT,
-           depth: int = 200, unembedded: AbstractSet[DocKey] = frozenset(), stand_in: str = "line") -> list[Fused]:
+           depth: int = 200, unembedded: AbstractSet[DocKey] = frozenset(), stand_in: str = "line",
+           lexical_stats: LegStats | None = None) -> list[Fused]:
     """Weighted sum of standardised scores; ties broken by key for a deterministic order.
-    `stand_in`: "line" (stand_in_line) or "agree" (an unembedded candidate's lexical z)."""
-    (lm, ls), (sm, ss) = _standardised(lexical, depth), _standardised(semantic, depth)
-    lex_floor = (min((h.score for h in lexical), default=lm) - lm) / ls
+    `stand_in`: "line" (stand_in_line) or "agree" (an unembedded candidate's lexical z).
+    `lexical_stats`: the whole lexical leg's (`leg_stats`) when `lexical` is only its first
+    hits (a first page), so that their fused scores are the ones the whole leg gives them."""
+    lm, ls, lowest = lexical_stats or leg_stats([h.score for h in lexical], depth)
+    sm, ss = _standardised(semantic, depth)
+    lex_floor = (lowest - lm) / ls
     sem_floor = (min((h.score for h in semantic), default=sm) - sm) / ss
     out: dict[DocKey, Fused] = {}
     for rank, h in enumerate(lexical, 1):

@@ -17,7 +17,16 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from services.planner.explain import ExplainCache
-from services.planner.fusion import DEFAULT_SEMANTIC_WEIGHT, Fused, relative, rrf, single, zscore
+from services.planner.fusion import (
+    DEFAULT_SEMANTIC_WEIGHT,
+    Fused,
+    LegStats,
+    leg_stats,
+    relative_scores,
+    rrf,
+    single,
+    zscore,
+)
 from services.planner.query_cache import QueryVectorCache
 from services.planner.strategy import choose_strategy
 from services.planner.touch import (
@@ -45,16 +54,19 @@ from shared.model import (
     SidecarEntry,
     StoredDoc,
     Strategy,
+    hit,
     visible_status,
 )
 from shared.ports import (
     Budget,
+    Candidates,
     DocumentStore,
     Embedder,
     EmbedderError,
     FieldCondition,
     JobQueue,
     LexicalIndex,
+    ResolvedCandidates,
     SearchFilter,
     VectorIndex,
 )
@@ -279,6 +291,14 @@ class ReadSession:
         # `k` candidates, which the touch, the cursor and any page re-check need.
         self._short_semantic = False
         self._lexical_later = False  # a streamed semantic read's lexical leg waits for complete_semantic
+        # A streamed keyword or hybrid read ranks first only the lexical candidates its page
+        # needs (their keys are read from the index as they are asked for: `Candidates`);
+        # complete_semantic() reads the rest. The fused scores are the whole leg's all the same
+        # (`_lexical_stats`), and the page is the whole ranking's page (`_rank_first_page`).
+        self._short_lexical = False
+        self._lexical_found: Candidates | None = None
+        self._lexical_scores: list[float] = []  # every candidate's (relative) score, best first
+        self._lexical_stats: LegStats | None = None
         self._vector_target: int | None = None  # log head the vector index must reach (refresh)
         self.queued_by_us = 0
         self.budget_limited = 0
@@ -311,12 +331,23 @@ class ReadSession:
         # the usage statistics need, runs after the first event (complete_semantic), so the first
         # answer does not share the interpreter lock with it.
         later = self._lexical_later = self.strategy == "semantic" and defer_query_embedding
+        # Lexical first: a keyword read, or a hybrid one whose semantic leg comes after the first
+        # event (its query vector is not cached); the first event shows the lexical ranking.
+        short = (defer_query_embedding and not embedded and not later
+                 and (self.strategy == "keyword"
+                      or (self.strategy == "hybrid" and self._cached_query_vector() is None)))
         if embedded and not later:
             lexical = LEXICAL_LEGS.submit(lambda: self._lexical_leg(text))
             self.semantic.vector = self._query_vector()  # None: the leg is degraded, with its reason
             self.lexical_hits = lexical.result()
         elif embedded:
             self.semantic.vector = self._query_vector()
+        elif short:
+            # The page and the one past it (is there a next page?), and the top the usage
+            # statistics count (`_record_usage`).
+            limit = self.req.limit
+            self.lexical_hits = self._lexical_leg(text, max(self.req.offset + limit + 1, 2 * limit, 10))
+            self._short_lexical = len(self.lexical_hits) < len(self._lexical_scores)
         elif not later:
             self.lexical_hits = self._lexical_leg(text)
         if waits:
@@ -334,17 +365,58 @@ class ReadSession:
                 self._semantic_leg()
             else:
                 self.semantic.state = "embedding_query"
-        self._rank()
+        if self._short_lexical:
+            self._rank_first_page()
+        else:
+            self._rank()
         if not later:
             self._record_usage()
 
-    def _lexical_leg(self, text: str) -> list[Hit]:
+    def _lexical_leg(self, text: str, first: int | None = None) -> list[Hit]:
+        """The lexical candidates, scores relative to the best (fusion.relative); only the
+        first `first` of them when given (`_short_lexical`; `_full_lexical` reads the rest)."""
         t0 = time.perf_counter()
         if text and self.p.lexical_follower is not None:
             self.p.lexical_follower.catch_up()  # writes made through another process are searched as they are now
-        hits = relative(self.p.lexical.search(self.flt, text, self.k)) if text else []
+        found = self.p.lexical.candidates(self.flt, text, self.k) if text else ResolvedCandidates([])
+        self._lexical_found, self._lexical_scores = found, relative_scores(found.scores)
+        self._lexical_stats = None
+        n = len(self._lexical_scores) if first is None else first
+        hits = [hit(k, s) for k, s in zip(found.keys(n), self._lexical_scores, strict=False)]
         self.lexical_ms = (time.perf_counter() - t0) * 1000
         return hits
+
+    def _more_lexical(self, n: int) -> None:
+        """The first `n` lexical candidates with their keys (of a short first page's leg, from
+        the same snapshot of the index)."""
+        have = len(self.lexical_hits)
+        if n > have and self._lexical_found is not None:
+            keys = self._lexical_found.keys(n)
+            self.lexical_hits += [hit(k, s) for k, s in zip(keys[have:], self._lexical_scores[have:n], strict=True)]
+        self._short_lexical = len(self.lexical_hits) < len(self._lexical_scores)
+
+    def _full_lexical(self) -> None:
+        """Every lexical candidate of a short first page (ranked with their own statistics)."""
+        self._more_lexical(len(self._lexical_scores))
+        self._lexical_stats = None
+
+    def _rank_first_page(self) -> None:
+        """Rank the first lexical candidates alone, with the whole leg's statistics. Z-score and
+        RRF order equal scores by key (the engine in its own order), so every candidate tied
+        with the page's last is read first, and the one after them; should the fused scores
+        still leave the page open (a candidate not read could tie with it), all of them."""
+        self._lexical_stats = leg_stats(self._lexical_scores)
+        end, scores = self.req.offset + self.req.limit, self._lexical_scores
+        fused = self.strategy != "keyword"
+        if fused and end < len(scores):
+            past = end
+            while past < len(scores) and scores[past] == scores[end - 1]:
+                past += 1
+            self._more_lexical(past + 1)
+        self._rank()
+        if fused and self._short_lexical and not self.ranking[end - 1].score > self.ranking[-1].score:
+            self._full_lexical()
+            self._rank()
 
     def _record_usage(self) -> None:
         """Statistics for the lifecycle scheduler (V§4.3): the collections queried, their
@@ -377,6 +449,10 @@ class ReadSession:
                 self._lexical_later = False
                 self.lexical_hits = self._lexical_leg(self._lexical_text())
                 self._record_usage()
+            if self._short_lexical:
+                self._full_lexical()
+                if not self.semantic_deferred:
+                    self._rank()  # the same first page (`_rank_first_page`), now with every candidate
             if not self.semantic_deferred and not self._short_semantic:
                 return False
             before = self._visible()
@@ -645,7 +721,7 @@ class ReadSession:
         if cfg.fusion == "rrf":
             return rrf(self.lexical_hits, self.semantic.hits, cfg.rrf_k, unembedded)
         return zscore(self.lexical_hits, self.semantic.hits, cfg.semantic_weight, unembedded=unembedded,
-                      stand_in=cfg.stand_in)
+                      stand_in=cfg.stand_in, lexical_stats=self._lexical_stats)
 
     def _unembedded(self) -> set[DocKey]:
         """Top lexical candidates with no vector in this space yet: fusion stands an estimate in
@@ -751,6 +827,9 @@ class ReadSession:
             if self._short_semantic:  # the page needs candidates past the short list
                 self._semantic_leg()
                 self._rank()
+            if self._short_lexical:
+                self._full_lexical()
+                self._rank()
             self._hidden |= bad
             self.ranking = [f for f in self.ranking if f.key not in self._hidden]
 
@@ -824,7 +903,7 @@ class ReadSession:
             "space": self.space,
             "model": (emb.model_id if (emb := self.p.embedder_for(self.space)) else None),
             "buildingSpaces": list(self.building),
-            "lexical": {"candidates": len(self.lexical_hits), "tookMs": round(self.lexical_ms, 3)},
+            "lexical": {"candidates": len(self._lexical_scores), "tookMs": round(self.lexical_ms, 3)},
             "semantic": {
                 "state": state, "reason": sem.reason, "hits": len(sem.hits),
                 "queued": self.queued_by_us, "pending": len(self.pending),

@@ -58,7 +58,7 @@ from opensearchpy.exceptions import RequestError
 from shared.adapters import analysis, facets
 from shared.config import Settings
 from shared.model import DocKey, Hit, StoredDoc
-from shared.ports import FieldCondition, SearchFilter
+from shared.ports import Candidates, FieldCondition, ResolvedCandidates, SearchFilter
 from shared.text.hashing import doc_text
 
 log = logging.getLogger("vibe.opensearch")
@@ -342,6 +342,10 @@ class OpenSearchLexicalIndex:
             return []
         hits = self._search(flt.tenant, search_body(flt, text, limit))
         return [Hit(_key(flt.tenant, h), float(h["_score"])) for h in hits]
+
+    def candidates(self, flt: SearchFilter, text: str, limit: int) -> Candidates:
+        """The server returns ids with the scores: nothing is left to look up."""
+        return ResolvedCandidates(self.search(flt, text, limit))
 
     def highlights(
         self, flt: SearchFilter, text: str, docs: Sequence[StoredDoc]

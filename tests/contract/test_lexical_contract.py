@@ -299,3 +299,18 @@ def test_long_id_allow_lists(index: LexicalIndex) -> None:
     keys = tuple(DocKey("t", "c", str(i)) for i in range(0, 30, 3)) + tuple(
         DocKey("t", "c", f"absent{i}") for i in range(1500))
     assert ids_of(index, where(ids=keys)) == {str(i) for i in range(0, 30, 3)}
+
+
+def test_candidates_are_the_search_hits_with_keys_read_on_demand(index: LexicalIndex) -> None:
+    """`candidates` gives `search`'s scores at once and its keys as asked for, in the same
+    order; keys asked for after later writes come from the snapshot the search ran on."""
+    index.apply([doc("t", "c", f"d{i:02d}", "rotor", "rotor blade " * (1 + i % 4) + "x " * i) for i in range(12)], [])
+    hits = index.search(flt(), "rotor blade", 10)
+    found = index.candidates(flt(), "rotor blade", 10)
+    assert list(found.scores) == [h.score for h in hits] and len(hits) == 10
+    assert found.keys(3) == [h.key for h in hits[:3]]
+    index.apply([doc("t", "c", "d99", "rotor rotor", "rotor blade rotor blade")], [hits[5].key])
+    assert found.keys(50) == [h.key for h in hits]  # the rest, from the search's own snapshot
+    assert found.keys(2) == [h.key for h in hits[:2]]
+    assert list(index.candidates(flt(), "nothing-matches", 10).scores) == []
+    assert list(index.candidates(flt("other-tenant"), "rotor", 10).scores) == []
