@@ -16,7 +16,7 @@ import pytest
 from services.planner.planner import ReadRequest, ReadSession
 from services.wiring import Container, build
 from shared.config import Settings
-from shared.model import DocKey, Hit, Principal, StoredDoc
+from shared.model import DocKey, Hit, Principal, StoredDoc, Strategy
 
 ALICE = Principal("t", ("user:alice",), frozenset({"read", "write", "admin"}))
 N = 90
@@ -66,7 +66,8 @@ def _shown(session: ReadSession, answer: dict[str, Any]) -> tuple[Any, ...]:
             answer["diagnostics"]["lexical"]["candidates"])
 
 
-CASES = [(strategy, limit, offset) for strategy in ("keyword", "hybrid")
+STRATEGIES: tuple[Strategy, ...] = ("keyword", "hybrid")
+CASES = [(strategy, limit, offset) for strategy in STRATEGIES
          for limit in (1, 3, 5, 7, 10, 25) for offset in (0, 5, 25)]
 
 
@@ -93,7 +94,7 @@ def test_the_first_page_is_the_whole_rankings_page(c: Container, monkeypatch: py
 
 @pytest.mark.parametrize("strategy", ["keyword", "hybrid"])
 def test_a_page_that_loses_documents_to_the_store_recheck_is_filled_from_every_candidate(
-        c: Container, monkeypatch: pytest.MonkeyPatch, strategy: str) -> None:
+        c: Container, monkeypatch: pytest.MonkeyPatch, strategy: Strategy) -> None:
     """Most of the first candidates are gone from the store while the index still has them (an
     index that has not caught up): the page is filled from past the short list."""
     req = ReadRequest("c", "propeller blade", strategy, limit=5)
