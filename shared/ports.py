@@ -87,6 +87,11 @@ class DocumentStore(Protocol):
 
     def sidecars(self, keys: Sequence[DocKey], space: str) -> dict[DocKey, SidecarEntry]: ...
 
+    def ready_among(self, keys: Sequence[DocKey], space: str) -> set[DocKey]:
+        """Those of `keys` whose sidecar in `space` is ready (their vector is searchable): what
+        fusion asks of its ~200 lexical candidates on every ranking, without reading a row for
+        the others."""
+
     def set_status(
         self,
         keys: Sequence[DocKey],

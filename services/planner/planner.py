@@ -730,8 +730,8 @@ class ReadSession:
         keys = [h.key for h in self.lexical_hits[:IMPUTE_DEPTH]]
         if not keys or self.semantic.state != "ready":
             return set()
-        sides = self.p.store.sidecars(keys, self.space)
-        return {k for k in keys if (s := sides.get(k)) is None or s.status != SemanticStatus.READY}
+        ready = self.p.store.ready_among(keys, self.space)
+        return {k for k in keys if k not in ready}
 
     # -- backfill ----------------------------------------------------------------------
 

@@ -283,6 +283,13 @@ class PostgresStore(LifecycleSql):
                          [*_key_arrays(keys), space])
         return {s.key: s for s in map(_row_to_sidecar, rows)}
 
+    def ready_among(self, keys: Sequence[DocKey], space: str) -> set[DocKey]:
+        if not keys:
+            return set()
+        rows = self._all(f"SELECT s.tenant, s.collection, s.doc_id FROM sidecar s JOIN {_KEYS} {_ON_KEY} "
+                         "WHERE s.space=%s AND s.status=%s", [*_key_arrays(keys), space, SemanticStatus.READY.value])
+        return set(map(_key, rows))
+
     def set_status(
         self,
         keys: Sequence[DocKey],

@@ -249,6 +249,11 @@ class SqliteStore(LifecycleSql):
         rows = self._by_keys("SELECT * FROM sidecar WHERE space=? AND", keys, space)
         return {s.key: s for s in map(_row_to_sidecar, rows)}
 
+    def ready_among(self, keys: Sequence[DocKey], space: str) -> set[DocKey]:
+        rows = self._by_keys("SELECT tenant, collection, doc_id FROM sidecar WHERE space=? AND status=? AND", keys,
+                             space, SemanticStatus.READY.value)
+        return {doc_key(r[0], r[1], r[2]) for r in rows}
+
     def set_status(
         self,
         keys: Sequence[DocKey],

@@ -197,6 +197,8 @@ def test_batch_reads_answer_for_many_keys_across_collections(store: DocumentStor
     ready = [(e, [float(i), 1.0]) for i, e in enumerate(store.sidecars(keys[:10], "core").values())]
     assert sorted(store.commit_vectors(ready, "m")) == sorted(keys[:10])
     assert set(store.vectors_for(keys[:20], "core")) == set(keys[:10])
+    assert store.ready_among([*keys[:20], DocKey("t", "c0", "missing")], "core") == set(keys[:10])
+    assert store.ready_among(keys[:20], "other-space") == set() == store.ready_among([], "core")
     moved = store.set_status(keys[5:15], "core", S.STALE, only_from=[S.READY])
     assert moved == keys[5:10]  # in the caller's order, only the rows that were ready
     assert store.vectors_for(keys[:20], "core").keys() == set(keys[:5])
