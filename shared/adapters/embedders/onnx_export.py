@@ -247,8 +247,9 @@ def fuse(path: Path, model_dir: Path) -> dict[str, int]:
     return stats
 
 
-def export(model_name: str, entry: Path) -> None:
-    """Write `entry/model.onnx` and `entry/manifest.json` (reference vectors from torch)."""
+def export(model_name: str, entry: Path, fused: bool = True) -> None:
+    """Write `entry/model.onnx` and `entry/manifest.json` (reference vectors from torch).
+    `fused=False` keeps the traced graph of the default attention (bench/encoder_fusion.py)."""
     import numpy as np
     import torch
     from sentence_transformers import SentenceTransformer
@@ -259,7 +260,8 @@ def export(model_name: str, entry: Path) -> None:
     model_dir = model_path(model_name)
     cfg = pipeline_config(model_dir)
     # Eager attention: the pattern onnxruntime's optimizer fuses (see the module docstring).
-    st = SentenceTransformer(str(model_dir), device="cpu", model_kwargs={"attn_implementation": "eager"})
+    st = SentenceTransformer(str(model_dir), device="cpu",
+                             model_kwargs={"attn_implementation": "eager"} if fused else None)
     tok = tokenizer_for(model_dir, cfg.max_seq_length)
     encs = tok.encode_batch(PROBES[:2])
     width = max(len(e.ids) for e in encs)
@@ -274,9 +276,9 @@ def export(model_name: str, entry: Path) -> None:
         torch.onnx.export(_module(st[0].auto_model, cfg), dummy, str(tmp), input_names=names,
                           output_names=["embedding"], dynamic_axes=axes, opset_version=OPSET, dynamo=False)
         reference = st.encode(PROBES, normalize_embeddings=False, convert_to_numpy=True, show_progress_bar=False)
-    fused = fuse(tmp, model_dir)
+    fusions = fuse(tmp, model_dir) if fused else {}
     manifest = {"format": FORMAT, "model": model_name, "sha256": sha256_of(tmp), "versions": versions(),
-                "pipeline": cfg.__dict__, "fused": fused, "probes": PROBES,
+                "pipeline": cfg.__dict__, "fused": fusions, "probes": PROBES,
                 "reference": np.asarray(reference, dtype=np.float32).round(7).tolist()}
     os.replace(tmp, entry / "model.onnx")
     mtmp = entry / f"manifest.json.{os.getpid()}.tmp"
@@ -285,4 +287,4 @@ def export(model_name: str, entry: Path) -> None:
 
 
 if __name__ == "__main__":
-    export(sys.argv[1], Path(sys.argv[2]))
+    export(sys.argv[1], Path(sys.argv[2]), fused="--traced" not in sys.argv[3:])
