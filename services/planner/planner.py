@@ -389,11 +389,12 @@ class ReadSession:
     def _more_lexical(self, n: int) -> None:
         """The first `n` lexical candidates with their keys (of a short first page's leg, from
         the same snapshot of the index)."""
-        have = len(self.lexical_hits)
-        if n > have and self._lexical_found is not None:
-            keys = self._lexical_found.keys(n)
-            self.lexical_hits += [hit(k, s) for k, s in zip(keys[have:], self._lexical_scores[have:n], strict=True)]
-        self._short_lexical = len(self.lexical_hits) < len(self._lexical_scores)
+        with self._steps:  # the stream's tail and the finisher may both complete it
+            have = len(self.lexical_hits)
+            if n > have and self._lexical_found is not None:
+                more = zip(self._lexical_found.keys(n)[have:], self._lexical_scores[have:n], strict=True)
+                self.lexical_hits = [*self.lexical_hits, *(hit(k, s) for k, s in more)]  # a new list
+            self._short_lexical = len(self.lexical_hits) < len(self._lexical_scores)
 
     def _full_lexical(self) -> None:
         """Every lexical candidate of a short first page (ranked with their own statistics)."""

@@ -123,8 +123,13 @@ class _Addressed:
         self._searcher: tantivy.Searcher | None = searcher
         self.scores = [score for score, _ in found]
         self._keys: list[DocKey] = []
+        self._lock = threading.Lock()  # a stream's first answer and its tail may ask from two threads
 
     def keys(self, n: int) -> list[DocKey]:
+        with self._lock:
+            return self._read(n)
+
+    def _read(self, n: int) -> list[DocKey]:
         have = self._keys
         if n > len(have):
             assert self._searcher is not None  # dropped only once every key is read
