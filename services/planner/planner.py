@@ -331,18 +331,20 @@ class ReadSession:
         # the usage statistics need, runs after the first event (complete_semantic), so the first
         # answer does not share the interpreter lock with it.
         later = self._lexical_later = self.strategy == "semantic" and defer_query_embedding
+        # A streamed hybrid read uses its query vector at once only when it is cached (looked up
+        # once, here).
+        cached = self._cached_query_vector() if self.strategy == "hybrid" and not waits else None
         # Lexical first: a keyword read, or a hybrid one whose semantic leg comes after the first
         # event (its query vector is not cached); the first event shows the lexical ranking.
-        short = (defer_query_embedding and not embedded and not later
-                 and (self.strategy == "keyword"
-                      or (self.strategy == "hybrid" and self._cached_query_vector() is None)))
+        lexical_first = (defer_query_embedding and not embedded and not later
+                         and (self.strategy == "keyword" or (self.strategy == "hybrid" and cached is None)))
         if embedded and not later:
             lexical = LEXICAL_LEGS.submit(lambda: self._lexical_leg(text))
             self.semantic.vector = self._query_vector()  # None: the leg is degraded, with its reason
             self.lexical_hits = lexical.result()
         elif embedded:
             self.semantic.vector = self._query_vector()
-        elif short:
+        elif lexical_first:
             # The page and the one past it (is there a next page?), and the top the usage
             # statistics count (`_record_usage`).
             limit = self.req.limit
@@ -360,7 +362,7 @@ class ReadSession:
                 if self._short_semantic and not self._short_list_decides_page():
                     self._semantic_leg()  # a tie across the page's end: which of them is on it
         elif self.strategy == "hybrid":
-            self.semantic.vector = self._cached_query_vector()
+            self.semantic.vector = cached
             if self.semantic.vector is not None:
                 self._semantic_leg()
             else:
