@@ -92,8 +92,12 @@ def measure_runtimes(texts: list[str], queries: list[str], cache: Path) -> dict[
 
 
 def measure_pipeline(n: int, batch: int, rng: random.Random, nice: int) -> dict[str, Any]:
-    """The served pipeline (queue, worker, store, vector index) against the raw runtime it uses.
+    """The served pipeline (queue, worker, store, vector index) against the raw runtime it uses,
+    in the same forward passes (`Settings.embed_model_batch_size`) and calls of `batch` documents.
     `nice`: VIBE_EMBED_DOC_NICE (the raw runtime runs at the bench's own priority)."""
+    from shared.config import Settings
+
+    passes = Settings.model_fields["embed_model_batch_size"].default
     docs = synthetic_docs(n, rng, 110, WORDS)
     data_dir = Path(tempfile.mkdtemp(prefix="vibe-throughput-")) / "data"
     env = {"VIBE_EMBEDDER": "local", "VIBE_EMBED_BATCH_SIZE": str(batch), "VIBE_PER_TENANT_PER_MIN": "1000000",
@@ -107,14 +111,14 @@ def measure_pipeline(n: int, batch: int, rng: random.Random, nice: int) -> dict[
     served_runtime = "onnx" if any((data_dir / "models").glob("*/manifest.json")) else "torch"
     raw: Embedder
     if served_runtime == "onnx":
-        raw = load(MODEL, data_dir / "models", batch_size=batch, doc_nice=0)
+        raw = load(MODEL, data_dir / "models", batch_size=passes, doc_nice=0)
     else:
         from shared.adapters.embedders.local_embedder import LocalEmbedder
 
-        raw = LocalEmbedder(batch_size=batch)
+        raw = LocalEmbedder(batch_size=passes)
     texts = [d["title"] + "\n" + d["body"] for d in docs]
     raw_rate, _ = _docs_per_s(raw.embed, texts, batch)
-    return {"docs": n, "batch": batch, "doc_nice": nice, "runtime": served_runtime,
+    return {"docs": n, "batch": batch, "model_batch": passes, "doc_nice": nice, "runtime": served_runtime,
             "pipeline_docs_per_s": round(rate, 1),
             "raw_docs_per_s": round(raw_rate, 1), "ratio_to_raw": round(rate / raw_rate, 3),
             "server_peak_rss_mb": round(rss, 1)}
@@ -147,7 +151,8 @@ def _markdown(doc: dict[str, Any]) -> str:
     first = doc["pipeline"][0]
     return (f"# The local model's runtimes ({doc['docs']} synthetic 110-word documents, same run)\n\n"
             + report.table(head, rows)
-            + f"\nEnd to end (served, runtime {first['runtime']}, batch {first['batch']}, "
+            + f"\nEnd to end (served, runtime {first['runtime']}, batch {first['batch']} in forward passes of "
+              f"{first.get('model_batch', first['batch'])}, "
               f"{first['docs']} documents):\n\n"
             + pipes + f"\n\nLoad average before {doc['load_average']['before']}, after {doc['load_average']['after']} "
             "(2 shared cores: compare within the run).\n")

@@ -189,6 +189,20 @@ def test_settings_choose_the_runtime(cache_root: Path, onnx: oe.OnnxEmbedder, tm
 
 
 @pytest.mark.model
+def test_forward_passes_have_their_own_size_apart_from_pipeline_batches(cache_root: Path, onnx: oe.OnnxEmbedder,
+                                                                        tmp_path: Path) -> None:
+    """`embed_model_batch_size` sizes the local model's forward passes (both runtimes);
+    `embed_batch_size` stays the pipeline's batch (store writes, provider calls)."""
+    shutil.copytree(_entry(cache_root), _entry(tmp_path / "models"))
+    default = oe.build_local(Settings(data_dir=tmp_path, embedder="local"))
+    assert isinstance(default, oe.OnnxEmbedder) and default.batch_size == 4
+    s = Settings(data_dir=tmp_path, embedder="local", embed_batch_size=32, embed_model_batch_size=3)
+    assert oe.build_local(s).batch_size == 3  # type: ignore[attr-defined]
+    torch_docs = oe.build_local(s.model_copy(update={"embed_runtime": "torch"}))
+    assert isinstance(torch_docs, LocalEmbedder) and torch_docs.batch_size == 3
+
+
+@pytest.mark.model
 def test_documents_run_on_a_lower_priority_thread_queries_do_not(onnx: oe.OnnxEmbedder,
                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     import os

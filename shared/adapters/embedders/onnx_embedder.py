@@ -257,13 +257,13 @@ def build_local(settings: Settings) -> Embedder:
     from shared.adapters.embedders.local_embedder import LocalEmbedder
 
     def torch_embedder() -> LocalEmbedder:
-        return LocalEmbedder(settings.embed_model, settings.embed_batch_size, settings.embed_threads)
+        return LocalEmbedder(settings.embed_model, settings.embed_model_batch_size, settings.embed_threads)
 
     if settings.embed_runtime == "torch":
         return torch_embedder()
     try:
         documents = torch_embedder() if settings.embed_doc_runtime == "torch" else None
-        return load(settings.embed_model, settings.data_dir / "models", settings.embed_batch_size,
+        return load(settings.embed_model, settings.data_dir / "models", settings.embed_model_batch_size,
                     settings.embed_threads, documents, settings.embed_doc_nice, settings.embed_query_weights)
     except Exception as e:
         if settings.embed_runtime == "onnx":
