@@ -287,8 +287,9 @@ class ReadSession:
         self.strategy_reason = "requested"
         self.pending: set[DocKey] = set()
         # A streamed semantic read searches first for its page only (offset + limit + 1 hits: the
-        # one past the page tells whether there is a next); complete_semantic() then fetches all
-        # `k` candidates, which the touch, the cursor and any page re-check need.
+        # one past the page tells whether there is a next). The page is the full list's page, so
+        # all `k` candidates are fetched only for what reports or needs them: the `done` answer
+        # (`_full_semantic`), a page re-check that drops a document, a refresh as vectors arrive.
         self._short_semantic = False
         self._lexical_later = False  # a streamed semantic read's lexical leg waits for complete_semantic
         # A streamed keyword or hybrid read ranks first only the lexical candidates its page
@@ -456,12 +457,24 @@ class ReadSession:
                 self._full_lexical()
                 if not self.semantic_deferred:
                     self._rank()  # the same first page (`_rank_first_page`), now with every candidate
-            if not self.semantic_deferred and not self._short_semantic:
+            # A short semantic list decides its page (`_short_list_decides_page`), so the full
+            # search cannot change what is shown: it waits for an answer that reports the whole
+            # list (`done`: `_full_semantic`), and a reader that left never pays for it. It was
+            # the largest part of a left stream's tail (py-spy --gil: 65 of 155 samples;
+            # qdrant-edge holds the interpreter lock), which runs beside the next query.
+            if not self.semantic_deferred:
                 return False
             before = self._visible()
             self._semantic_leg()
             self._rank()
             return self._visible() != before
+
+    def _full_semantic(self) -> None:
+        """Every semantic candidate of a short first search (the same page, see above)."""
+        with self._steps:
+            if self._short_semantic:
+                self._semantic_leg()
+                self._rank()
 
     def _lexical_text(self) -> str:
         if self.req.q.strip():
@@ -554,6 +567,7 @@ class ReadSession:
         reachable = None
         end = self.req.offset + limit
         if policy.reach_best and cfg.fusion == "zscore" and self.semantic.hits and len(self.ranking) >= end:
+            self._full_semantic()  # `reach` takes the leg's statistics from the whole list
             reachable = reach([h.score for h in self.lexical_hits], [h.score for h in self.semantic.hits],
                               self.ranking[end - 1].score, cfg.semantic_weight, policy.reach_best)
         # Settled repeats (touch.PageMemory): keyed by tenant, ACL, collection and query, so one
@@ -801,6 +815,8 @@ class ReadSession:
     # -- payloads ----------------------------------------------------------------------
 
     def payload(self, final: bool = False) -> dict[str, object]:
+        if final:
+            self._full_semantic()  # `done` reports the whole candidate list
         top = self._readable_top()
         shown = self._shown_scores(top)
         results = [self._result(f, s) for f, s in zip(top, shown, strict=True)]

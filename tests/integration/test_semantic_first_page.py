@@ -85,6 +85,38 @@ def test_the_first_page_is_the_full_lists_page(app: tuple[Container, httpx.Clien
         assert _shown(second) == [(r["id"], r["score"]) for r in rest]
 
 
+def test_the_full_list_waits_for_an_answer_that_reports_it(app: tuple[Container, httpx.Client],
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """The short list decides the page, so the full search runs only for `done` (which reports
+    every candidate); a reader that leaves after the first event never pays for it, and its
+    query is still touched and counted."""
+    from services.planner.planner import ReadRequest
+
+    c, http = app
+    # limit 4: the page ends with a run of 4 tied documents (every 5th repeats its text), so the
+    # hit past it scores below the page's last and the short list decides the page
+    body = {"collection": "c", "q": "propeller", "limit": 4, "semantic": {"strategy": "semantic"}}
+    whole = _json(http, **body)
+    asked: list[int] = []
+    search = c.vectors.search
+
+    def counted(space: str, flt: Any, vector: list[float], k: int, only: Any = None) -> Any:
+        asked.append(k)
+        return search(space, flt, vector, k, only)
+
+    monkeypatch.setattr(c.vectors, "search", counted)
+    first, done = _first_and_done(http, **body)
+    assert asked == [5, c.settings.lexical_candidates]
+    assert first["diagnostics"]["semantic"]["hits"] == 5
+    assert done["diagnostics"]["semantic"]["hits"] == whole["diagnostics"]["semantic"]["hits"] == N
+    assert _shown(first) == _shown(done) == _shown(whole)
+
+    asked.clear()
+    left = c.planner.open(ALICE, ReadRequest("c", "propeller", "semantic", limit=4), streaming=True)
+    left.finish()  # what the finisher does for a stream whose reader left (Planner.finish_left)
+    assert asked == [5] and left.touched and left.lexical_hits
+
+
 def test_a_page_that_loses_documents_to_the_store_recheck_is_filled_from_the_full_list(
         app: tuple[Container, httpx.Client], monkeypatch: pytest.MonkeyPatch) -> None:
     """Two of the page's documents are gone from the store while the index still has them (an
