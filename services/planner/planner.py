@@ -393,7 +393,7 @@ class ReadSession:
         """The first `n` lexical candidates with their keys (of a short first page's leg, from
         the same snapshot of the index)."""
         with self._steps:  # the stream's tail and the finisher may both complete it
-            have = len(self.lexical_hits)
+            have, n = len(self.lexical_hits), min(n, len(self._lexical_scores))
             if n > have and self._lexical_found is not None:
                 more = zip(self._lexical_found.keys(n)[have:], self._lexical_scores[have:n], strict=True)
                 self.lexical_hits = [*self.lexical_hits, *(hit(k, s) for k, s in more)]  # a new list
@@ -451,9 +451,15 @@ class ReadSession:
         with self._steps:
             if self._lexical_later:
                 self._lexical_later = False
-                self.lexical_hits = self._lexical_leg(self._lexical_text())
+                # Keys only as deep as the touch and the usage statistics read them: a semantic
+                # ranking does not use the lexical list (`_touch` reads further if it must).
+                self.lexical_hits = self._lexical_leg(self._lexical_text(), self._touch_reach())
+                self._short_lexical = len(self.lexical_hits) < len(self._lexical_scores)
                 self._record_usage()
-            if self._short_lexical:
+            # Fusion ranks every lexical candidate; a keyword page is decided by the first ones
+            # (`_rank_first_page` read the page and the one past it), so the rest of a keyword
+            # list is read only where something needs it (the touch, a page re-check).
+            if self._short_lexical and self.strategy == "hybrid":
                 self._full_lexical()
                 if not self.semantic_deferred:
                     self._rank()  # the same first page (`_rank_first_page`), now with every candidate
@@ -513,12 +519,21 @@ class ReadSession:
                 self.complete_semantic()
                 self.touch()
 
+    def _touch_reach(self) -> int:
+        """How many leading lexical candidates the touch and the usage statistics may read."""
+        policy, limit, n = self.p.cfg.touch, self.req.limit, len(self._lexical_scores)
+        reach = max(10, 2 * limit, policy.depth(limit, n))
+        if policy.policy == "adaptive":
+            reach = max(reach, policy.dig_max, (policy.similar_within or n) if policy.similar else 0)
+        return reach
+
     def _touch(self) -> None:
         cfg = self.p.cfg
+        self._more_lexical(self._touch_reach())  # a short first page's list, as deep as the touch reads
         if cfg.touch.policy == "adaptive":
             self._touch_adaptive()
             return
-        keys = [h.key for h in self.lexical_hits[: cfg.touch.depth(self.req.limit, len(self.lexical_hits))]]
+        keys = [h.key for h in self.lexical_hits[: cfg.touch.depth(self.req.limit, len(self._lexical_scores))]]
         keys += self._neighbour_keys(keys)
         sides = self.p.store.sidecars(keys, self.space)
         cold = [sides[k] for k in keys if k in sides and sides[k].status in COLD]
@@ -560,7 +575,8 @@ class ReadSession:
         the caller's filter (lexical list, fused page, neighbour searches)."""
         cfg, limit = self.p.cfg, self.req.limit
         policy = cfg.touch
-        lexical = [h.key for h in self.lexical_hits[: max(policy.dig_max, policy.depth(limit, len(self.lexical_hits)))]]
+        depth = max(policy.dig_max, policy.depth(limit, len(self._lexical_scores)))
+        lexical = [h.key for h in self.lexical_hits[:depth]]
         page = [f.key for f in self._page()]
         sides = self.p.store.sidecars(list(dict.fromkeys([*page, *lexical])), self.space)
         state = {k: touch_state(s.status, COLD) for k, s in sides.items()}
@@ -568,7 +584,7 @@ class ReadSession:
         end = self.req.offset + limit
         if policy.reach_best and cfg.fusion == "zscore" and self.semantic.hits and len(self.ranking) >= end:
             self._full_semantic()  # `reach` takes the leg's statistics from the whole list
-            reachable = reach([h.score for h in self.lexical_hits], [h.score for h in self.semantic.hits],
+            reachable = reach(self._lexical_scores, [h.score for h in self.semantic.hits],
                               self.ranking[end - 1].score, cfg.semantic_weight, policy.reach_best)
         # Settled repeats (touch.PageMemory): keyed by tenant, ACL, collection and query, so one
         # caller's history never decides another's spend.
@@ -612,7 +628,7 @@ class ReadSession:
             return []
         docs = self.p.store.get_docs(top)
         text = " ".join([self._lexical_text(), *(neighbour_query(docs[k]) for k in top if k in docs)])
-        within = policy.similar_within or len(self.lexical_hits)
+        within = policy.similar_within or len(self._lexical_scores)
         allowed = {h.key for h in self.lexical_hits[:within]}
         hits = self.p.lexical.search(self.flt, text, max(200, within))
         return [h.key for h in hits if h.key in allowed]

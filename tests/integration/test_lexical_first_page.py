@@ -80,16 +80,31 @@ def test_the_first_page_is_the_whole_rankings_page(c: Container, monkeypatch: py
         shorts += session._short_lexical
         ties += strategy == "hybrid" and n > max(offset + limit + 1, 2 * limit, 10)  # read past a tie
         got[strategy, limit, offset] = _shown(session, answer)
-        if strategy == "keyword":  # the rest after the first event: the same page, every candidate ranked
+        if strategy == "keyword":  # after the first event: the same page, keys read only as deep as the touch reads
             assert not session.complete_semantic()  # (a hybrid one would embed the query: a cached vector)
-            assert len(session.lexical_hits) == len(session.ranking) == N and not session._short_lexical
-            assert _shown(session, session.payload()) == got[strategy, limit, offset]
+            assert len(session.lexical_hits) == n
+            session.touch()
+            assert len(session.lexical_hits) == max(n, session._touch_reach()) < N and session._short_lexical
+            assert _shown(session, session.payload(final=True)) == got[strategy, limit, offset]
     assert shorts and ties  # short first pages were ranked, some of them read past ties at the page's end
     _eager(monkeypatch)
     for case in CASES:
         session, answer = _first(c, ReadRequest("c", "propeller blade", case[0], limit=case[1], offset=case[2]))
         assert not session._short_lexical and len(session.lexical_hits) == N
         assert _shown(session, answer) == got[case], case
+
+
+def test_a_streamed_semantic_read_reads_lexical_keys_only_as_deep_as_its_touch(c: Container) -> None:
+    """Its ranking is the vector list: the lexical leg (after the first event) feeds the touch
+    and the usage statistics, which read the first `_touch_reach()` keys; the candidate count
+    reported is the whole leg's."""
+    session = c.planner.open(ALICE, ReadRequest("c", "propeller blade", "semantic", limit=5), streaming=True)
+    assert not session.lexical_hits  # the lexical leg waits for the first event
+    session.finish()
+    reach = session._touch_reach()
+    assert session.touched and reach < N and len(session.lexical_hits) == reach
+    diagnostics = session.payload(final=True)["diagnostics"]
+    assert isinstance(diagnostics, dict) and diagnostics["lexical"]["candidates"] == N
 
 
 @pytest.mark.parametrize("strategy", ["keyword", "hybrid"])
