@@ -69,6 +69,11 @@ class Settings(BaseSettings):
     # The in-process embedding pipeline waits for first answers in flight before each batch and
     # each index apply, at most this long each time (0 = never waits; shared/foreground.py).
     foreground_max_wait_seconds: Annotated[float, Field(ge=0, le=5)] = 0.05
+    # A stream's steps after its first event (the semantic leg, fusion, the touch) start this
+    # long after it is sent and then wait for first answers in flight like the pipeline
+    # (services/api/routes_read.py `_stream`): a client that reads first events back to back
+    # sends its next query within about this time, and that query's first answer goes first.
+    stream_tail_grace_seconds: Annotated[float, Field(ge=0, le=1)] = 0.003
     # Browser origins allowed to call the API (CORS): a JSON list or a comma-separated list;
     # empty (the default) sends no CORS headers at all.
     cors_origins: Annotated[list[str], NoDecode] = Field(default_factory=list)

@@ -8,7 +8,7 @@ import contextlib
 import logging
 import time
 from collections.abc import AsyncIterator, Callable
-from typing import Any
+from typing import Any, TypeVar
 
 import orjson
 from fastapi import APIRouter, Depends, Request
@@ -190,9 +190,16 @@ async def _stream(c: Container, session: ReadSession, started: float, answer: Ca
         if isinstance(first, Exception):
             raise first
         yield _event("lexical", first)
-        if await run_in_threadpool(session.complete_semantic):
+        # The rest is this query's second answer, which must not hold up another query's first
+        # one: a client reading first events back to back (search as you type, an SDK's
+        # readOnce) sends its next query about now. So the steps start after a short grace and
+        # each waits for first answers in flight (at most VIBE_FOREGROUND_MAX_WAIT_SECONDS).
+        # Without the grace the tail started before the next query arrived and waiting changed
+        # nothing (measured: README Performance).
+        await asyncio.sleep(c.settings.stream_tail_grace_seconds)
+        if await run_in_threadpool(_after_first_answers, c, session.complete_semantic):
             yield _event("semantic", await run_in_threadpool(answer))
-        await run_in_threadpool(session.touch)
+        await run_in_threadpool(_after_first_answers, c, session.touch)
         if session.pending:
             yield _event("warming", session.warming())
         async for chunk in _backfill(c, session, answer):
@@ -206,6 +213,14 @@ async def _stream(c: Container, session: ReadSession, started: float, answer: Ca
         session.failed = True
         log.exception("read stream failed")
         yield _event("error", {"code": ErrorCode.INTERNAL_ERROR.code, "message": "internal error"})
+
+
+T = TypeVar("T")
+
+
+def _after_first_answers(c: Container, step: Callable[[], T]) -> T:
+    c.planner.foreground.yield_to_requests()
+    return step()
 
 
 async def _backfill(c: Container, session: ReadSession,
