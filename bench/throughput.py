@@ -3,8 +3,9 @@
     vibe-semantic bench throughput [--docs 512] [--pipeline-docs 600]
 
 Same run, same texts (synthetic 110-word documents, bench/spine.py):
-  - query encoder latency, one query at a time: onnxruntime with 1 and 2 intra-op threads,
-    torch fp32 (and bf16 where the CPU has it natively);
+  - query encoder latency, one query at a time: onnxruntime with 1 and 2 intra-op threads
+    (the query graph `serve` uses: int8 weights by default), torch fp32 (and bf16 where the
+    CPU has it natively);
   - document throughput per batch size (1..64) for onnxruntime and torch fp32/bf16, and each
     runtime's lowest cosine to torch fp32 over the same documents (quality must be equal);
   - end to end: a served instance (local model, default runtime) embeds `--pipeline-docs`
@@ -66,8 +67,11 @@ def runtimes(cache: Path) -> dict[str, Any]:
     if _native_bf16():
         out["torch bf16"] = (lambda t: torch_model._encode(t, "bf16").tolist(),
                              lambda q: torch_model._encode([q], "bf16")[0])
+    from shared.config import Settings
+
+    served_queries = Settings.model_fields["embed_query_weights"].default  # the query graph `serve` uses
     for threads in (1, 2):
-        onnx = load(MODEL, cache, batch_size=64, threads=threads, doc_nice=0)
+        onnx = load(MODEL, cache, batch_size=64, threads=threads, doc_nice=0, query_weights=served_queries)
         out[f"onnx {threads} thread{'s' if threads > 1 else ''}"] = (onnx.embed, onnx.embed_query)
     print("torch threads", torch.get_num_threads())
     return out
