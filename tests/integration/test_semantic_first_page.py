@@ -55,6 +55,19 @@ def _first_and_done(http: httpx.Client, **body: Any) -> tuple[dict[str, Any], di
     return events[0][1], events[-1][1]
 
 
+def _count_searches(c: Container, monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The `k` of every vector search from now on, in order."""
+    asked: list[int] = []
+    search = c.vectors.search
+
+    def counted(space: str, flt: Any, vector: list[float], k: int, only: Any = None) -> Any:
+        asked.append(k)
+        return search(space, flt, vector, k, only)
+
+    monkeypatch.setattr(c.vectors, "search", counted)
+    return asked
+
+
 def _shown(answer: dict[str, Any]) -> list[tuple[str, float]]:
     return [(r["id"], r["score"]) for r in answer["results"]]
 
@@ -66,14 +79,7 @@ def test_the_first_page_is_the_full_lists_page(app: tuple[Container, httpx.Clien
     c, http = app
     body = {"collection": "c", "q": "propeller blade", "limit": limit, "semantic": {"strategy": "semantic"}}
     whole = _json(http, **body)
-    asked: list[int] = []
-    search = c.vectors.search
-
-    def counted(space: str, flt: Any, vector: list[float], k: int, only: Any = None) -> Any:
-        asked.append(k)
-        return search(space, flt, vector, k, only)
-
-    monkeypatch.setattr(c.vectors, "search", counted)
+    asked = _count_searches(c, monkeypatch)
     first, done = _first_and_done(http, **body)
     assert asked[0] == limit + 1  # the short search ran (and then the full one, or the tie fallback)
     assert _shown(first) == _shown(done) == _shown(whole)
@@ -97,14 +103,7 @@ def test_the_full_list_waits_for_an_answer_that_reports_it(app: tuple[Container,
     # hit past it scores below the page's last and the short list decides the page
     body = {"collection": "c", "q": "propeller", "limit": 4, "semantic": {"strategy": "semantic"}}
     whole = _json(http, **body)
-    asked: list[int] = []
-    search = c.vectors.search
-
-    def counted(space: str, flt: Any, vector: list[float], k: int, only: Any = None) -> Any:
-        asked.append(k)
-        return search(space, flt, vector, k, only)
-
-    monkeypatch.setattr(c.vectors, "search", counted)
+    asked = _count_searches(c, monkeypatch)
     first, done = _first_and_done(http, **body)
     assert asked == [5, c.settings.lexical_candidates]
     assert first["diagnostics"]["semantic"]["hits"] == 5
