@@ -390,7 +390,8 @@ def _touch_policy(s: Settings) -> TouchPolicy:
     return TouchPolicy(s.touch_policy, s.touch_depth_factor, s.touch_min_depth, s.speculate_neighbors,
                        s.speculate_sources, dig_step=s.touch_dig_step, dig_max=s.touch_dig_max,
                        remember=s.touch_remember, probe_rounds=s.touch_probe_rounds, similar=s.touch_similar,
-                       first_under_budget=s.touch_first_under_budget)
+                       first_under_budget=s.touch_first_under_budget, reach_best=s.touch_reach_best,
+                       reach_until=s.touch_reach_until)
 
 
 def build(settings: Settings, embedder: Embedder | None = None, clock: Callable[[], float] | None = None) -> Container:

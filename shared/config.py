@@ -264,6 +264,8 @@ class Settings(BaseSettings):
     touch_probe_rounds: Annotated[int, Field(ge=0)] = 3
     touch_similar: Annotated[int, Field(ge=0)] = 0
     touch_first_under_budget: Annotated[int, Field(ge=0)] = 1
+    touch_reach_best: Annotated[int, Field(ge=0)] = 10  # TouchPolicy.reach_best (0 = off)
+    touch_reach_until: Annotated[int, Field(ge=0)] = 2  # TouchPolicy.reach_until (0 = every touch)
 
     # --- hardening (issue 12): input bounds, adapters, MCP: helper C's block ---
     # ACL bounds (services/api/writes.py DocumentService._acl): each principal is one keyword term

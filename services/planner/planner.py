@@ -580,17 +580,18 @@ class ReadSession:
         page = [f.key for f in self._page()]
         sides = self.p.store.sidecars(list(dict.fromkeys([*page, *lexical])), self.space)
         state = {k: touch_state(s.status, COLD) for k, s in sides.items()}
-        reachable = None
-        end = self.req.offset + limit
-        if policy.reach_best and cfg.fusion == "zscore" and self.semantic.hits and len(self.ranking) >= end:
-            self._full_semantic()  # `reach` takes the leg's statistics from the whole list
-            reachable = reach(self._lexical_scores, [h.score for h in self.semantic.hits],
-                              self.ranking[end - 1].score, cfg.semantic_weight, policy.reach_best)
         # Settled repeats (touch.PageMemory): keyed by tenant, ACL, collection and query, so one
         # caller's history never decides another's spend.
         memory = memory_for(self.p) if policy.remember else None
         qkey = query_key(self.principal.tenant, self.flt.acl, self._scope_key(), self._lexical_text(), limit)
         settled = memory.settled(qkey, page, policy.probe_rounds) if memory is not None else None
+        reachable = None
+        end = self.req.offset + limit
+        touches = memory.touches(qkey) if memory is not None else 0
+        if policy.reaches(touches) and cfg.fusion == "zscore" and self.semantic.hits and len(self.ranking) >= end:
+            self._full_semantic()  # `reach` takes the leg's statistics from the whole list
+            reachable = reach(self._lexical_scores, [h.score for h in self.semantic.hits],
+                              self.ranking[end - 1].score, cfg.semantic_weight, policy.reach_best)
         similar = self._similar_keys(lexical) if policy.similar and settled is not True else []
         chosen = plan(policy, limit, lexical, page, state, self.p.budget.available(self.principal.tenant),
                       reachable, similar, settled)

@@ -11,6 +11,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import pytest
+
 from services.planner.touch import (
     COLD,
     OTHER,
@@ -221,6 +223,20 @@ def test_query_keys_never_collide_across_tenants_acls_or_collections() -> None:
     assert base not in others and len(others) == 7
 
 
+def test_reach_bounds_the_digs_of_a_query_only_until_it_keeps_coming_back() -> None:
+    mem = PageMemory()
+    a = keys(12, "a")
+    policy = TouchPolicy(reach_best=10, reach_until=2)
+    assert mem.touches("q") == 0 and policy.reaches(mem.touches("q"))  # the first touch
+    mem.remember("q", a[:10], probe=[])
+    assert mem.touches("q") == 1 and policy.reaches(mem.touches("q"))  # the first repeat: bounded
+    mem.remember("q", a[:10], probe=[a[11]])
+    assert mem.touches("q") == 2 and not policy.reaches(mem.touches("q"))  # asked again: digs as before
+    assert mem.touches("other") == 0
+    assert TouchPolicy(reach_best=10, reach_until=0).reaches(50)  # 0: every touch
+    assert not TouchPolicy(reach_best=0).reaches(0)  # off
+
+
 def test_page_memory_caps_the_probing_rounds_of_a_query() -> None:
     mem = PageMemory()
     a = keys(30, "a")
@@ -300,10 +316,11 @@ def test_the_adaptive_knobs_are_settings() -> None:
     from shared.config import Settings
 
     policy = _touch_policy(Settings(touch_dig_step=5, touch_dig_max=40, touch_remember=False, touch_probe_rounds=1,
-                                    touch_similar=4, touch_first_under_budget=2))
+                                    touch_similar=4, touch_first_under_budget=2, touch_reach_best=7,
+                                    touch_reach_until=3))
     got = (policy.dig_step, policy.dig_max, policy.remember, policy.probe_rounds, policy.similar,
-           policy.first_under_budget)
-    assert got == (5, 40, False, 1, 4, 2)
+           policy.first_under_budget, policy.reach_best, policy.reach_until)
+    assert got == (5, 40, False, 1, 4, 2, 7, 3)
     assert _touch_policy(Settings()) == TouchPolicy()  # the settings' defaults are the policy's
 
 
@@ -352,5 +369,39 @@ def test_evicted_candidates_come_back_from_the_cold_store_without_budget_or_prov
         assert len(back) >= 3 and back <= {f"a{i}" for i in range(30)}, back  # never a secret one
         assert all(after[DocKey("t1", "c", f"a{i}")].status == SemanticStatus.NONE for i in range(30, 40))
         assert emb.texts == calls  # no document text went to the provider (queries use embed_query)
+    finally:
+        c.stop()
+
+
+def test_a_query_asked_again_and_again_digs_without_the_reach_bound(tmp_path: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """The planner bounds a query's digs with `reach` on its first touches only (`reach_until`)."""
+    import services.planner.planner as planner_module
+    from services.planner.planner import ReadRequest
+    from services.wiring import build
+    from shared.adapters.memory_queue import InProcessQueue
+    from shared.config import Settings
+
+    bounded: list[int] = []
+    real_reach = planner_module.reach
+
+    def counted(*args: Any, **kw: Any) -> int:
+        n = real_reach(*args, **kw)
+        bounded.append(n)
+        return n
+
+    monkeypatch.setattr(planner_module, "reach", counted)
+    c = build(Settings(data_dir=tmp_path / "data", embedder="openai", per_tenant_per_min=100_000,
+                       touch_reach_best=3, touch_reach_until=2), _WordEmbedder())
+    c.start()
+    try:
+        _alice_and_secret(c, 40, 0)
+        calls = []
+        for _ in range(4):
+            c.planner.open(ALICE, ReadRequest("c", "wing flutter shock", "hybrid", limit=3))  # JSON: touches
+            assert isinstance(c.queue, InProcessQueue) and c.queue.wait_idle(30)
+            calls.append(len(bounded))
+        assert calls[1] >= 1  # the first repeat (semantic hits by then) is bounded
+        assert calls[3] == calls[1]  # the third and fourth touches are not
     finally:
         c.stop()
