@@ -33,6 +33,9 @@ Three policies, chosen by `Settings.touch_policy`:
      the semantic leg would lift), on unsettled repeats (`similar_first`: also the first
      time). Measured in bench/results/touch-*: more quality, but more spend than they save, so
      off by default.
+  3b. A dig is bounded by `reach` (z-score fusion): no deeper than a candidate could still reach
+     the page with the semantic z of the leg's `reach_best`-th hit, on a query's first
+     `reach_until` touches; a query that keeps coming back digs as before (its demand is proven).
   4. Under a tight budget (tokens available below `reserve` x `depth`) the depth shrinks
      towards the page and nobody digs: what enters the page comes first; a query's first touch
      embeds at most `first_under_budget` of them, keeping the bucket for queries that repeat.
