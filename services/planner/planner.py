@@ -588,8 +588,10 @@ class ReadSession:
         reachable = None
         end = self.req.offset + limit
         touches = memory.touches(qkey) if memory is not None else 0
-        if policy.reaches(touches) and cfg.fusion == "zscore" and self.semantic.hits and len(self.ranking) >= end:
-            self._full_semantic()  # `reach` takes the leg's statistics from the whole list
+        # `reach` compares lexical candidates with a fused z-score page: a hybrid ranking's (a
+        # keyword or semantic page has no fused scores to reach)
+        if (self.strategy == "hybrid" and cfg.fusion == "zscore" and policy.reaches(touches) and self.semantic.hits
+                and len(self.ranking) >= end):
             reachable = reach(self._lexical_scores, [h.score for h in self.semantic.hits],
                               self.ranking[end - 1].score, cfg.semantic_weight, policy.reach_best)
         similar = self._similar_keys(lexical) if policy.similar and settled is not True else []

@@ -111,9 +111,12 @@ def test_the_full_list_waits_for_an_answer_that_reports_it(app: tuple[Container,
     assert _shown(first) == _shown(done) == _shown(whole)
 
     asked.clear()
-    left = c.planner.open(ALICE, ReadRequest("c", "propeller", "semantic", limit=4), streaming=True)
+    # a query not asked before (its short list decides a page of 5), so its touch is a first touch, the
+    # one a dig bound (`reach`) applies to
+    left = c.planner.open(ALICE, ReadRequest("c", "blade", "semantic", limit=5), streaming=True)
+    assert asked == [6]  # the short list decides the page
     left.finish()  # what the finisher does for a stream whose reader left (Planner.finish_left)
-    assert asked == [5] and left.touched and left.lexical_hits
+    assert asked == [6] and left.touched and left.lexical_hits
 
 
 def test_a_page_that_loses_documents_to_the_store_recheck_is_filled_from_the_full_list(
