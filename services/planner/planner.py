@@ -453,8 +453,8 @@ class ReadSession:
                 self._lexical_later = False
                 # Keys only as deep as the touch and the usage statistics read them: a semantic
                 # ranking does not use the lexical list (`_touch` reads further if it must).
-                self.lexical_hits = self._lexical_leg(self._lexical_text(), self._touch_reach())
-                self._short_lexical = len(self.lexical_hits) < len(self._lexical_scores)
+                self.lexical_hits = self._lexical_leg(self._lexical_text(), 0)
+                self._more_lexical(self._touch_reach())  # (the reach depends on the leg's length)
                 self._record_usage()
             # Fusion ranks every lexical candidate; a keyword page is decided by the first ones
             # (`_rank_first_page` read the page and the one past it), so the rest of a keyword

@@ -62,6 +62,7 @@ import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from services.planner.fusion import mean_spread
 from shared.model import DocKey, Hit, SemanticStatus, StoredDoc
@@ -169,6 +170,13 @@ def reach(lexical: Sequence[float], semantic: Sequence[float], threshold: float,
     return n
 
 
+class _Seen(NamedTuple):
+    page: frozenset[DocKey]  # the page at the query's last touch
+    probe: frozenset[DocKey]  # what that touch probed beyond the page
+    probed: int  # probing touches so far
+    touches: int  # touches so far
+
+
 class PageMemory:
     """What each query's last touch saw and probed, per query key (a hash of tenant, ACL,
     collection and query: one caller's memory never answers another's), bounded LRU.
@@ -179,7 +187,7 @@ class PageMemory:
 
     def __init__(self, size: int = 10_000):
         self.size = size
-        self._seen: OrderedDict[str, tuple[frozenset[DocKey], frozenset[DocKey], int, int]] = OrderedDict()
+        self._seen: OrderedDict[str, _Seen] = OrderedDict()
         self._lock = threading.Lock()
 
     def settled(self, key: str, page: Sequence[DocKey], rounds: int = 0) -> bool | None:
@@ -190,21 +198,20 @@ class PageMemory:
             if seen is None:
                 return None
             self._seen.move_to_end(key)
-        before, probe, probed, _ = seen
         now = frozenset(page)
-        return now == before or (bool(probe) and not (probe & now)) or 0 < rounds <= probed
+        return now == seen.page or (bool(seen.probe) and not (seen.probe & now)) or 0 < rounds <= seen.probed
 
     def touches(self, key: str) -> int:
         """How many times this query's touch was remembered."""
         with self._lock:
             seen = self._seen.get(key)
-        return seen[3] if seen else 0
+        return seen.touches if seen else 0
 
     def remember(self, key: str, page: Sequence[DocKey], probe: Sequence[DocKey]) -> None:
         with self._lock:
             seen = self._seen.pop(key, None)
-            probed = (seen[2] if seen else 0) + (1 if probe else 0)
-            self._seen[key] = (frozenset(page), frozenset(probe), probed, (seen[3] if seen else 0) + 1)
+            probed, touches = (seen.probed, seen.touches) if seen else (0, 0)
+            self._seen[key] = _Seen(frozenset(page), frozenset(probe), probed + (1 if probe else 0), touches + 1)
             while len(self._seen) > self.size:
                 self._seen.popitem(last=False)
 
