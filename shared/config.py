@@ -266,6 +266,8 @@ class Settings(BaseSettings):
     touch_first_under_budget: Annotated[int, Field(ge=0)] = 1
     touch_reach_best: Annotated[int, Field(ge=0)] = 10  # TouchPolicy.reach_best (0 = off)
     touch_reach_until: Annotated[int, Field(ge=0)] = 2  # TouchPolicy.reach_until (0 = every touch)
+    touch_stable_zone: Annotated[float, Field(gt=0, le=1)] = 0.4  # TouchPolicy.stable_zone
+    touch_unstable_least: Annotated[int, Field(ge=1, le=100)] = 2  # TouchPolicy.unstable_least
 
     # --- hardening (issue 12): input bounds, adapters, MCP: helper C's block ---
     # ACL bounds (services/api/writes.py DocumentService._acl): each principal is one keyword term

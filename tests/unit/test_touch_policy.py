@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from services.wiring import Container
 
 POLICY = TouchPolicy("adaptive", depth_factor=2.0, min_depth=10, dig_step=10, dig_factor=3.0, dig_max=60,
-                     stable_zone=0.5, reserve=4.0)
+                     stable_zone=0.5, unstable_least=1, reserve=4.0)
 PLENTY = 10**6
 
 
@@ -82,7 +82,8 @@ def test_an_unstable_repeat_digs_one_step_deeper_and_no_further_than_dig_max() -
     assert plan(POLICY, 10, lex, [*lex[:9], lex[59]], state, PLENTY).keys == []  # at the bottom: no further
     shallow = TouchPolicy("adaptive", depth_factor=1.0, min_depth=10, dig_factor=2.0)
     state = {k: (READY if i < 15 else COLD) for i, k in enumerate(lex)}
-    assert plan(shallow, 10, lex, [*lex[:9], lex[12]], state, PLENTY).keys == lex[15:20]  # 2 x depth 10
+    assert plan(shallow, 10, lex, [*lex[:8], lex[10], lex[12]], state, PLENTY).keys == lex[15:20]  # 2 x depth 10
+    assert plan(shallow, 10, lex, [*lex[:9], lex[12]], state, PLENTY).keys == []  # one deep document: stable
 
 
 def test_tight_budget_spends_on_the_page_and_never_digs() -> None:
@@ -128,6 +129,21 @@ def test_frontier_and_stability_helpers() -> None:
     assert unstable(lex, [lex[7]], 10, 0.5) and not unstable(lex, [lex[4]], 10, 0.5)
     assert not unstable(lex, [DocKey("t", "c", "elsewhere")], 10, 0.5)
     assert not unstable(lex, lex, 0, 0.5)
+    # `least`: one deep document on the page is not enough when two are asked for
+    assert not unstable(lex, [lex[0], lex[8]], 10, 0.5, least=2)
+    assert unstable(lex, [lex[6], lex[8]], 10, 0.5, least=2)
+
+
+def test_a_page_using_fewer_than_unstable_least_deep_documents_does_not_dig() -> None:
+    lex = keys(100)
+    state = {k: (READY if i < 20 else COLD) for i, k in enumerate(lex)}
+    one_deep = [*lex[:9], lex[17]]
+    two_deep = [*lex[:8], lex[15], lex[17]]
+    strict = replace(POLICY, unstable_least=2)
+    assert plan(POLICY, 10, lex, one_deep, state, PLENTY).dug  # the old rule: one is enough
+    assert not plan(strict, 10, lex, one_deep, state, PLENTY).dug
+    p = plan(strict, 10, lex, two_deep, state, PLENTY)
+    assert p.dug and p.keys == lex[20:30]
 
 
 def test_status_mapping_follows_the_planners_cold_states() -> None:
@@ -171,7 +187,7 @@ def test_a_settled_repeat_neither_digs_nor_probes_similar_ones() -> None:
     lex = keys(100)
     state = {k: (READY if i < 20 else COLD) for i, k in enumerate(lex)}
     page = [*lex[:9], lex[17]]  # unstable by the zone rule
-    similar_policy = TouchPolicy("adaptive", depth_factor=2.0, dig_factor=3.0, similar=3, dig_step=10, stable_zone=0.5)
+    similar_policy = replace(POLICY, depth_factor=2.0, dig_factor=3.0, similar=3, dig_step=10)
     like = [lex[70], lex[5], lex[40], lex[41], lex[42]]
     assert plan(similar_policy, 10, lex, page, state, PLENTY, settled=False, similar=like).keys == \
         [*lex[20:30], lex[70], lex[40], lex[41]]  # dig, then three similar cold ones (the ready one skipped)
@@ -317,10 +333,10 @@ def test_the_adaptive_knobs_are_settings() -> None:
 
     policy = _touch_policy(Settings(touch_dig_step=5, touch_dig_max=40, touch_remember=False, touch_probe_rounds=1,
                                     touch_similar=4, touch_first_under_budget=2, touch_reach_best=7,
-                                    touch_reach_until=3))
+                                    touch_reach_until=3, touch_stable_zone=0.25, touch_unstable_least=3))
     got = (policy.dig_step, policy.dig_max, policy.remember, policy.probe_rounds, policy.similar,
-           policy.first_under_budget, policy.reach_best, policy.reach_until)
-    assert got == (5, 40, False, 1, 4, 2, 7, 3)
+           policy.first_under_budget, policy.reach_best, policy.reach_until, policy.stable_zone, policy.unstable_least)
+    assert got == (5, 40, False, 1, 4, 2, 7, 3, 0.25, 3)
     assert _touch_policy(Settings()) == TouchPolicy()  # the settings' defaults are the policy's
 
 
