@@ -21,7 +21,7 @@ Three policies, chosen by `Settings.touch_policy`:
      workloads keep their quality, both spend less; bench/results/touch-unstable-*.json) and
      held out on CISI, which spends less on both of its workloads.
      Repeats therefore settle, instead of digging on every repeat as `fixed` does.
-     Small steps in a narrow zone (`dig_step` 5, `stable_zone` 0.3, against 10 / 0.5 before)
+     Before that, small steps in a narrow zone (`dig_step` 5, `stable_zone` 0.3, against 10 / 0.5)
      were chosen on Cranfield with an offline replay of this code and checked with
      `python -m bench.touch_sim` (bench/results/touch-cranfield.json, touch-cisi*.json): on
      Cranfield 4% less spend for 0.002 less quality; on CISI, held out, 4% less spend and 0.004
