@@ -199,7 +199,7 @@ def _build_lexical(settings: Settings, home: Path | None = None) -> LexicalIndex
         from shared.adapters.opensearch_lexical import OpenSearchLexicalIndex
 
         return OpenSearchLexicalIndex.from_settings(settings)
-    return TantivyLexicalIndex((home or settings.data_dir) / "lexical")
+    return TantivyLexicalIndex((home or settings.data_dir) / "lexical", languages=settings.language_map())
 
 
 def _build_vectors(settings: Settings, home: Path | None = None) -> VectorIndex:

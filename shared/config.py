@@ -13,6 +13,8 @@ from typing import Annotated, Any, Literal
 from pydantic import AliasChoices, BaseModel, Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
+from shared.text.languages import LanguageMap
+
 
 class ApiKey(BaseModel):
     """One entry of `VIBE_API_KEYS`."""
@@ -129,6 +131,14 @@ class Settings(BaseSettings):
     # Eligibility and redaction (V§5, V§9): JSON in the environment.
     index_policy: list[dict[str, Any]] = Field(default_factory=list)
     embed_fields: dict[str, list[str]] = Field(default_factory=dict)
+
+    # Lexical analysis language per collection (shared/text/languages.py; ISO code or English
+    # name: "fr" or "french"), JSON in the environment: '{"docs_fr": "fr"}'. Every other
+    # collection is analysed in `default_language`. Changing either rebuilds the lexical index
+    # from the store of record at the next start (with progress): set a collection's language
+    # before writing to it.
+    default_language: str = "en"
+    collection_languages: dict[str, str] = Field(default_factory=dict, max_length=10_000)
 
     # --- distributed (issue #3): Celery/Redis, reconciler, breaker ---
     # `vibe-semantic worker` serves Prometheus metrics for the whole worker (prefork children
@@ -360,6 +370,14 @@ class Settings(BaseSettings):
         if any("\x00" in str(r) for r in roots):
             raise ValueError("VIBE_MCP_REINDEX_ROOTS must not contain NUL characters")
         return roots
+
+    @model_validator(mode="after")
+    def _known_languages(self) -> Settings:
+        self.language_map()  # ValueError (naming the supported languages) at start, not at a write
+        return self
+
+    def language_map(self) -> LanguageMap:
+        return LanguageMap.parse(self.default_language, self.collection_languages)
 
     @model_validator(mode="after")
     def _profile_defaults(self) -> Settings:

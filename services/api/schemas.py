@@ -451,6 +451,9 @@ class Coverage(BaseModel):
     states: dict[str, int] = Field(description="documents per semantic state (`cold`: evicted to the cold store)")
     skipped: dict[str, int] = Field(description="skipped documents per reason")
     eager: bool | SkipJsonSchema[None] = Field(default=None, description="with `collection`: promoted (eager)")
+    language: str | SkipJsonSchema[None] = Field(
+        default=None, description="with `collection`: the language its text is analysed in for keyword search "
+        "(ISO 639-1; `VIBE_COLLECTION_LANGUAGES`, `VIBE_DEFAULT_LANGUAGE`)")
     storage: dict[str, int]
 
 

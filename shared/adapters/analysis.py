@@ -14,6 +14,15 @@ Pipeline, in this order in both engines:
 5. the Snowball English stemmer (Porter2 in both: rust-stemmers in tantivy, Lucene's `snowball`
    English in OpenSearch).
 
+Languages (issue #15 item 3): a collection may be analysed in another language than English
+(`VIBE_COLLECTION_LANGUAGES`, `VIBE_DEFAULT_LANGUAGE`; shared/text/languages.py). Each language has
+its own analyzer (the same pipeline with its stop list, shared/text/stopwords.py, and its Snowball
+stemmer) and its own fields, `title_<code>` / `all_<code>` (English keeps `title` / `all`), so a
+language's terms and statistics (IDF, average length) never mix with another's. A query is
+analysed once per language in its scope and matches each document in its own language's fields.
+The map is part of the index's schema stamp: changing it rebuilds the lexical index from the
+store of record, with progress (shared/indexing.py `_ensure_schema`).
+
 BM25 is Lucene's in both with k1 = 1.2, b = 0.75 (tantivy's fixed constants; OpenSearch's
 similarity is pinned to them in the template). Fields: `title` and `all` (title and body, every
 other text field), each query term scored in both with `FIELD_BOOSTS`: the whole text as one
@@ -30,66 +39,52 @@ held out, bm25s and the previous analysis in the same run): bench/results/lexica
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import tantivy
 from tantivy import Filter, TextAnalyzerBuilder, Tokenizer
 
+from shared.text.languages import ENGLISH, ENGLISH_ONLY, LANGUAGES, Language, LanguageMap, language
+
+__all__ = ["ENGLISH", "ENGLISH_ONLY", "LANGUAGES", "Language", "LanguageMap", "language"]
+
 # Bumped when anything here changes: every lexical index is then rebuilt from the store.
 ANALYSIS_VERSION = 3
 TOKEN_PATTERN = r"[\p{IsAlphabetic}\p{N}]+"  # OpenSearch's; tantivy's `simple` tokenizer is the same
 MAX_TOKEN_BYTES = 40
-STEMMER = "english"  # Snowball English (Porter2)
 K1, B = 1.2, 0.75
 FIELD_BOOSTS = {"title": 0.5, "all": 1.0}
 
-# English stop words: NLTK's list (Snowball's English list with contractions), as bm25s ships it
-# as "en_plus". Longer than Lucene's 33: CISI's and Cranfield's prose queries ("what are the
-# ... of ...") carry many function words that only add noise.
-STOPWORDS: tuple[str, ...] = (
-    "a", "about", "above", "after", "again", "against", "ain", "all", "am", "an", "and", "any", "are", "aren",
-    "aren't", "as", "at", "be", "because", "been", "before", "being", "below", "between", "both", "but", "by",
-    "can", "couldn", "couldn't", "d", "did", "didn", "didn't", "do", "does", "doesn", "doesn't", "doing", "don",
-    "don't", "down", "during", "each", "few", "for", "from", "further", "had", "hadn", "hadn't", "has", "hasn",
-    "hasn't", "have", "haven", "haven't", "having", "he", "her", "here", "hers", "herself", "him", "himself",
-    "his", "how", "i", "if", "in", "into", "is", "isn", "isn't", "it", "it's", "its", "itself", "just", "ll",
-    "m", "ma", "me", "mightn", "mightn't", "more", "most", "mustn", "mustn't", "my", "myself", "needn",
-    "needn't", "no", "nor", "not", "now", "o", "of", "off", "on", "once", "only", "or", "other", "our", "ours",
-    "ourselves", "out", "over", "own", "re", "s", "same", "shan", "shan't", "she", "she's", "should",
-    "should've", "shouldn", "shouldn't", "so", "some", "such", "t", "than", "that", "that'll", "the", "their",
-    "theirs", "them", "themselves", "then", "there", "these", "they", "this", "those", "through", "to", "too",
-    "under", "until", "up", "ve", "very", "was", "wasn", "wasn't", "we", "were", "weren", "weren't", "what",
-    "when", "where", "which", "while", "who", "whom", "why", "will", "with", "won", "won't", "wouldn",
-    "wouldn't", "y", "you", "you'd", "you'll", "you're", "you've", "your", "yours", "yourself", "yourselves",
-    # single letters not in the list above
-    "b", "c", "e", "f", "g", "h", "j", "k", "l", "n", "p", "q", "r", "u", "v", "w", "x", "z",
-)
+STOPWORDS = ENGLISH.stopwords  # the English list (shared/text/stopwords.py)
 
 
-def tantivy_analyzer() -> tantivy.TextAnalyzer:
+def tantivy_analyzer(lang: Language = ENGLISH) -> tantivy.TextAnalyzer:
     return (
         TextAnalyzerBuilder(Tokenizer.simple())
         .filter(Filter.remove_long(MAX_TOKEN_BYTES))
         .filter(Filter.lowercase())
-        .filter(Filter.custom_stopword(list(STOPWORDS)))
-        .filter(Filter.stemmer(STEMMER))
+        .filter(Filter.custom_stopword(list(lang.stopwords)))
+        .filter(Filter.stemmer(lang.name))
         .build()
     )
 
 
-def opensearch_analysis(name: str) -> dict[str, Any]:
-    """`settings.analysis` of the index template: analyzer `name`, the same pipeline."""
+def opensearch_analysis(languages: Sequence[Language] = (ENGLISH,)) -> dict[str, Any]:
+    """`settings.analysis` of the index template: one analyzer per language (`vibe_<code>`),
+    the same pipeline as tantivy's."""
+    filters: dict[str, Any] = {"vibe_long": {"type": "length", "max": MAX_TOKEN_BYTES - 1}}
+    analyzers: dict[str, Any] = {}
+    for lang in languages:
+        stop, stem = f"vibe_stop{lang.suffix}", f"vibe_stem{lang.suffix}"
+        filters[stop] = {"type": "stop", "stopwords": list(lang.stopwords)}
+        filters[stem] = {"type": "snowball", "language": lang.name.title()}
+        analyzers[lang.analyzer] = {"type": "custom", "tokenizer": "vibe_tokens",
+                                    "filter": ["vibe_long", "lowercase", stop, stem]}
     return {
         "tokenizer": {"vibe_tokens": {"type": "pattern", "pattern": TOKEN_PATTERN, "group": 0}},
-        "filter": {
-            "vibe_long": {"type": "length", "max": MAX_TOKEN_BYTES - 1},
-            "vibe_stop": {"type": "stop", "stopwords": list(STOPWORDS)},
-            "vibe_stem": {"type": "snowball", "language": "English"},
-        },
-        "analyzer": {
-            name: {"type": "custom", "tokenizer": "vibe_tokens",
-                   "filter": ["vibe_long", "lowercase", "vibe_stop", "vibe_stem"]},
-        },
+        "filter": filters,
+        "analyzer": analyzers,
     }
 
 

@@ -56,6 +56,7 @@ from opensearchpy import OpenSearch
 from opensearchpy.exceptions import RequestError
 
 from shared.adapters import analysis, facets
+from shared.adapters.analysis import ENGLISH_ONLY, LanguageMap
 from shared.config import Settings
 from shared.model import DocKey, Hit, StoredDoc
 from shared.ports import Candidates, FieldCondition, ResolvedCandidates, SearchFilter
@@ -64,7 +65,6 @@ from shared.text.hashing import doc_text
 log = logging.getLogger("vibe.opensearch")
 
 INDEX_PREFIX = "vibe-lex-"
-ANALYZER = "vibe_en"
 FIELD_BOOSTS = analysis.FIELD_BOOSTS  # the embedded adapter's boosts: both profiles rank alike
 BULK_ACTIONS = 1000  # actions per bulk request at most, few round trips
 # ... and bytes per bulk request at most (NDJSON as sent): OpenSearch's guidance is 5-15 MB per
@@ -118,11 +118,30 @@ def template_name(prefix: str = INDEX_PREFIX) -> str:
     return prefix + "template"
 
 
-def template_body(prefix: str = INDEX_PREFIX) -> dict[str, Any]:
+def text_mappings(languages: LanguageMap) -> dict[str, Any]:
+    """`title`, `body` (both copied to `all`) and `all` for each language in use, analysed in it
+    (English keeps these names; another language's carry `_<code>`, as in tantivy)."""
+    out: dict[str, Any] = {}
+    for lang in languages.languages():
+        a, everything = lang.analyzer, lang.field("all")
+        out[lang.field("title")] = {"type": "text", "analyzer": a, "copy_to": everything}
+        out[lang.field("body")] = {"type": "text", "analyzer": a, "copy_to": everything}
+        out[everything] = {"type": "text", "analyzer": a, "index_options": "freqs"}
+    return out
+
+
+def template_meta(languages: LanguageMap) -> dict[str, Any]:
+    """The template's `_meta`: the schema version and, when not English only, the language
+    map's stamp (another stamp on the server: the follower rebuilds)."""
+    stamp = languages.stamp()
+    return {"schema_version": SCHEMA_VERSION, **({"languages": stamp} if stamp else {})}
+
+
+def template_body(prefix: str = INDEX_PREFIX, languages: LanguageMap = ENGLISH_ONLY) -> dict[str, Any]:
     """Settings and mappings of every tenant index (a composable index template)."""
     keyword = {"type": "keyword"}
     mappings = {
-        "_meta": {"schema_version": SCHEMA_VERSION},
+        "_meta": template_meta(languages),
         "dynamic": "strict",  # documents carry only these fields; anything else is a bug
         "properties": {
             "tenant": keyword,
@@ -132,16 +151,14 @@ def template_body(prefix: str = INDEX_PREFIX) -> dict[str, Any]:
             # Metadata filter tokens (shared/adapters/facets.py): one keyword field for every
             # document field name, so arbitrary names never grow the mapping (1,000-field limit).
             "facet": keyword,
-            "title": {"type": "text", "analyzer": ANALYZER, "copy_to": "all"},
-            "body": {"type": "text", "analyzer": ANALYZER, "copy_to": "all"},
-            "all": {"type": "text", "analyzer": ANALYZER, "index_options": "freqs"},
+            **text_mappings(languages),
         },
     }
     settings = {
         "number_of_shards": 1,  # per-tenant BM25 statistics (module docstring)
         "auto_expand_replicas": "0-1",  # green on one node, one replica once a second node joins
         "refresh_interval": "1s",
-        "analysis": analysis.opensearch_analysis(ANALYZER),
+        "analysis": analysis.opensearch_analysis(languages.languages()),
         "similarity": analysis.opensearch_similarity(),  # tantivy's fixed k1/b
     }
     # Priority: composable templates whose patterns overlap must differ in priority; ours is
@@ -157,11 +174,11 @@ def text_fields(d: StoredDoc) -> tuple[str, str]:
     return (title if isinstance(title, str) else ""), doc_text(rest, None)
 
 
-def source(d: StoredDoc) -> dict[str, Any]:
+def source(d: StoredDoc, languages: LanguageMap = ENGLISH_ONLY) -> dict[str, Any]:
     title, body = text_fields(d)
-    k = d.key
+    k, lang = d.key, languages.of(d.key.collection)
     return {"tenant": k.tenant, "collection": k.collection, "doc_id": k.doc_id, "acl": list(d.acl),
-            "title": title, "body": body, "facet": facets.doc_tokens(d.fields, trie=False)}
+            lang.field("title"): title, lang.field("body"): body, "facet": facets.doc_tokens(d.fields, trie=False)}
 
 
 def condition_clause(cond: FieldCondition) -> dict[str, Any]:
@@ -189,38 +206,51 @@ def filter_clauses(flt: SearchFilter) -> list[dict[str, Any]]:
     return clauses
 
 
-def bm25_query(flt: SearchFilter, text: str, extra: Sequence[dict[str, Any]] = ()) -> dict[str, Any]:
+def bm25_query(flt: SearchFilter, text: str, extra: Sequence[dict[str, Any]] = (),
+               languages: LanguageMap = ENGLISH_ONLY) -> dict[str, Any]:
     # minimum_should_match is required: next to a filter, `should` clauses become optional and
-    # every permitted document would match with score 0.
-    should = [{"match": {field: {"query": text, "boost": boost}}} for field, boost in FIELD_BOOSTS.items()]
+    # every permitted document would match with score 0. `match` analyses the text with each
+    # field's analyzer: once per language of the collections searched, as tantivy's query.
+    should = [{"match": {lang.field(field): {"query": text, "boost": boost}}}
+              for lang in languages.in_scope(flt.collections) for field, boost in FIELD_BOOSTS.items()]
     return {"bool": {"should": should, "minimum_should_match": 1, "filter": [*filter_clauses(flt), *extra]}}
 
 
-def search_body(flt: SearchFilter, text: str, limit: int) -> dict[str, Any]:
+def search_body(flt: SearchFilter, text: str, limit: int, languages: LanguageMap = ENGLISH_ONLY) -> dict[str, Any]:
     return {
         "size": limit,
         "track_total_hits": False,  # nobody reads a total; skipping it lets Lucene stop early
         "_source": False,
         "docvalue_fields": KEY_FIELDS,
-        "query": bm25_query(flt, text),
+        "query": bm25_query(flt, text, languages=languages),
     }
 
 
-def highlight_body(flt: SearchFilter, text: str, ids: Sequence[str]) -> dict[str, Any]:
+def highlighted_fields(flt: SearchFilter, languages: LanguageMap) -> list[tuple[str, str]]:
+    """(title field, body field) of each language searched, English's first when in scope."""
+    return [(lang.field("title"), lang.field("body")) for lang in languages.in_scope(flt.collections)]
+
+
+def highlight_body(flt: SearchFilter, text: str, ids: Sequence[str],
+                   languages: LanguageMap = ENGLISH_ONLY) -> dict[str, Any]:
     """The highlight request is the BM25 query itself, restricted to the given ids: a document
     outside the caller's filter cannot match, so it is never highlighted."""
-    fields = {"title": {"number_of_fragments": 0}, "body": {"fragment_size": 150, "number_of_fragments": 1}}
+    fields: dict[str, Any] = {}
+    for title, body in highlighted_fields(flt, languages):
+        fields[title] = {"number_of_fragments": 0}
+        fields[body] = {"fragment_size": 150, "number_of_fragments": 1}
     return {
         "size": len(ids),
         "track_total_hits": False,
         "_source": False,
         "docvalue_fields": KEY_FIELDS,
-        "query": bm25_query(flt, text, [{"ids": {"values": list(ids)}}]),
+        "query": bm25_query(flt, text, [{"ids": {"values": list(ids)}}], languages),
         "highlight": {**HIGHLIGHT, "fields": fields},
     }
 
 
-def bulk_actions(docs: Sequence[StoredDoc], deletes: Sequence[DocKey], prefix: str) -> list[list[dict[str, Any]]]:
+def bulk_actions(docs: Sequence[StoredDoc], deletes: Sequence[DocKey], prefix: str,
+                 languages: LanguageMap = ENGLISH_ONLY) -> list[list[dict[str, Any]]]:
     """The bulk request's actions, each a group of NDJSON lines (`delete`: one line, `index`:
     action + source). Deletes come first, so a key in both lists ends up indexed, as in the
     embedded adapter."""
@@ -230,7 +260,7 @@ def bulk_actions(docs: Sequence[StoredDoc], deletes: Sequence[DocKey], prefix: s
     for d in docs:
         k = d.key
         meta = {"_index": index_name(k.tenant, prefix), "_id": doc_id(k), "routing": k.tenant}
-        groups.append([{"index": meta}, source(d)])
+        groups.append([{"index": meta}, source(d, languages)])
     return groups
 
 
@@ -289,10 +319,12 @@ def _permitted(flt: SearchFilter, d: StoredDoc) -> bool:
 class OpenSearchLexicalIndex:
     """LexicalIndex port on OpenSearch; `client` is any opensearch-py `OpenSearch`."""
 
-    def __init__(self, client: OpenSearch, prefix: str = INDEX_PREFIX, refresh: str = "wait_for"):
+    def __init__(self, client: OpenSearch, prefix: str = INDEX_PREFIX, refresh: str = "wait_for",
+                 languages: LanguageMap = ENGLISH_ONLY):
         self.client = client
         self.prefix = prefix
         self.refresh = refresh
+        self.languages = languages
         self._template_ready = False
         self._indices: set[str] = set()  # created (or found) by this process
 
@@ -301,15 +333,14 @@ class OpenSearchLexicalIndex:
         if not settings.opensearch_url:
             raise RuntimeError("VIBE_LEXICAL=opensearch needs VIBE_OPENSEARCH_URL (e.g. http://opensearch:9200)")
         client = OpenSearch(hosts=[settings.opensearch_url], timeout=30, max_retries=3, retry_on_timeout=True)
-        return cls(client)
+        return cls(client, languages=settings.language_map())
 
     def _ensure_index(self, tenant: str) -> None:
         name = index_name(tenant, self.prefix)
         if name in self._indices:
             return
         if not self._template_ready:
-            self.client.indices.put_index_template(name=template_name(self.prefix), body=template_body(self.prefix))
-            self._template_ready = True
+            self._put_template()
         try:
             self.client.indices.create(index=name)  # settings and mappings come from the template
         except RequestError as e:
@@ -320,7 +351,8 @@ class OpenSearchLexicalIndex:
     def apply(self, docs: Sequence[StoredDoc], deletes: Sequence[DocKey]) -> None:
         for tenant in dict.fromkeys(d.key.tenant for d in docs):
             self._ensure_index(tenant)
-        for batch in bulk_batches(bulk_actions(docs, deletes, self.prefix), BULK_ACTIONS, BULK_MAX_BYTES):
+        actions = bulk_actions(docs, deletes, self.prefix, self.languages)
+        for batch in bulk_batches(actions, BULK_ACTIONS, BULK_MAX_BYTES):
             self._bulk(batch)
 
     def _bulk(self, lines: list[dict[str, Any]]) -> None:
@@ -340,7 +372,7 @@ class OpenSearchLexicalIndex:
     def search(self, flt: SearchFilter, text: str, limit: int) -> list[Hit]:
         if not text.strip() or limit <= 0 or not flt.acl or facets.unsatisfiable(flt):
             return []
-        hits = self._search(flt.tenant, search_body(flt, text, limit))
+        hits = self._search(flt.tenant, search_body(flt, text, limit, self.languages))
         return [Hit(_key(flt.tenant, h), float(h["_score"])) for h in hits]
 
     def candidates(self, flt: SearchFilter, text: str, limit: int) -> Candidates:
@@ -355,23 +387,24 @@ class OpenSearchLexicalIndex:
         permitted = [d for d in docs if _permitted(flt, d)]
         if not permitted or not text.strip():
             return {}
-        body = highlight_body(flt, text, [doc_id(d.key) for d in permitted])
+        body = highlight_body(flt, text, [doc_id(d.key) for d in permitted], self.languages)
+        fields = [f for pair in highlighted_fields(flt, self.languages) for f in pair]
         out: dict[DocKey, list[str]] = {}
         for h in self._search(flt.tenant, body):
             hl = h.get("highlight", {})
-            snippets = [s for f in ("title", "body") for s in hl.get(f, [])]
+            snippets = [s for f in fields for s in hl.get(f, [])]
             if snippets:
                 out[_key(flt.tenant, h)] = snippets
         return out
 
     def schema_outdated(self) -> bool:
-        """The server's template for this prefix carries another (or no) schema version while
-        tenant indices exist: they lack fields or analysis this code relies on."""
+        """The server's template for this prefix carries another (or no) schema version or
+        language map while tenant indices exist: they lack fields or analysis this code relies on."""
         resp = self.client.indices.get_index_template(name=template_name(self.prefix), ignore=[404])
         found = resp.get("index_templates", []) if isinstance(resp, dict) else []
         if found:
             meta = found[0].get("index_template", {}).get("template", {}).get("mappings", {}).get("_meta", {})
-            if meta.get("schema_version") == SCHEMA_VERSION:
+            if meta == template_meta(self.languages):
                 return False
         exists = self.client.indices.get(index=self.prefix + "*", ignore_unavailable=True, allow_no_indices=True)
         return bool(exists)
@@ -380,9 +413,13 @@ class OpenSearchLexicalIndex:
         """Drop every tenant index and put the current template at once, so a replica writing
         meanwhile creates its index with the new mapping; the caller replays the log."""
         self.drop()
-        self.client.indices.put_index_template(name=template_name(self.prefix), body=template_body(self.prefix))
+        self._put_template()
+        log.info("lexical index reset", extra={"schema_version": SCHEMA_VERSION, **template_meta(self.languages)})
+
+    def _put_template(self) -> None:
+        body = template_body(self.prefix, self.languages)
+        self.client.indices.put_index_template(name=template_name(self.prefix), body=body)
         self._template_ready = True
-        log.info("lexical index reset", extra={"schema_version": SCHEMA_VERSION})
 
     def drop(self) -> None:
         """Delete every index under this prefix and the template (tests, rebuilds from the store)."""

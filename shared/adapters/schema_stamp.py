@@ -12,7 +12,7 @@ VERSION_FILE = "SCHEMA_VERSION"
 
 
 class FolderSchemaStamp:
-    def __init__(self, root: Path, version: int):
+    def __init__(self, root: Path, version: int | str):
         self.root = root
         self.version = version
         if not self.outdated():  # empty or current: what gets written now is current
@@ -21,9 +21,9 @@ class FolderSchemaStamp:
     def outdated(self) -> bool:
         """Sub-indexes exist but were written by another schema version (or before versions)."""
         try:
-            if int((self.root / VERSION_FILE).read_text()) == self.version:
+            if (self.root / VERSION_FILE).read_text().strip() == str(self.version):
                 return False
-        except (OSError, ValueError):
+        except OSError:
             pass
         return self.root.exists() and any(p.is_dir() for p in self.root.iterdir())
 

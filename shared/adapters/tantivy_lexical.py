@@ -24,6 +24,7 @@ import tantivy
 from tantivy import Occur, Query, SchemaBuilder
 
 from shared.adapters import analysis, facets
+from shared.adapters.analysis import ENGLISH_ONLY, Language, LanguageMap
 from shared.adapters.schema_stamp import FolderSchemaStamp
 from shared.model import DocKey, Hit, StoredDoc, doc_key, hit
 from shared.ports import Candidates, ResolvedCandidates, SearchFilter
@@ -31,25 +32,20 @@ from shared.text.hashing import doc_text
 
 log = logging.getLogger("vibe.tantivy")
 
-ANALYZER = "vibe_en"
 # What the files under `root` were written with: the fields (2: `facet`, the metadata filter
 # tokens; 3: `all`; 5: no `body`) and the analysis (4: shared/adapters/analysis.py). A different number means
 # the index cannot answer as this code expects, so the follower rebuilds it from the store
 # (shared/indexing.py `_ensure_schema`).
 SCHEMA_VERSION = 5
-# Each query term is scored in `title` and `all` (title and body) with these weights; the choice
-# and its measurements: shared/adapters/analysis.py.
+# Each query term is scored in `title` and `all` (title and body; `title_<code>` / `all_<code>`
+# in a collection of another language) with these weights; the choice and its measurements:
+# shared/adapters/analysis.py.
 FIELD_BOOSTS = analysis.FIELD_BOOSTS
 WRITER_HEAP = 15_000_000
 TERM_SET_ABOVE = 1000  # values in a filter clause above which one term-set query is cheaper
 
 
-def build_analyzer() -> tantivy.TextAnalyzer:
-    """The lexical analysis shared with OpenSearch (shared/adapters/analysis.py)."""
-    return analysis.tantivy_analyzer()
-
-
-def _schema() -> tantivy.Schema:
+def _schema(languages: Sequence[Language]) -> tantivy.Schema:
     sb = SchemaBuilder()
     sb.add_text_field("key", stored=True, tokenizer_name="raw", index_option="basic")
     sb.add_text_field("collection", stored=False, tokenizer_name="raw", index_option="basic")
@@ -58,11 +54,20 @@ def _schema() -> tantivy.Schema:
     sb.add_text_field("facet", stored=False, tokenizer_name="raw", index_option="basic")
     # Text is not stored: the document store has it. Fetching ~500 stored documents per query
     # cost 9 ms at 100k; with only the key stored the fetch is a fraction of that.
-    sb.add_text_field("title", stored=False, tokenizer_name=ANALYZER, index_option="position")
-    # Title and body as one field (its own length normalisation); snippets of the body come from
-    # it too (a snippet re-analyses the text, so positions are not needed).
-    sb.add_text_field("all", stored=False, tokenizer_name=ANALYZER, index_option="freq")
+    # One pair of text fields per language in use (English: `title`, `all`); a document fills
+    # its collection's language's pair only, so each language keeps its own BM25 statistics.
+    for lang in languages:
+        sb.add_text_field(lang.field("title"), stored=False, tokenizer_name=lang.analyzer, index_option="position")
+        # Title and body as one field (its own length normalisation); snippets of the body come
+        # from it too (a snippet re-analyses the text, so positions are not needed).
+        sb.add_text_field(lang.field("all"), stored=False, tokenizer_name=lang.analyzer, index_option="freq")
     return sb.build()
+
+
+def schema_version(languages: LanguageMap) -> str:
+    """`SCHEMA_VERSION`, plus the language map's stamp when it is not English only."""
+    stamp = languages.stamp()
+    return f"{SCHEMA_VERSION}-{stamp}" if stamp else str(SCHEMA_VERSION)
 
 
 def tenant_dirname(tenant: str) -> str:
@@ -72,10 +77,12 @@ def tenant_dirname(tenant: str) -> str:
 
 
 class _TenantIndex:
-    def __init__(self, path: Path, analyzer: tantivy.TextAnalyzer):
+    def __init__(self, path: Path, analyzers: dict[Language, tantivy.TextAnalyzer], languages: LanguageMap):
         path.mkdir(parents=True, exist_ok=True)
-        self.index = tantivy.Index(_schema(), path=str(path), reuse=True)
-        self.index.register_tokenizer(ANALYZER, analyzer)
+        self.index = tantivy.Index(_schema(list(analyzers)), path=str(path), reuse=True)
+        for lang, analyzer in analyzers.items():
+            self.index.register_tokenizer(lang.analyzer, analyzer)
+        self.languages = languages
         self.schema = self.index.schema
         self.writer: tantivy.IndexWriter | None = None
         self.lock = threading.Lock()
@@ -94,7 +101,7 @@ class _TenantIndex:
                 self.writer.delete_documents_by_term("key", k.ref)
             for d in docs:
                 self.writer.delete_documents_by_term("key", d.key.ref)
-                self.writer.add_document(_to_tantivy(d))
+                self.writer.add_document(_to_tantivy(d, self.languages.of(d.key.collection)))
             self.writer.commit()
             self.index.reload()
 
@@ -105,10 +112,11 @@ def _text_fields(d: StoredDoc) -> tuple[str, str]:
     return (title if isinstance(title, str) else ""), doc_text(rest, None)
 
 
-def _to_tantivy(d: StoredDoc) -> tantivy.Document:
+def _to_tantivy(d: StoredDoc, lang: Language) -> tantivy.Document:
     title, body = _text_fields(d)
-    return tantivy.Document(key=d.key.ref, collection=d.key.collection, acl=list(d.acl), title=title,
-                            all=[title, body], facet=facets.doc_tokens(d.fields, trie=True))
+    text = {lang.field("title"): title, lang.field("all"): [title, body]}
+    return tantivy.Document(key=d.key.ref, collection=d.key.collection, acl=list(d.acl),
+                            facet=facets.doc_tokens(d.fields, trie=True), **text)
 
 
 class _Addressed:
@@ -145,14 +153,17 @@ class _Addressed:
 class TantivyLexicalIndex:
     """LexicalIndex port on tantivy, one index per tenant under `root`."""
 
-    def __init__(self, root: Path, max_writers: int = 16):
+    def __init__(self, root: Path, max_writers: int = 16, languages: LanguageMap = ENGLISH_ONLY):
         self.root = root
         self.max_writers = max_writers
-        self.analyzer = build_analyzer()
+        self.languages = languages
+        self.analyzers = {lang: analysis.tantivy_analyzer(lang) for lang in languages.languages()}
         self._tenants: dict[str, _TenantIndex] = {}
         self._writers: OrderedDict[str, None] = OrderedDict()  # tenants with an open writer, LRU
         self._lock = threading.Lock()
-        self._stamp = FolderSchemaStamp(root, SCHEMA_VERSION)
+        # The language map is part of the layout: another map, another stamp, a rebuild.
+        self.schema_version = schema_version(languages)
+        self._stamp = FolderSchemaStamp(root, self.schema_version)
 
     def schema_outdated(self) -> bool:
         """Tenant indexes exist but were written by another schema version (or before versions)."""
@@ -162,7 +173,7 @@ class TantivyLexicalIndex:
         """Delete every tenant index and record the current version; the caller replays the log."""
         self.close()
         self._stamp.empty_and_stamp()
-        log.info("lexical index reset", extra={"schema_version": SCHEMA_VERSION})
+        log.info("lexical index reset", extra={"schema_version": self.schema_version})
 
     def _tenant(self, tenant: str, create: bool) -> _TenantIndex | None:
         with self._lock:
@@ -171,7 +182,7 @@ class TantivyLexicalIndex:
                 path = self.root / tenant_dirname(tenant)
                 if not create and not path.exists():
                     return None
-                idx = self._tenants[tenant] = _TenantIndex(path, self.analyzer)
+                idx = self._tenants[tenant] = _TenantIndex(path, self.analyzers, self.languages)
             return idx
 
     def apply(self, docs: Sequence[StoredDoc], deletes: Sequence[DocKey]) -> None:
@@ -196,22 +207,25 @@ class TantivyLexicalIndex:
         for t in evict:
             self._tenants[t].close_writer()
 
-    def terms(self, text: str) -> Counter[str]:
+    def terms(self, text: str, lang: Language = analysis.ENGLISH) -> Counter[str]:
         """Analysed query terms with their counts in the query."""
-        return Counter(self.analyzer.analyze(text))
+        return Counter(self.analyzers[lang].analyze(text))
 
     def _query(self, idx: _TenantIndex, flt: SearchFilter, text: str) -> Query | None:
         """BM25 over title and all, each query term weighted by how often the query says
         it (standard BM25 query-term frequency, as Lucene/OpenSearch do): long natural-language
-        queries repeat what matters. On CISI this took keyword nDCG@10 from 0.31 to 0.38."""
-        terms = self.terms(text)
-        if not terms:
-            return None
+        queries repeat what matters. On CISI this took keyword nDCG@10 from 0.31 to 0.38.
+        The text is analysed once per language of the collections searched, its terms looked
+        up in that language's fields (OpenSearch's `match` does the same per field)."""
         schema = idx.schema
         should = []
-        for t, n in terms.items():
-            for field, boost in FIELD_BOOSTS.items():
-                should.append((Occur.Should, Query.boost_query(Query.term_query(schema, field, t), boost * n)))
+        for lang in self.languages.in_scope(flt.collections):
+            for t, n in self.terms(text, lang).items():
+                for field, boost in FIELD_BOOSTS.items():
+                    q = Query.term_query(schema, lang.field(field), t)
+                    should.append((Occur.Should, Query.boost_query(q, boost * n)))
+        if not should:
+            return None
         clauses = [(Occur.Must, Query.boolean_query(should)), (Occur.Must, self._filter(schema, flt))]
         return Query.boolean_query(clauses)
 
@@ -261,7 +275,8 @@ class TantivyLexicalIndex:
         if idx is None or query is None:
             return {}
         searcher = idx.index.searcher()
-        gens = {f: tantivy.SnippetGenerator.create(searcher, query, idx.schema, f) for f in ("title", "all")}
+        gens = {(lang, f): tantivy.SnippetGenerator.create(searcher, query, idx.schema, lang.field(f))
+                for lang in self.languages.in_scope(flt.collections) for f in ("title", "all")}
         readable = set(flt.acl)
         out: dict[DocKey, list[str]] = {}
         for d in docs:
@@ -272,8 +287,10 @@ class TantivyLexicalIndex:
             if not facets.permits(flt, d.key.ref, d.fields):
                 continue
             title, body = _text_fields(d)
-            tdoc, bdoc = tantivy.Document(title=title), tantivy.Document(all=body)
-            snippets = [gens["title"].snippet_from_doc(tdoc).to_html(), gens["all"].snippet_from_doc(bdoc).to_html()]
+            lang = self.languages.of(d.key.collection)
+            tdoc, bdoc = tantivy.Document(**{lang.field("title"): title}), tantivy.Document(**{lang.field("all"): body})
+            snippets = [gens[lang, "title"].snippet_from_doc(tdoc).to_html(),
+                        gens[lang, "all"].snippet_from_doc(bdoc).to_html()]
             if any(snippets):
                 out[d.key] = [s for s in snippets if s]
         return out

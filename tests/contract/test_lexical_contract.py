@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from shared.adapters.analysis import ENGLISH_ONLY, LANGUAGES, LanguageMap
 from shared.adapters.opensearch_lexical import OpenSearchLexicalIndex
 from shared.adapters.schema_stamp import VERSION_FILE
 from shared.adapters.tantivy_lexical import TantivyLexicalIndex
@@ -24,16 +25,20 @@ OPENSEARCH_URL = os.environ.get("VIBE_OPENSEARCH_URL")
 NO_OPENSEARCH = "VIBE_OPENSEARCH_URL is not set: no OpenSearch server to run the lexical contract against"
 
 
-def _opensearch(_: Path) -> LexicalIndex:
+def _opensearch(_: Path, languages: LanguageMap = ENGLISH_ONLY) -> LexicalIndex:
     from opensearchpy import OpenSearch
 
     # A prefix outside `vibe-lex-*`: a test never touches (or overlaps the template of) real indices.
     prefix = f"vibe-contract-{uuid.uuid4().hex[:12]}-"
-    return OpenSearchLexicalIndex(OpenSearch(hosts=[OPENSEARCH_URL], timeout=30), prefix=prefix)
+    return OpenSearchLexicalIndex(OpenSearch(hosts=[OPENSEARCH_URL], timeout=30), prefix=prefix, languages=languages)
 
 
-Factory = Callable[[Path], LexicalIndex]
-ADAPTERS: dict[str, Factory] = {"tantivy": TantivyLexicalIndex, "opensearch": _opensearch}
+def _tantivy(root: Path, languages: LanguageMap = ENGLISH_ONLY) -> LexicalIndex:
+    return TantivyLexicalIndex(root, languages=languages)
+
+
+Factory = Callable[..., LexicalIndex]
+ADAPTERS: dict[str, Factory] = {"tantivy": _tantivy, "opensearch": _opensearch}
 PARAMS = [pytest.param("tantivy"),
           pytest.param("opensearch", marks=pytest.mark.skipif(not OPENSEARCH_URL, reason=NO_OPENSEARCH))]
 
@@ -41,6 +46,19 @@ PARAMS = [pytest.param("tantivy"),
 @pytest.fixture(params=PARAMS)
 def index(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[LexicalIndex]:
     idx = ADAPTERS[request.param](tmp_path / "lex")
+    yield idx
+    if isinstance(idx, OpenSearchLexicalIndex):
+        idx.drop()
+    idx.close()
+
+
+# Collection `fr` is French, `de` German, every other English (issue #15 item 3).
+LANGS = LanguageMap.parse("en", {"fr": "french", "de": "german"})
+
+
+@pytest.fixture(params=PARAMS)
+def multilingual(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[LexicalIndex]:
+    idx = ADAPTERS[request.param](tmp_path / "lex", LANGS)
     yield idx
     if isinstance(idx, OpenSearchLexicalIndex):
         idx.drop()
@@ -264,6 +282,11 @@ def test_outdated_schema_is_detected_and_reset(tmp_path: Path) -> None:
 
 TEXTS = ["The engine's cross-section at Mach 2.5, x-ray O'Brien's flows; naïve ÉCOLE 1960s 3D",
          "Boundary-layer transition on swept wings: what are the effects of suction?"]
+FOREIGN_TEXTS = ["Les chevaux de l'écurie galopaient vers les prés enneigés",
+                 "Die Häuser der Städte wurden größer; Straßenbahnen fuhren",
+                 "Los caballos corrían por las montañas; gli uomini dell'università",
+                 "Хорошие книги лежали на столах; İstanbul'da kitapları okudular",
+                 "Hästarna sprang över fälten; hestene løp; paardenrennen"]
 
 
 @pytest.mark.skipif(not OPENSEARCH_URL, reason=NO_OPENSEARCH)
@@ -271,16 +294,18 @@ def test_opensearch_analyses_as_tantivy(tmp_path: Path) -> None:
     """Both profiles rank alike only if they see the same terms: the server's analyzer, from the
     index template, against tantivy's on fixed texts."""
     from shared.adapters.analysis import tantivy_analyzer
-    from shared.adapters.opensearch_lexical import ANALYZER, index_name
+    from shared.adapters.opensearch_lexical import index_name
 
-    idx = _opensearch(tmp_path)
+    every = LanguageMap.parse("en", {code: code for code in LANGUAGES})
+    idx = _opensearch(tmp_path, every)
     assert isinstance(idx, OpenSearchLexicalIndex)
     try:
         idx.apply([doc("t", "c", "1", "x", "y")], [])
-        for text in TEXTS:
-            body = {"analyzer": ANALYZER, "text": text}
-            resp = idx.client.indices.analyze(index=index_name("t", idx.prefix), body=body)
-            assert [t["token"] for t in resp["tokens"]] == tantivy_analyzer().analyze(text)
+        for lang in every.languages():
+            for text in [*TEXTS, *FOREIGN_TEXTS, " ".join(lang.stopwords)]:
+                body = {"analyzer": lang.analyzer, "text": text}
+                resp = idx.client.indices.analyze(index=index_name("t", idx.prefix), body=body)
+                assert [t["token"] for t in resp["tokens"]] == tantivy_analyzer(lang).analyze(text), lang.code
     finally:
         idx.drop()
         idx.close()
@@ -314,3 +339,69 @@ def test_candidates_are_the_search_hits_with_keys_read_on_demand(index: LexicalI
     assert found.keys(2) == [h.key for h in hits[:2]]
     assert list(index.candidates(flt(), "nothing-matches", 10).scores) == []
     assert list(index.candidates(flt("other-tenant"), "rotor", 10).scores) == []
+
+
+def fr_doc(coll: str, i: str, title: str, body: str) -> StoredDoc:
+    return doc("t", coll, i, title, body)
+
+
+def test_a_collection_is_analysed_in_its_language(multilingual: LexicalIndex) -> None:
+    """Issue #15 item 3: French plurals and elisions find their stem in the French collection,
+    while the same words in an English collection are just English tokens."""
+    multilingual.apply([fr_doc("fr", "1", "Les chevaux", "Le cheval de l'écurie galope"),
+                        fr_doc("fr", "2", "Voitures", "les voitures roulent vite"),
+                        fr_doc("en", "3", "Horses", "chevaux is French for horses"),
+                        fr_doc("de", "4", "Häuser", "Die Häuser der Stadt")], [])
+
+    def ids(text: str, cols: tuple[str, ...] | None = None) -> list[str]:
+        return [h.key.doc_id for h in multilingual.search(flt(cols=cols), text, 10)]
+
+    assert ids("cheval", ("fr",)) == ["1"]  # "chevaux" and "cheval" both stem to cheval in French
+    assert ids("écuries", ("fr",)) == ["1"]  # "l'écurie": elision, then the French stem
+    assert ids("chevaux", ("en",)) == ["3"]  # English keeps "chevaux" as it is ...
+    assert ids("cheval", ("en",)) == []  # ... and does not stem it to "cheval"
+    assert ids("les", ("fr",)) == []  # a French stop word
+    assert ids("Haus", ("de",)) == ["4"]
+    assert set(ids("cheval")) == {"1"}  # all collections: each in its own language's fields
+    assert set(ids("chevaux")) == {"1", "3"}
+    assert set(ids("chevaux", ("fr", "en"))) == {"1", "3"}
+
+
+def test_filters_hold_in_every_language(multilingual: LexicalIndex) -> None:
+    multilingual.apply([fr_doc("fr", "pub", "cheval", "cheval"),
+                        doc("t", "fr", "secret", "cheval", "cheval", ["g:x"]),
+                        doc("other", "fr", "o", "cheval", "cheval")], [])
+    assert {h.key.doc_id for h in multilingual.search(flt(), "chevaux", 10)} == {"pub"}
+    assert {h.key.doc_id for h in multilingual.search(flt(acl=("*", "g:x")), "chevaux", 10)} == {"pub", "secret"}
+    assert multilingual.search(flt(cols=("de",)), "chevaux", 10) == []
+
+
+def test_highlights_in_each_documents_language(multilingual: LexicalIndex) -> None:
+    docs = [fr_doc("fr", "1", "Les chevaux", "Le cheval galope"), fr_doc("en", "2", "Horses", "the chevaux word"),
+            doc("t", "fr", "3", "chevaux", "chevaux", ["g:x"])]
+    multilingual.apply(docs, [])
+    hl = multilingual.highlights(flt(), "chevaux", docs)
+    assert set(hl) == {DocKey("t", "fr", "1"), DocKey("t", "en", "2")}
+    joined = " ".join(hl[DocKey("t", "fr", "1")]).lower()
+    assert "<b>chevaux</b>" in joined and "<b>cheval</b>" in joined  # both stem to the query's term
+    assert "<b>chevaux</b>" in " ".join(hl[DocKey("t", "en", "2")]).lower()
+    only_fr = multilingual.highlights(flt(cols=("fr",)), "chevaux", docs)
+    assert set(only_fr) == {DocKey("t", "fr", "1")}
+
+
+def test_a_changed_language_map_outdates_the_index(tmp_path: Path) -> None:
+    """The map is part of the layout: an index built with another map (or before maps) is
+    rebuilt from the store (shared/indexing.py), while English only keeps older indexes current."""
+    idx = TantivyLexicalIndex(tmp_path / "lex")
+    idx.apply([fr_doc("fr", "1", "Les chevaux", "galopent")], [])
+    idx.close()
+    assert not TantivyLexicalIndex(tmp_path / "lex", languages=LanguageMap.parse("en", {"x": "en"})).schema_outdated()
+    french = TantivyLexicalIndex(tmp_path / "lex", languages=LANGS)
+    assert french.schema_outdated()
+    french.reset_schema()
+    french.apply([fr_doc("fr", "1", "Les chevaux", "galopent")], [])
+    assert [h.key.doc_id for h in french.search(flt(), "cheval", 10)] == ["1"]
+    french.close()
+    assert not TantivyLexicalIndex(tmp_path / "lex", languages=LANGS).schema_outdated()
+    assert TantivyLexicalIndex(tmp_path / "lex").schema_outdated()
+    assert TantivyLexicalIndex(tmp_path / "lex", languages=LanguageMap.parse("en", {"fr": "es"})).schema_outdated()

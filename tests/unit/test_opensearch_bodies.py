@@ -479,3 +479,111 @@ def test_the_deployed_template_file_is_what_the_adapter_installs() -> None:
     first write) never drifts from the template the adapter puts itself."""
     path = Path(__file__).resolve().parents[2] / "deploy" / "opensearch" / "vibe-lex-template.json"
     assert json.loads(path.read_text()) == osl.template_body()
+
+
+FR = analysis.LanguageMap.parse("en", {"docs_fr": "french"})
+FR_STAMP = FR.stamp()
+
+
+def test_a_french_collection_gets_its_analyzer_fields_and_stamp() -> None:
+    """Issue #15 item 3, as sent: the template carries one analyzer per language in use (the
+    tantivy pipeline with the French stop list and Snowball French), `title_fr`/`body_fr` copied
+    to `all_fr`, and the map's stamp beside the schema version; a French document fills only
+    those fields."""
+    client, calls = recording_client()
+    idx = OpenSearchLexicalIndex(client, languages=FR)
+    idx.apply([doc("t", "docs_fr", "1", {"title": "Les chevaux", "body": "au galop"}),
+               doc("t", "docs_en", "2", {"title": "Horses", "body": "galloping"})], [])
+    template = calls[0].body["template"]
+    fr_stop = list(analysis.LANGUAGES["fr"].stopwords)
+    assert template["settings"]["analysis"] == {
+        "tokenizer": {"vibe_tokens": {"type": "pattern", "pattern": analysis.TOKEN_PATTERN, "group": 0}},
+        "filter": {
+            "vibe_long": {"type": "length", "max": analysis.MAX_TOKEN_BYTES - 1},
+            "vibe_stop": {"type": "stop", "stopwords": list(analysis.STOPWORDS)},
+            "vibe_stem": {"type": "snowball", "language": "English"},
+            "vibe_stop_fr": {"type": "stop", "stopwords": fr_stop},
+            "vibe_stem_fr": {"type": "snowball", "language": "French"},
+        },
+        "analyzer": {
+            "vibe_en": {"type": "custom", "tokenizer": "vibe_tokens",
+                        "filter": ["vibe_long", "lowercase", "vibe_stop", "vibe_stem"]},
+            "vibe_fr": {"type": "custom", "tokenizer": "vibe_tokens",
+                        "filter": ["vibe_long", "lowercase", "vibe_stop_fr", "vibe_stem_fr"]},
+        },
+    }
+    assert {"les", "de", "l", "q"} <= set(fr_stop)
+    mappings = template["mappings"]
+    assert mappings["_meta"] == {"schema_version": osl.SCHEMA_VERSION, "languages": FR_STAMP}
+    props = mappings["properties"]
+    assert props["title_fr"] == {"type": "text", "analyzer": "vibe_fr", "copy_to": "all_fr"}
+    assert props["body_fr"] == {"type": "text", "analyzer": "vibe_fr", "copy_to": "all_fr"}
+    assert props["all_fr"] == {"type": "text", "analyzer": "vibe_fr", "index_options": "freqs"}
+    assert props["title"] == {"type": "text", "analyzer": "vibe_en", "copy_to": "all"}
+    bulk = calls[2].body
+    fr_src, en_src = bulk[1], bulk[3]
+    assert (fr_src["title_fr"], fr_src["body_fr"]) == ("Les chevaux", "au galop")
+    assert not {"title", "body", "all"} & set(fr_src)
+    assert (en_src["title"], en_src["body"]) == ("Horses", "galloping") and "title_fr" not in en_src
+
+
+def test_queries_and_highlights_ask_each_language_in_scope() -> None:
+    only_fr = SearchFilter("t", ("docs_fr",), ("*",))
+    both = SearchFilter("t", None, ("*",))
+    assert osl.search_body(only_fr, "chevaux", 5, FR)["query"]["bool"]["should"] == [
+        {"match": {"title_fr": {"query": "chevaux", "boost": 0.5}}},
+        {"match": {"all_fr": {"query": "chevaux", "boost": 1.0}}},
+    ]
+    assert osl.search_body(both, "chevaux", 5, FR)["query"]["bool"]["should"] == [
+        {"match": {"title": {"query": "chevaux", "boost": 0.5}}},
+        {"match": {"all": {"query": "chevaux", "boost": 1.0}}},
+        {"match": {"title_fr": {"query": "chevaux", "boost": 0.5}}},
+        {"match": {"all_fr": {"query": "chevaux", "boost": 1.0}}},
+    ]
+    assert osl.search_body(both, "x", 5)["query"]["bool"]["should"] == [  # English only: as before
+        {"match": {"title": {"query": "x", "boost": 0.5}}}, {"match": {"all": {"query": "x", "boost": 1.0}}}]
+    hl = osl.highlight_body(both, "chevaux", ["docs_fr/1"], FR)["highlight"]["fields"]
+    assert hl == {"title": {"number_of_fragments": 0}, "body": {"fragment_size": 150, "number_of_fragments": 1},
+                  "title_fr": {"number_of_fragments": 0},
+                  "body_fr": {"fragment_size": 150, "number_of_fragments": 1}}
+
+    def answer(method: str, path: str, params: dict[str, Any], body: Any) -> tuple[int, dict[str, Any]]:
+        if path.endswith("/_search"):
+            return 200, {"hits": {"hits": [{"_id": "docs_fr/1", "_score": 1.0,
+                                            "fields": {"collection": ["docs_fr"], "doc_id": ["1"]},
+                                            "highlight": {"title_fr": ["Les <b>chevaux</b>"]}}]}}
+        return default_responder(method, path, params, body)
+
+    idx = OpenSearchLexicalIndex(recording_client(answer)[0], languages=FR)
+    d = doc("t", "docs_fr", "1", {"title": "Les chevaux"})
+    assert idx.highlights(both, "chevaux", [d]) == {d.key: ["Les <b>chevaux</b>"]}
+
+
+def test_a_changed_language_map_outdates_the_server_template() -> None:
+    def server(meta: dict[str, Any]) -> Responder:
+        def answer(method: str, path: str, params: dict[str, Any], body: Any) -> tuple[int, dict[str, Any]]:
+            if method == "GET" and path == "/_index_template/vibe-lex-template":
+                tpl = {"template": {"mappings": {"_meta": meta}}}
+                return 200, {"index_templates": [{"name": "vibe-lex-template", "index_template": tpl}]}
+            if method == "GET":
+                return 200, {IDX_T: {}}
+            return default_responder(method, path, params, body)
+        return answer
+
+    english = {"schema_version": osl.SCHEMA_VERSION}
+    french = {"schema_version": osl.SCHEMA_VERSION, "languages": FR_STAMP}
+    assert not OpenSearchLexicalIndex(recording_client(server(english))[0]).schema_outdated()
+    assert OpenSearchLexicalIndex(recording_client(server(english))[0], languages=FR).schema_outdated()
+    assert not OpenSearchLexicalIndex(recording_client(server(french))[0], languages=FR).schema_outdated()
+    assert OpenSearchLexicalIndex(recording_client(server(french))[0]).schema_outdated()
+    client, calls = recording_client(server(english))
+    OpenSearchLexicalIndex(client, languages=FR).reset_schema()
+    put = [c for c in calls if c.method == "PUT" and c.path == "/_index_template/vibe-lex-template"]
+    assert put and put[-1].body["template"]["mappings"]["_meta"] == french
+
+
+def test_from_settings_takes_the_language_map() -> None:
+    s = Settings(opensearch_url="http://opensearch.invalid:9200", collection_languages={"docs_fr": "fr"})
+    idx = OpenSearchLexicalIndex.from_settings(s)
+    assert idx.languages.of("docs_fr") is analysis.LANGUAGES["fr"] and idx.languages.of("x") is analysis.ENGLISH
+    idx.close()

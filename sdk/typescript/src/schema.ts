@@ -548,6 +548,11 @@ export interface components {
              * @description with `collection`: promoted (eager)
              */
             eager?: boolean;
+            /**
+             * Language
+             * @description with `collection`: the language its text is analysed in for keyword search (ISO 639-1; `VIBE_COLLECTION_LANGUAGES`, `VIBE_DEFAULT_LANGUAGE`)
+             */
+            language?: string;
             /** Storage */
             storage: {
                 [key: string]: number;
