@@ -13,6 +13,9 @@
    keyword searches (limit 500, the planner's candidate depth) with no metadata filter and with
    eq / in / range / id allow-list filters, and their ratio to the unfiltered search measured in
    the same run.
+3. Languages in one tenant (issue #15 item 3). Each set's nDCG@10 alone and beside a French
+   collection ten times its size (the other set's texts, `VIBE_COLLECTION_LANGUAGES`): a
+   language's BM25 statistics must not move with another language's documents.
 
 Writes bench/results/lexical-<timestamp>.json and .md.
 """
@@ -45,15 +48,39 @@ Ranker = Callable[[str], list[str]]
 # -- rankers -----------------------------------------------------------------------------------
 
 
-def shipped(ds: Dataset, root: Path) -> Ranker:
-    """The embedded adapter itself, as the read path calls it."""
-    idx = TantivyLexicalIndex(root)
-    docs = [StoredDoc(DocKey("t", "c", did), {"title": d["title"], "text": d["text"]}, [PUBLIC_PRINCIPAL], None,
-                      "h", 0.0) for did, d in ds.corpus.items()]
+def _stored(ds: Dataset, collection: str = "c", times: int = 1) -> list[StoredDoc]:
+    items = list(ds.corpus.items())
+    return [StoredDoc(DocKey("t", collection, f"{did}~{n}" if times > 1 else did),
+                      {"title": d["title"], "text": d["text"]}, [PUBLIC_PRINCIPAL], None, "h", 0.0)
+            for n in range(times) for did, d in items]
+
+
+def shipped(ds: Dataset, root: Path, beside: Sequence[StoredDoc] = (),
+            languages: analysis.LanguageMap = analysis.ENGLISH_ONLY) -> Ranker:
+    """The embedded adapter itself, as the read path calls it (with `beside`: other documents
+    in the same tenant, another collection)."""
+    idx = TantivyLexicalIndex(root, languages=languages)
+    docs = [*_stored(ds), *beside]
     for i in range(0, len(docs), 5000):
         idx.apply(docs[i:i + 5000], [])
     flt = SearchFilter("t", ("c",), (PUBLIC_PRINCIPAL,))
     return lambda q: [h.key.doc_id for h in idx.search(flt, q, DEPTH)]
+
+
+FRENCH_BESIDE = analysis.LanguageMap.parse("en", {"fr": "french"})
+
+
+def mixed_languages(data: Path, names: Sequence[str], times: int = 10) -> dict[str, Any]:
+    out: dict[str, Any] = {"times": times, "sets": {}}
+    for name in names:
+        ds, other = load(data / name), load(data / next(n for n in names if n != name))
+        beside = _stored(other, "fr", times=max(1, times * len(ds.corpus) // len(other.corpus)))
+        with tempfile.TemporaryDirectory() as a, tempfile.TemporaryDirectory() as b:
+            out["sets"][name] = {
+                "alone": score(ds, shipped(ds, Path(a), languages=FRENCH_BESIDE)),
+                "beside_french": score(ds, shipped(ds, Path(b), beside, FRENCH_BESIDE)),
+                "french_docs": len(beside)}
+    return out
 
 
 def _analyzer(stop: str) -> tantivy.TextAnalyzer:
@@ -268,6 +295,13 @@ def _markdown(doc: dict[str, Any]) -> str:
     parts.append(f"\n## Filters inside the query, tantivy, {f['docs']:,} docs (limit {f['limit']}, "
                  f"{f['queries']} queries, cases interleaved; index built in {f['build_seconds']} s)\n\n"
                  + report.table(["filter", "p50 ms", "p95 ms", "p50 / none", "mean hits"], timing))
+    m = doc.get("languages")
+    if m:
+        rows = [(name, v["alone"]["nDCG@10"], v["beside_french"]["nDCG@10"], v["french_docs"])
+                for name, v in m["sets"].items()]
+        parts.append(f"\n## Languages in one tenant: each set alone and beside a French collection about "
+                     f"{m['times']}x its size (one tantivy index per language)\n\n"
+                     + report.table(["set", "nDCG@10 alone", "beside French", "French docs"], rows))
     c = doc.get("cost")
     if c:
         cost: list[tuple[str, Any, Any]] = [("build seconds", c["build_seconds_previous"], c["build_seconds_shipped"])]
@@ -283,6 +317,7 @@ def main(data: Path, docs: int, tuning: str = "cranfield", held_out: str = "cisi
     doc = {"name": "lexical", "machine": harness.machine(), "quality": quality(data, tuning, held_out),
            "filters": filters_at_scale(data, docs) if docs else None,
            "cost": analysis_cost(data, docs) if docs else None,
+           "languages": mixed_languages(data, [tuning, held_out]),
            "analysis": {"token_pattern": analysis.TOKEN_PATTERN, "stopwords": len(analysis.STOPWORDS),
                         "boosts": analysis.FIELD_BOOSTS, "k1": analysis.K1, "b": analysis.B}}
     if doc["filters"] is None:

@@ -17,11 +17,15 @@ Pipeline, in this order in both engines:
 Languages (issue #15 item 3): a collection may be analysed in another language than English
 (`VIBE_COLLECTION_LANGUAGES`, `VIBE_DEFAULT_LANGUAGE`; shared/text/languages.py). Each language has
 its own analyzer (the same pipeline with its stop list, shared/text/stopwords.py, and its Snowball
-stemmer) and its own fields, `title_<code>` / `all_<code>` (English keeps `title` / `all`), so a
-language's terms and statistics (IDF, average length) never mix with another's. A query is
-analysed once per language in its scope and matches each document in its own language's fields.
-The map is part of the index's schema stamp: changing it rebuilds the lexical index from the
-store of record, with progress (shared/indexing.py `_ensure_schema`).
+stemmer; English's is the one above) and its own statistics: tantivy keeps one index per tenant
+and language, OpenSearch one set of fields per language (`title_<code>`, `body_<code>`,
+`all_<code>`; English keeps `title`, `body`, `all`), whose statistics Lucene keeps per field. A
+query is analysed once per language of the collections it searches. The map is part of the
+index's schema stamp: changing it rebuilds the lexical index from the store of record, with
+progress (shared/indexing.py `_ensure_schema`). Both engines implement Snowball's algorithms
+from their own copies (rust-stemmers; Lucene's `snowball` package); that every language stems
+every word alike is not verified without a server: the contract suite compares both analyzers of
+every language on fixed texts when VIBE_OPENSEARCH_URL is set (tests/contract/test_lexical_contract.py).
 
 BM25 is Lucene's in both with k1 = 1.2, b = 0.75 (tantivy's fixed constants; OpenSearch's
 similarity is pinned to them in the template). Fields: `title` and `all` (title and body, every

@@ -1,10 +1,19 @@
-"""Embedded BM25 index on tantivy: one index per tenant, ACL and collection inside the query.
+"""Embedded BM25 index on tantivy: one index per tenant (and per analysis language the tenant
+writes in), ACL and collection inside the query.
 
 Why one index per tenant: BM25's IDF and average field length come from the index a query
 runs on. A shared index would let one tenant's writes move another tenant's scores (the
 STRESS side channel, DESIGN.md §6). Cost: one directory per tenant and one writer (15 MB
 arena) per recently written tenant; at most `max_writers` stay open (least recently used
 closes first), so 10k tenants cost 10k small folders, not 150 GB of arenas.
+
+Why one index per language too (a collection in another language, shared/text/languages.py):
+tantivy's BM25 takes the document count and the average field length over every document of the
+index, also those with nothing in the field. With a French collection's fields beside the English
+ones in one index, 14,600 French documents took CISI's English nDCG@10 from 0.408 to 0.340
+(/tmp experiment, 2026-11-24). Lucene counts only the documents that have the field, so
+OpenSearch keeps per-language fields in one index (opensearch_lexical.py) and ranks as this does.
+A search over collections of several languages queries each language's index and merges by score.
 
 Why tantivy: 0.33 ms for a filtered BM25 query at 100k documents on this machine, against
 0.57 ms for SQLite FTS5 with filter tokens and 10 ms with the filter as a join (issue #2).
@@ -37,15 +46,14 @@ log = logging.getLogger("vibe.tantivy")
 # the index cannot answer as this code expects, so the follower rebuilds it from the store
 # (shared/indexing.py `_ensure_schema`).
 SCHEMA_VERSION = 5
-# Each query term is scored in `title` and `all` (title and body; `title_<code>` / `all_<code>`
-# in a collection of another language) with these weights; the choice and its measurements:
-# shared/adapters/analysis.py.
+# Each query term is scored in `title` and `all` (title and body) with these weights; the choice
+# and its measurements: shared/adapters/analysis.py.
 FIELD_BOOSTS = analysis.FIELD_BOOSTS
 WRITER_HEAP = 15_000_000
 TERM_SET_ABOVE = 1000  # values in a filter clause above which one term-set query is cheaper
 
 
-def _schema(languages: Sequence[Language]) -> tantivy.Schema:
+def _schema(lang: Language) -> tantivy.Schema:
     sb = SchemaBuilder()
     sb.add_text_field("key", stored=True, tokenizer_name="raw", index_option="basic")
     sb.add_text_field("collection", stored=False, tokenizer_name="raw", index_option="basic")
@@ -54,13 +62,10 @@ def _schema(languages: Sequence[Language]) -> tantivy.Schema:
     sb.add_text_field("facet", stored=False, tokenizer_name="raw", index_option="basic")
     # Text is not stored: the document store has it. Fetching ~500 stored documents per query
     # cost 9 ms at 100k; with only the key stored the fetch is a fraction of that.
-    # One pair of text fields per language in use (English: `title`, `all`); a document fills
-    # its collection's language's pair only, so each language keeps its own BM25 statistics.
-    for lang in languages:
-        sb.add_text_field(lang.field("title"), stored=False, tokenizer_name=lang.analyzer, index_option="position")
-        # Title and body as one field (its own length normalisation); snippets of the body come
-        # from it too (a snippet re-analyses the text, so positions are not needed).
-        sb.add_text_field(lang.field("all"), stored=False, tokenizer_name=lang.analyzer, index_option="freq")
+    sb.add_text_field("title", stored=False, tokenizer_name=lang.analyzer, index_option="position")
+    # Title and body as one field (its own length normalisation); snippets of the body come from
+    # it too (a snippet re-analyses the text, so positions are not needed).
+    sb.add_text_field("all", stored=False, tokenizer_name=lang.analyzer, index_option="freq")
     return sb.build()
 
 
@@ -77,12 +82,13 @@ def tenant_dirname(tenant: str) -> str:
 
 
 class _TenantIndex:
-    def __init__(self, path: Path, analyzers: dict[Language, tantivy.TextAnalyzer], languages: LanguageMap):
+    """One tenant's documents of one analysis language."""
+
+    def __init__(self, path: Path, lang: Language, analyzer: tantivy.TextAnalyzer):
         path.mkdir(parents=True, exist_ok=True)
-        self.index = tantivy.Index(_schema(list(analyzers)), path=str(path), reuse=True)
-        for lang, analyzer in analyzers.items():
-            self.index.register_tokenizer(lang.analyzer, analyzer)
-        self.languages = languages
+        self.index = tantivy.Index(_schema(lang), path=str(path), reuse=True)
+        self.index.register_tokenizer(lang.analyzer, analyzer)
+        self.lang = lang
         self.schema = self.index.schema
         self.writer: tantivy.IndexWriter | None = None
         self.lock = threading.Lock()
@@ -101,7 +107,7 @@ class _TenantIndex:
                 self.writer.delete_documents_by_term("key", k.ref)
             for d in docs:
                 self.writer.delete_documents_by_term("key", d.key.ref)
-                self.writer.add_document(_to_tantivy(d, self.languages.of(d.key.collection)))
+                self.writer.add_document(_to_tantivy(d))
             self.writer.commit()
             self.index.reload()
 
@@ -112,23 +118,25 @@ def _text_fields(d: StoredDoc) -> tuple[str, str]:
     return (title if isinstance(title, str) else ""), doc_text(rest, None)
 
 
-def _to_tantivy(d: StoredDoc, lang: Language) -> tantivy.Document:
+def _to_tantivy(d: StoredDoc) -> tantivy.Document:
     title, body = _text_fields(d)
-    text = {lang.field("title"): title, lang.field("all"): [title, body]}
-    return tantivy.Document(key=d.key.ref, collection=d.key.collection, acl=list(d.acl),
-                            facet=facets.doc_tokens(d.fields, trie=True), **text)
+    return tantivy.Document(key=d.key.ref, collection=d.key.collection, acl=list(d.acl), title=title,
+                            all=[title, body], facet=facets.doc_tokens(d.fields, trie=True))
 
 
 class _Addressed:
-    """A search's hits as (score, address) pairs with keys read from the stored documents as
-    they are asked for. Reading a stored document is most of a 500-hit search's time (0.92 ms
+    """A search's hits as (score, address) pairs, best first, with keys read from the stored
+    documents as they are asked for; `which[i]` is the searcher of hit i (None: all the first).
+    Reading a stored document is most of a 500-hit search's time (0.92 ms
     against 0.25 ms for the engine's own search at 100k documents), and a first page needs 11.
-    The searcher is kept: it pins the segments the addresses point into, so a later `keys`
-    reads the same snapshot whatever was committed or merged since."""
+    The searchers (one per language index searched) are kept: they pin the segments the
+    addresses point into, so a later `keys` reads the same snapshot whatever was committed or
+    merged since."""
 
-    def __init__(self, tenant: str, searcher: tantivy.Searcher, found: list[tuple[float, tantivy.DocAddress]]):
-        self._tenant, self._found = tenant, found
-        self._searcher: tantivy.Searcher | None = searcher
+    def __init__(self, tenant: str, searchers: list[tantivy.Searcher],
+                 found: list[tuple[float, tantivy.DocAddress]], which: list[int] | None = None):
+        self._tenant, self._found, self._which = tenant, found, which
+        self._searchers: list[tantivy.Searcher] | None = searchers
         self.scores = [score for score, _ in found]
         self._keys: list[DocKey] = []
         self._lock = threading.Lock()  # a stream's first answer and its tail may ask from two threads
@@ -140,13 +148,15 @@ class _Addressed:
     def _read(self, n: int) -> list[DocKey]:
         have = self._keys
         if n > len(have):
-            assert self._searcher is not None  # dropped only once every key is read
-            tenant, doc = self._tenant, self._searcher.doc  # hot loop: up to ~500 hits per query
-            for _, addr in self._found[len(have):n]:
-                collection, _, doc_id = str(doc(addr).get_first("key")).partition("/")
+            assert self._searchers is not None  # dropped only once every key is read
+            tenant, docs = self._tenant, [sr.doc for sr in self._searchers]  # hot loop: ~500 hits
+            start, end = len(have), min(n, len(self._found))
+            which = self._which[start:end] if self._which is not None else [0] * (end - start)
+            for (_, addr), i in zip(self._found[start:end], which, strict=True):
+                collection, _, doc_id = str(docs[i](addr).get_first("key")).partition("/")
                 have.append(doc_key(tenant, collection, doc_id))
             if len(have) == len(self._found):
-                self._searcher = None  # every key read: the snapshot is no longer needed
+                self._searchers = None  # every key read: the snapshot is no longer needed
         return have[:n]
 
 
@@ -158,8 +168,8 @@ class TantivyLexicalIndex:
         self.max_writers = max_writers
         self.languages = languages
         self.analyzers = {lang: analysis.tantivy_analyzer(lang) for lang in languages.languages()}
-        self._tenants: dict[str, _TenantIndex] = {}
-        self._writers: OrderedDict[str, None] = OrderedDict()  # tenants with an open writer, LRU
+        self._tenants: dict[tuple[str, Language], _TenantIndex] = {}
+        self._writers: OrderedDict[tuple[str, Language], None] = OrderedDict()  # open writers, LRU
         self._lock = threading.Lock()
         # The language map is part of the layout: another map, another stamp, a rebuild.
         self.schema_version = schema_version(languages)
@@ -175,29 +185,29 @@ class TantivyLexicalIndex:
         self._stamp.empty_and_stamp()
         log.info("lexical index reset", extra={"schema_version": self.schema_version})
 
-    def _tenant(self, tenant: str, create: bool) -> _TenantIndex | None:
+    def _tenant(self, tenant: str, lang: Language, create: bool) -> _TenantIndex | None:
         with self._lock:
-            idx = self._tenants.get(tenant)
+            idx = self._tenants.get((tenant, lang))
             if idx is None:
-                path = self.root / tenant_dirname(tenant)
+                path = self.root / (tenant_dirname(tenant) + lang.suffix)  # English: the name it always had
                 if not create and not path.exists():
                     return None
-                idx = self._tenants[tenant] = _TenantIndex(path, self.analyzers, self.languages)
+                idx = self._tenants[tenant, lang] = _TenantIndex(path, lang, self.analyzers[lang])
             return idx
 
     def apply(self, docs: Sequence[StoredDoc], deletes: Sequence[DocKey]) -> None:
-        by_tenant: dict[str, tuple[list[StoredDoc], list[DocKey]]] = {}
+        by_index: dict[tuple[str, Language], tuple[list[StoredDoc], list[DocKey]]] = {}
         for d in docs:
-            by_tenant.setdefault(d.key.tenant, ([], []))[0].append(d)
+            by_index.setdefault((d.key.tenant, self.languages.of(d.key.collection)), ([], []))[0].append(d)
         for k in deletes:
-            by_tenant.setdefault(k.tenant, ([], []))[1].append(k)
-        for tenant, (ds, dels) in by_tenant.items():
-            idx = self._tenant(tenant, create=True)
+            by_index.setdefault((k.tenant, self.languages.of(k.collection)), ([], []))[1].append(k)
+        for (tenant, lang), (ds, dels) in by_index.items():
+            idx = self._tenant(tenant, lang, create=True)
             assert idx is not None
             idx.write(ds, dels)
-            self._note_writer(tenant)
+            self._note_writer((tenant, lang))
 
-    def _note_writer(self, tenant: str) -> None:
+    def _note_writer(self, tenant: tuple[str, Language]) -> None:
         with self._lock:
             self._writers[tenant] = None
             self._writers.move_to_end(tenant)
@@ -215,17 +225,16 @@ class TantivyLexicalIndex:
         """BM25 over title and all, each query term weighted by how often the query says
         it (standard BM25 query-term frequency, as Lucene/OpenSearch do): long natural-language
         queries repeat what matters. On CISI this took keyword nDCG@10 from 0.31 to 0.38.
-        The text is analysed once per language of the collections searched, its terms looked
-        up in that language's fields (OpenSearch's `match` does the same per field)."""
+        The text is analysed in the index's language (OpenSearch's `match` does the same with
+        each language's fields)."""
+        terms = self.terms(text, idx.lang)
+        if not terms:
+            return None
         schema = idx.schema
         should = []
-        for lang in self.languages.in_scope(flt.collections):
-            for t, n in self.terms(text, lang).items():
-                for field, boost in FIELD_BOOSTS.items():
-                    q = Query.term_query(schema, lang.field(field), t)
-                    should.append((Occur.Should, Query.boost_query(q, boost * n)))
-        if not should:
-            return None
+        for t, n in terms.items():
+            for field, boost in FIELD_BOOSTS.items():
+                should.append((Occur.Should, Query.boost_query(Query.term_query(schema, field, t), boost * n)))
         clauses = [(Occur.Must, Query.boolean_query(should)), (Occur.Must, self._filter(schema, flt))]
         return Query.boolean_query(clauses)
 
@@ -255,28 +264,39 @@ class TantivyLexicalIndex:
         found = self.candidates(flt, text, limit)
         return [hit(k, s) for k, s in zip(found.keys(len(found.scores)), found.scores, strict=True)]
 
+    def _searched(self, flt: SearchFilter, text: str) -> list[tuple[_TenantIndex, Query]]:
+        """The tenant's index of each language in the filter's scope that exists, with its query."""
+        out = []
+        for lang in self.languages.in_scope(flt.collections):
+            idx = self._tenant(flt.tenant, lang, create=False)
+            query = self._query(idx, flt, text) if idx is not None else None
+            if idx is not None and query is not None:
+                out.append((idx, query))
+        return out
+
     def candidates(self, flt: SearchFilter, text: str, limit: int) -> Candidates:
-        idx = self._tenant(flt.tenant, create=False)
-        if idx is None or limit <= 0 or facets.unsatisfiable(flt):
+        if limit <= 0 or facets.unsatisfiable(flt):
             return ResolvedCandidates([])
-        query = self._query(idx, flt, text)
-        if query is None:
-            return ResolvedCandidates([])
-        searcher = idx.index.searcher()
-        return _Addressed(flt.tenant, searcher, searcher.search(query, limit=limit, count=False).hits)
+        searched = self._searched(flt, text)
+        searchers = [idx.index.searcher() for idx, _ in searched]
+        hits = [sr.search(q, limit=limit, count=False).hits for sr, (_, q) in zip(searchers, searched, strict=True)]
+        if len(hits) == 1:
+            return _Addressed(flt.tenant, searchers, hits[0])
+        # Each language's best, merged by score (sorted is stable: ties keep the languages' order).
+        merged = sorted(((h, i) for i, part in enumerate(hits) for h in part), key=lambda x: -x[0][0])[:limit]
+        return _Addressed(flt.tenant, searchers, [h for h, _ in merged], [i for _, i in merged])
 
     def highlights(
         self, flt: SearchFilter, text: str, docs: Sequence[StoredDoc]
     ) -> dict[DocKey, list[str]]:
         """Snippets of the given documents for the query's terms. Callers pass documents
         from a filtered ranking; documents outside the filter are skipped here as well."""
-        idx = self._tenant(flt.tenant, create=False)
-        query = self._query(idx, flt, text) if idx else None
-        if idx is None or query is None:
+        gens = {}
+        for idx, query in self._searched(flt, text):
+            searcher = idx.index.searcher()
+            gens[idx.lang] = [tantivy.SnippetGenerator.create(searcher, query, idx.schema, f) for f in ("title", "all")]
+        if not gens:
             return {}
-        searcher = idx.index.searcher()
-        gens = {(lang, f): tantivy.SnippetGenerator.create(searcher, query, idx.schema, lang.field(f))
-                for lang in self.languages.in_scope(flt.collections) for f in ("title", "all")}
         readable = set(flt.acl)
         out: dict[DocKey, list[str]] = {}
         for d in docs:
@@ -286,11 +306,12 @@ class TantivyLexicalIndex:
                 continue
             if not facets.permits(flt, d.key.ref, d.fields):
                 continue
+            lang_gens = gens.get(self.languages.of(d.key.collection))
+            if lang_gens is None:  # its language's index holds nothing of this tenant
+                continue
             title, body = _text_fields(d)
-            lang = self.languages.of(d.key.collection)
-            tdoc, bdoc = tantivy.Document(**{lang.field("title"): title}), tantivy.Document(**{lang.field("all"): body})
-            snippets = [gens[lang, "title"].snippet_from_doc(tdoc).to_html(),
-                        gens[lang, "all"].snippet_from_doc(bdoc).to_html()]
+            tdoc, bdoc = tantivy.Document(title=title), tantivy.Document(all=body)
+            snippets = [lang_gens[0].snippet_from_doc(tdoc).to_html(), lang_gens[1].snippet_from_doc(bdoc).to_html()]
             if any(snippets):
                 out[d.key] = [s for s in snippets if s]
         return out
