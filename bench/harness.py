@@ -61,17 +61,27 @@ def coverage(s: Served, collection: str) -> dict[str, Any]:
     return dict(r.json())
 
 
+def _backfill_state(s: Served, task_id: str) -> str:
+    r = s.call("GET", "/semantic/backfills", KEY)
+    r.raise_for_status()
+    return next((str(t["state"]) for t in r.json()["backfills"] if t["id"] == task_id), "done")
+
+
 def embed_all(s: Served, collection: str, timeout: float = 1800) -> float:
-    """POST /semantic/reindex and wait until nothing is queued; returns seconds."""
+    """POST /semantic/reindex and wait until its backfill has queued everything and nothing is
+    queued any more; returns seconds. (The backfill queues in budgeted steps, so "nothing
+    queued" alone can be a pause between two steps of a large collection.)"""
     t0 = time.perf_counter()
-    s.call("POST", "/semantic/reindex", KEY, {"collection": collection}).raise_for_status()
+    r = s.call("POST", "/semantic/reindex", KEY, {"collection": collection})
+    r.raise_for_status()
+    task_id = str(r.json()["task"]["id"])
     with progress() as bar:
         cov = coverage(s, collection)
         task = bar.add_task(f"embed {collection}", total=cov["total"])
         while time.perf_counter() - t0 < timeout:
             cov = coverage(s, collection)
             bar.update(task, completed=cov["ready"])
-            if cov["states"].get("queued", 0) == 0:
+            if cov["states"].get("queued", 0) == 0 and _backfill_state(s, task_id) == "done":
                 return time.perf_counter() - t0
             time.sleep(0.5)
     raise TimeoutError(f"embedding did not finish in {timeout}s: {cov}")
