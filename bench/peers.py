@@ -145,7 +145,7 @@ def run_systems(inp: Inputs, base_url: str, peers: Sequence[str] | None = None,
                 env: dict[str, str] | None = None) -> dict[str, dict[str, Any]]:
     systems = {VIBE: vibe(inp, base_url, env)}
     for name, peer in PEERS.items():  # after vibe-semantic's server has stopped: nothing else running
-        if peers is None or name in peers:
+        if peers is None or name.lower() in {p.lower() for p in peers}:  # `--peers lancedb,bm25s`
             systems[name] = peer(inp)
             print(f"{name:20} {systems[name]['modes']}")
     return systems
