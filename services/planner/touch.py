@@ -120,9 +120,6 @@ class TouchPolicy:
     remember: bool = True  # a repeat whose page is the one of its last touch is settled (PageMemory)
     probe_rounds: int = 3  # at most this many probing repeats per query (0 = no cap)
     first_under_budget: int = 1  # under a tight budget, a query's first touch embeds at most this many
-    # On a query's first touch, `reach` may cut the lexical depth down to this many (0: never
-    # below the page size): candidates off the page that could not reach it are left cold.
-    first_reach_floor: int = 0
 
     def reaches(self, touches: int) -> bool:
         """Whether `reach_best` bounds the dig of a query touched `touches` times before."""
@@ -269,8 +266,10 @@ def plan(policy: TouchPolicy, limit: int, lexical: Sequence[DocKey], page: Seque
                 and unstable(lexical, page, edge, policy.stable_zone, policy.unstable_least)):
             depth, dug = min(edge + policy.dig_step, bottom), True
     if reachable is not None:
-        floor = policy.first_reach_floor if settled is None and policy.first_reach_floor > 0 else limit
-        depth = min(depth, max(floor, reachable))
+        # Never below the page, also on a first touch: letting `reach` cut a first touch to 5 or 7
+        # lexical candidates saved 1.5% of Cranfield's spend for 0.0035 of its quality (seeds
+        # 1-6, bench/results/touch-firstreach-*.json): rejected.
+        depth = min(depth, max(limit, reachable))
     # Under a tight budget a query seen for the first time (no page memory yet) embeds only its
     # page's best cold documents: most first-seen queries are never asked again (Zipf), and what
     # the bucket keeps goes to the ones that come back. Measured with bench.touch_sim (chosen on
