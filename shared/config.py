@@ -133,7 +133,8 @@ class Settings(BaseSettings):
     embed_fields: dict[str, list[str]] = Field(default_factory=dict)
 
     # Lexical analysis language per collection (shared/text/languages.py; ISO code or English
-    # name: "fr" or "french"), JSON in the environment: '{"docs_fr": "fr"}'. Every other
+    # name: "fr" or "french", or "simple": no stop words, no stemming), JSON in the environment:
+    # '{"docs_fr": "fr"}'. Every other
     # collection is analysed in `default_language`. Changing either rebuilds the lexical index
     # from the store of record at the next start (with progress): set a collection's language
     # before writing to it.

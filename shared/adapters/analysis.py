@@ -64,14 +64,12 @@ STOPWORDS = ENGLISH.stopwords  # the English list (shared/text/stopwords.py)
 
 
 def tantivy_analyzer(lang: Language = ENGLISH) -> tantivy.TextAnalyzer:
-    return (
-        TextAnalyzerBuilder(Tokenizer.simple())
-        .filter(Filter.remove_long(MAX_TOKEN_BYTES))
-        .filter(Filter.lowercase())
-        .filter(Filter.custom_stopword(list(lang.stopwords)))
-        .filter(Filter.stemmer(lang.name))
-        .build()
-    )
+    b = TextAnalyzerBuilder(Tokenizer.simple()).filter(Filter.remove_long(MAX_TOKEN_BYTES)).filter(Filter.lowercase())
+    if lang.stopwords:
+        b = b.filter(Filter.custom_stopword(list(lang.stopwords)))
+    if lang.stem:
+        b = b.filter(Filter.stemmer(lang.name))
+    return b.build()
 
 
 def opensearch_analysis(languages: Sequence[Language] = (ENGLISH,)) -> dict[str, Any]:
@@ -80,11 +78,14 @@ def opensearch_analysis(languages: Sequence[Language] = (ENGLISH,)) -> dict[str,
     filters: dict[str, Any] = {"vibe_long": {"type": "length", "max": MAX_TOKEN_BYTES - 1}}
     analyzers: dict[str, Any] = {}
     for lang in languages:
-        stop, stem = f"vibe_stop{lang.suffix}", f"vibe_stem{lang.suffix}"
-        filters[stop] = {"type": "stop", "stopwords": list(lang.stopwords)}
-        filters[stem] = {"type": "snowball", "language": lang.name.title()}
-        analyzers[lang.analyzer] = {"type": "custom", "tokenizer": "vibe_tokens",
-                                    "filter": ["vibe_long", "lowercase", stop, stem]}
+        chain = ["vibe_long", "lowercase"]
+        if lang.stopwords:
+            chain.append(stop := f"vibe_stop{lang.suffix}")
+            filters[stop] = {"type": "stop", "stopwords": list(lang.stopwords)}
+        if lang.stem:
+            chain.append(stem := f"vibe_stem{lang.suffix}")
+            filters[stem] = {"type": "snowball", "language": lang.name.title()}
+        analyzers[lang.analyzer] = {"type": "custom", "tokenizer": "vibe_tokens", "filter": chain}
     return {
         "tokenizer": {"vibe_tokens": {"type": "pattern", "pattern": TOKEN_PATTERN, "group": 0}},
         "filter": filters,

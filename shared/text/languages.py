@@ -19,9 +19,10 @@ class Language:
     """One analysis language: the same pipeline with its own stop words and Snowball stemmer.
     The instances in `LANGUAGES` are the only ones: compared (and hashed) by identity."""
 
-    code: str  # ISO 639-1, in field and analyzer names
+    code: str  # ISO 639-1 (or `simple`), in field and analyzer names
     name: str  # Snowball's name: tantivy's `Filter.stemmer` (lowercase), Lucene's `snowball` (titled)
     stopwords: tuple[str, ...]
+    stem: bool = True  # False: no stemmer (`simple`)
 
     @property
     def suffix(self) -> str:
@@ -41,9 +42,13 @@ def _with_letters(words: Sequence[str]) -> tuple[str, ...]:
 
 
 ENGLISH = Language("en", "english", stopwords.ENGLISH)
+# Words as they are written, lowercased: no stop words, no stemming. For collections of names,
+# codes or mixed languages, where "running" must not find "run" and "the" is a word.
+SIMPLE = Language("simple", "simple", (), stem=False)
 # The languages whose Snowball stemmer both engines have and whose stop list ships here.
 LANGUAGES: dict[str, Language] = {
     ENGLISH.code: ENGLISH,
+    SIMPLE.code: SIMPLE,
     **{code: Language(code, name, _with_letters(stopwords.STOPWORDS[code])) for code, name in (
         ("da", "danish"), ("de", "german"), ("es", "spanish"), ("fr", "french"), ("it", "italian"),
         ("nl", "dutch"), ("no", "norwegian"), ("pt", "portuguese"), ("ru", "russian"),

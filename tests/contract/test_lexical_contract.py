@@ -52,8 +52,9 @@ def index(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[LexicalInd
     idx.close()
 
 
-# Collection `fr` is French, `de` German, every other English (issue #15 item 3).
-LANGS = LanguageMap.parse("en", {"fr": "french", "de": "german"})
+# Collection `fr` is French, `de` German, `parts` simple (no stemming, no stop words), every
+# other English (issue #15 item 3).
+LANGS = LanguageMap.parse("en", {"fr": "french", "de": "german", "parts": "simple"})
 
 
 @pytest.fixture(params=PARAMS)
@@ -381,6 +382,19 @@ def test_languages_share_no_statistics(multilingual: LexicalIndex) -> None:
     everywhere = multilingual.search(flt(), "turbine", 300)  # both languages, merged by score
     assert len(everywhere) == 205 and [h.score for h in everywhere] == sorted((h.score for h in everywhere),
                                                                               reverse=True)
+
+
+def test_a_simple_collection_matches_words_as_written(multilingual: LexicalIndex) -> None:
+    multilingual.apply([doc("t", "parts", "p1", "The running gear", "SKU-42x"),
+                        doc("t", "en", "e1", "The running gear", "SKU-42x")], [])
+
+    def ids(text: str, cols: tuple[str, ...]) -> list[str]:
+        return [h.key.doc_id for h in multilingual.search(flt(cols=cols), text, 10)]
+
+    assert ids("run", ("parts",)) == [] and ids("run", ("en",)) == ["e1"]  # English stems, simple does not
+    assert ids("running", ("parts",)) == ["p1"]
+    assert ids("the", ("parts",)) == ["p1"] and ids("the", ("en",)) == []  # no stop words in simple
+    assert ids("42x", ("parts",)) == ["p1"]
 
 
 def test_filters_hold_in_every_language(multilingual: LexicalIndex) -> None:

@@ -527,6 +527,17 @@ def test_a_french_collection_gets_its_analyzer_fields_and_stamp() -> None:
     assert (en_src["title"], en_src["body"]) == ("Horses", "galloping") and "title_fr" not in en_src
 
 
+def test_a_simple_collection_has_no_stop_or_stem_filter() -> None:
+    simple = analysis.LanguageMap.parse("en", {"parts": "simple"})
+    template = osl.template_body(languages=simple)["template"]
+    an = template["settings"]["analysis"]
+    assert an["analyzer"]["vibe_simple"] == {"type": "custom", "tokenizer": "vibe_tokens",
+                                             "filter": ["vibe_long", "lowercase"]}
+    assert set(an["filter"]) == {"vibe_long", "vibe_stop", "vibe_stem"}  # English's only
+    assert template["mappings"]["properties"]["all_simple"] == {
+        "type": "text", "analyzer": "vibe_simple", "index_options": "freqs"}
+
+
 def test_queries_and_highlights_ask_each_language_in_scope() -> None:
     only_fr = SearchFilter("t", ("docs_fr",), ("*",))
     both = SearchFilter("t", None, ("*",))
