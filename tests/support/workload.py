@@ -24,6 +24,7 @@ from typing import Any
 
 import httpx
 
+from shared.errors import ErrorCode
 from tests.support.openai_server import OpenAIProtocolServer
 
 _VOCABULARY = (
@@ -38,6 +39,8 @@ _VOCABULARY = (
 WORDS = tuple(_VOCABULARY.split())
 
 DELETED = None  # the ledger's state of a deleted document
+# An SSE `error` event's code -> the HTTP status the same error has as an answer, for 5xx codes.
+SERVER_ERROR_CODES = {e.code: e.status for e in ErrorCode if e.status >= 500}
 State = int | None  # a version, or DELETED
 
 
@@ -299,7 +302,8 @@ class Client(threading.Thread):
             return
         t0 = time.perf_counter()
         try:
-            events = []
+            events: list[str] = []
+            error: dict[str, Any] = {}
             with self.http.stream("POST", "/v1/read", json=body, headers={"Accept": "text/event-stream"}) as r:
                 if r.status_code != 200:
                     self._fail("read_sse", f"{r.status_code} {r.read()[:200]!r}", status=r.status_code)
@@ -307,10 +311,20 @@ class Client(threading.Thread):
                 for line in r.iter_lines():
                     if line.startswith("event: "):
                         events.append(line[7:])
-                        if events[-1] in ("done", "error"):
-                            break
+                    elif line.startswith("data: ") and events and events[-1] == "error":
+                        error = json.loads(line[6:])
+                        break
+                    if events and events[-1] == "done":
+                        break
         except httpx.HTTPError as e:
             self._fail("read_sse", f"{type(e).__name__}: {e}", transport=True)
+            return
+        # A stream that has started cannot change its status: a failure after `lexical` (the
+        # store or broker gone mid-stream) is refused in-band, as an `error` event whose code is
+        # a 5xx one. That is the same clean refusal as a 5xx answer, and counted as one.
+        status = SERVER_ERROR_CODES.get(str(error.get("code")), 0)
+        if events and events[0] == "lexical" and events[-1] == "error" and status:
+            self._fail("read_sse", f"events {events}: {error}", status=status)
             return
         if not events or events[0] != "lexical" or events[-1] != "done":
             self.rec.error("read_sse", f"events {events}")
