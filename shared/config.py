@@ -134,10 +134,9 @@ class Settings(BaseSettings):
 
     # Lexical analysis language per collection (shared/text/languages.py; ISO code or English
     # name: "fr" or "french", or "simple": no stop words, no stemming), JSON in the environment:
-    # '{"docs_fr": "fr"}'. Every other
-    # collection is analysed in `default_language`. Changing either rebuilds the lexical index
-    # from the store of record at the next start (with progress): set a collection's language
-    # before writing to it.
+    # '{"docs_fr": "fr"}'. Every other collection is analysed in `default_language`. Changing
+    # either rebuilds the lexical index from the store of record at the next start (with
+    # progress): set a collection's language before writing to it.
     default_language: str = "en"
     collection_languages: dict[str, str] = Field(default_factory=dict, max_length=10_000)
 

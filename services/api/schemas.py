@@ -453,7 +453,7 @@ class Coverage(BaseModel):
     eager: bool | SkipJsonSchema[None] = Field(default=None, description="with `collection`: promoted (eager)")
     language: str | SkipJsonSchema[None] = Field(
         default=None, description="with `collection`: the language its text is analysed in for keyword search "
-        "(ISO 639-1; `VIBE_COLLECTION_LANGUAGES`, `VIBE_DEFAULT_LANGUAGE`)")
+        "(an ISO 639-1 code, or `simple`; `VIBE_COLLECTION_LANGUAGES`, `VIBE_DEFAULT_LANGUAGE`)")
     storage: dict[str, int]
 
 

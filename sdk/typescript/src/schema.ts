@@ -550,7 +550,7 @@ export interface components {
             eager?: boolean;
             /**
              * Language
-             * @description with `collection`: the language its text is analysed in for keyword search (ISO 639-1; `VIBE_COLLECTION_LANGUAGES`, `VIBE_DEFAULT_LANGUAGE`)
+             * @description with `collection`: the language its text is analysed in for keyword search (an ISO 639-1 code, or `simple`; `VIBE_COLLECTION_LANGUAGES`, `VIBE_DEFAULT_LANGUAGE`)
              */
             language?: string;
             /** Storage */
