@@ -99,6 +99,9 @@ class Container:
     embedders: SpaceEmbedders
     index_home: Path
     signal: Signal = field(default_factory=Signal)
+    # False: `start` runs no scheduler thread at all, not even usage flushes and backfill steps
+    # (tests and replays that drive `run_backfills`, `tick` and flushes themselves, on their clock).
+    scheduler_thread: bool = True
     _agent: AgentAdapters | None = field(default=None, repr=False)
     _agent_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
@@ -125,7 +128,7 @@ class Container:
             METRICS.follower_lag.labels(follower=f.label).set_function(f.lag)
         self.queue.start()
         pending = self.requeue_pending()
-        if self.settings.scheduler_enabled:
+        if self.scheduler_thread:
             self.scheduler.start()
         log.info("started", extra=pending)
 
@@ -446,7 +449,10 @@ def build(settings: Settings, embedder: Embedder | None = None, clock: Callable[
     # Celery beat task, services/worker/reconciler.py).
     reconcile = (partial(reconcile_pass, store, spaces, queue, settings.reconcile_stuck_seconds,
                          settings.reconcile_batch) if embedded else None)
-    scheduler = SchedulerThread(lifecycle, usage, store, embedded, settings.scheduler_interval_seconds,
+    # `VIBE_SCHEDULER_ENABLED=false` keeps this process from deciding (promotion, demotion, eviction,
+    # pruning); what others decided still runs here: usage flushes, backfill steps, reconciling.
+    scheduler = SchedulerThread(lifecycle, usage, store, embedded and settings.scheduler_enabled,
+                                settings.scheduler_interval_seconds,
                                 settings.backfill_interval_seconds, settings.usage_flush_seconds,
                                 reconcile, settings.reconcile_interval_seconds)
     return Container(settings, store, lexical, vectors, emb, follower, queue, planner, docs, handler, lifecycle,

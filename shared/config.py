@@ -215,9 +215,12 @@ class Settings(BaseSettings):
     # (lead's block; DESIGN.md §5 "Lifecycle")
     # The scheduler (a thread in `serve`; a Celery beat task in the distributed profile) decides
     # every interval under a store lease, so one process leads however many run it.
-    # False stops the whole thread, not only the decisions: usage flushes, the backfill steps after
-    # a reindex/promotion's first one, and the embedded reconciler stop too (tests that drive them
-    # by hand). To keep a process from deciding, give it a long interval instead.
+    # False: this process runs no lifecycle tick (promotion, demotion, eviction, pruning,
+    # retired-space expiry, the day's requeue of budget-deferred documents). Its thread still
+    # flushes usage statistics, runs the steps of backfills others started (reindex, migration,
+    # promotion) and, embedded, the reconciler. Until 2026-11 false stopped the whole thread,
+    # and a large reindex stalled after its first step. Celery beat (distributed) decides
+    # whatever this says.
     scheduler_enabled: bool = True
     scheduler_interval_seconds: Annotated[float, Field(gt=0)] = 60.0
     # Usage statistics: each API process buffers them in memory and flushes this often (a

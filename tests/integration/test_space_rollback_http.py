@@ -40,8 +40,9 @@ KEYS = [ApiKey(key="k-admin", tenant="ta", principals=["user:admin"], scopes=["r
 
 
 class InProcess:
-    def __init__(self, settings: Settings, clock: ManualClock):
+    def __init__(self, settings: Settings, clock: ManualClock, scheduler_thread: bool = True):
         self.container: Container = build(settings, clock=clock)
+        self.container.scheduler_thread = scheduler_thread  # False: the test runs every step itself
         self.served = UvicornThread(self.container, KEYS)
         base = self.served.base
         # every answer is checked against /openapi.json (the contract extension is declared)
@@ -318,7 +319,7 @@ def _activation_and_background_move(store: str, api: RefusingProvider, tmp_path:
     settings = Settings(data_dir=tmp_path / "data", embedder="hash", embed_dim=48, openai_base_url=api.base_url,
                         api_keys=KEYS, scheduler_enabled=False, evict_batch=3, per_tenant_per_min=100_000,
                         job_backoff_seconds=0.1, job_backoff_max_seconds=0.5, job_max_attempts=1000, **extra)
-    srv = InProcess(settings, clock)
+    srv = InProcess(settings, clock, scheduler_thread=False)
     try:
         assert srv.call("POST", "/v1/collections/c/docs:bulk", {"docs": ALL}).status_code == 200
         srv.read("flutter report", "keyword")

@@ -19,6 +19,7 @@ WRITER = Principal("t", ("user:w",), frozenset({"read", "write", "admin"}))
 def container(tmp_path: Path) -> Iterator[Container]:
     c = build(Settings(data_dir=tmp_path / "data", embedder="hash", embed_dim=32, per_tenant_per_min=5,
                        per_query_max_embeds=2, scheduler_enabled=False, workers=1))
+    c.scheduler_thread = False  # the test runs the ticks and backfill steps itself
     c.start()
     try:
         yield c
