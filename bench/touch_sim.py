@@ -109,6 +109,7 @@ def _container(model: CachedModel, env: dict[str, Any]) -> tuple[Container, Cach
     emb = CachedEmbedder(model)
     c = build(settings, emb)
     c.planner.cfg.touch = replace(c.planner.cfg.touch, **policy)  # knobs the settings do not carry
+    c.scheduler_thread = False  # nothing for it to do here, and `_close` does not stop it
     c.start()
     return c, emb
 
