@@ -197,6 +197,10 @@ def replay(model: CachedModel, ds: Dataset, env: dict[str, Any], stream: list[st
             final[qid] = _ask(c, queries[qid])[1]
             last_seen[qid] = i
         embedded = _embedded(c, ds)
+        # The same queries asked once more after the stream, spending nothing (the budget grants
+        # nothing): what a user asking again at the end sees, embeddings of later queries included.
+        c.planner.budget = MemoryBudget(0)
+        end = {q: _ask(c, queries[q])[1] for q in dict.fromkeys(stream[len(stream) // 2:])}
     finally:
         _close(c)
     half = {q for q in stream[len(stream) // 2:]}
@@ -210,6 +214,8 @@ def replay(model: CachedModel, ds: Dataset, env: dict[str, Any], stream: list[st
             # how much of the spend went to documents some eager first page of the stream shows
             "embedded_on_oracle": round(len(embedded & union_all) / max(1, len(embedded)), 4),
             "ratio_second_half": round(statistics.fmean(got.values()) / base_mean, 4) if base_mean else 0.0,
+            "ratio_second_half_at_end": round(statistics.fmean(ir.per_query(end, ds.qrels).values()) / base_mean, 4)
+            if base_mean else 0.0,
             "ratio_all": round(statistics.fmean(got_all.values()) / statistics.fmean(base.ndcg[q] for q in got_all), 4),
             "oracle_fraction": round(len(union_all) / n, 4), "oracle_second_half": round(len(union) / n, 4),
             "distinct_second_half": len(half)}
