@@ -34,6 +34,7 @@ from services.worker.repair import reconcile_pass
 from services.worker.scheduler import SchedulerThread
 from shared.adapters.citations_sqlite import SqliteCitationRegistry
 from shared.adapters.cold_files import FileColdStore
+from shared.adapters.cold_packed import PackedColdStore
 from shared.adapters.edge_vectors import EdgeVectorIndex
 from shared.adapters.mcp_audit_sqlite import SqliteAuditLog, SqliteMaterialBudget, SqliteTaskLedger
 from shared.adapters.memory_budget import MemoryBudget
@@ -148,6 +149,8 @@ class Container:
         self.follower.sync()
         self.vectors.close()
         self.lexical.close()
+        if self.handler.cold is not None:
+            self.handler.cold.close()
         self.store.close()
         release_index_home(self.index_home)
         self.close_agent()
@@ -337,9 +340,20 @@ class SpaceEmbedders:
         return self.wrap(emb) if self.wrap is not None else emb
 
 
+def cold_root(settings: Settings) -> Path:
+    return settings.cold_dir or settings.data_dir / "cold"
+
+
 def build_cold(settings: Settings) -> ColdStore:
-    """Cold vectors in files: the data dir, or a volume every worker mounts (VIBE_COLD_DIR)."""
-    return FileColdStore(settings.cold_dir or settings.data_dir / "cold", settings.cold_codec)
+    """Cold vectors packed (VIBE_COLD_STORE=packed): a SQLite file in the cold dir, or a table in
+    PostgreSQL that workers on any host reach; or one file each (`files`) in the data dir or a
+    volume every worker mounts (VIBE_COLD_DIR)."""
+    root = cold_root(settings)
+    if settings.cold_store == "files":
+        return FileColdStore(root, settings.cold_codec)
+    if settings.store == "postgres":
+        return PackedColdStore.postgres(settings.postgres_url, root, settings.cold_codec)
+    return PackedColdStore.sqlite(root, settings.cold_codec)
 
 
 def adopt_legacy_cold_dirs(settings: Settings, store: StoreOfRecord) -> dict[str, int]:
@@ -348,9 +362,7 @@ def adopt_legacy_cold_dirs(settings: Settings, store: StoreOfRecord) -> dict[str
     dir may be a volume the workers share; a rename is atomic). The claimants are every space
     the store knows: the configured one and every tenant's, and any bound space of the legacy
     name (a file-safe space keeps its files there)."""
-    cold = build_cold(settings)
-    if not isinstance(cold, FileColdStore):
-        return {}
+    cold = FileColdStore(cold_root(settings), settings.cold_codec)  # files, whichever store is in use
     spaces = {settings.space} | {r.space for r in store.tenant_spaces()}
     moved = cold.adopt_legacy(spaces, lambda name: store.space_binding(name) is not None)
     if moved:
@@ -377,7 +389,8 @@ def lifecycle_config(s: Settings) -> LifecycleConfig:
 
 
 def build_lifecycle(settings: Settings, store: StoreOfRecord, queue: JobQueue, budget: Budget,
-                    policy: EligibilityPolicy, after_change: Callable[[], object] | None = None) -> Lifecycle:
+                    policy: EligibilityPolicy, after_change: Callable[[], object] | None = None,
+                    cold: ColdStore | None = None) -> Lifecycle:
     """The scheduler's decisions, the same in `serve`'s thread and in Celery beat tasks."""
     # Backfills leave one query's ceiling in the bucket for reads, but never most of a small bucket.
     reserve = min(settings.per_query_max_embeds, settings.per_tenant_per_min // 4)
@@ -385,7 +398,7 @@ def build_lifecycle(settings: Settings, store: StoreOfRecord, queue: JobQueue, b
     backfills = Backfills(store, queue, budget, lambda d: policy.decide_doc(d, settings.embed_fields.get(
         d.key.collection)), limits, store.clock)
     directory = SpaceDirectory(store, settings.space)
-    return Lifecycle(lifecycle_config(settings), store, build_cold(settings), backfills, store.clock,
+    return Lifecycle(lifecycle_config(settings), store, cold or build_cold(settings), backfills, store.clock,
                      after_change=after_change, spaces=directory.live, active=directory.active)
 
 
@@ -430,7 +443,7 @@ def build(settings: Settings, embedder: Embedder | None = None, clock: Callable[
                         settings.rrf_k, settings.fusion, settings.semantic_weight, _touch_policy(settings),
                         stand_in=settings.fusion_stand_in, short_first_page=settings.vectors != "qdrant")
     budget = build_budget(settings)
-    lifecycle = build_lifecycle(settings, store, queue, budget, handler.policy, follower.sync)
+    lifecycle = build_lifecycle(settings, store, queue, budget, handler.policy, follower.sync, handler.cold)
     usage = UsageRecorder(lifecycle.cfg.bucket_seconds, settings.usage_half_life_seconds, lifecycle.clock, store,
                           settings.tenant_daily_tokens)
     spaces = SpaceDirectory(store, settings.space)
@@ -450,11 +463,13 @@ def build(settings: Settings, embedder: Embedder | None = None, clock: Callable[
     reconcile = (partial(reconcile_pass, store, spaces, queue, settings.reconcile_stuck_seconds,
                          settings.reconcile_batch) if embedded else None)
     # `VIBE_SCHEDULER_ENABLED=false` keeps this process from deciding (promotion, demotion, eviction,
-    # pruning); what others decided still runs here: usage flushes, backfill steps, reconciling.
+    # pruning) and, distributed, from backfill steps (Celery beat runs them on the workers); usage
+    # flushes always run, and embedded, backfill steps and the reconciler too (nothing else would).
     scheduler = SchedulerThread(lifecycle, usage, store, embedded and settings.scheduler_enabled,
                                 settings.scheduler_interval_seconds,
                                 settings.backfill_interval_seconds, settings.usage_flush_seconds,
-                                reconcile, settings.reconcile_interval_seconds)
+                                reconcile, settings.reconcile_interval_seconds,
+                                backfills=embedded or settings.scheduler_enabled)
     return Container(settings, store, lexical, vectors, emb, follower, queue, planner, docs, handler, lifecycle,
                      scheduler, spaces, embedders, home, signal)
 

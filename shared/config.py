@@ -217,10 +217,11 @@ class Settings(BaseSettings):
     # every interval under a store lease, so one process leads however many run it.
     # False: this process runs no lifecycle tick (promotion, demotion, eviction, pruning,
     # retired-space expiry, the day's requeue of budget-deferred documents). Its thread still
-    # flushes usage statistics, runs the steps of backfills others started (reindex, migration,
-    # promotion) and, embedded, the reconciler. Until 2026-11 false stopped the whole thread,
-    # and a large reindex stalled after its first step. Celery beat (distributed) decides
-    # whatever this says.
+    # flushes usage statistics; embedded, it also runs backfill steps (reindex, migration,
+    # promotion) and the reconciler, which nothing else would; distributed, it leaves those to
+    # the workers (Celery beat). Until 2026-11 false stopped the whole thread: a large reindex
+    # stalled after its first step, and an API replica's usage never reached the store.
+    # Celery beat (distributed) decides whatever this says.
     scheduler_enabled: bool = True
     scheduler_interval_seconds: Annotated[float, Field(gt=0)] = 60.0
     # Usage statistics: each API process buffers them in memory and flushes this often (a
@@ -242,7 +243,12 @@ class Settings(BaseSettings):
     evict_idle_seconds: Annotated[float, Field(gt=0)] = 30 * 86400.0
     evict_batch: Annotated[int, Field(ge=1)] = 5000
     cold_codec: Literal["float16", "int8"] = "float16"
-    cold_dir: Path | None = None  # default DATA_DIR/cold; a shared volume in the distributed profile
+    cold_dir: Path | None = None  # default DATA_DIR/cold; legacy files (and `files`) on a shared volume
+    # `packed` (default): codes many to a page, in `cold.sqlite3` in the cold dir (SQLite store) or
+    # a PostgreSQL table beside the store of record (no shared volume); files evicted before are
+    # still read. `files`: one file per vector (as before 2026-11), at least a filesystem block each:
+    # 5x (float16) to 10x (int8) the codes' size on ext4 (shared/adapters/cold_packed.py).
+    cold_store: Literal["packed", "files"] = "packed"
     # Model rollback: a space retired at activation keeps its vectors in the cold store this
     # long (re-activating it needs no provider call for unchanged content); then they go.
     # 0 = kept until the space is re-activated.

@@ -461,8 +461,9 @@ class LifecycleStore(Protocol):
 @runtime_checkable
 class ColdStore(Protocol):
     """Compressed vectors by {tenant, space, content hash} (V§3.1 cold store, V§12 FP16/INT8):
-    files in the data dir or on a shared volume. Holds no ACL and no text: what may be read is
-    decided by the sidecar and the documents, never by the cold store."""
+    packed in a table (SQLite in the cold dir, or PostgreSQL), or one file each. Holds no ACL
+    and no text: what may be read is decided by the sidecar and the documents, never by the
+    cold store."""
 
     def put(self, tenant: str, space: str, content_hash: str, vector: Sequence[float]) -> tuple[str, int]:
         """Store (idempotently) and return (reference, bytes written)."""
@@ -471,6 +472,8 @@ class ColdStore(Protocol):
         """The decoded vector; None when absent or unreadable (the caller then re-embeds)."""
 
     def delete(self, tenant: str, space: str, content_hash: str) -> None: ...
+
+    def close(self) -> None: ...
 
 
 @runtime_checkable

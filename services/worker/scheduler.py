@@ -1,9 +1,12 @@
 """Where the lifecycle runs in the embedded profile: one daemon thread per API process.
 
 It flushes the process's usage statistics every `VIBE_USAGE_FLUSH_SECONDS` (all profiles: every
-API replica contributes), runs backfill steps every `VIBE_BACKFILL_INTERVAL_SECONDS`, and a
-lifecycle tick every `VIBE_SCHEDULER_INTERVAL_SECONDS` (when `decide` is on: the embedded
-profile; in the distributed profile Celery beat sends those to a worker), and, given a
+API replica contributes, whatever VIBE_SCHEDULER_ENABLED says), runs backfill steps every
+`VIBE_BACKFILL_INTERVAL_SECONDS` (when `backfills` is on: always in the embedded profile, where
+nothing else would; in the distributed profile unless VIBE_SCHEDULER_ENABLED=false leaves them
+to the workers' Celery beat), a lifecycle tick every `VIBE_SCHEDULER_INTERVAL_SECONDS` (when
+`decide` is on: the embedded profile with VIBE_SCHEDULER_ENABLED; in the distributed profile
+Celery beat sends those to a worker), and, given a
 `reconcile` job (the embedded profile's reconciler, services/worker/repair.py), that job every
 `VIBE_RECONCILE_INTERVAL_SECONDS`. Ticks and steps take a store lease, so several processes on
 one store still make each decision once.
@@ -26,11 +29,13 @@ log = logging.getLogger("vibe.scheduler")
 class SchedulerThread:
     def __init__(self, lifecycle: Lifecycle, usage: UsageRecorder, store: StoreOfRecord, decide: bool,
                  interval: float, backfill_interval: float, flush_interval: float,
-                 reconcile: Callable[[], object] | None = None, reconcile_interval: float = 30.0):
+                 reconcile: Callable[[], object] | None = None, reconcile_interval: float = 30.0,
+                 backfills: bool = True):
         self.lifecycle = lifecycle
         self.usage = usage
         self.store = store
         self.decide = decide
+        self.backfills = backfills
         self.interval = interval
         self.backfill_interval = backfill_interval
         self.flush_interval = flush_interval
@@ -60,10 +65,11 @@ class SchedulerThread:
     def _run(self) -> None:
         now = time.monotonic()
         due = {"flush": now + self.flush_interval, "backfill": now, "tick": now + self.interval}
-        jobs: list[tuple[str, float, Callable[[], object]]] = [
-            ("flush", self.flush_interval, self._flush),
-            ("backfill", self.backfill_interval, self.lifecycle.run_backfills),
-            ("tick", self.interval, self._tick)]
+        jobs: list[tuple[str, float, Callable[[], object]]] = [("flush", self.flush_interval, self._flush)]
+        if self.backfills:
+            jobs.append(("backfill", self.backfill_interval, self.lifecycle.run_backfills))
+        if self.decide:
+            jobs.append(("tick", self.interval, self._tick))
         if self.reconcile is not None:  # the start already re-enqueued what a previous run left
             due["reconcile"] = now + self.reconcile_interval
             jobs.append(("reconcile", self.reconcile_interval, self.reconcile))
@@ -87,6 +93,5 @@ class SchedulerThread:
         self.usage.flush(self.store)
 
     def _tick(self) -> None:
-        if self.decide:
-            self._flush()  # this process's latest figures count in this tick
-            self.lifecycle.tick()
+        self._flush()  # this process's latest figures count in this tick
+        self.lifecycle.tick()

@@ -160,5 +160,5 @@ def build_runtime(settings: Settings, app: Celery | None = None, dim: int | None
     emb = build_embedder(settings.model_copy(update={"breaker_failures": trip}), dim)
     handler = build_handler(settings, store, PostponingEmbedder(emb), wrap=PostponingEmbedder)
     queue = CeleryQueue.from_settings(settings, app)
-    lifecycle = build_lifecycle(settings, store, queue, build_budget(settings), handler.policy)
+    lifecycle = build_lifecycle(settings, store, queue, build_budget(settings), handler.policy, cold=handler.cold)
     return Runtime(settings, store, handler, queue, lifecycle)

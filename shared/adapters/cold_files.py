@@ -112,6 +112,9 @@ class FileColdStore:
         for codec in CODECS:
             self._path(tenant, space, content_hash).with_suffix(f".{codec}").unlink(missing_ok=True)
 
+    def close(self) -> None:
+        """Nothing held open."""
+
     def adopt_legacy(self, spaces: Collection[str], taken: Callable[[str], bool]) -> dict[str, int]:
         """Move the cold files that `spaces` (every space the store knows) wrote before e435828
         to their current directory: a name that is not file-safe (`core@v2`) wrote them to its

@@ -20,7 +20,7 @@ import httpx
 import pytest
 
 from services.wiring import Container, build
-from shared.adapters.cold_files import FileColdStore
+from shared.adapters.cold_packed import PackedColdStore
 from shared.config import ApiKey, Settings
 from shared.model import DocKey, SpaceInfo
 from tests.integration.distributed.conftest import wait_for
@@ -89,8 +89,11 @@ def _doc_texts(api: OpenAIProtocolServer, since: int) -> list[str]:
     return [t for t in api.texts[since:] if MARK in t]
 
 
-def _cold_files(root: Path, space: str) -> set[str]:
-    return {p.name for p in (root / space).rglob("*.float16")} if (root / space).exists() else set()
+def _cold(srv: InProcess, space: str) -> set[str]:
+    """The content hashes the cold store holds for tenant `ta`'s `space`."""
+    cold = srv.container.handler.cold
+    assert isinstance(cold, PackedColdStore)
+    return cold.held("ta", space)
 
 
 @pytest.mark.parametrize("store", ["sqlite", "postgres"])
@@ -103,7 +106,6 @@ def test_a_retired_space_comes_back_from_the_cold_store(
     settings = Settings(data_dir=tmp_path / "data", embedder="hash", embed_dim=48, openai_base_url=api.base_url,
                         api_keys=KEYS, scheduler_interval_seconds=3600.0,  # ticks are the test's own
                         backfill_interval_seconds=0.2, per_tenant_per_min=100_000, **extra)
-    cold_root = tmp_path / "data" / "cold"
     srv = InProcess(settings, clock)
     try:
         # -- on the hash model (core): every document embedded ------------------------------
@@ -128,7 +130,7 @@ def test_a_retired_space_comes_back_from_the_cold_store(
         assert listed["core"]["state"] == "retired" and listed["core"]["cold"]["vectors"] == len(ALL)
         assert listed["core"]["cold"]["bytes"] > 0 and listed["core"]["retiredAt"] == "2001-03-04T23:00:00Z"
         assert listed["core"]["retentionUntil"] == "2001-03-11T23:00:00Z"  # 7 days by default
-        assert len(_cold_files(cold_root, "core")) == len(ALL)
+        assert len(_cold(srv, "core")) == len(ALL)
         bob = srv.read("flutter secret", "semantic", key="k-bob")
         assert "secret" in {h["id"] for h in bob["results"]}  # bob may read it, for now
 
@@ -153,8 +155,8 @@ def test_a_retired_space_comes_back_from_the_cold_store(
         assert srv.call("PUT", "/v1/collections/c/docs/d1", edited).status_code == 200
         gone = srv.container.store.get_doc(DocKey("ta", "c", "d2"))
         assert gone is not None
-        gone_file = FileColdStore(cold_root)._path("ta", "v2", gone.content_hash).name
-        assert gone_file in _cold_files(cold_root, "v2")
+        gone_file = gone.content_hash
+        assert gone_file in _cold(srv, "v2")
         assert srv.call("DELETE", "/v1/collections/c/docs/d2").status_code == 200
         revoked = {k: v for k, v in SECRET.items() if k != "_id"}
         assert srv.call("PUT", "/v1/collections/c/docs/secret", {**revoked, "_acl": ["user:admin"]}).status_code == 200
@@ -180,10 +182,10 @@ def test_a_retired_space_comes_back_from_the_cold_store(
         assert len(_doc_texts(api, before)) == 1
 
         # -- pruning: cold files no document uses go, a retired space's files stay ------------
-        core_files = _cold_files(cold_root, "core")
+        core_files = _cold(srv, "core")
         assert srv.container.lifecycle.tick().pruned_cold >= 1
-        assert gone_file not in _cold_files(cold_root, "v2")  # the deleted document's vector
-        kept = _cold_files(cold_root, "core")
+        assert gone_file not in _cold(srv, "v2")  # the deleted document's vector
+        kept = _cold(srv, "core")
         assert kept and kept <= core_files and len(kept) == srv.spaces()["core"]["cold"]["vectors"]
         assert len(kept) >= len(ALL) - 2  # every document of core that still has its content
 
@@ -192,12 +194,12 @@ def test_a_retired_space_comes_back_from_the_cold_store(
         assert until == "2001-03-12T01:00:00Z"  # retired at the second switch
         clock.t = T0 + 2 * 3600 + 7 * DAY - 60
         assert srv.container.lifecycle.tick().retired_expired == []
-        assert _cold_files(cold_root, "core") == kept
+        assert _cold(srv, "core") == kept
         clock.t = T0 + 2 * 3600 + 7 * DAY + 1
         pruned = srv.metric('vibe_vectors_pruned_total{store="retired"}')
         assert srv.container.lifecycle.tick().retired_expired == ["ta/core"]
         assert srv.metric('vibe_vectors_pruned_total{store="retired"}') - pruned == len(kept)
-        assert _cold_files(cold_root, "core") == set()
+        assert _cold(srv, "core") == set()
         assert set(srv.spaces()) == {"v2"}
         res = srv.read("flutter report", "semantic")
         assert res["diagnostics"]["space"] == "v2" and {h["id"] for h in res["results"]} >= {"d0", "d3"}

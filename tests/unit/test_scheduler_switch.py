@@ -8,11 +8,13 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any, cast
 
 import pytest
 
 from services.planner.planner import ReadRequest
 from services.wiring import Container, build
+from services.worker.scheduler import SchedulerThread
 from shared.config import Settings
 from shared.model import DocKey, Principal, SemanticStatus
 
@@ -63,3 +65,36 @@ def test_a_process_that_does_not_decide_still_runs_backfills_and_flushes(tmp_pat
             assert [m for m in c.store.collection_modes() if m.mode == "eager"] == []
     finally:
         c.stop()
+
+
+class Calls:
+    """Stands in for the lifecycle, the usage recorder and the store: counts what the thread runs."""
+
+    def __init__(self) -> None:
+        self.n = {"flush": 0, "backfill": 0, "tick": 0}
+
+    def flush(self, store: object) -> None:
+        self.n["flush"] += 1
+
+    def run_backfills(self) -> int:
+        self.n["backfill"] += 1
+        return 0
+
+    def tick(self) -> None:
+        self.n["tick"] += 1
+
+
+@pytest.mark.parametrize(("decide", "backfills"), [(False, False), (False, True), (True, True)])
+def test_the_thread_runs_what_it_is_given_and_always_flushes(decide: bool, backfills: bool) -> None:
+    """Distributed with VIBE_SCHEDULER_ENABLED=false (neither): an API replica still flushes its
+    usage statistics, which Celery beat's promotion decisions count."""
+    calls = Calls()
+    t = SchedulerThread(cast(Any, calls), cast(Any, calls), cast(Any, calls), decide, 0.02, 0.02, 0.02,
+                        backfills=backfills)
+    t.start()
+    try:
+        wait_for(lambda: calls.n["flush"] >= 3, "flushes")
+        time.sleep(0.1)
+    finally:
+        t.stop()
+    assert (calls.n["backfill"] > 0) == backfills and (calls.n["tick"] > 0) == decide

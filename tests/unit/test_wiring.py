@@ -54,16 +54,16 @@ def test_a_start_adopts_the_cold_files_an_unsafe_space_name_wrote_before_e435828
     their own; the next start moves them where the cold store reads them (rehydration, not a
     provider call) and deletes them (retention, pruning)."""
     from services.wiring import build_cold
-    from shared.adapters.cold_files import space_dir
+    from shared.adapters.cold_files import FileColdStore, space_dir
     from shared.model import SpaceInfo
 
     s = Settings(data_dir=tmp_path, embedder="hash", embed_dim=32, scheduler_enabled=False)
     c = build(s)
     c.store.put_tenant_space(SpaceInfo("t", "core@v2", "hash:v1@32", 32, "active", 0.0, 0.0))
-    cold = build_cold(s)
-    cold.put("t", "core@v2", "h1", [0.6, 0.8])
     root = tmp_path / "cold"
+    FileColdStore(root).put("t", "core@v2", "h1", [0.6, 0.8])  # the file layout, as then
     (root / space_dir("core@v2")).rename(root / "core_v2")  # where the previous version put it
+    cold = build_cold(s)  # packed, reading files evicted before it
     assert cold.get("t", "core@v2", "h1") is None
     c.stop()
     c = build(s)

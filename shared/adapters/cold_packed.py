@@ -1,0 +1,161 @@
+"""Cold store packed in one table (V§3.1, V§12): the same codes as the file layout
+(shared/adapters/cold_files.py: a 12-byte header, then float16 or int8), many to a page.
+
+Why not one file per vector: a 384-dimension float16 code is 780 bytes and an int8 one 396, but
+a file takes at least one filesystem block (4 KiB on ext4), so 10,000 cold vectors took 41 MB
+on disk whatever the codec: five times their size in float16, ten in int8, and more than the
+float32 vectors they replace (and an inode each). Packed, they take about their size.
+
+Two homes, the same table:
+- SQLite, a file of its own in `VIBE_COLD_DIR` (embedded profile): WAL, one connection per
+  thread, several processes on one data dir queue on the file lock as the store's do. A local
+  filesystem (SQLite's locks are not safe on NFS).
+- PostgreSQL (distributed profile), a table beside the store of record: workers on any host
+  rehydrate without a shared volume.
+
+Vectors evicted before this layout (files under the same cold dir) are still read, and deleted
+with their key; new ones go to the table. Tenants are hashed as in the file layout, so the
+table names no tenant; no text and no ACL is kept.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import sqlite3
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from shared.adapters.cold_files import CODECS, FileColdStore, decode, encode
+
+_DDL = ("CREATE TABLE IF NOT EXISTS cold_codes (tenant TEXT NOT NULL, space TEXT NOT NULL, "
+        "content_hash TEXT NOT NULL, code {blob} NOT NULL, PRIMARY KEY (tenant, space, content_hash)){suffix}")
+_PUT = ("INSERT INTO cold_codes (tenant, space, content_hash, code) VALUES ({p}, {p}, {p}, {p}) "
+        "ON CONFLICT (tenant, space, content_hash) DO UPDATE SET code = excluded.code")
+_GET = "SELECT code FROM cold_codes WHERE tenant = {p} AND space = {p} AND content_hash = {p}"
+_DELETE = "DELETE FROM cold_codes WHERE tenant = {p} AND space = {p} AND content_hash = {p}"
+_HELD = "SELECT content_hash FROM cold_codes WHERE tenant = {p} AND space = {p}"
+_BYTES = "SELECT COALESCE(SUM(LENGTH(code)), 0), COUNT(*) FROM cold_codes"
+
+
+def tenant_key(tenant: str) -> str:
+    """A tenant as the cold store names it (the file layout's directory name)."""
+    return hashlib.sha256(tenant.encode()).hexdigest()[:24]
+
+
+class _Sqlite:
+    placeholder = "?"
+
+    def __init__(self, path: Path):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.path = path
+        self._local = threading.local()
+        self._all: list[sqlite3.Connection] = []
+        self._lock = threading.Lock()
+        self._conn().execute(_DDL.format(blob="BLOB", suffix=" WITHOUT ROWID"))
+
+    def _conn(self) -> sqlite3.Connection:
+        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = sqlite3.connect(self.path, timeout=30, isolation_level=None, check_same_thread=False)
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute("PRAGMA synchronous=NORMAL")  # durable across process crashes in WAL
+            conn.execute("PRAGMA busy_timeout=30000")
+            self._local.conn = conn
+            with self._lock:
+                self._all.append(conn)
+        return conn
+
+    @contextmanager
+    def cursor(self) -> Iterator[Any]:
+        yield self._conn()  # autocommit: each statement is its own transaction
+
+    def close(self) -> None:
+        with self._lock:
+            for c in self._all:
+                c.close()
+            self._all.clear()
+        self._local = threading.local()
+
+
+class _Postgres:
+    placeholder = "%s"
+
+    def __init__(self, url: str, connect_timeout: float = 30.0):
+        from psycopg_pool import ConnectionPool
+
+        self._pool: Any = ConnectionPool(url, min_size=1, max_size=4, open=True, name="vibe-cold",
+                                         kwargs={"autocommit": True}, check=ConnectionPool.check_connection)
+        try:
+            self._pool.wait(timeout=connect_timeout)
+            with self.cursor() as conn:
+                conn.execute(_DDL.format(blob="BYTEA", suffix=""))
+        except BaseException:
+            self._pool.close()
+            raise
+
+    @contextmanager
+    def cursor(self) -> Iterator[Any]:
+        with self._pool.connection() as conn:
+            yield conn
+
+    def close(self) -> None:
+        self._pool.close()
+
+
+class PackedColdStore:
+    """The ColdStore port over one table, SQLite or PostgreSQL (`sqlite(...)`, `postgres(...)`)."""
+
+    def __init__(self, db: _Sqlite | _Postgres, codec: str = "float16", legacy: FileColdStore | None = None):
+        if codec not in CODECS:
+            raise ValueError(f"unknown cold codec {codec!r}; choose one of {sorted(CODECS)}")
+        self.db = db
+        self.codec = codec
+        self.legacy = legacy  # vectors evicted to files before the packed layout
+        p = db.placeholder
+        self._put, self._get, self._delete = (sql.format(p=p) for sql in (_PUT, _GET, _DELETE))
+
+    @classmethod
+    def sqlite(cls, root: Path, codec: str = "float16") -> PackedColdStore:
+        return cls(_Sqlite(root / "cold.sqlite3"), codec, FileColdStore(root, codec))
+
+    @classmethod
+    def postgres(cls, url: str, root: Path, codec: str = "float16") -> PackedColdStore:
+        return cls(_Postgres(url), codec, FileColdStore(root, codec))
+
+    def put(self, tenant: str, space: str, content_hash: str, vector: Sequence[float]) -> tuple[str, int]:
+        data = encode(vector, self.codec)
+        t = tenant_key(tenant)
+        with self.db.cursor() as c:
+            c.execute(self._put, (t, space, content_hash, data))
+        return f"packed:{space}/{t}/{content_hash}", len(data)
+
+    def get(self, tenant: str, space: str, content_hash: str) -> list[float] | None:
+        with self.db.cursor() as c:
+            row = c.execute(self._get, (tenant_key(tenant), space, content_hash)).fetchone()
+        if row is not None:
+            return decode(bytes(row[0]))  # a torn or foreign code decodes to None: the caller re-embeds
+        return self.legacy.get(tenant, space, content_hash) if self.legacy is not None else None
+
+    def delete(self, tenant: str, space: str, content_hash: str) -> None:
+        with self.db.cursor() as c:
+            c.execute(self._delete, (tenant_key(tenant), space, content_hash))
+        if self.legacy is not None:
+            self.legacy.delete(tenant, space, content_hash)
+
+    def held(self, tenant: str, space: str) -> set[str]:
+        """The content hashes a tenant's space has in the table (not the legacy files)."""
+        with self.db.cursor() as c:
+            rows = c.execute(_HELD.format(p=self.db.placeholder), (tenant_key(tenant), space)).fetchall()
+        return {str(r[0]) for r in rows}
+
+    def stored(self) -> tuple[int, int]:
+        """(bytes of codes, vectors) in the table."""
+        with self.db.cursor() as c:
+            size, count = c.execute(_BYTES).fetchone()
+        return int(size), int(count)
+
+    def close(self) -> None:
+        self.db.close()
