@@ -40,6 +40,9 @@ _HELD = "SELECT content_hash FROM cold_codes WHERE tenant = {p} AND space = {p}"
 _BYTES = "SELECT COALESCE(SUM(LENGTH(code)), 0), COUNT(*) FROM cold_codes"
 
 
+VACUUM_EVERY = 512
+
+
 def tenant_key(tenant: str) -> str:
     """A tenant as the cold store names it (the file layout's directory name)."""
     return hashlib.sha256(tenant.encode()).hexdigest()[:24]
@@ -54,12 +57,17 @@ class _Sqlite:
         self._local = threading.local()
         self._all: list[sqlite3.Connection] = []
         self._lock = threading.Lock()
+        self._deleted = 0
         self._conn().execute(_DDL.format(blob="BLOB", suffix=" WITHOUT ROWID"))
 
     def _conn(self) -> sqlite3.Connection:
         conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
         if conn is None:
             conn = sqlite3.connect(self.path, timeout=30, isolation_level=None, check_same_thread=False)
+            # First, on a new file (an existing one keeps its mode): freed pages can be given back
+            # to the file system (`deleted`), not only reused by later puts. A retired space's
+            # expiry deletes all its codes at once, and its disk should come back.
+            conn.execute("PRAGMA auto_vacuum=INCREMENTAL")
             conn.execute("PRAGMA journal_mode=WAL")
             conn.execute("PRAGMA synchronous=NORMAL")  # durable across process crashes in WAL
             conn.execute("PRAGMA busy_timeout=30000")
@@ -71,6 +79,16 @@ class _Sqlite:
     @contextmanager
     def cursor(self) -> Iterator[Any]:
         yield self._conn()  # autocommit: each statement is its own transaction
+
+    def deleted(self, every: int = VACUUM_EVERY) -> None:
+        """Give freed pages back every `every` deletes of this process (cheap: it moves free
+        pages to the end and truncates; no rewrite of live rows)."""
+        with self._lock:
+            self._deleted += 1
+            due = self._deleted % every == 0
+        if due:
+            # executescript steps the pragma to the end (a cursor's execute frees one page a step)
+            self._conn().executescript("PRAGMA incremental_vacuum;")
 
     def close(self) -> None:
         with self._lock:
@@ -100,6 +118,9 @@ class _Postgres:
     def cursor(self) -> Iterator[Any]:
         with self._pool.connection() as conn:
             yield conn
+
+    def deleted(self) -> None:
+        """PostgreSQL's autovacuum reuses the space."""
 
     def close(self) -> None:
         self._pool.close()
@@ -142,6 +163,7 @@ class PackedColdStore:
     def delete(self, tenant: str, space: str, content_hash: str) -> None:
         with self.db.cursor() as c:
             c.execute(self._delete, (tenant_key(tenant), space, content_hash))
+        self.db.deleted()
         if self.legacy is not None:
             self.legacy.delete(tenant, space, content_hash)
 

@@ -195,3 +195,22 @@ def test_packed_vectors_take_about_their_size_on_disk(tmp_path: Path, codec: str
     assert on_disk <= 1.5 * logical, (on_disk, logical)
     # Not asserted, as it depends on the file system (btrfs keeps small files inline): on ext4
     # the same vectors one file each take a 4 KiB block apiece, 5x (float16) to 10x (int8) this.
+
+
+def test_deleted_codes_give_their_disk_back(tmp_path: Path) -> None:
+    """A retired space's expiry deletes all its codes at once; the file shrinks, not only stops growing."""
+    store = PackedColdStore.sqlite(tmp_path)
+    try:
+        for i, v in enumerate(unit(3000, 10)):
+            store.put(TENANT, "retired", f"h{i}", v)
+        store.put(TENANT, "core", "kept", unit(1, 11)[0])
+        conn = store.db._conn()  # type: ignore[union-attr]
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        full = (tmp_path / "cold.sqlite3").stat().st_size
+        for i in range(3000):
+            store.delete(TENANT, "retired", f"h{i}")
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        assert (tmp_path / "cold.sqlite3").stat().st_size < full / 4
+        assert close_to(store.get(TENANT, "core", "kept"), unit(1, 11)[0]) and store.stored()[1] == 1
+    finally:
+        store.close()
