@@ -335,8 +335,13 @@ def storage(inst: Instance) -> dict[str, int]:
     c = inst.c
     rep = c.store.storage_report(TENANT)  # type: ignore[attr-defined]
     cov = c.store.coverage_all(c.settings.space)  # type: ignore[attr-defined]
+    root = c.settings.cold_dir or c.settings.data_dir / "cold"
     return {"embedded_bytes": rep["vectorBytes"], "cold_bytes": rep["coldBytes"], "vectors": rep["vectors"],
-            "cold_vectors": rep["cold"], "ready_docs": cov.get("ready", 0), "cold_docs": cov.get("cold", 0)}
+            "cold_vectors": rep["cold"], "ready_docs": cov.get("ready", 0), "cold_docs": cov.get("cold", 0),
+            # what the cold store takes on disk (allocated blocks: the packed file and its WAL, or
+            # one file per vector with VIBE_COLD_STORE=files), against `cold_bytes`, the codes' size
+            "cold_disk_bytes": sum(p.stat().st_blocks * 512 for p in root.rglob("*") if p.is_file())
+            if root.exists() else 0}
 
 
 # -- arms ---------------------------------------------------------------------------------------

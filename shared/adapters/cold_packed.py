@@ -21,7 +21,6 @@ table names no tenant; no text and no ACL is kept.
 from __future__ import annotations
 
 import hashlib
-import sqlite3
 import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -29,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from shared.adapters.cold_files import CODECS, FileColdStore, decode, encode
+from shared.adapters.sqlite_wal import open_wal
 
 _DDL = ("CREATE TABLE IF NOT EXISTS cold_codes (tenant TEXT NOT NULL, space TEXT NOT NULL, "
         "content_hash TEXT NOT NULL, code {blob} NOT NULL, PRIMARY KEY (tenant, space, content_hash)){suffix}")
@@ -52,50 +52,33 @@ class _Sqlite:
     placeholder = "?"
 
     def __init__(self, path: Path):
-        path.parent.mkdir(parents=True, exist_ok=True)
-        self.path = path
-        self._local = threading.local()
-        self._all: list[sqlite3.Connection] = []
-        self._lock = threading.Lock()
+        # auto_vacuum first, on a new file (an existing one keeps its mode): freed pages can be
+        # given back to the file system (`deleted`), not only reused by later puts. A retired
+        # space's expiry deletes all its codes at once, and its disk should come back.
+        self._db = open_wal(path, _DDL.format(blob="BLOB", suffix=" WITHOUT ROWID") + ";",
+                            first="PRAGMA auto_vacuum=INCREMENTAL;")
+        self._db.execute("PRAGMA synchronous=NORMAL")  # durable across process crashes in WAL
+        self._db.execute("PRAGMA journal_size_limit=1048576")  # the WAL shrinks back to 1 MiB at checkpoints
+        self._lock = threading.RLock()  # one connection for the process's threads (a put takes ~35 us)
         self._deleted = 0
-        self._conn().execute(_DDL.format(blob="BLOB", suffix=" WITHOUT ROWID"))
-
-    def _conn(self) -> sqlite3.Connection:
-        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
-        if conn is None:
-            conn = sqlite3.connect(self.path, timeout=30, isolation_level=None, check_same_thread=False)
-            # First, on a new file (an existing one keeps its mode): freed pages can be given back
-            # to the file system (`deleted`), not only reused by later puts. A retired space's
-            # expiry deletes all its codes at once, and its disk should come back.
-            conn.execute("PRAGMA auto_vacuum=INCREMENTAL")
-            conn.execute("PRAGMA journal_mode=WAL")
-            conn.execute("PRAGMA synchronous=NORMAL")  # durable across process crashes in WAL
-            conn.execute("PRAGMA busy_timeout=30000")
-            self._local.conn = conn
-            with self._lock:
-                self._all.append(conn)
-        return conn
 
     @contextmanager
     def cursor(self) -> Iterator[Any]:
-        yield self._conn()  # autocommit: each statement is its own transaction
+        with self._lock:  # autocommit: each statement is its own transaction
+            yield self._db
 
     def deleted(self, every: int = VACUUM_EVERY) -> None:
         """Give freed pages back every `every` deletes of this process (cheap: it moves free
         pages to the end and truncates; no rewrite of live rows)."""
         with self._lock:
             self._deleted += 1
-            due = self._deleted % every == 0
-        if due:
-            # executescript steps the pragma to the end (a cursor's execute frees one page a step)
-            self._conn().executescript("PRAGMA incremental_vacuum;")
+            if self._deleted % every == 0:
+                # executescript steps the pragma to the end (a cursor's execute frees one page a step)
+                self._db.executescript("PRAGMA incremental_vacuum;")
 
     def close(self) -> None:
         with self._lock:
-            for c in self._all:
-                c.close()
-            self._all.clear()
-        self._local = threading.local()
+            self._db.close()
 
 
 class _Postgres:

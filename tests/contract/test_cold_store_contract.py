@@ -188,7 +188,8 @@ def test_packed_vectors_take_about_their_size_on_disk(tmp_path: Path, codec: str
         for i, v in enumerate(vs):
             packed.put(TENANT, "core", f"h{i}", v)
         assert packed.stored() == (logical, len(vs))
-        packed.db._conn().execute("PRAGMA wal_checkpoint(TRUNCATE)")  # type: ignore[union-attr]
+        with packed.db.cursor() as c:
+            c.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     finally:
         packed.close()
     on_disk = disk_bytes(tmp_path / "packed")
@@ -204,12 +205,13 @@ def test_deleted_codes_give_their_disk_back(tmp_path: Path) -> None:
         for i, v in enumerate(unit(3000, 10)):
             store.put(TENANT, "retired", f"h{i}", v)
         store.put(TENANT, "core", "kept", unit(1, 11)[0])
-        conn = store.db._conn()  # type: ignore[union-attr]
-        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        with store.db.cursor() as c:
+            c.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         full = (tmp_path / "cold.sqlite3").stat().st_size
         for i in range(3000):
             store.delete(TENANT, "retired", f"h{i}")
-        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        with store.db.cursor() as c:
+            c.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         assert (tmp_path / "cold.sqlite3").stat().st_size < full / 4
         assert close_to(store.get(TENANT, "core", "kept"), unit(1, 11)[0]) and store.stored()[1] == 1
     finally:
