@@ -344,15 +344,18 @@ def cold_root(settings: Settings) -> Path:
     return settings.cold_dir or settings.data_dir / "cold"
 
 
-def build_cold(settings: Settings) -> ColdStore:
+def build_cold(settings: Settings, store: StoreOfRecord | None = None) -> ColdStore:
     """Cold vectors packed (VIBE_COLD_STORE=packed): a SQLite file in the cold dir, or a table in
-    PostgreSQL that workers on any host reach; or one file each (`files`) in the data dir or a
-    volume every worker mounts (VIBE_COLD_DIR)."""
+    PostgreSQL that workers on any host reach (through the store's connection pool when given);
+    or one file each (`files`) in the data dir or a volume every worker mounts (VIBE_COLD_DIR)."""
     root = cold_root(settings)
     if settings.cold_store == "files":
         return FileColdStore(root, settings.cold_codec)
     if settings.store == "postgres":
-        return PackedColdStore.postgres(settings.postgres_url, root, settings.cold_codec)
+        from shared.adapters.postgres_store import PostgresStore
+
+        pool = store.pool if isinstance(store, PostgresStore) else None
+        return PackedColdStore.postgres(settings.postgres_url, root, settings.cold_codec, pool)
     return PackedColdStore.sqlite(root, settings.cold_codec)
 
 
@@ -375,8 +378,8 @@ def build_handler(settings: Settings, store: StoreOfRecord, emb: Embedder,
     """The embedding job handler, the same in the API's worker threads and in Celery workers."""
     _check_space(store, settings.space, emb)
     policy = EligibilityPolicy(settings.index_policy)
-    return EmbedHandler(store, emb, policy, settings.embed_fields, settings.job_max_attempts, build_cold(settings),
-                        settings.tenant_daily_tokens, store.clock,
+    return EmbedHandler(store, emb, policy, settings.embed_fields, settings.job_max_attempts,
+                        build_cold(settings, store), settings.tenant_daily_tokens, store.clock,
                         embedders=SpaceEmbedders(settings, store, emb, wrap), default_space=settings.space)
 
 
@@ -398,7 +401,7 @@ def build_lifecycle(settings: Settings, store: StoreOfRecord, queue: JobQueue, b
     backfills = Backfills(store, queue, budget, lambda d: policy.decide_doc(d, settings.embed_fields.get(
         d.key.collection)), limits, store.clock)
     directory = SpaceDirectory(store, settings.space)
-    return Lifecycle(lifecycle_config(settings), store, cold or build_cold(settings), backfills, store.clock,
+    return Lifecycle(lifecycle_config(settings), store, cold or build_cold(settings, store), backfills, store.clock,
                      after_change=after_change, spaces=directory.live, active=directory.active)
 
 

@@ -84,29 +84,42 @@ class _Sqlite:
 class _Postgres:
     placeholder = "%s"
 
-    def __init__(self, url: str, connect_timeout: float = 30.0):
+    def __init__(self, pool: Any, owned: bool):
+        """`pool`: a psycopg ConnectionPool of autocommit connections, the store's (`owned`
+        False: no connection more per process) or one of its own."""
+        self._pool = pool
+        self._owned = owned
+        with self.cursor() as c:
+            c.execute("SELECT pg_advisory_xact_lock(hashtext('vibe:cold_codes'))")  # two starts, one DDL
+            c.execute(_DDL.format(blob="BYTEA", suffix=""))
+
+    @classmethod
+    def connect(cls, url: str, connect_timeout: float = 30.0) -> _Postgres:
         from psycopg_pool import ConnectionPool
 
-        self._pool: Any = ConnectionPool(url, min_size=1, max_size=4, open=True, name="vibe-cold",
-                                         kwargs={"autocommit": True}, check=ConnectionPool.check_connection)
+        pool: Any = ConnectionPool(url, min_size=1, max_size=4, open=True, name="vibe-cold",
+                                   kwargs={"autocommit": True}, check=ConnectionPool.check_connection)
         try:
-            self._pool.wait(timeout=connect_timeout)
-            with self.cursor() as conn:
-                conn.execute(_DDL.format(blob="BYTEA", suffix=""))
+            pool.wait(timeout=connect_timeout)
+            return cls(pool, owned=True)
         except BaseException:
-            self._pool.close()
+            pool.close()
             raise
 
     @contextmanager
     def cursor(self) -> Iterator[Any]:
-        with self._pool.connection() as conn:
-            yield conn
+        from psycopg.rows import tuple_row
+
+        # the store's pool hands out dict rows; the cold store reads columns by position
+        with self._pool.connection() as conn, conn.transaction(), conn.cursor(row_factory=tuple_row) as cur:
+            yield cur
 
     def deleted(self) -> None:
         """PostgreSQL's autovacuum reuses the space."""
 
     def close(self) -> None:
-        self._pool.close()
+        if self._owned:
+            self._pool.close()
 
 
 class PackedColdStore:
@@ -126,8 +139,10 @@ class PackedColdStore:
         return cls(_Sqlite(root / "cold.sqlite3"), codec, FileColdStore(root, codec))
 
     @classmethod
-    def postgres(cls, url: str, root: Path, codec: str = "float16") -> PackedColdStore:
-        return cls(_Postgres(url), codec, FileColdStore(root, codec))
+    def postgres(cls, url: str, root: Path, codec: str = "float16", pool: Any = None) -> PackedColdStore:
+        """On `pool` (the store of record's) when given, else on a pool of its own to `url`."""
+        db = _Postgres(pool, owned=False) if pool is not None else _Postgres.connect(url)
+        return cls(db, codec, FileColdStore(root, codec))
 
     def put(self, tenant: str, space: str, content_hash: str, vector: Sequence[float]) -> tuple[str, int]:
         data = encode(vector, self.codec)

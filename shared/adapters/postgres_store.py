@@ -194,6 +194,11 @@ class PostgresStore(LifecycleSql):
 
     # -- connections -------------------------------------------------------------------
 
+    @property
+    def pool(self) -> ConnectionPool[Conn]:
+        """Its connections, for a side table that needs no pool of its own (the packed cold store)."""
+        return self._pool
+
     @contextmanager
     def _conn(self) -> Iterator[Conn]:
         with self._pool.connection() as conn:

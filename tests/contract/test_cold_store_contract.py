@@ -17,6 +17,7 @@ import pytest
 
 from shared.adapters.cold_files import FileColdStore
 from shared.adapters.cold_packed import PackedColdStore
+from shared.adapters.postgres_store import PostgresStore
 from shared.ports import ColdStore
 
 DIM = 384
@@ -29,11 +30,13 @@ def unit(n: int, seed: int) -> list[list[float]]:
     return (v / np.linalg.norm(v, axis=1, keepdims=True)).tolist()  # type: ignore[no-any-return]
 
 
-@pytest.fixture(params=["files", "sqlite", "postgres"])
+@pytest.fixture(params=["files", "sqlite", "postgres", "postgres-store-pool"])
 def make(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Make]:
-    """A factory of stores over one place (several instances: several processes' views)."""
+    """A factory of stores over one place (several instances: several processes' views). On
+    PostgreSQL with a pool of its own, and through the store of record's pool (as `build`)."""
     opened: list[ColdStore] = []
-    url = request.getfixturevalue("postgres_url") if request.param == "postgres" else ""
+    url = request.getfixturevalue("postgres_url") if request.param.startswith("postgres") else ""
+    record = PostgresStore(url) if request.param == "postgres-store-pool" else None
 
     def new(codec: str = "float16") -> ColdStore:
         store: ColdStore
@@ -42,13 +45,15 @@ def make(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Make]:
         elif request.param == "sqlite":
             store = PackedColdStore.sqlite(tmp_path, codec)
         else:
-            store = PackedColdStore.postgres(url, tmp_path, codec)
+            store = PackedColdStore.postgres(url, tmp_path, codec, record.pool if record is not None else None)
         opened.append(store)
         return store
 
     yield new
     for s in opened:
         s.close()
+    if record is not None:
+        record.close()
 
 
 def close_to(got: list[float] | None, want: list[float], cosine: float = 0.999) -> bool:
