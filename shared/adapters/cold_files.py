@@ -55,6 +55,12 @@ def decode(raw: bytes) -> list[float] | None:
     return None
 
 
+def tenant_key(tenant: str) -> str:
+    """A tenant as the cold store names it (a directory here, a column in the packed table):
+    a digest, so no name on disk reveals a tenant."""
+    return hashlib.sha256(tenant.encode()).hexdigest()[:24]
+
+
 def space_dir(space: str) -> str:
     """The directory of a space: one per space, never shared (a space holds one model and
     dimension, so a retired space's vectors never meet another model's). A name of file-safe
@@ -79,7 +85,7 @@ class FileColdStore:
         self.codec = codec
 
     def _path(self, tenant: str, space: str, content_hash: str) -> Path:
-        tenant_dir = hashlib.sha256(tenant.encode()).hexdigest()[:24]
+        tenant_dir = tenant_key(tenant)
         name = _SAFE.sub("_", content_hash)
         digest = hashlib.sha256(content_hash.encode()).hexdigest()
         return self.root / space_dir(space) / tenant_dir / digest[:2] / f"{name}.{self.codec}"

@@ -10,8 +10,8 @@ fixed part (a 32 KiB WAL index, a WAL of at most ~256 KiB) is as large as the bl
 
 Two homes, the same table:
 - SQLite, a file of its own in `VIBE_COLD_DIR` (embedded profile): WAL, one connection per
-  thread, several processes on one data dir queue on the file lock as the store's do. A local
-  filesystem (SQLite's locks are not safe on NFS).
+  process under a lock, several processes on one data dir queue on the file lock as the store's
+  do. A local filesystem (SQLite's locks are not safe on NFS).
 - PostgreSQL (distributed profile), a table beside the store of record: workers on any host
   rehydrate without a shared volume.
 
@@ -22,14 +22,13 @@ table names no tenant; no text and no ACL is kept.
 
 from __future__ import annotations
 
-import hashlib
 import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from shared.adapters.cold_files import CODECS, FileColdStore, decode, encode
+from shared.adapters.cold_files import CODECS, FileColdStore, decode, encode, tenant_key
 from shared.adapters.sqlite_wal import open_wal
 
 _DDL = ("CREATE TABLE IF NOT EXISTS cold_codes (tenant TEXT NOT NULL, space TEXT NOT NULL, "
@@ -43,11 +42,6 @@ _BYTES = "SELECT COALESCE(SUM(LENGTH(code)), 0), COUNT(*) FROM cold_codes"
 
 
 VACUUM_EVERY = 512
-
-
-def tenant_key(tenant: str) -> str:
-    """A tenant as the cold store names it (the file layout's directory name)."""
-    return hashlib.sha256(tenant.encode()).hexdigest()[:24]
 
 
 class _Sqlite:
