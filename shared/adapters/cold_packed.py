@@ -22,7 +22,10 @@ table names no tenant; no text and no ACL is kept.
 
 from __future__ import annotations
 
+import logging
+import sqlite3
 import threading
+import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -42,17 +45,27 @@ _BYTES = "SELECT COALESCE(SUM(LENGTH(code)), 0), COUNT(*) FROM cold_codes"
 
 
 VACUUM_EVERY = 512
+log = logging.getLogger("vibe.cold")
 
 
 class _Sqlite:
     placeholder = "?"
 
     def __init__(self, path: Path):
-        # auto_vacuum first, on a new file (an existing one keeps its mode): freed pages can be
-        # given back to the file system (`deleted`), not only reused by later puts. A retired
-        # space's expiry deletes all its codes at once, and its disk should come back.
-        self._db = open_wal(path, _DDL.format(blob="BLOB", suffix=" WITHOUT ROWID") + ";",
-                            first="PRAGMA auto_vacuum=INCREMENTAL;")
+        try:
+            self._db = self._open(path)
+        except sqlite3.OperationalError:
+            raise  # locked, unreachable: a healthy file, never set aside
+        except sqlite3.DatabaseError:
+            # Not a database, or damaged (SQLITE_NOTADB, SQLITE_CORRUPT): what it held can be
+            # re-embedded, so the service starts on a new file instead of refusing to, and the
+            # old one is kept aside for whoever wants to look.
+            aside = path.with_name(f"{path.name}.corrupt-{int(time.time())}")
+            log.error("cold store unreadable; kept aside, starting a new one", extra={"kept": str(aside)})
+            path.rename(aside)
+            for suffix in ("-wal", "-shm"):
+                path.with_name(path.name + suffix).unlink(missing_ok=True)
+            self._db = self._open(path)
         self._db.execute("PRAGMA synchronous=NORMAL")  # durable across process crashes in WAL
         # The WAL is checkpointed at 256 KiB (not 4 MiB) and then truncated: beside a small cold store it
         # was most of the disk the store took (bench lifecycle, Cranfield: 97 vectors, 76 KB of codes).
@@ -60,6 +73,16 @@ class _Sqlite:
         self._db.execute("PRAGMA journal_size_limit=0")
         self._lock = threading.RLock()  # one connection for the process's threads (a put takes ~35 us)
         self._deleted = 0
+
+    @staticmethod
+    def _open(path: Path) -> sqlite3.Connection:
+        # auto_vacuum first, on a new file (an existing one keeps its mode): freed pages can be
+        # given back to the file system (`deleted`), not only reused by later puts. A retired
+        # space's expiry deletes all its codes at once, and its disk should come back.
+        db = open_wal(path, _DDL.format(blob="BLOB", suffix=" WITHOUT ROWID") + ";",
+                      first="PRAGMA auto_vacuum=INCREMENTAL;")
+        db.execute("SELECT COUNT(*) FROM (SELECT 1 FROM cold_codes LIMIT 1)").fetchone()  # readable at all
+        return db
 
     @contextmanager
     def cursor(self) -> Iterator[Any]:
@@ -151,8 +174,14 @@ class PackedColdStore:
         return f"packed:{space}/{t}/{content_hash}", len(data)
 
     def get(self, tenant: str, space: str, content_hash: str) -> list[float] | None:
-        with self.db.cursor() as c:
-            row = c.execute(self._get, (tenant_key(tenant), space, content_hash)).fetchone()
+        try:
+            with self.db.cursor() as c:
+                row = c.execute(self._get, (tenant_key(tenant), space, content_hash)).fetchone()
+        except sqlite3.OperationalError:
+            raise  # locked past the busy timeout: the job is retried, nothing is re-embedded
+        except sqlite3.DatabaseError:  # a damaged page: re-embedding is the cost, not a failed job
+            log.warning("cold store read failed; the vector is embedded again", exc_info=True)
+            row = None
         if row is not None:
             return decode(bytes(row[0]))  # a torn or foreign code decodes to None: the caller re-embeds
         return self.legacy.get(tenant, space, content_hash) if self.legacy is not None else None

@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import sqlite3
 import threading
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -220,4 +222,50 @@ def test_deleted_codes_give_their_disk_back(tmp_path: Path) -> None:
         assert (tmp_path / "cold.sqlite3").stat().st_size < full / 4
         assert close_to(store.get(TENANT, "core", "kept"), unit(1, 11)[0]) and store.stored()[1] == 1
     finally:
+        store.close()
+
+
+def test_an_unreadable_sqlite_file_is_kept_aside_and_a_new_one_started(tmp_path: Path) -> None:
+    """A torn or foreign `cold.sqlite3` must not keep the service from starting: what it held
+    can be embedded again. The old file is kept for whoever wants to look."""
+    (tmp_path / "cold.sqlite3").write_bytes(b"not a database, " * 512)
+    store = PackedColdStore.sqlite(tmp_path)
+    try:
+        v = unit(1, 12)[0]
+        store.put(TENANT, "core", "h1", v)
+        assert close_to(store.get(TENANT, "core", "h1"), v)
+    finally:
+        store.close()
+    kept = [p.name for p in tmp_path.iterdir() if p.name.startswith("cold.sqlite3.corrupt-")]
+    assert len(kept) == 1 and (tmp_path / kept[0]).read_bytes().startswith(b"not a database")
+
+
+def test_a_damaged_read_answers_none_and_a_locked_one_raises(tmp_path: Path) -> None:
+    """None makes the caller embed again; a lock is not damage (the job is retried instead)."""
+    store = PackedColdStore.sqlite(tmp_path)
+    store.put(TENANT, "core", "h1", unit(1, 13)[0])
+
+    class Failing:
+        def __init__(self, error: Exception):
+            self.error = error
+
+        def execute(self, *_: object) -> None:
+            raise self.error
+
+    real = store.db.cursor
+    try:
+        for error, raises in ((sqlite3.DatabaseError("database disk image is malformed"), False),
+                              (sqlite3.OperationalError("database is locked"), True)):
+            @contextmanager
+            def failing(e: Exception = error) -> Iterator[Failing]:
+                yield Failing(e)
+
+            store.db.cursor = failing  # type: ignore[method-assign]
+            if raises:
+                with pytest.raises(sqlite3.OperationalError):
+                    store.get(TENANT, "core", "h1")
+            else:
+                assert store.get(TENANT, "core", "h1") is None
+    finally:
+        store.db.cursor = real  # type: ignore[method-assign]
         store.close()
