@@ -114,6 +114,8 @@ class _Metrics:
                                        "Syncs on a request path that could not write the index (retried later)",
                                        ["follower"])
         self.backfill_queued = Counter("vibe_backfill_queued_total", "Jobs queued by backfills", ["kind"])
+        self.backfill_cancelled = Counter("vibe_backfill_cancelled_total",
+                                          "Backfills stopped because their reason ended (a promotion undone)", ["kind"])
         # Activation retires the old space at once; its vectors move to the cold store in the background.
         self.retired_moved = Counter("vibe_retired_vectors_moved_total",
                                      "Vectors of retired spaces moved to the cold store (background, in batches)")

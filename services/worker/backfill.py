@@ -60,7 +60,22 @@ class Backfills:
         if self._backpressure():
             METRICS.budget_denied.labels(budget="backpressure").inc()
             return 0
-        return sum(self.step(t) for t in self.store.tasks(running_only=True))
+        tasks = self.store.tasks(running_only=True)
+        eager = self.store.promoted() if any(t.kind == "promote" for t in tasks) else set()
+        return sum(self.step(t) for t in tasks if self._still_wanted(t, eager))
+
+    def _still_wanted(self, task: BackfillTask, eager: set[tuple[str, str]]) -> bool:
+        """A promotion's backfill ends with the promotion. Without this, a collection demoted
+        (by an operator or for idleness) went on being embedded on the bulk lane, spending the
+        tenant's provider budget on vectors the next eviction sends to the cold store. Checked
+        against the store at every step, so a demotion through any replica stops it."""
+        if task.kind != "promote" or (task.tenant, task.collection) in eager:
+            return True
+        self.store.update_task(task.id, task.cursor, task.examined, task.queued, "cancelled", self.clock())
+        METRICS.backfill_cancelled.labels(kind=task.kind).inc()
+        log.info("backfill cancelled: the collection is no longer eager",
+                 extra={"task": task.id, "kind": task.kind, "examined": task.examined, "queued": task.queued})
+        return False
 
     def _backpressure(self) -> bool:
         try:

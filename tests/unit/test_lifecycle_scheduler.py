@@ -279,6 +279,41 @@ def test_a_new_promotion_replaces_an_unfinished_task(rig: Rig) -> None:
     assert states == {first.id: "cancelled", second.id: "running"}
 
 
+@pytest.mark.parametrize("how", ["manual", "idle"])
+def test_a_demotion_stops_the_promotion_backfill(opener: Opener, tmp_path: Path,  # noqa: F811
+                                                monkeypatch: pytest.MonkeyPatch, how: str) -> None:
+    """A demoted collection is not embedded any further on the bulk lane: its vectors would be
+    paid for and then evicted. Another collection's promotion goes on."""
+    rig = Rig(opener, tmp_path, monkeypatch, per_minute=2)
+    try:
+        keys = [rig.put(f"d{i}") for i in range(6)]
+        others = [rig.put(f"o{i}", c="o") for i in range(3)]
+        rig.query(5, 4)
+        rig.query(5, 4, c="o")
+        rig.lifecycle.tick()
+        assert rig.store.promoted() == {("t", "c"), ("t", "o")}
+        rig.lifecycle.run_backfills()
+        first = {j.key for j in rig.queue.take()}
+        assert first and first <= {*keys, *others}
+        if how == "manual":
+            assert rig.lifecycle.set_mode("t", "c", eager=False)
+        else:
+            rig.advance(POLICY.demote_idle_seconds - 60)
+            rig.query(1, 0, c="o")  # o keeps being asked
+            rig.advance(120)
+            assert rig.lifecycle.tick().demoted == ["t/c"]
+        for _ in range(5):
+            rig.mono[0] += 60
+            rig.lifecycle.run_backfills()
+        rest = {j.key for j in rig.queue.take()}
+        assert not rest & set(keys), "a demoted collection was embedded further"
+        assert {*first, *rest} >= set(others)
+        states = {t.collection: t.state for t in rig.store.tasks("t")}
+        assert states == {"c": "cancelled", "o": "done"}
+    finally:
+        rig.store.close()
+
+
 # -- eviction, rehydration, pruning ------------------------------------------------------------------------
 
 
