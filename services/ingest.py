@@ -8,7 +8,8 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, ProgressColumn, Task, TextColumn, TimeRemainingColumn
+from rich.text import Text
 
 
 def _batches(file: Path, size: int) -> Iterator[list[dict[str, Any]]]:
@@ -33,11 +34,18 @@ def _count_lines(file: Path) -> int:
         return sum(1 for line in fh if line.strip())
 
 
+class _Rate(ProgressColumn):
+    """Documents per second, whole (rich's speed is a raw float, and None before the first batch)."""
+
+    def render(self, task: Task) -> Text:
+        return Text(f"{task.speed:,.0f} docs/s" if task.speed else "- docs/s")
+
+
 def ingest_file(file: Path, collection: str, base: str, key: str, batch: int) -> dict[str, Any]:
     total = _count_lines(file)
     accepted = rejected = 0
     errors: list[dict[str, Any]] = []
-    cols = (TextColumn("[bold]ingest"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.speed} docs/s"),
+    cols = (TextColumn("[bold]ingest"), BarColumn(), MofNCompleteColumn(), _Rate(),
             TimeRemainingColumn())
     with httpx.Client(base_url=base, headers={"Authorization": f"Bearer {key}"}, timeout=600) as client, \
             Progress(*cols) as progress:

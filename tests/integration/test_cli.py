@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -26,6 +27,9 @@ def test_ingest_jsonl(server: Served, tmp_path: Path) -> None:
     assert out.returncode == 0, out.stderr
     summary = json.loads(out.stdout.strip().splitlines()[-1])
     assert summary == {"accepted": 2500, "rejected": 0, "errors": []}
+    bar = out.stdout + out.stderr
+    assert "2500/2500" in bar and re.search(r"\b[\d,]+ docs/s", bar), bar
+    assert not re.search(r"\d\.\d+ docs/s", bar), bar  # a rate, not a raw float
     cov = server.call("GET", "/semantic/coverage?collection=jsonl", "k-admin-a").json()
     assert cov["total"] == 2500
 
