@@ -16,13 +16,15 @@ Two homes, the same table:
   rehydrate without a shared volume.
 
 Vectors evicted before this layout (files under the same cold dir) are still read, and deleted
-with their key; new ones go to the table. Tenants are hashed as in the file layout, so the
+with their key (`legacy_files`: only where the dir held such files at start); new ones go to
+the table. Tenants are hashed as in the file layout, so the
 table names no tenant; no text and no ACL is kept.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import sqlite3
 import threading
 import time
@@ -144,6 +146,20 @@ class _Postgres:
             self._pool.close()
 
 
+def legacy_files(root: Path, codec: str) -> FileColdStore | None:
+    """The file layout under `root` when it holds any (a directory per space), else None.
+
+    Nothing writes files once the packed layout is in use, so a cold dir without them at start
+    never gets any: every fresh embedding then skips two failed file opens (its cold lookup
+    finds nothing in the table first), and every delete two unlinks."""
+    try:
+        with os.scandir(root) as entries:
+            found = any(e.is_dir(follow_symlinks=False) for e in entries)
+    except OSError:  # no cold dir yet
+        return None
+    return FileColdStore(root, codec) if found else None
+
+
 class PackedColdStore:
     """The ColdStore port over one table, SQLite or PostgreSQL (`sqlite(...)`, `postgres(...)`)."""
 
@@ -158,13 +174,13 @@ class PackedColdStore:
 
     @classmethod
     def sqlite(cls, root: Path, codec: str = "float16") -> PackedColdStore:
-        return cls(_Sqlite(root / "cold.sqlite3"), codec, FileColdStore(root, codec))
+        return cls(_Sqlite(root / "cold.sqlite3"), codec, legacy_files(root, codec))
 
     @classmethod
     def postgres(cls, url: str, root: Path, codec: str = "float16", pool: Any = None) -> PackedColdStore:
         """On `pool` (the store of record's) when given, else on a pool of its own to `url`."""
         db = _Postgres(pool, owned=False) if pool is not None else _Postgres.connect(url)
-        return cls(db, codec, FileColdStore(root, codec))
+        return cls(db, codec, legacy_files(root, codec))
 
     def put(self, tenant: str, space: str, content_hash: str, vector: Sequence[float]) -> tuple[str, int]:
         data = encode(vector, self.codec)

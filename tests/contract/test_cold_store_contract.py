@@ -155,6 +155,28 @@ def test_vectors_evicted_to_files_before_are_read_and_deleted(kind: str, tmp_pat
         packed.close()
 
 
+def test_without_files_from_before_no_file_is_looked_up(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A cold dir that held no files at start gets none later (packed writes none): a miss, a
+    put and a delete never touch the file layout. One that held some keeps reading them."""
+    looked: list[str] = []
+    monkeypatch.setattr(FileColdStore, "get", lambda self, *a: looked.append("get"))
+    monkeypatch.setattr(FileColdStore, "delete", lambda self, *a: looked.append("delete"))
+    v = unit(1, 8)[0]
+    for root, before in ((tmp_path / "new", False), (tmp_path / "old", True)):
+        if before:
+            (root / "core").mkdir(parents=True)  # a space directory of the file layout
+        packed = PackedColdStore.sqlite(root)
+        try:
+            assert packed.get(TENANT, "core", "missing") is None
+            packed.put(TENANT, "core", "h1", v)
+            assert close_to(packed.get(TENANT, "core", "h1"), v)
+            packed.delete(TENANT, "core", "h1")
+        finally:
+            packed.close()
+        assert looked == (["get", "delete"] if before else []), root
+        looked.clear()
+
+
 def _writer(root: str, part: int, n: int) -> None:
     store = PackedColdStore.sqlite(Path(root))
     try:
