@@ -392,8 +392,20 @@ def reactivate(c: Container, tenant: str, space: str, active: str, building: lis
     c.follower.sync()
     return {"space": space, "state": "active", "reactivated": True, **_retired_body(c, tenant, active, now),
             "rehydration": {"fromCold": int(states.get("cold", 0)), "realigned": realigned,
-                            "toEmbed": sum(int(states.get(s, 0)) for s in ("none", "stale", "failed")),
-                            **backfill}}
+                            "toEmbed": _rollback_embeds(c, tenant, space, states), **backfill}}
+
+
+def _rollback_embeds(c: Container, tenant: str, space: str, states: dict[str, object]) -> int:
+    """What the `rehydrate` backfill embeds with a provider call (services/worker/backfill.py):
+    documents edited since the retirement (`stale`), and in eager collections every document
+    without a vector; elsewhere a document never embedded waits for its first touch."""
+    n = int(states.get("stale", 0))  # type: ignore[call-overload]
+    for t, collection in sorted(c.store.promoted()):
+        if t == tenant:
+            coll = c.store.coverage(tenant, collection, space)["states"]
+            assert isinstance(coll, dict)
+            n += sum(int(coll.get(s, 0)) for s in ("none", "failed"))
+    return n
 
 
 @router.post("/semantic/spaces/{space}/activate", dependencies=AUTHENTICATED,

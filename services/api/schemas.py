@@ -623,7 +623,9 @@ class ColdSize(BaseModel):
 class Rehydration(BaseModel):
     model_config = ConfigDict(extra="allow")
     fromCold: int = Field(description="documents whose vector comes back from the cold store (no provider call)")
-    toEmbed: int = Field(description="documents edited or written since the retirement: embedded normally")
+    toEmbed: int = Field(description="documents the rehydration embeds with a provider call: those edited since "
+                                     "the retirement, and in eager collections every document without a vector (in "
+                                     "a lazy one a document never embedded waits for its first touch)")
     realigned: int = Field(description="rows brought up to date with the documents")
     queued: int
     task: Backfill

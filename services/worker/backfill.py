@@ -61,8 +61,8 @@ class Backfills:
             METRICS.budget_denied.labels(budget="backpressure").inc()
             return 0
         tasks = self.store.tasks(running_only=True)
-        eager = self.store.promoted() if any(t.kind == "promote" for t in tasks) else set()
-        return sum(self.step(t) for t in tasks if self._still_wanted(t, eager))
+        eager = self.store.promoted() if any(t.kind in ("promote", "rehydrate") for t in tasks) else set()
+        return sum(self.step(t, eager) for t in tasks if self._still_wanted(t, eager))
 
     def _still_wanted(self, task: BackfillTask, eager: set[tuple[str, str]]) -> bool:
         """A promotion's backfill ends with the promotion. Without this, a collection demoted
@@ -84,7 +84,11 @@ class Backfills:
             return False
         return sum(v for k, v in depth.items() if k != "unreachable") >= self.limits.backpressure
 
-    def step(self, task: BackfillTask) -> int:
+    def step(self, task: BackfillTask, eager: set[tuple[str, str]] | None = None) -> int:
+        """One step of `task`; `eager`: the promoted collections (read from the store if None
+        and the task needs them)."""
+        if eager is None:
+            eager = self.store.promoted() if task.kind == "rehydrate" else set()
         keys = self.store.keys_after(task.tenant, task.collection, task.cursor, self.limits.step_docs)
         now = self.clock()
         if not keys:
@@ -98,7 +102,7 @@ class Backfills:
         handled = 0
         for k in keys:
             side, doc = sides.get(k), docs.get(k)
-            if doc is not None and side is not None and self._wants_embedding(task, doc, side):
+            if doc is not None and side is not None and self._wants_embedding(task, doc, side, eager):
                 if len(todo) >= room:
                     break  # out of budget: resume at this document next step
                 todo.append(side)
@@ -127,9 +131,16 @@ class Backfills:
             sides = self.store.sidecars(keys, space)
         return sides
 
-    def _wants_embedding(self, task: BackfillTask, doc: StoredDoc, side: SidecarEntry) -> bool:
+    def _wants_embedding(self, task: BackfillTask, doc: StoredDoc, side: SidecarEntry,
+                         eager: set[tuple[str, str]]) -> bool:
         if side.status in EMBEDDABLE:
-            return True
+            if task.kind != "rehydrate" or side.cold_ref is not None or side.status == SemanticStatus.STALE:
+                return True
+            # A rollback restores what the space held: evicted vectors (no provider call) and
+            # documents edited since that had one. A document it never embedded stays as a
+            # write leaves it: embedded in an eager collection, on its first touch elsewhere.
+            # Embedding those too made a lazy tenant's rollback embed its whole corpus.
+            return (doc.key.tenant, doc.key.collection) in eager
         if side.status == SemanticStatus.READY:
             return task.force
         if side.status in RECHECK and side.reason != "budget":

@@ -160,6 +160,9 @@ def test_a_retired_space_comes_back_from_the_cold_store(
         assert srv.call("DELETE", "/v1/collections/c/docs/d2").status_code == 200
         revoked = {k: v for k, v in SECRET.items() if k != "_id"}
         assert srv.call("PUT", "/v1/collections/c/docs/secret", {**revoked, "_acl": ["user:admin"]}).status_code == 200
+        # a document written meanwhile, never touched: c is lazy, so the rollback leaves it lazy too
+        note = {"_id": "n1", "title": "Harbour notes", "body": "a new note about harbour cranes"}
+        assert srv.call("PUT", "/v1/collections/c/docs/n1", note).status_code == 201
 
         # -- forward to v2 again: no provider call for unchanged content ---------------------
         clock.t += 3600
@@ -171,6 +174,8 @@ def test_a_retired_space_comes_back_from_the_cold_store(
         wait_for(lambda: srv.settled("v2", len(ALL) - 1), 30, "v2 to rehydrate and embed the edited document")
         sent = _doc_texts(api, before)
         assert len(sent) == 1 and "aileron buzz" in sent[0]  # only the edited document went to the provider
+        lazy = srv.container.store.sidecar(DocKey("ta", "c", "n1"), "v2")
+        assert lazy is not None and lazy.status.value == "none"  # embedded on its first touch
         res = srv.read("flutter report", "hybrid")
         assert res["diagnostics"]["space"] == "v2" and res["diagnostics"]["model"] == "openai:test-embed"
         found = {h["id"] for h in res["results"] if "semantic" in h["matchedBy"]}

@@ -901,7 +901,7 @@ export interface components {
             fromCold: number;
             /**
              * Toembed
-             * @description documents edited or written since the retirement: embedded normally
+             * @description documents the rehydration embeds with a provider call: those edited since the retirement, and in eager collections every document without a vector (in a lazy one a document never embedded waits for its first touch)
              */
             toEmbed: number;
             /**
