@@ -550,6 +550,15 @@ class ReadSession:
         cap = self.p.cfg.per_query_max_embeds
         wanted = [e for e in cold if not _evicted(e)][:cap]
         free = [e for e in cold if _evicted(e)][:cap]
+        if wanted and self.semantic.reason == "budget":
+            # The daily cap refused this query's own embedding a moment ago: the tenant's day is
+            # spent, and each job would only be turned `deferred` by the worker. Queued anyway,
+            # every read of a spent tenant flipped its candidates to `deferred` and said
+            # "Warming up… N results are being indexed" for results that never came.
+            self.budget_limited = len(wanted)
+            METRICS.budget_denied.labels(budget="daily_tokens").inc(self.budget_limited)
+            self._enqueue(free)
+            return
         granted = self.p.budget.take(self.principal.tenant, len(wanted)) if wanted else 0
         self.budget_limited = len(wanted) - granted
         if self.budget_limited:
@@ -925,7 +934,12 @@ class ReadSession:
 
     def warming(self) -> dict[str, object]:
         n = len(self.pending)
-        msg = f"Warming up… {n} results are being indexed" if n else "Nothing to warm up"
+        if n:
+            msg = f"Warming up… {n} results are being indexed"
+        elif self.budget_limited:
+            msg = f"Embedding budget reached: {self.budget_limited} results wait for it"
+        else:
+            msg = "Nothing to warm up"
         return {"queued": n, "message": msg}
 
     def diagnostics(self, final: bool = False) -> dict[str, object]:

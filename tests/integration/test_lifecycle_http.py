@@ -175,15 +175,25 @@ def test_a_tenant_over_its_daily_cap_reads_lexically_without_a_query_embedding(
         keyword = capped.read("k-admin-a", collection="qc", q="gust loads certification",
                               semantic={"strategy": "keyword"}, limit=10).json()["results"]
         assert keyword
+        late = {"_id": "late", "title": "Gust loads memo", "body": "a late memo on gust loads certification"}
+        assert capped.bulk("k-admin-a", "qc", [late]).status_code == 200  # a cold candidate of the next reads
         calls = api.requests
+        before = capped.call("GET", "/semantic/coverage?collection=qc", "k-admin-a").json()
 
         r = capped.read("k-admin-a", collection="qc", q="gust loads certification", semantic={"strategy": "hybrid"},
                         limit=10)
         assert r.status_code == 200
         out = r.json()
-        assert [h["id"] for h in out["results"]] == [h["id"] for h in keyword]  # the lexical ranking
+        ids = [h["id"] for h in out["results"]]
+        assert "late" in ids and [i for i in ids if i != "late"] == [h["id"] for h in keyword]  # the lexical ranking
         sem = out["diagnostics"]["semantic"]
         assert (sem["state"], sem["reason"]) == ("degraded", "budget")
+        # nothing queued for a worker to refuse: the answer says the budget holds its candidates back
+        assert sem["queued"] == 0 and sem["budgetLimited"] >= 1, sem
+        assert out["warming"] == {"queued": 0, "message": f"Embedding budget reached: {sem['budgetLimited']} "
+                                                          "results wait for it"}
+        after = capped.call("GET", "/semantic/coverage?collection=qc", "k-admin-a").json()
+        assert after["states"] == before["states"]  # no candidate turned `deferred` by this read
         events = capped.stream("k-admin-a", collection="qc", q="composite structures flight",
                                semantic={"strategy": "hybrid"}, limit=10)
         assert events[0][0] == "lexical" and events[0][1]["results"]
