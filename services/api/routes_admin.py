@@ -15,16 +15,16 @@ from services.api.schemas import (
     METRICS_TEXT,
     OPTIONAL_BEARER,
     Coverage,
+    DocStatus,
     Health,
     Lag,
     Mismatch,
     QueueDepth,
     Readiness,
-    SemanticState,
     errors,
     ok,
 )
-from services.planner.planner import semantic_projection
+from services.planner.planner import iso_ms, semantic_projection
 from services.wiring import Container
 from shared.errors import ErrorCode, VibeError
 from shared.model import DocKey, EmbedJob, Principal, SemanticStatus, SidecarEntry
@@ -38,7 +38,7 @@ def _c(request: Request) -> Container:
 
 
 @router.get("/semantic/status", dependencies=AUTHENTICATED, responses={
-    **ok(SemanticState, "the document's `__semantic` in the active space"), **errors(400, 404)})
+    **ok(DocStatus, "the document's `__semantic` in the active space and its lifecycle"), **errors(400, 404)})
 async def get_status(request: Request, collection: str = Query(description="the document's collection"),
                      _id: str = Query(description="the document's id"),
                      p: Principal = Depends(require("admin"))) -> JSONResponse:
@@ -49,7 +49,10 @@ async def get_status(request: Request, collection: str = Query(description="the 
         raise VibeError(ErrorCode.NOT_FOUND, "document not found")
     space = await run_in_threadpool(c.spaces.active, p.tenant)
     side = await run_in_threadpool(c.store.sidecar, key, space)
-    return JSONResponse(semantic_projection(side, space))
+    life = await run_in_threadpool(c.lifecycle.doc_state, key, side)
+    return JSONResponse({**semantic_projection(side, space), "lifecycle": {
+        "eager": life.eager, "lastUsedAt": iso_ms(life.last_used_at), "touches": life.touches,
+        "pinnedUntil": iso_ms(life.pinned_until), "evictableAt": iso_ms(life.evictable_at)}})
 
 
 @router.get("/semantic/coverage", dependencies=AUTHENTICATED, responses={

@@ -286,6 +286,23 @@ class SemanticState(BaseModel):
     reason: str | SkipJsonSchema[None] = None
 
 
+class DocLifecycle(BaseModel):
+    eager: bool = Field(description="its collection embeds on write; its vectors are never evicted")
+    lastUsedAt: str | None = Field(description="its last touch or appearance on a page")
+    touches: float = Field(description="touches decayed to now (half-life VIBE_USAGE_HALF_LIFE_SECONDS); "
+                                       "VIBE_DOC_PROMOTE_TOUCHES pins it")
+    pinnedUntil: str | None = Field(description="the end of its current pin (a pinned vector is not evicted)")
+    evictableAt: str | None = Field(description="a ready vector in a lazy collection: from then the scheduler's "
+                                                "next tick moves it to the cold store unless it is used before "
+                                                "(VIBE_EVICT_IDLE_SECONDS after its last use or embedding)")
+
+
+class DocStatus(SemanticState):
+    """GET /semantic/status: `__semantic` and what the lifecycle scheduler knows of the document."""
+
+    lifecycle: DocLifecycle
+
+
 SCORE_TEXT = (
     "in (0, 1], higher is better, comparable within one answer and across the pages of one query. "
     "keyword: BM25 divided by the best BM25 of the caller's results (1 = the best match); semantic: "

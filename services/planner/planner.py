@@ -990,7 +990,7 @@ def semantic_projection(side: SidecarEntry | None, space: str) -> dict[str, obje
         return {"status": SemanticStatus.NONE.value, "lastEmbeddedAt": None, "space": space}
     out: dict[str, object] = {
         "status": visible_status(side),
-        "lastEmbeddedAt": _iso(side.last_embedded_at),
+        "lastEmbeddedAt": iso_ms(side.last_embedded_at),
         "space": side.space,
     }
     if side.reason:
@@ -998,7 +998,8 @@ def semantic_projection(side: SidecarEntry | None, space: str) -> dict[str, obje
     return out
 
 
-def _iso(ts: float | None) -> str | None:
+def iso_ms(ts: float | None) -> str | None:
+    """A stamp as the read and admin surfaces show it: UTC, milliseconds."""
     if ts is None:
         return None
     return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(ts)) + f".{int(ts % 1 * 1000):03d}Z"

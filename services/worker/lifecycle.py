@@ -82,6 +82,15 @@ class TickReport:
         return dict(self.__dict__)
 
 
+@dataclass(frozen=True)
+class DocLifecycle:
+    eager: bool  # its collection embeds on write (never evicted)
+    last_used_at: float | None
+    touches: float  # decayed to now (a pin comes at `doc_promote_touches`)
+    pinned_until: float | None  # a current pin only
+    evictable_at: float | None  # a ready vector: from then the next tick moves it cold unless it is used
+
+
 class Lifecycle:
     def __init__(self, cfg: LifecycleConfig, store: StoreOfRecord, cold: ColdStore, backfills: Backfills,
                  clock: Callable[[], float] = time.time, after_change: Callable[[], object] | None = None,
@@ -340,6 +349,22 @@ class Lifecycle:
             self.after_change()
 
     # -- operator decisions ----------------------------------------------------------------------
+
+    def doc_state(self, key: DocKey, side: SidecarEntry | None) -> DocLifecycle:
+        """What the scheduler knows and will do about one document (GET /semantic/status): the
+        per-document counterpart of a collection's promotion reason and figures."""
+        now = self.clock()
+        u = self.store.doc_usage(key) or {}
+        eager = (key.tenant, key.collection) in self.store.promoted()
+        decayed_at, last_used, until = u.get("decayed_at"), u.get("last_used_at"), u.get("pinned_until")
+        touches = (u.get("touches") or 0.0) * 2.0 ** (((decayed_at or now) - now) / self.cfg.half_life_seconds)
+        pinned = until if until is not None and until > now else None
+        evictable = None
+        if side is not None and side.status == SemanticStatus.READY and not eager:
+            # the terms of Store.eviction_candidates: idle since its last use or embedding, not pinned
+            used = max(last_used or 0.0, side.last_embedded_at or 0.0)
+            evictable = max(used + self.cfg.evict_idle_seconds, pinned or 0.0)
+        return DocLifecycle(eager, last_used, round(touches, 3), pinned, evictable)
 
     def set_mode(self, tenant: str, collection: str, eager: bool) -> bool:
         now = self.clock()

@@ -91,3 +91,56 @@ def test_the_daily_cap_and_usage_by_day_roll_over_at_simulated_midnight(
         assert 0 < days[0]["tokens"] <= 60 and days[0]["calls"] >= 1
     finally:
         srv.close()
+
+
+@pytest.mark.parametrize("store", ["sqlite", "postgres"])
+def test_a_documents_status_says_when_the_scheduler_will_evict_it(
+        store: str, api: OpenAIProtocolServer, tmp_path: Path, request: pytest.FixtureRequest) -> None:
+    """GET /semantic/status shows a document's lifecycle: its last use, decayed touches, pin and
+    the time from which the scheduler moves its vector to the cold store; the tick evicts it
+    then and not before, and an eager collection's documents have no such time."""
+    t0 = MIDNIGHT - 3600.0
+    clock = ManualClock(t0)
+    extra: dict[str, Any] = {"store": store}
+    if store == "postgres":
+        extra["postgres_url"] = request.getfixturevalue("postgres_url")
+    settings = Settings(data_dir=tmp_path / "data", embedder="openai", openai_base_url=api.base_url,
+                        embed_model="test-embed", api_keys=KEYS, evict_idle_seconds=1800.0,
+                        scheduler_interval_seconds=3600.0, **extra)  # ticks are the test's own
+    srv = InProcess(settings, clock)
+    c = srv.container
+
+    def status(doc: str) -> dict[str, Any]:
+        r = srv.client.get(f"/semantic/status?collection=c&_id={doc}")
+        assert r.status_code == 200, r.text
+        return r.json()  # type: ignore[no-any-return]
+
+    try:
+        assert srv.client.post("/v1/collections/c/docs:bulk", json={"docs": DOCS}).status_code == 200
+        never = status("d0")
+        assert never["status"] == "none" and never["lifecycle"] == {
+            "eager": False, "lastUsedAt": None, "touches": 0.0, "pinnedUntil": None, "evictableAt": None}
+        srv.read("flutter report", "keyword")  # touches all six
+        wait_for(srv.settled, 30, "the touched documents to be embedded")
+        assert c.planner.usage is not None and c.planner.usage.flush(c.store)
+        clock.t = t0 + 600.0
+        ready = status("d0")
+        life = ready["lifecycle"]
+        assert ready["status"] == "ready" and life["lastUsedAt"] == "2001-03-04T23:00:00.000Z"
+        assert life["evictableAt"] == "2001-03-04T23:30:00.000Z"  # idle 1800 s after its last use
+        assert 0 < life["touches"] <= 1 and life["pinnedUntil"] is None and life["eager"] is False
+
+        clock.t = t0 + 1799.0
+        assert c.lifecycle.tick().evicted == 0  # not yet
+        clock.t = t0 + 1801.0
+        assert c.lifecycle.tick().evicted == len(DOCS)
+        cold = status("d0")
+        assert cold["status"] == "cold" and cold["lifecycle"]["evictableAt"] is None
+        assert cold["lifecycle"]["lastUsedAt"] == life["lastUsedAt"]
+
+        assert srv.client.post("/semantic/promote", json={"collection": "c"}).status_code == 200
+        wait_for(lambda: status("d1")["status"] == "ready", 30, "the promotion to bring d1 back")
+        eager = status("d1")["lifecycle"]
+        assert eager["eager"] is True and eager["evictableAt"] is None  # an eager collection is never evicted
+    finally:
+        srv.close()

@@ -620,6 +620,52 @@ export interface components {
         } & {
             [key: string]: unknown;
         };
+        /** DocLifecycle */
+        DocLifecycle: {
+            /**
+             * Eager
+             * @description its collection embeds on write; its vectors are never evicted
+             */
+            eager: boolean;
+            /**
+             * Lastusedat
+             * @description its last touch or appearance on a page
+             */
+            lastUsedAt: string | null;
+            /**
+             * Touches
+             * @description touches decayed to now (half-life VIBE_USAGE_HALF_LIFE_SECONDS); VIBE_DOC_PROMOTE_TOUCHES pins it
+             */
+            touches: number;
+            /**
+             * Pinneduntil
+             * @description the end of its current pin (a pinned vector is not evicted)
+             */
+            pinnedUntil: string | null;
+            /**
+             * Evictableat
+             * @description a ready vector in a lazy collection: from then the scheduler's next tick moves it to the cold store unless it is used before (VIBE_EVICT_IDLE_SECONDS after its last use or embedding)
+             */
+            evictableAt: string | null;
+        };
+        /**
+         * DocStatus
+         * @description GET /semantic/status: `__semantic` and what the lifecycle scheduler knows of the document.
+         */
+        DocStatus: {
+            /**
+             * Status
+             * @description none, queued, ready, stale, failed, skipped, deferred, cold, ...
+             */
+            status: string;
+            /** Lastembeddedat */
+            lastEmbeddedAt: string | null;
+            /** Space */
+            space: string;
+            /** Reason */
+            reason?: string;
+            lifecycle: components["schemas"]["DocLifecycle"];
+        };
         /**
          * ErrorBody
          * @description Every error answer: `{"error": {"code", "message", "details"?}}`.
@@ -1949,13 +1995,13 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description the document's `__semantic` in the active space */
+            /** @description the document's `__semantic` in the active space and its lifecycle */
             200: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["SemanticState"];
+                    "application/json": components["schemas"]["DocStatus"];
                 };
             };
             /** @description invalid_params: the request is malformed or out of bounds */
