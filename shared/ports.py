@@ -3,10 +3,10 @@ implements each; the contract suite in tests/contract/ runs against every adapte
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from shared.model import (
     BackfillTask,
@@ -313,6 +313,12 @@ class LifecycleStore(Protocol):
         """Per collection: queries and hits in buckets newer than `since`, and the last query."""
 
     def prune_usage(self, before: float) -> int: ...
+
+    def record_tick(self, at: float, changes: Mapping[str, Mapping[str, object]]) -> None:
+        """A scheduler tick at `at` and what it changed per tenant (JSON-able)."""
+
+    def last_ticks(self, tenant: str) -> tuple[float | None, tuple[float, dict[str, Any]] | None]:
+        """When the scheduler last ticked, and when and what it last changed for `tenant`."""
 
     def hot_docs(self, now: float, touches: float, half_life: float, limit: int,
                  refresh_before: float | None = None) -> list[DocKey]:

@@ -29,6 +29,7 @@ from services.api.schemas import (
     Promotions,
     ReindexIn,
     Reindexing,
+    SchedulerView,
     SpaceIn,
     Spaces,
     Usage,
@@ -135,6 +136,27 @@ async def get_promotions(request: Request, p: Principal = Depends(require("admin
     pinned = await run_in_threadpool(c.store.pinned_count, p.tenant, c.store.clock())
     return JSONResponse({"collections": [_mode_body(m) for m in modes], "pinnedDocuments": pinned,
                          "backfills": [progress(t) for t in tasks if t.kind == "promote"][-50:]})
+
+
+@router.get("/semantic/scheduler", dependencies=AUTHENTICATED, responses={
+    **ok(SchedulerView, "the lifecycle scheduler's policy, its last tick and what it last changed for the tenant"),
+    **errors()})
+async def get_scheduler(request: Request, p: Principal = Depends(require("admin"))) -> JSONResponse:
+    """When the scheduler last ran (whichever process holds its lease: `serve`'s thread or Celery
+    beat) and when and what it last changed for this tenant (collections promoted and demoted,
+    documents pinned, vectors evicted, retired spaces removed); never another tenant's."""
+    c = _c(request)
+    last, mine = await run_in_threadpool(c.store.last_ticks, p.tenant)
+    cfg, s = c.lifecycle.cfg, c.settings
+    return JSONResponse({
+        "intervalSeconds": s.scheduler_interval_seconds, "lastTickAt": _iso(last),
+        "lastChange": {"at": _iso(mine[0]), **mine[1]} if mine else None,
+        "policy": {"promoteMinQueries": cfg.promotion.min_queries, "promoteMinHits": cfg.promotion.min_hits,
+                   "promoteWindowSeconds": cfg.promotion.window_seconds,
+                   "demoteIdleSeconds": cfg.promotion.demote_idle_seconds,
+                   "docPromoteTouches": cfg.doc_promote_touches, "docPromoteTtlSeconds": cfg.doc_promote_ttl_seconds,
+                   "evictIdleSeconds": cfg.evict_idle_seconds, "coldCodec": cfg.codec,
+                   "retiredSpaceRetentionSeconds": cfg.retired_retention_seconds}})
 
 
 @router.get("/semantic/backfills", dependencies=AUTHENTICATED, responses={

@@ -637,6 +637,36 @@ class ColdSize(BaseModel):
     bytes: int
 
 
+class SchedulerPolicy(BaseModel):
+    promoteMinQueries: int = Field(description="VIBE_PROMOTE_MIN_QUERIES")
+    promoteMinHits: int = Field(description="VIBE_PROMOTE_MIN_HITS")
+    promoteWindowSeconds: float = Field(description="VIBE_PROMOTE_WINDOW_SECONDS")
+    demoteIdleSeconds: float = Field(description="VIBE_DEMOTE_IDLE_SECONDS")
+    docPromoteTouches: float = Field(description="VIBE_DOC_PROMOTE_TOUCHES: decayed touches that pin a document")
+    docPromoteTtlSeconds: float = Field(description="VIBE_DOC_PROMOTE_TTL_SECONDS: how long a pin lasts")
+    evictIdleSeconds: float = Field(description="VIBE_EVICT_IDLE_SECONDS")
+    coldCodec: Literal["float16", "int8"] = Field(description="VIBE_COLD_CODEC")
+    retiredSpaceRetentionSeconds: float = Field(description="VIBE_RETIRED_SPACE_RETENTION_SECONDS (0 = kept)")
+
+
+class SchedulerChange(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    at: str = Field(description="the tick that last changed something for the tenant")
+    promoted: list[str] | SkipJsonSchema[None] = Field(default=None, description="collections made eager")
+    demoted: list[str] | SkipJsonSchema[None] = Field(default=None, description="collections made lazy")
+    pinned: int | SkipJsonSchema[None] = Field(default=None, description="documents pinned (or re-pinned)")
+    evicted: int | SkipJsonSchema[None] = Field(default=None, description="vectors moved to the cold store")
+    retiredExpired: list[str] | SkipJsonSchema[None] = Field(
+        default=None, description="retired spaces removed after their retention")
+
+
+class SchedulerView(BaseModel):
+    intervalSeconds: float = Field(description="VIBE_SCHEDULER_INTERVAL_SECONDS")
+    lastTickAt: str | None = Field(description="the last tick, by whichever process holds the scheduler's lease")
+    lastChange: SchedulerChange | None = Field(description="the last tick that changed something for the tenant")
+    policy: SchedulerPolicy
+
+
 class Rehydration(BaseModel):
     model_config = ConfigDict(extra="allow")
     fromCold: int = Field(description="documents whose vector comes back from the cold store (no provider call)")

@@ -28,6 +28,7 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from services.planner.promotion import PromotionPolicy, decide_collections
 from services.worker.backfill import Backfills
@@ -77,9 +78,19 @@ class TickReport:
     requeued_budget: int = 0
     backfills_started: int = 0
     skipped: bool = False
+    # per tenant, what this tick changed for it (GET /semantic/scheduler shows each tenant its own)
+    tenants: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def body(self) -> dict[str, object]:
-        return dict(self.__dict__)
+        return {k: v for k, v in self.__dict__.items() if k != "tenants"}
+
+    def note(self, tenant: str, what: str, item: str | None = None, n: int = 1) -> None:
+        """Count `n` under `what` for `tenant`, or list `item` there."""
+        mine = self.tenants.setdefault(tenant, {})
+        if item is None:
+            mine[what] = int(mine.get(what, 0)) + n
+        else:
+            mine.setdefault(what, []).append(item)
 
 
 @dataclass(frozen=True)
@@ -114,6 +125,10 @@ class Lifecycle:
                 METRICS.scheduler_runs.labels(outcome="not_leader").inc()
                 return TickReport(skipped=True)
             report = self._tick(now)
+            try:
+                self.store.record_tick(now, report.tenants)
+            except Exception:  # noqa: BLE001 - the admin view's record must not undo the tick's work
+                log.warning("scheduler tick not recorded", exc_info=True)
         METRICS.scheduler_runs.labels(outcome="ran").inc()
         METRICS.scheduler_seconds.observe(time.perf_counter() - started)
         if report.promoted or report.demoted or report.evicted or report.pinned or report.retired_expired:
@@ -133,12 +148,12 @@ class Lifecycle:
     def _tick(self, now: float) -> TickReport:
         r = TickReport()
         self._collections(now, r)
-        r.pinned = self._pin(now)
-        r.evicted = self.evict(now)
+        r.pinned = self._pin(now, r)
+        r.evicted = self.evict(now, report=r)
         r.pruned_vectors, r.pruned_cold = self.prune(now)
         r.dropped_cold_copies = self.drop_cold_copies()
         r.retired_cooled = self.cool_retired(now)
-        r.retired_expired = self.expire_retired(now)
+        r.retired_expired = self.expire_retired(now, r)
         r.requeued_budget = self.store.requeue_budget_deferred(_day_start(now))
         self.publish_gauges()
         return r
@@ -151,6 +166,7 @@ class Lifecycle:
                 continue
             METRICS.promotions.labels(action="promote" if change.mode == "eager" else "demote").inc()
             name = f"{change.tenant}/{change.collection}"
+            r.note(change.tenant, "promoted" if change.mode == "eager" else "demoted", change.collection)
             if change.mode == "eager":
                 r.promoted.append(name)
                 self.backfills.start(change.tenant, change.collection, self.active(change.tenant), "promote")
@@ -171,7 +187,7 @@ class Lifecycle:
                 self.backfills.start(m.tenant, m.collection, self.active(m.tenant), "promote")
                 r.backfills_started += 1
 
-    def _pin(self, now: float) -> int:
+    def _pin(self, now: float, r: TickReport) -> int:
         """V§4.3 doc promotion: extend the life of documents touched often or co-occurring with
         pinned ones. Re-pinned once half the TTL has passed, not at every tick."""
         ttl = self.cfg.doc_promote_ttl_seconds
@@ -181,11 +197,14 @@ class Lifecycle:
             return 0
         n = self.store.pin_docs(hot, now + ttl)
         METRICS.pinned.inc(n)
+        for k in set(hot):
+            r.note(k.tenant, "pinned")
         return n
 
     def evict(self, now: float, idle_seconds: float | None = None, tenant: str | None = None,
-              collection: str | None = None) -> int:
-        """Move unused vectors of lazy collections to the cold store (also `POST /semantic/evict`)."""
+              collection: str | None = None, report: TickReport | None = None) -> int:
+        """Move unused vectors of lazy collections to the cold store (also `POST /semantic/evict`);
+        a tick's `report` counts them per tenant."""
         idle = self.cfg.evict_idle_seconds if idle_seconds is None else idle_seconds
         total = 0
         for space in sorted(self.spaces() if self.spaces is not None else {self.cfg.space}):
@@ -193,6 +212,9 @@ class Lifecycle:
                                                           tenant, collection):
                 moved = self._evict_rows(rows, now) or []
                 total += len(moved)
+                if report is not None:
+                    for k in moved:
+                        report.note(k.tenant, "evicted")
                 if len(rows) < self.cfg.evict_batch or not moved:
                     break
         if total:
@@ -302,7 +324,7 @@ class Lifecycle:
         keep = self.cfg.retired_retention_seconds
         return None if retired_at is None or keep <= 0 else retired_at + keep
 
-    def expire_retired(self, now: float) -> list[str]:
+    def expire_retired(self, now: float, report: TickReport | None = None) -> list[str]:
         """Retired spaces past their retention. The space is claimed first (`expiring`, checked
         again under its row lock in the store): a re-activation that commits before the claim
         wins and nothing is deleted; one that comes after is refused. Then cold files (a row
@@ -331,6 +353,8 @@ class Lifecycle:
             log.info("retired space pruned", extra={"space": r.space, "cold_files": files,
                                                      "retired_at": r.retired_at})
             gone.append(f"{r.tenant}/{r.space}")
+            if report is not None:
+                report.note(r.tenant, "retiredExpired", r.space)
         if gone:
             self._changed()
         return gone

@@ -56,6 +56,8 @@ CREATE TABLE IF NOT EXISTS provider_usage(
   tenant TEXT NOT NULL, day TEXT NOT NULL, collection TEXT NOT NULL,
   calls BIGINT NOT NULL, docs BIGINT NOT NULL, tokens BIGINT NOT NULL,
   PRIMARY KEY(tenant, day, collection));
+CREATE TABLE IF NOT EXISTS scheduler_runs(
+  scope TEXT PRIMARY KEY, at DOUBLE PRECISION NOT NULL, report TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS backfill_tasks(
   id TEXT PRIMARY KEY, tenant TEXT NOT NULL, collection TEXT, space TEXT NOT NULL, kind TEXT NOT NULL,
   forced INTEGER NOT NULL, position_key TEXT NOT NULL, examined BIGINT NOT NULL, queued BIGINT NOT NULL,
@@ -249,6 +251,26 @@ class LifecycleSql:
         rows = self._read("SELECT touches, cooccur, decayed_at, last_used_at, pinned_until FROM doc_usage "
                           "WHERE tenant=? AND collection=? AND doc_id=?", tuple(key))
         return dict(rows[0]) if rows else None
+
+    # -- scheduler runs --------------------------------------------------------------------------
+
+    def record_tick(self, at: float, changes: Mapping[str, Mapping[str, object]]) -> None:
+        """The last tick (any process's, scope `tick`) and, per tenant it changed something for,
+        that tick's changes (scope `tenant:<name>`): GET /semantic/scheduler."""
+        rows = [("tick", at, "{}"), *((f"tenant:{t}", at, json.dumps(c, sort_keys=True))
+                                      for t, c in sorted(changes.items()))]
+        with self._lc_tx() as conn:
+            for row in rows:
+                self._x(conn, "INSERT INTO scheduler_runs VALUES (?,?,?) ON CONFLICT (scope) "
+                              "DO UPDATE SET at=excluded.at, report=excluded.report", row)
+
+    def last_ticks(self, tenant: str) -> tuple[float | None, tuple[float, dict[str, Any]] | None]:
+        """(when the scheduler last ticked, (when and what it last changed for `tenant`) or None)."""
+        rows = {r["scope"]: r for r in self._read("SELECT * FROM scheduler_runs WHERE scope IN (?, ?)",
+                                                  ("tick", f"tenant:{tenant}"))}
+        tick, mine = rows.get("tick"), rows.get(f"tenant:{tenant}")
+        return (float(tick["at"]) if tick else None,
+                (float(mine["at"]), json.loads(mine["report"])) if mine else None)
 
     # -- collection modes ----------------------------------------------------------------------
 

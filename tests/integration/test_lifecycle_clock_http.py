@@ -22,7 +22,8 @@ from tests.support.openai_server import OpenAIProtocolServer
 MIDNIGHT = 983_750_400.0  # 2001-03-05 00:00 UTC
 BODY = " on wing flutter, gust loads and the certification of composite structures in transonic flight"
 DOCS = [{"_id": f"d{i}", "title": f"Flutter report {i}", "body": f"case {i}" + BODY} for i in range(6)]
-KEYS = [ApiKey(key="k-admin", tenant="ta", principals=["user:admin"], scopes=["read", "write", "admin"])]
+KEYS = [ApiKey(key="k-admin", tenant="ta", principals=["user:admin"], scopes=["read", "write", "admin"]),
+        ApiKey(key="k-other", tenant="tb", principals=["user:admin"], scopes=["read", "write", "admin"])]
 
 
 class InProcess:
@@ -134,6 +135,12 @@ def test_a_documents_status_says_when_the_scheduler_will_evict_it(
         assert c.lifecycle.tick().evicted == 0  # not yet
         clock.t = t0 + 1801.0
         assert c.lifecycle.tick().evicted == len(DOCS)
+        sched = srv.client.get("/semantic/scheduler").json()
+        assert sched["lastTickAt"] == "2001-03-04T23:30:01Z" and sched["intervalSeconds"] == 3600.0
+        assert sched["lastChange"] == {"at": "2001-03-04T23:30:01Z", "evicted": len(DOCS)}
+        assert sched["policy"]["evictIdleSeconds"] == 1800.0 and sched["policy"]["coldCodec"] == "float16"
+        theirs = srv.client.get("/semantic/scheduler", headers={"Authorization": "Bearer k-other"}).json()
+        assert theirs["lastTickAt"] == sched["lastTickAt"] and theirs["lastChange"] is None  # not tenant ta's
         cold = status("d0")
         assert cold["status"] == "cold" and cold["lifecycle"]["evictableAt"] is None
         assert cold["lifecycle"]["lastUsedAt"] == life["lastUsedAt"]

@@ -101,6 +101,7 @@ def test_manual_promotion_and_demotion_are_shown_with_their_reason(app: Served) 
     time.sleep(0.5)
     assert app.status("k-admin-a", "man", "m2") == "none"
     assert app.call("GET", "/semantic/promotions", "k-bob").status_code == 403
+    assert app.call("GET", "/semantic/scheduler", "k-bob").status_code == 403  # admin scope only
 
 
 def test_a_busy_collection_is_promoted_by_the_scheduler_and_backfilled(app: Served) -> None:

@@ -263,6 +263,9 @@ def test_admin_calls(admin: Client, loaded: str) -> None:
     assert admin.reindex(loaded)["collection"] == loaded
     assert "total" in admin.queue_depth() and "queued" in admin.lag()
     assert admin.spaces()["spaces"][0]["state"] == "active"
+    sched = admin.scheduler()
+    assert sched["intervalSeconds"] > 0 and sched["policy"]["coldCodec"] in ("float16", "int8")
+    assert isinstance(admin.status(loaded, "d3")["lifecycle"]["eager"], bool)
     assert admin.usage(loaded)["collection"] == loaded
     assert admin.evict(loaded, idle_seconds=3600)["collection"] == loaded
     assert admin.mismatch()["missingVectors"] == 0

@@ -354,6 +354,32 @@ def test_idle_vectors_go_cold_pinned_documents_stay_and_rehydrate_without_a_prov
         assert again is not None and np.allclose(again, before[k] or [], atol=1e-3)  # float16
 
 
+def test_each_tick_is_recorded_with_what_it_changed_per_tenant(rig: Rig) -> None:
+    """GET /semantic/scheduler's record: the last tick, and per tenant the last tick that changed
+    something for it and what (a tenant never sees another's)."""
+    keys = [rig.put(f"d{i}") for i in range(3)]
+    other = DocKey("u", "c", "x")
+    rig.store.put_docs([StoredDoc(other, {"body": text("x")}, [PUBLIC_PRINCIPAL], None, "h-x", rig.now)],
+                       [SidecarEntry(other, SPACE, S.NONE, "h-x", updated_at=rig.now)])
+    rig.embed(*keys, other)
+    assert rig.store.last_ticks("t") == (None, None)
+    rig.query(1, 0, touched=[keys[0]] * 3)  # pins d0
+    first = rig.now
+    assert rig.lifecycle.tick().pinned == 1
+    assert rig.store.last_ticks("t") == (first, (first, {"pinned": 1}))
+    assert rig.store.last_ticks("u") == (first, None)
+    rig.advance(CFG.evict_idle_seconds + DAY)  # t's vectors are in a now eager collection: u's go cold
+    rig.query(5, 4)  # promotes c of tenant t
+    second = rig.now
+    report = rig.lifecycle.tick()
+    assert report.promoted == ["t/c"] and report.evicted == 1 and "tenants" not in report.body()
+    assert rig.store.last_ticks("t") == (second, (second, {"promoted": ["c"]}))
+    assert rig.store.last_ticks("u") == (second, (second, {"evicted": 1}))
+    rig.advance(3600)
+    assert rig.lifecycle.tick().evicted == 0  # nothing changed: only the tick's time moves
+    assert rig.store.last_ticks("t") == (second + 3600, (second, {"promoted": ["c"]}))
+
+
 def test_a_rehydrated_vector_drops_its_cold_copy_and_goes_cold_again_without_a_provider_call(rig: Rig) -> None:
     a, b = rig.put("a"), rig.put("b")
     rig.embed(a, b)

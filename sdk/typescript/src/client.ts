@@ -7,8 +7,8 @@ import { sseEvents } from "./sse.js";
 import type {
   Activated, Backfills, BulkAnswer, BulkDoc, BulkItem, Coverage, CreateSpaceBody, DeadLetters, DeleteAnswer,
   DocFields, Evicted, EvictBody, Explanation, GotDoc, Health, Lag, MgetAnswer, Migrating, Mismatch, Promoted,
-  Demoted, Promotions, PutAnswer, QueueDepth, ReadAnswer, ReadBody, ReadEvent, ReindexBody, Reindexing,
-  SemanticState, Spaces, Usage,
+  Demoted, Promotions, PutAnswer, SchedulerView, QueueDepth, ReadAnswer, ReadBody, ReadEvent, ReindexBody, Reindexing,
+  DocStatus, Spaces, Usage,
 } from "./types.js";
 
 export type FetchLike = (input: string, init: RequestInit) => Promise<Response>;
@@ -192,12 +192,17 @@ export class Client {
     return this.json({ method: "GET", path: "/semantic/coverage" + query({ collection }), idempotent: true, ...options });
   }
 
-  status(collection: string, id: string, options: CallOptions = {}): Promise<SemanticState> {
+  status(collection: string, id: string, options: CallOptions = {}): Promise<DocStatus> {
     return this.json({ method: "GET", path: "/semantic/status" + query({ collection, _id: id }), idempotent: true, ...options });
   }
 
   promotions(options: CallOptions = {}): Promise<Promotions> {
     return this.json({ method: "GET", path: "/semantic/promotions", idempotent: true, ...options });
+  }
+
+  /** The lifecycle scheduler's policy, its last tick and what it last changed for the tenant. */
+  scheduler(options: CallOptions = {}): Promise<SchedulerView> {
+    return this.json({ method: "GET", path: "/semantic/scheduler", idempotent: true, ...options });
   }
 
   /** Make a collection eager (every document embedded at ingest). */

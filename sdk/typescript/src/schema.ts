@@ -291,6 +291,28 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/semantic/scheduler": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Get Scheduler
+         * @description When the scheduler last ran (whichever process holds its lease: `serve`'s thread or Celery
+         *     beat) and when and what it last changed for this tenant (collections promoted and demoted,
+         *     documents pinned, vectors evicted, retired spaces removed); never another tenant's.
+         */
+        get: operations["get_scheduler_semantic_scheduler_get"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/semantic/backfills": {
         parameters: {
             query?: never;
@@ -994,6 +1016,106 @@ export interface components {
             state: "moving" | "done";
         } & {
             [key: string]: unknown;
+        };
+        /** SchedulerChange */
+        SchedulerChange: {
+            /**
+             * At
+             * @description the tick that last changed something for the tenant
+             */
+            at: string;
+            /**
+             * Promoted
+             * @description collections made eager
+             */
+            promoted?: string[];
+            /**
+             * Demoted
+             * @description collections made lazy
+             */
+            demoted?: string[];
+            /**
+             * Pinned
+             * @description documents pinned (or re-pinned)
+             */
+            pinned?: number;
+            /**
+             * Evicted
+             * @description vectors moved to the cold store
+             */
+            evicted?: number;
+            /**
+             * Retiredexpired
+             * @description retired spaces removed after their retention
+             */
+            retiredExpired?: string[];
+        } & {
+            [key: string]: unknown;
+        };
+        /** SchedulerPolicy */
+        SchedulerPolicy: {
+            /**
+             * Promoteminqueries
+             * @description VIBE_PROMOTE_MIN_QUERIES
+             */
+            promoteMinQueries: number;
+            /**
+             * Promoteminhits
+             * @description VIBE_PROMOTE_MIN_HITS
+             */
+            promoteMinHits: number;
+            /**
+             * Promotewindowseconds
+             * @description VIBE_PROMOTE_WINDOW_SECONDS
+             */
+            promoteWindowSeconds: number;
+            /**
+             * Demoteidleseconds
+             * @description VIBE_DEMOTE_IDLE_SECONDS
+             */
+            demoteIdleSeconds: number;
+            /**
+             * Docpromotetouches
+             * @description VIBE_DOC_PROMOTE_TOUCHES: decayed touches that pin a document
+             */
+            docPromoteTouches: number;
+            /**
+             * Docpromotettlseconds
+             * @description VIBE_DOC_PROMOTE_TTL_SECONDS: how long a pin lasts
+             */
+            docPromoteTtlSeconds: number;
+            /**
+             * Evictidleseconds
+             * @description VIBE_EVICT_IDLE_SECONDS
+             */
+            evictIdleSeconds: number;
+            /**
+             * Coldcodec
+             * @description VIBE_COLD_CODEC
+             * @enum {string}
+             */
+            coldCodec: "float16" | "int8";
+            /**
+             * Retiredspaceretentionseconds
+             * @description VIBE_RETIRED_SPACE_RETENTION_SECONDS (0 = kept)
+             */
+            retiredSpaceRetentionSeconds: number;
+        };
+        /** SchedulerView */
+        SchedulerView: {
+            /**
+             * Intervalseconds
+             * @description VIBE_SCHEDULER_INTERVAL_SECONDS
+             */
+            intervalSeconds: number;
+            /**
+             * Lasttickat
+             * @description the last tick, by whichever process holds the scheduler's lease
+             */
+            lastTickAt: string | null;
+            /** @description the last tick that changed something for the tenant */
+            lastChange: components["schemas"]["SchedulerChange"] | null;
+            policy: components["schemas"]["SchedulerPolicy"];
         };
         /**
          * SemanticState
@@ -2767,6 +2889,73 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Promotions"];
+                };
+            };
+            /** @description unauthorized: no bearer key, or an unknown key */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description forbidden: the key lacks the route's scope */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description rate_limited: over the tenant's request rate (see `Retry-After`) */
+            429: {
+                headers: {
+                    /** @description whole seconds until a request will be admitted */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description internal_error */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description any other client error, with the same error body */
+            "4XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    get_scheduler_semantic_scheduler_get: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description the lifecycle scheduler's policy, its last tick and what it last changed for the tenant */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SchedulerView"];
                 };
             };
             /** @description unauthorized: no bearer key, or an unknown key */

@@ -61,11 +61,13 @@ export type MgetDoc = Schemas["MgetDoc"];
 
 export type Coverage = Schemas["Coverage"];
 export type Promotions = Schemas["Promotions"];
+export type SchedulerView = Schemas["SchedulerView"];
 export type Promoted = Schemas["Promoted"];
 export type Demoted = Schemas["Demoted"];
 export type QueueDepth = Schemas["QueueDepth"];
 export type Lag = Schemas["Lag"];
 export type SemanticState = Schemas["SemanticState"];
+export type DocStatus = Schemas["DocStatus"];
 export type Reindexing = Schemas["Reindexing"];
 export type ReindexBody = In<"/semantic/reindex", "post">;
 export type Usage = Schemas["Usage"];

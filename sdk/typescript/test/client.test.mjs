@@ -206,6 +206,10 @@ describe("admin", () => {
     assert.ok(Object.values(depth).some((v) => typeof v === "number"), JSON.stringify(depth));
     const state = await admin.status(COLL, "d1");
     assert.equal(typeof state.status, "string");
+    assert.equal(typeof state.lifecycle.eager, "boolean");
+    const sched = await admin.scheduler();
+    assert.equal(typeof sched.intervalSeconds, "number");
+    assert.equal(typeof sched.policy.evictIdleSeconds, "number");
     const spaces = await admin.spaces();
     assert.ok(spaces.spaces.some((sp) => sp.state === "active"), JSON.stringify(spaces));
     const evicted = await admin.evict({ collection: COLL, idleSeconds: 0 });

@@ -65,6 +65,10 @@ class JsonCalls(Generic[R]):
         """Each collection's mode (eager/lazy, since, reason) and recent promotion backfills."""
         return self._json(core.admin_get("/semantic/promotions"))
 
+    def scheduler(self) -> R:
+        """The lifecycle scheduler's policy, its last tick and what it last changed for the tenant."""
+        return self._json(core.admin_get("/semantic/scheduler"))
+
     def backfills(self) -> R:
         """The tenant's recent backfill tasks."""
         return self._json(core.admin_get("/semantic/backfills"))
