@@ -57,17 +57,21 @@ def api() -> Iterator[OpenAIProtocolServer]:
         yield s
 
 
+def _settings(store: str, api: OpenAIProtocolServer, tmp_path: Path, request: pytest.FixtureRequest,
+              **more: Any) -> Settings:
+    extra: dict[str, Any] = {"store": store, **more}
+    if store == "postgres":
+        extra["postgres_url"] = request.getfixturevalue("postgres_url")
+    return Settings(data_dir=tmp_path / "data", embedder="openai", openai_base_url=api.base_url,
+                    embed_model="test-embed", api_keys=KEYS,
+                    scheduler_interval_seconds=3600.0, **extra)  # ticks are the test's own
+
+
 @pytest.mark.parametrize("store", ["sqlite", "postgres"])
 def test_the_daily_cap_and_usage_by_day_roll_over_at_simulated_midnight(
         store: str, api: OpenAIProtocolServer, tmp_path: Path, request: pytest.FixtureRequest) -> None:
     clock = ManualClock(MIDNIGHT - 3600.0)  # 2001-03-04 23:00 UTC
-    extra: dict[str, Any] = {"store": store}
-    if store == "postgres":
-        extra["postgres_url"] = request.getfixturevalue("postgres_url")
-    settings = Settings(data_dir=tmp_path / "data", embedder="openai", openai_base_url=api.base_url,
-                        embed_model="test-embed", api_keys=KEYS, tenant_daily_tokens=60,
-                        scheduler_interval_seconds=3600.0, **extra)  # ticks are the test's own
-    srv = InProcess(settings, clock)
+    srv = InProcess(_settings(store, api, tmp_path, request, tenant_daily_tokens=60), clock)
     try:
         assert srv.client.post("/v1/collections/c/docs:bulk", json={"docs": DOCS}).status_code == 200
         srv.read("flutter report", "keyword")  # touches all six: two fit in the day's 60 tokens
@@ -102,13 +106,7 @@ def test_a_documents_status_says_when_the_scheduler_will_evict_it(
     then and not before, and an eager collection's documents have no such time."""
     t0 = MIDNIGHT - 3600.0
     clock = ManualClock(t0)
-    extra: dict[str, Any] = {"store": store}
-    if store == "postgres":
-        extra["postgres_url"] = request.getfixturevalue("postgres_url")
-    settings = Settings(data_dir=tmp_path / "data", embedder="openai", openai_base_url=api.base_url,
-                        embed_model="test-embed", api_keys=KEYS, evict_idle_seconds=1800.0,
-                        scheduler_interval_seconds=3600.0, **extra)  # ticks are the test's own
-    srv = InProcess(settings, clock)
+    srv = InProcess(_settings(store, api, tmp_path, request, evict_idle_seconds=1800.0), clock)
     c = srv.container
 
     def status(doc: str) -> dict[str, Any]:
