@@ -173,6 +173,23 @@ class Lifecycle:
             else:
                 r.demoted.append(name)
         self._eager_backlog(r)
+        self._migration_backlog(r)
+
+    def _migration_backlog(self, r: TickReport) -> None:
+        """A space being built with documents still to embed and no task running for it gets its
+        migration again. A write made during a migration embeds into the new space at once, but
+        what the per-minute bucket did not grant stays `none` (the migration's own steps keep
+        the bucket near empty), and the migration's cursor may be past that document already:
+        the migration finished, and activation refused with "documents still to embed" for good."""
+        running = {(t.tenant, t.space) for t in self.store.tasks(running_only=True)}
+        for sp in self.store.tenant_spaces():
+            if sp.state != "building" or (sp.tenant, sp.space) in running:
+                continue
+            states = self.store.coverage(sp.tenant, None, sp.space)["states"]
+            assert isinstance(states, dict)
+            if any(int(states.get(s, 0)) for s in ("none", "stale")):
+                self.backfills.start(sp.tenant, None, sp.space, "migrate")
+                r.backfills_started += 1
 
     def _eager_backlog(self, r: TickReport) -> None:
         """An eager collection with documents still to embed (writes the per-minute bucket did
