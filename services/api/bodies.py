@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from typing import Annotated, Any, Literal
 
 import orjson
@@ -80,13 +81,19 @@ class ReadBody(_Strict):
     cursor: str | None = Field(default=None, min_length=1, max_length=MAX_CURSOR_CHARS)
 
 
-async def optional_object(request: Request, max_bytes: int = 65_536) -> dict[str, Any]:
-    """An admin call's JSON object body; no body at all counts as `{}`."""
+async def optional_object(request: Request, allowed: Collection[str], max_bytes: int = 65_536) -> dict[str, Any]:
+    """An admin call's JSON object body; no body at all counts as `{}`. A key the call does not
+    take answers 400 and changes nothing, as in a read: an option mistyped on a call that spends
+    (`{"forse": true}` on a reindex) must not quietly do the unforced thing."""
     if not int(request.headers.get("content-length") or 0):
         return {}
     body = await json_body(request, max_bytes)
     if not isinstance(body, dict):
         raise invalid("body must be a JSON object")
+    unknown = sorted(k for k in body if k not in allowed)
+    if unknown:
+        raise invalid(f"unknown field {unknown[0][:64]!r}; this call takes {', '.join(sorted(allowed))}",
+                      field=unknown[0][:64])
     return body
 
 

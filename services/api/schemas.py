@@ -539,7 +539,7 @@ class Backfill(BaseModel):
 
 
 class ReindexIn(BaseModel):
-    model_config = ConfigDict(title="ReindexRequest")
+    model_config = ConfigDict(title="ReindexRequest", extra="forbid")
     space: str | SkipJsonSchema[None] = Field(default=None, description="the active space (default) or a building "
                                                                         "one; another answers 404")
     collection: str | None = _name_field("a collection; absent or null: every collection of the tenant", nullable=True)
@@ -556,7 +556,7 @@ class Reindexing(BaseModel):
 
 
 class CollectionIn(BaseModel):
-    model_config = ConfigDict(title="CollectionRequest")
+    model_config = ConfigDict(title="CollectionRequest", extra="forbid")
     collection: str = _name_field("the collection")
 
 
@@ -595,7 +595,7 @@ class Backfills(BaseModel):
 
 
 class EvictIn(BaseModel):
-    model_config = ConfigDict(title="EvictRequest")
+    model_config = ConfigDict(title="EvictRequest", extra="forbid")
     collection: str = _name_field("the collection")
     idleSeconds: Annotated[float, Field(ge=0, le=TEN_YEARS)] | SkipJsonSchema[None] = Field(
         default=None, description="default VIBE_EVICT_IDLE_SECONDS")
@@ -714,7 +714,7 @@ class Spaces(BaseModel):
 
 
 class SpaceIn(BaseModel):
-    model_config = ConfigDict(title="SpaceRequest")
+    model_config = ConfigDict(title="SpaceRequest", extra="forbid")
     space: str = Field(json_schema_extra=_as({**SPACE_NAME, "description": "the new space's name"}))
     model: str = Field(min_length=1, max_length=200,
                        description="a model id (hash:v1@64, openai:<model>, local:<model>) or a model name of the "
@@ -733,7 +733,7 @@ class Migrating(BaseModel):
 
 
 class ActivateIn(BaseModel):
-    model_config = ConfigDict(title="ActivateRequest")
+    model_config = ConfigDict(title="ActivateRequest", extra="forbid")
     force: bool = Field(default=False, description="activate although documents are still to embed")
 
 

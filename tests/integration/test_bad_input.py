@@ -104,3 +104,23 @@ def test_more_like_this_of_a_forbidden_doc_is_not_found(server: Served) -> None:
     r = server.call("POST", "/v1/read", "k-alice",
                     {"collection": "mlt", "semantic": {"query": {"doc": {"collection": "mlt", "_id": "secret"}}}})
     _error(r, 404, "not_found")
+
+
+@pytest.mark.parametrize("path, body, bad", [
+    ("/semantic/promote", {"collection": "strict", "bogus": 1}, "bogus"),
+    ("/semantic/reindex", {"collection": "strict", "forse": True}, "forse"),  # a mistyped `force`
+    ("/semantic/evict", {"collection": "strict", "idleSeconds": 0, "idle": 5}, "idle"),
+    ("/semantic/spaces", {"space": "strict@v2", "model": "hash:v1@8", "dims": 8}, "dims"),
+    ("/semantic/spaces/strict@v2/activate", {"forse": True}, "forse"),
+])
+def test_an_admin_call_refuses_a_key_it_does_not_take(server: Served, path: str, body: dict, bad: str) -> None:
+    """As a read does: an option mistyped on a call that spends must not quietly do the default."""
+    r = server.call("POST", path, "k-admin-a", body)
+    _error(r, 400, "invalid_params")
+    assert r.json()["error"]["details"]["field"] == bad and bad in r.json()["error"]["message"]
+    # nothing changed: no promotion, no task, no space
+    assert not any(c["collection"] == "strict" for c in
+                   server.call("GET", "/semantic/promotions", "k-admin-a").json()["collections"])
+    assert not any(t["collection"] == "strict" for t in
+                   server.call("GET", "/semantic/backfills", "k-admin-a").json()["backfills"])
+    assert "strict@v2" not in {s["space"] for s in server.call("GET", "/semantic/spaces", "k-admin-a").json()["spaces"]}
