@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Collection
 from typing import Annotated, Any, Literal
 
 import orjson
@@ -81,10 +80,12 @@ class ReadBody(_Strict):
     cursor: str | None = Field(default=None, min_length=1, max_length=MAX_CURSOR_CHARS)
 
 
-async def optional_object(request: Request, allowed: Collection[str], max_bytes: int = 65_536) -> dict[str, Any]:
-    """An admin call's JSON object body; no body at all counts as `{}`. A key the call does not
-    take answers 400 and changes nothing, as in a read: an option mistyped on a call that spends
-    (`{"forse": true}` on a reindex) must not quietly do the unforced thing."""
+async def optional_object(request: Request, schema: type[BaseModel], max_bytes: int = 65_536) -> dict[str, Any]:
+    """An admin call's JSON object body; no body at all counts as `{}`. A key its request
+    `schema` (the model its OpenAPI body declares) does not name answers 400 and changes
+    nothing, as in a read: an option mistyped on a call that spends (`{"forse": true}` on a
+    reindex) must not quietly do the unforced thing."""
+    allowed = {f.alias or name for name, f in schema.model_fields.items()}
     if not int(request.headers.get("content-length") or 0):
         return {}
     body = await json_body(request, max_bytes)

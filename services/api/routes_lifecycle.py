@@ -86,7 +86,7 @@ async def post_reindex(request: Request, p: Principal = Depends(require("admin")
     """V§8: re-check the collection (or the tenant) against the current policy and embed what
     has no current vector; `force` re-embeds `ready` documents too (a provider call each)."""
     c = _c(request)
-    body = await optional_object(request, ("space", "collection", "force"))
+    body = await optional_object(request, ReindexIn)
     active, building = await run_in_threadpool(c.spaces.of, p.tenant)
     space = body.get("space", active)
     if space not in (active, *building):
@@ -103,7 +103,7 @@ async def post_reindex(request: Request, p: Principal = Depends(require("admin")
     **ok(Promoted, "the collection is eager; its backfill started"), **errors(400, 413)})
 async def post_promote(request: Request, p: Principal = Depends(require("admin"))) -> JSONResponse:
     c = _c(request)
-    collection = _collection((await optional_object(request, ("collection",))).get("collection"), required=True)
+    collection = _collection((await optional_object(request, CollectionIn)).get("collection"), required=True)
     assert collection is not None
     await run_in_threadpool(c.lifecycle.set_mode, p.tenant, collection, True)
     out = await run_in_threadpool(_start_backfill, c, p.tenant, collection, "promote", False)
@@ -172,7 +172,7 @@ async def post_evict(request: Request, p: Principal = Depends(require("admin")))
     """Evict now what the scheduler would: this collection's vectors unused for `idleSeconds`
     (default VIBE_EVICT_IDLE_SECONDS), outside eager collections and pinned documents."""
     c = _c(request)
-    body = await optional_object(request, ("collection", "idleSeconds"))
+    body = await optional_object(request, EvictIn)
     collection = _collection(body.get("collection"), required=True)
     idle = body.get("idleSeconds", c.settings.evict_idle_seconds)
     if isinstance(idle, bool) or not isinstance(idle, int | float) or not 0 <= idle <= 10 * 365 * 86400:
@@ -298,7 +298,7 @@ def start_migration(c: Container, tenant: str, space: str, model: str, dim: int 
 @router.post("/semantic/spaces", status_code=202, dependencies=AUTHENTICATED, openapi_extra=body(SpaceIn),
              responses={**ok(Migrating, "the migration started", 202), **errors(400, 409, 413, 503)})
 async def post_space(request: Request, p: Principal = Depends(require("admin"))) -> JSONResponse:
-    body = await optional_object(request, ("space", "model", "dim"))
+    body = await optional_object(request, SpaceIn)
     space, model, dim = body.get("space"), body.get("model"), body.get("dim")
     if not isinstance(space, str) or not SPACE_RE.match(space):
         raise invalid("space must be 1-64 letters, digits, '_', '.', '@' or '-'", field="space")
@@ -436,7 +436,7 @@ def _rollback_embeds(c: Container, tenant: str, space: str, states: dict[str, ob
                                         "cold store in the background)"),
                         **errors(400, 404, 409, 413, 503)})
 async def post_activate(space: str, request: Request, p: Principal = Depends(require("admin"))) -> JSONResponse:
-    body = await optional_object(request, ("force",))
+    body = await optional_object(request, ActivateIn)
     force = body.get("force", False)
     if not isinstance(force, bool):
         raise invalid("force must be true or false", field="force")
