@@ -254,8 +254,12 @@ class Settings(BaseSettings):
     # 0 = kept until the space is re-activated.
     retired_space_retention_seconds: Annotated[float, Field(ge=0)] = 7 * 86400.0
     # Backfills (promotion, reindex, space migration) advance by at most this many documents per
-    # step, spending only what the tenant's per-minute bucket holds beyond one query's ceiling.
+    # step, spending only what the tenant's per-minute bucket holds beyond what reads keep.
     backfill_step_docs: Annotated[int, Field(ge=1)] = 2000
+    # The share of the per-minute bucket that backfills leave to reads (touches). A backfill
+    # still gets the whole refill rate while reads are idle (it takes the top of the bucket as it
+    # refills); what this buys is the burst reads can spend at once while a backfill runs.
+    backfill_read_share: Annotated[float, Field(ge=0, le=0.95)] = 0.75
     backfill_interval_seconds: Annotated[float, Field(gt=0)] = 2.0
     # Global backpressure: no backfill step while this many jobs wait in the queue.
     backpressure_queue_depth: Annotated[int, Field(ge=1)] = 20_000
