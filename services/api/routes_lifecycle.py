@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 import time
+from typing import cast
 
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi.concurrency import run_in_threadpool
@@ -43,7 +44,7 @@ from services.wiring import Container
 from services.worker.backfill import progress, with_state
 from shared.costs import utc_day
 from shared.errors import ErrorCode, VibeError, invalid
-from shared.model import BackfillTask, CollectionMode, Principal, SpaceInfo
+from shared.model import BackfillTask, CollectionMode, Principal, SemanticStatus, SpaceInfo
 from shared.ports import EmbedderError
 
 router = APIRouter()
@@ -215,6 +216,21 @@ async def get_usage(request: Request, collection: str | None = Query(None, inclu
 SPACE_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.@-]{0,63}$")
 
 
+def _space_coverage(c: Container, tenant: str, space: str) -> dict[str, object]:
+    """A space's coverage over all the tenant's documents, those it has no sidecar row for yet as
+    `none`: a space being built gets its rows as the migration reaches them, so its report grew
+    from 0 to the tenant's size instead (seen: 2,010 of 7,240 documents, "0.55% indexed")."""
+    cov = c.store.coverage(tenant, None, space)
+    documents = c.store.count_docs(tenant, None)
+    unlisted = documents - int(cast(int, cov["total"]))
+    if unlisted <= 0:
+        return cov
+    states = dict(cast(dict[str, int], cov["states"]))
+    states[SemanticStatus.NONE.value] += unlisted
+    ready = int(cast(int, cov["ready"]))
+    return {**cov, "total": documents, "indexedPct": round(100.0 * ready / documents, 2), "states": states}
+
+
 def _space_body(c: Container, tenant: str, info: SpaceInfo, tasks: list[BackfillTask],
                 cold: dict[str, tuple[int, int]]) -> dict[str, object]:
     task = next((t for t in reversed(tasks) if t.space == info.space and t.kind in ("migrate", "rehydrate")), None)
@@ -223,7 +239,7 @@ def _space_body(c: Container, tenant: str, info: SpaceInfo, tasks: list[Backfill
         "createdAt": _iso(info.created_at), "activatedAt": _iso(info.activated_at),
     }
     if info.state not in ("retired", "expiring"):
-        out["coverage"] = c.store.coverage(tenant, None, info.space)
+        out["coverage"] = _space_coverage(c, tenant, info.space)
     else:
         count, nbytes = cold.get(info.space, (0, 0))
         out["state"] = "retired"
@@ -325,7 +341,7 @@ def activate(c: Container, tenant: str, space: str, force: bool) -> dict[str, ob
         return reactivate(c, tenant, space, active, building, rows)
     if space not in building:
         raise VibeError(ErrorCode.NOT_FOUND, f"no migration to {space[:64]!r} is in progress")
-    cov = c.store.coverage(tenant, None, space)
+    cov = _space_coverage(c, tenant, space)
     states = cov["states"]
     assert isinstance(states, dict)
     waiting = sum(int(states.get(s, 0)) for s in ("none", "queued", "stale"))

@@ -135,3 +135,22 @@ def test_a_restart_in_the_middle_of_a_migration_resumes_it(api: OpenAIProtocolSe
                  "the migration to resume after the restart and finish")
         mig = spaces(again)["core@v2"]["migration"]
         assert mig["id"] == task["id"] and mig["state"] == "done" and mig["examined"] == len(DOCS)
+
+
+def test_a_building_space_counts_every_document_from_the_start(api: OpenAIProtocolServer, tmp_path: Path) -> None:
+    """The new space's coverage is over the tenant's documents, not over the rows the migration has
+    reached so far (it creates them step by step): `total` is the tenant's size at once, what
+    has no row yet counts as `none`, and activation counts them as still to embed."""
+    env = _env(api, VIBE_BACKFILL_STEP_DOCS="5", VIBE_BACKFILL_INTERVAL_SECONDS="3600")
+    with served(tmp_path / "data", env=env) as app:
+        assert app.bulk("k-admin-a", "r", DOCS).status_code == 200
+        r = app.call("POST", "/semantic/spaces", "k-admin-a", {"space": "core@v2", "model": "openai:test-embed-v2"})
+        assert r.status_code == 202, r.text
+        cov = spaces(app)["core@v2"]["coverage"]
+        assert cov["total"] == len(DOCS), cov
+        assert sum(cov["states"].values()) == len(DOCS)
+        assert cov["states"]["none"] >= len(DOCS) - 10, cov  # at most two steps of 5 have run
+        assert cov["indexedPct"] == round(100.0 * cov["ready"] / len(DOCS), 2)
+        refused = app.call("POST", "/semantic/spaces/core@v2/activate", "k-admin-a", {})
+        assert refused.status_code == 409
+        assert refused.json()["error"]["details"]["waiting"] >= len(DOCS) - 10, refused.text
