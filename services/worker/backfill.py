@@ -3,8 +3,10 @@ V§8 reindex, V§13 migration to a new space). A task is a row in the store with
 step examines the next documents in key order, queues on the bulk lane those that need
 embedding, and moves the cursor only past what it handled, so a restart resumes exactly there.
 
-A step spends only what the tenant's per-minute bucket holds beyond one query's ceiling (reads
-keep priority), and none while the queue is deeper than the backpressure bound. Documents a
+A step spends only what the tenant's per-minute bucket holds beyond the reads' share
+(`BackfillLimits.reserve`: reads keep priority), and none while the queue is deeper than the
+backpressure bound. Restoring an evicted vector from the cold store calls no provider and takes
+nothing from the bucket. Documents a
 policy keeps from the provider (`denied`, `deferred`) are re-decided here, in the step, against
 the current policy: no job and no provider call for a decision that stays the same.
 """
@@ -99,18 +101,21 @@ class Backfills:
         sides = self._sidecars(keys, docs, task.space)
         room = max(0, self.budget.available(task.tenant) - self.limits.reserve)
         todo: list[SidecarEntry] = []
-        handled = 0
-        for k in keys:
+        paid: list[SidecarEntry] = []  # the part of `todo` that calls the provider
+        handled = len(keys)
+        for i, k in enumerate(keys):
             side, doc = sides.get(k), docs.get(k)
             if doc is not None and side is not None and self._wants_embedding(task, doc, side, eager):
-                if len(todo) >= room:
-                    break  # out of budget: resume at this document next step
+                if not self._rehydrates(task, side):
+                    if len(paid) >= room:
+                        handled = i  # out of budget: resume at this document next step
+                        break
+                    paid.append(side)
                 todo.append(side)
-            handled += 1
-        granted = self.budget.take(task.tenant, len(todo)) if todo else 0
-        if granted < len(todo):  # another process spent the bucket meanwhile
-            handled = keys.index(todo[granted].key) if granted < len(todo) else handled
-            todo = todo[:granted]
+        granted = self.budget.take(task.tenant, len(paid)) if paid else 0
+        if granted < len(paid):  # another process spent the bucket meanwhile
+            cut = todo.index(paid[granted])
+            handled, todo = keys.index(todo[cut].key), todo[:cut]
         queued = self._queue(task, todo)
         last = keys[handled - 1] if handled else None
         cursor = task.cursor if last is None else f"{last.collection}{CURSOR_SEP}{last.doc_id}"
@@ -130,6 +135,13 @@ class Backfills:
             self.store.ensure_sidecars(missing)
             sides = self.store.sidecars(keys, space)
         return sides
+
+    @staticmethod
+    def _rehydrates(task: BackfillTask, side: SidecarEntry) -> bool:
+        """Whether the job restores an evicted vector from the cold store: no provider call, so
+        nothing from the bucket (as a touch does). A rollback of a space whose vectors went cold
+        was paced at the per-minute bucket though it spends nothing. A forced task re-embeds."""
+        return not task.force and side.status == SemanticStatus.NONE and side.cold_ref is not None
 
     def _wants_embedding(self, task: BackfillTask, doc: StoredDoc, side: SidecarEntry,
                          eager: set[tuple[str, str]]) -> bool:

@@ -1,5 +1,6 @@
-"""A backfill leaves reads most of the tenant's per-minute bucket (services/wiring.py
-`backfill_reserve`) and still gets the whole refill rate while reads are idle.
+"""What backfills take from the tenant's per-minute bucket. They leave reads most of it
+(services/wiring.py `backfill_reserve`) and still get the whole refill rate while reads are idle;
+restoring an evicted vector from the cold store takes nothing (no provider call).
 
 Found by running the distributed profile: with a promotion backfill of one collection running,
 the bucket sat at one query's ceiling (50 of 200), and a burst of 15 queries on another
@@ -14,8 +15,9 @@ import pytest
 from services.wiring import backfill_reserve
 from services.worker.backfill import BackfillLimits, Backfills
 from shared.config import Settings
+from shared.model import SemanticStatus as S
 from tests.contract.test_store_contract import Opener, opener  # noqa: F401 - fixture
-from tests.unit.test_lifecycle_scheduler import SPACE, Rig
+from tests.unit.test_lifecycle_scheduler import CFG, DAY, SPACE, Rig
 
 
 def test_the_reserve_follows_the_bucket_and_the_backfill_cadence() -> None:
@@ -57,5 +59,42 @@ def test_reads_keep_their_share_while_the_backfill_keeps_its_rate(opener: Opener
             rig.mono[0] += 2.0
             later += backfills.run()
         assert 190 <= later <= 200, later
+    finally:
+        rig.store.close()
+
+
+@pytest.mark.parametrize("force", [False, True])
+def test_restoring_evicted_vectors_takes_nothing_from_the_bucket(opener: Opener, tmp_path: Path,  # noqa: F811
+                                                                 monkeypatch: pytest.MonkeyPatch, force: bool) -> None:
+    """A backfill over evicted documents (a model rollback's `rehydrate`, a reindex, a migration
+    meeting the building space's cold vectors) restores them with no provider call, so it is not
+    paced by the bucket: with the bucket empty, every evicted document is queued at once and the
+    cursor stops at the first one that needs the provider. A forced task re-embeds: paced."""
+    rig = Rig(opener, tmp_path, monkeypatch, per_minute=2)
+    try:
+        cold = [rig.put(f"d{i}") for i in range(5)]
+        rig.embed(*cold)
+        never = rig.put("e0")  # never embedded: needs the provider
+        rig.advance(CFG.evict_idle_seconds + DAY)
+        while rig.lifecycle.tick().evicted:
+            pass
+        assert all(rig.side(k).status == S.NONE and rig.side(k).cold_ref for k in cold)
+        assert rig.budget.take("t", 2) == 2  # reads spent the bucket
+        backfills = Backfills(rig.store, rig.queue, rig.budget, lambda d: rig.policy.decide_doc(d, None),
+                              BackfillLimits(2000, 0, 1000), rig.clock)
+        task = backfills.start("t", "c", SPACE, "reindex", force=force)
+        backfills.run()
+        queued = {j.key for j in rig.queue.take()}
+        if force:
+            assert queued == set()
+            return
+        assert queued == set(cold)
+        assert never not in queued
+        (now,) = [t for t in rig.store.tasks("t") if t.id == task.id]
+        assert now.state == "running" and now.examined == len(cold)  # resumes at `never`
+        rig.embedder.calls.clear()
+        rig.run(cold)
+        assert rig.embedder.calls == []
+        assert all(rig.side(k).status == S.READY for k in cold)
     finally:
         rig.store.close()
