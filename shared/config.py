@@ -235,7 +235,9 @@ class Settings(BaseSettings):
     demote_idle_seconds: Annotated[float, Field(gt=0)] = 7 * 86400.0
     # Document promotion (V§4.3 `doc: {touches: 3, ttlDays: 30}`): a document touched this often
     # (decayed with the half-life) or found this often beside pinned ones is kept embedded
-    # for the TTL beyond its last use.
+    # (pinned) for the TTL from the tick that finds it so, and pinned again while its decayed
+    # count stays there: a burst of touches keeps a document for about half-lives x log2(count /
+    # touches) beyond its last use, plus the TTL.
     doc_promote_touches: Annotated[float, Field(gt=0)] = 3.0
     doc_promote_ttl_seconds: Annotated[float, Field(ge=0)] = 30 * 86400.0
     usage_half_life_seconds: Annotated[float, Field(gt=0)] = 7 * 86400.0

@@ -104,8 +104,12 @@ class _Metrics:
                               "cold copies of vectors back in the store)", ["store"])
         self.pinned = Counter("vibe_docs_pinned_total",
                               "Documents promoted (kept embedded) for touches or co-occurrence")
-        self.provider_tokens = Counter("vibe_provider_tokens_total", "Estimated tokens sent to the embedding provider")
+        self.provider_tokens = Counter("vibe_provider_tokens_total", "Estimated tokens sent to the embedding provider "
+                                       "(kind=documents: embeddings of documents; queries: of query texts)", ["kind"])
         self.scheduler_runs = Counter("vibe_scheduler_runs_total", "Lifecycle scheduler ticks", ["outcome"])
+        self.scheduler_stage_errors = Counter("vibe_scheduler_stage_errors_total",
+                                              "Scheduler tick stages that raised (the tick's other stages still ran)",
+                                              ["stage"])
         self.scheduler_seconds = Histogram("vibe_scheduler_tick_seconds", "Time of one scheduler tick",
                                            buckets=_LATENCY_BUCKETS)
         self.dead_letters = Counter("vibe_follower_dead_letters_total",

@@ -233,3 +233,7 @@ class SpaceInfo:
     # When it was last retired (its vectors went to the cold store); None unless `retired`. Its
     # cold files are kept for VIBE_RETIRED_SPACE_RETENTION_SECONDS from then (model rollback).
     retired_at: float | None = None
+    # What a migration into it (state `building`) embeds: `all` the tenant's documents (V§13), or
+    # only what the active space holds `ready` (and every document of an eager collection); the
+    # rest is embedded on its first touch once the space is active, as anywhere in a lazy tenant.
+    scope: Literal["all", "ready"] = "all"

@@ -314,11 +314,16 @@ class LifecycleStore(Protocol):
 
     def prune_usage(self, before: float) -> int: ...
 
-    def record_tick(self, at: float, changes: Mapping[str, Mapping[str, object]]) -> None:
-        """A scheduler tick at `at` and what it changed per tenant (JSON-able)."""
+    def record_tick(self, at: float, changes: Mapping[str, Mapping[str, object]], failed: Sequence[str] = ()) -> None:
+        """A scheduler tick at `at`, what it changed per tenant (JSON-able) and the stages of it
+        that failed."""
 
     def last_ticks(self, tenant: str) -> tuple[float | None, tuple[float, dict[str, Any]] | None]:
         """When the scheduler last ticked, and when and what it last changed for `tenant`."""
+
+    def last_tick_failures(self) -> list[str]:
+        """The stages that failed in the last recorded tick (none: [])."""
+        ...
 
     def hot_docs(self, now: float, touches: float, half_life: float, limit: int,
                  refresh_before: float | None = None) -> list[DocKey]:
@@ -435,9 +440,17 @@ class LifecycleStore(Protocol):
         documents written since get a `none` row, `ready` rows are logged for the vector index
         again (current ACL). Returns the rows changed or added."""
 
+    def migration_backlog(self, tenant: str, space: str, source: str, scope: str,
+                          eager: Sequence[str] = ()) -> dict[str, int]:
+        """What a migration into `space` still has to embed, by state there (`none`, `queued`,
+        `stale`; a document without a row counts as `none`): every document of the tenant for
+        scope `all`, for `ready` those `ready`/`queued` in `source` or in an `eager` collection."""
+        ...
+
     def switch_space(self, to: SpaceInfo, expect: str, retire: SpaceInfo | None, now: float) -> int | None:
         """A cut-over in one transaction: `to` is written if its row is in state `expect`,
-        `retire` is written (retired), and a space coming back from `retired` is realigned.
+        `retire` is written (retired), a space coming back from `retired` is realigned, and a
+        space made active gets a `none` row for every document that has none there.
         Returns the rows realigned, None when `to` was not in state `expect` (nothing changed)."""
 
     def claim_expiry(self, tenant: str, space: str, retired_before: float) -> bool:

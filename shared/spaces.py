@@ -20,6 +20,8 @@ class Spaces(Protocol):
 
     def of(self, tenant: str) -> tuple[str, list[str]]: ...
 
+    def layout(self, tenant: str) -> tuple[str, dict[str, str]]: ...
+
     def active(self, tenant: str) -> str: ...
 
     def live(self) -> set[str]: ...
@@ -32,9 +34,14 @@ class SpaceDirectory:
 
     def of(self, tenant: str) -> tuple[str, list[str]]:
         """(active space, building spaces) of a tenant."""
+        active, building = self.layout(tenant)
+        return active, list(building)
+
+    def layout(self, tenant: str) -> tuple[str, dict[str, str]]:
+        """(active space, {building space: its migration's scope}) of a tenant."""
         rows = self.store.tenant_spaces(tenant)
         active = next((r.space for r in rows if r.state == "active"), self.default)
-        return active, [r.space for r in rows if r.state == "building"]
+        return active, {r.space: r.scope for r in rows if r.state == "building"}
 
     def active(self, tenant: str) -> str:
         return self.of(tenant)[0]
@@ -55,6 +62,9 @@ class FixedSpace:
 
     def of(self, tenant: str) -> tuple[str, list[str]]:
         return self.default, []
+
+    def layout(self, tenant: str) -> tuple[str, dict[str, str]]:
+        return self.default, {}
 
     def active(self, tenant: str) -> str:
         return self.default

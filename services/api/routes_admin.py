@@ -88,12 +88,22 @@ class _ListedQueue(Protocol):
     def pending_job_keys(self, tenant: str) -> set[tuple[str, ...]] | None: ...
 
 
+def _embedding_spaces(c: Container, tenant: str) -> list[str]:
+    """Where the tenant's embeddings go: its active space and any space a migration is building.
+    A migration's jobs are lag too: with only the active space counted, a migration whose
+    workers had died showed `queued: 0` in /semantic/lag beside 150 jobs in /semantic/queueDepth."""
+    active, building = c.spaces.of(tenant)
+    return [active, *building]
+
+
 def _stuck(c: Container, tenant: str) -> list[SidecarEntry]:
     """This tenant's `queued` rows with no progress for longer than the reconciler's bound."""
-    rows = c.store.keys_in_status(c.spaces.active(tenant), [SemanticStatus.QUEUED], limit=c.settings.reconcile_batch,
-                                  tenant=tenant)
     cutoff = c.store.clock() - c.settings.reconcile_stuck_seconds
-    return [r for r in rows if r.key.tenant == tenant and r.updated_at < cutoff]
+    out: list[SidecarEntry] = []
+    for space in _embedding_spaces(c, tenant):
+        rows = c.store.keys_in_status(space, [SemanticStatus.QUEUED], limit=c.settings.reconcile_batch, tenant=tenant)
+        out += [r for r in rows if r.key.tenant == tenant and r.updated_at < cutoff]
+    return out
 
 
 @router.get("/semantic/queueDepth", dependencies=AUTHENTICATED, responses={
@@ -102,20 +112,28 @@ async def get_queue_depth(request: Request, p: Principal = Depends(require("admi
     c = _c(request)
     depth = await run_in_threadpool(c.queue.depth, p.tenant)  # this tenant's jobs only
     broker = "unreachable" if depth.pop("unreachable", 0) else "ok"
-    queued = await run_in_threadpool(c.store.queued_count, c.spaces.active(p.tenant), p.tenant)
+    spaces = await run_in_threadpool(_embedding_spaces, c, p.tenant)
+    queued = 0
+    for space in spaces:
+        queued += await run_in_threadpool(c.store.queued_count, space, p.tenant)
     return JSONResponse({**depth, "total": sum(depth.values()), "queuedInStore": queued, "broker": broker})
 
 
 def _lag(c: Container, tenant: str) -> dict[str, object]:
-    space = c.spaces.active(tenant)
-    oldest = c.store.oldest_queued(space, tenant)
+    now = c.store.clock()
+    queued: dict[str, int] = {}
+    age: dict[str, float] = {}
+    for space in _embedding_spaces(c, tenant):
+        oldest = c.store.oldest_queued(space, tenant)
+        queued[space], age[space] = c.store.queued_count(space, tenant), round(now - oldest, 3) if oldest else 0.0
     pending = c.store.changes_pending(c.follower.seq, tenant)
     out: dict[str, object] = {
-        "oldestQueuedAgeSeconds": round(c.store.clock() - oldest, 3) if oldest else 0.0,
-        "queued": c.store.queued_count(space, tenant),
+        "oldestQueuedAgeSeconds": max(age.values()),
+        "queued": sum(queued.values()),
         "indexFollowerLag": pending,
         "stuckQueued": len(_stuck(c, tenant)),
         "stuckAfterSeconds": c.settings.reconcile_stuck_seconds,
+        "bySpace": {sp: {"queued": queued[sp], "oldestQueuedAgeSeconds": age[sp]} for sp in queued},
     }
     if isinstance(c.queue, _ReconciledQueue):
         out["reconciler"] = c.queue.reconcile_report(tenant)

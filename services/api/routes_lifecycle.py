@@ -75,7 +75,7 @@ def _start_backfill(c: Container, tenant: str, collection: str | None, kind: str
     """Create the task and run its first step now, so small collections need no wait."""
     backfills = c.lifecycle.backfills
     task = backfills.start(tenant, collection, space or c.spaces.active(tenant), kind, force)
-    queued = backfills.step(task)
+    queued = c.lifecycle.first_step(task)
     c.scheduler.wake()
     return {"queued": queued, "task": progress(with_state(task, c.store))}
 
@@ -148,9 +148,10 @@ async def get_scheduler(request: Request, p: Principal = Depends(require("admin"
     documents pinned, vectors evicted, retired spaces removed); never another tenant's."""
     c = _c(request)
     last, mine = await run_in_threadpool(c.store.last_ticks, p.tenant)
+    failed = await run_in_threadpool(c.store.last_tick_failures)
     cfg, s = c.lifecycle.cfg, c.settings
     return JSONResponse({
-        "intervalSeconds": s.scheduler_interval_seconds, "lastTickAt": _iso(last),
+        "intervalSeconds": s.scheduler_interval_seconds, "lastTickAt": _iso(last), "lastTickFailed": failed,
         "lastChange": {"at": _iso(mine[0]), **mine[1]} if mine else None,
         "policy": {"promoteMinQueries": cfg.promotion.min_queries, "promoteMinHits": cfg.promotion.min_hits,
                    "promoteWindowSeconds": cfg.promotion.window_seconds,
@@ -238,6 +239,9 @@ def _space_body(c: Container, tenant: str, info: SpaceInfo, tasks: list[Backfill
         "space": info.space, "model": info.model_id, "dim": info.dim, "state": info.state,
         "createdAt": _iso(info.created_at), "activatedAt": _iso(info.activated_at),
     }
+    if info.state == "building":
+        out["scope"] = info.scope
+        out["toEmbed"] = sum(_backlog(c, tenant, info).values())
     if info.state not in ("retired", "expiring"):
         out["coverage"] = _space_coverage(c, tenant, info.space)
     else:
@@ -276,8 +280,19 @@ async def get_spaces(request: Request, p: Principal = Depends(require("admin")))
     return JSONResponse(await run_in_threadpool(list_spaces, _c(request), p.tenant))
 
 
-def start_migration(c: Container, tenant: str, space: str, model: str, dim: int | None) -> dict[str, object]:
-    """A rolling, budgeted re-embed of every document of the tenant into `space` (V§13)."""
+def _backlog(c: Container, tenant: str, info: SpaceInfo) -> dict[str, int]:
+    """What the migration into `info` has still to embed, by state (services/worker/backfill.py
+    `_scoped` picks the same documents)."""
+    eager = [col for t, col in c.store.promoted() if t == tenant]
+    return c.store.migration_backlog(tenant, info.space, c.spaces.active(tenant), info.scope, eager)
+
+
+def start_migration(c: Container, tenant: str, space: str, model: str, dim: int | None,
+                    scope: str = "all") -> dict[str, object]:
+    """A rolling, budgeted re-embed into `space` (V§13) of every document of the tenant, or with
+    scope `ready` of what the active space holds ready now and of eager collections: a lazy tenant
+    then pays for what its reads use, not for its whole corpus (the rest is embedded on its first
+    touch once the space is active)."""
     active, building = c.spaces.of(tenant)
     if space == active:
         raise VibeError(ErrorCode.CONFLICT, f"{space!r} is already the active space")
@@ -299,7 +314,7 @@ def start_migration(c: Container, tenant: str, space: str, model: str, dim: int 
         current = c.embedders(active)
         c.store.put_tenant_space(SpaceInfo(tenant, active, current.model_id, current.dim, "active", now))
     was = next((r for r in c.store.tenant_spaces(tenant) if r.space == space), None)
-    to = SpaceInfo(tenant, space, model_id, size, "building", now)
+    to = SpaceInfo(tenant, space, model_id, size, "building", now, scope="ready" if scope == "ready" else "all")
     if was is not None and was.state in ("retired", "expiring"):
         # Back to a retired space, gradually: its cold vectors rehydrate without a provider call.
         # Realigned in the same transaction, and never once its retention expiry has claimed it.
@@ -308,14 +323,14 @@ def start_migration(c: Container, tenant: str, space: str, model: str, dim: int 
     else:
         c.store.put_tenant_space(to)
     out = _start_backfill(c, tenant, None, "migrate", False, space)
-    return {"space": space, "model": model_id, "dim": size, "state": "building", **out}
+    return {"space": space, "model": model_id, "dim": size, "state": "building", "scope": to.scope, **out}
 
 
 @router.post("/semantic/spaces", status_code=202, dependencies=AUTHENTICATED, openapi_extra=body(SpaceIn),
              responses={**ok(Migrating, "the migration started", 202), **errors(400, 409, 413, 503)})
 async def post_space(request: Request, p: Principal = Depends(require("admin"))) -> JSONResponse:
     body = await optional_object(request, SpaceIn)
-    space, model, dim = body.get("space"), body.get("model"), body.get("dim")
+    space, model, dim, scope = body.get("space"), body.get("model"), body.get("dim"), body.get("scope", "all")
     if not isinstance(space, str) or not SPACE_RE.match(space):
         raise invalid("space must be 1-64 letters, digits, '_', '.', '@' or '-'", field="space")
     if not isinstance(model, str) or not 0 < len(model) <= 200:
@@ -324,7 +339,9 @@ async def post_space(request: Request, p: Principal = Depends(require("admin")))
         dim = int(dim)  # JSON does not tell 8 from 8.0
     if dim is not None and (isinstance(dim, bool) or not isinstance(dim, int) or not 1 <= dim <= 8192):
         raise invalid("dim must be an integer from 1 to 8192", field="dim")
-    out = await run_in_threadpool(start_migration, _c(request), p.tenant, space, model, dim)
+    if scope not in ("all", "ready"):
+        raise invalid("scope must be 'all' or 'ready'", field="scope")
+    out = await run_in_threadpool(start_migration, _c(request), p.tenant, space, model, dim, scope)
     return JSONResponse(out, status_code=202)
 
 
@@ -341,10 +358,7 @@ def activate(c: Container, tenant: str, space: str, force: bool) -> dict[str, ob
         return reactivate(c, tenant, space, active, building, rows)
     if space not in building:
         raise VibeError(ErrorCode.NOT_FOUND, f"no migration to {space[:64]!r} is in progress")
-    cov = _space_coverage(c, tenant, space)
-    states = cov["states"]
-    assert isinstance(states, dict)
-    waiting = sum(int(states.get(s, 0)) for s in ("none", "queued", "stale"))
+    waiting = sum(_backlog(c, tenant, rows[space]).values())
     tasks = [t for t in c.store.tasks(tenant, running_only=True) if t.space == space]
     if (tasks or waiting) and not force:
         raise VibeError(ErrorCode.CONFLICT, f"{space!r} is not complete: {waiting} documents still to embed; "

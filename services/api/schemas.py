@@ -483,6 +483,11 @@ class QueueDepth(BaseModel):
     broker: Literal["ok", "unreachable"]
 
 
+class SpaceLag(BaseModel):
+    queued: int
+    oldestQueuedAgeSeconds: float
+
+
 class Lag(BaseModel):
     model_config = ConfigDict(extra="allow")
     oldestQueuedAgeSeconds: float
@@ -490,6 +495,9 @@ class Lag(BaseModel):
     indexFollowerLag: int
     stuckQueued: int
     stuckAfterSeconds: float
+    bySpace: dict[str, SpaceLag] = Field(
+        description="per space embeddings go to: the active one, and one a migration is building (the totals above "
+                    "are over both)")
     reconciler: dict[str, Any] | SkipJsonSchema[None] = Field(
         default=None, description="the last reconcile pass (the Celery beat task, or the embedded scheduler thread)")
 
@@ -663,6 +671,8 @@ class SchedulerChange(BaseModel):
 class SchedulerView(BaseModel):
     intervalSeconds: float = Field(description="VIBE_SCHEDULER_INTERVAL_SECONDS")
     lastTickAt: str | None = Field(description="the last tick, by whichever process holds the scheduler's lease")
+    lastTickFailed: list[str] = Field(description="stages of the last tick that failed (the others ran; logged, and "
+                                                  "counted in vibe_scheduler_stage_errors_total)")
     lastChange: SchedulerChange | None = Field(description="the last tick that changed something for the tenant")
     policy: SchedulerPolicy
 
@@ -707,6 +717,11 @@ class Space(BaseModel):
     expiring: bool | SkipJsonSchema[None] = Field(
         default=None, description="a retired space past its retention, being removed (it can no longer be "
                                   "re-activated)")
+    scope: Literal["all", "ready"] | SkipJsonSchema[None] = Field(
+        default=None, description="a building space: what its migration embeds (POST /semantic/spaces `scope`)")
+    toEmbed: int | SkipJsonSchema[None] = Field(
+        default=None, description="a building space: documents its migration has still to embed (those in its "
+                                  "scope without a vector there); activation waits for 0 unless forced")
 
 
 class Spaces(BaseModel):
@@ -720,6 +735,11 @@ class SpaceIn(BaseModel):
                        description="a model id (hash:v1@64, openai:<model>, local:<model>) or a model name of the "
                                    "configured provider")
     dim: int | None = Field(default=None, ge=1, le=8192)
+    scope: Literal["all", "ready"] = Field(
+        default="all", description="`all`: re-embed every document of the tenant (V§13); `ready`: only those with a "
+                                   "vector in the active space now (and every document of an eager collection), "
+                                   "the rest being embedded on its first touch once the space is active, as in any "
+                                   "lazy collection")
 
 
 class Migrating(BaseModel):
@@ -728,6 +748,7 @@ class Migrating(BaseModel):
     model: str
     dim: int
     state: Literal["building"]
+    scope: Literal["all", "ready"]
     queued: int
     task: Backfill
 

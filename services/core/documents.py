@@ -187,16 +187,18 @@ class DocumentService:
         """Store documents (one transaction) and make them searchable; returns per-doc
         'created' or 'updated'. The sidecar is decided in the tenant's active space and in any
         space it is migrating to, where a write embeds at once (V§13: a write made during a
-        migration must not be missed by it)."""
+        migration must not be missed by it); into a migration of scope `ready`, only as in the
+        active space (an eager collection's), since the migration takes only what is embedded."""
         tenants = {d.key.tenant for d in docs}
         eager = {t: self.eager(t) for t in tenants}
-        spaces = {t: self.spaces.of(t) for t in tenants}
+        spaces = {t: self.spaces.layout(t) for t in tenants}
         plan: dict[str, list[tuple[StoredDoc, bool]]] = {}  # space -> (doc, embed at once)
         for d in docs:
             active, building = spaces[d.key.tenant]
-            plan.setdefault(active, []).append((d, d.key.collection in eager[d.key.tenant]))
-            for b in building:
-                plan.setdefault(b, []).append((d, True))
+            at_once = d.key.collection in eager[d.key.tenant]
+            plan.setdefault(active, []).append((d, at_once))
+            for b, scope in building.items():
+                plan.setdefault(b, []).append((d, at_once or scope == "all"))
         with self._lock:
             old = {sp: self.store.sidecars([d.key for d, _ in items], sp) for sp, items in plan.items()}
             sidecars = [self._transition(d, old[sp].get(d.key), now, sp) for sp, items in plan.items()

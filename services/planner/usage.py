@@ -96,6 +96,14 @@ class UsageRecorder:
         for cost). Without a cap it is only counted, in the next flush (no store write on a read).
         Give the charge back with `release` when the call fails."""
         charge = QueryCharge(tenant, collection, estimate_tokens(text), utc_day(self.clock()))
+        # Counted when granted (a call that then fails sent its tokens too); before, the metric
+        # counted documents only while /semantic/usage counted queries as well.
+        granted = self._granted(tenant, collection, charge)
+        if granted is not None:
+            METRICS.provider_tokens.labels(kind="queries").inc(granted.tokens)
+        return granted
+
+    def _granted(self, tenant: str, collection: str, charge: QueryCharge) -> QueryCharge | None:
         if self.daily_tokens and self.ledger is not None:
             try:
                 ok = self.ledger.charge_tokens(tenant, charge.day, {collection: (0, charge.tokens)}, 1,

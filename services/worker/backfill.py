@@ -99,12 +99,15 @@ class Backfills:
             return 0
         docs = self.store.get_docs(keys)
         sides = self._sidecars(keys, docs, task.space)
+        scoped = self._scoped(task, keys)
         room = max(0, self.budget.available(task.tenant) - self.limits.reserve)
         todo: list[SidecarEntry] = []
         paid: list[SidecarEntry] = []  # the part of `todo` that calls the provider
         handled = len(keys)
         for i, k in enumerate(keys):
             side, doc = sides.get(k), docs.get(k)
+            if scoped is not None and k not in scoped:
+                continue  # a scoped migration leaves it to its first touch in the new space
             if doc is not None and side is not None and self._wants_embedding(task, doc, side, eager):
                 if not self._rehydrates(task, side):
                     if len(paid) >= room:
@@ -135,6 +138,22 @@ class Backfills:
             self.store.ensure_sidecars(missing)
             sides = self.store.sidecars(keys, space)
         return sides
+
+    def _scoped(self, task: BackfillTask, keys: Sequence[DocKey]) -> set[DocKey] | None:
+        """The keys a migration with scope `ready` embeds (None: no scope, all of them): those
+        `ready` or `queued` in the tenant's active space now, and those of eager collections.
+        The same terms as `StoreOfRecord.migration_backlog`, which decides when it is done."""
+        if task.kind != "migrate":
+            return None
+        rows = self.store.tenant_spaces(task.tenant)
+        target = next((r for r in rows if r.space == task.space), None)
+        source = next((r.space for r in rows if r.state == "active"), None)
+        if target is None or target.scope == "all" or source is None:
+            return None
+        eager = {c for t, c in self.store.promoted() if t == task.tenant}
+        held = self.store.sidecars([k for k in keys if k.collection not in eager], source)
+        return ({k for k in keys if k.collection in eager}
+                | {k for k, s in held.items() if s.status in (SemanticStatus.READY, SemanticStatus.QUEUED)})
 
     @staticmethod
     def _rehydrates(task: BackfillTask, side: SidecarEntry) -> bool:

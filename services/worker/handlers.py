@@ -201,7 +201,7 @@ class EmbedHandler:
                 self.ledger.charge_tokens(tenant, day, cols, calls, 0)
             except Exception:  # noqa: BLE001 - the vectors are committed; a lost usage row is only a report
                 log.warning("usage ledger write failed", exc_info=True)
-            METRICS.provider_tokens.inc(sum(estimate_tokens(w.text) for w in items))
+            METRICS.provider_tokens.labels(kind="documents").inc(sum(estimate_tokens(w.text) for w in items))
 
     def _refund(self, work: Sequence[_Work]) -> None:
         """A failed call gives its reservation back (its retry reserves again)."""

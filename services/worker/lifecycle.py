@@ -28,15 +28,16 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from services.planner.promotion import PromotionPolicy, decide_collections
 from services.worker.backfill import Backfills
 from shared.metrics import METRICS
-from shared.model import CollectionMode, DocKey, SemanticStatus, SidecarEntry, SpaceInfo
+from shared.model import BackfillTask, CollectionMode, DocKey, SemanticStatus, SidecarEntry, SpaceInfo
 from shared.ports import ColdStore, StoreOfRecord
 
 log = logging.getLogger("vibe.lifecycle")
+T = TypeVar("T")
 LEASE = "scheduler"
 
 
@@ -78,6 +79,7 @@ class TickReport:
     requeued_budget: int = 0
     backfills_started: int = 0
     skipped: bool = False
+    failed: list[str] = field(default_factory=list)  # the stages that raised (the others ran)
     # per tenant, what this tick changed for it (GET /semantic/scheduler shows each tenant its own)
     tenants: dict[str, dict[str, Any]] = field(default_factory=dict)
 
@@ -126,10 +128,10 @@ class Lifecycle:
                 return TickReport(skipped=True)
             report = self._tick(now)
             try:
-                self.store.record_tick(now, report.tenants)
+                self.store.record_tick(now, report.tenants, report.failed)
             except Exception:  # noqa: BLE001 - the admin view's record must not undo the tick's work
                 log.warning("scheduler tick not recorded", exc_info=True)
-        METRICS.scheduler_runs.labels(outcome="ran").inc()
+        METRICS.scheduler_runs.labels(outcome="failed" if report.failed else "ran").inc()
         METRICS.scheduler_seconds.observe(time.perf_counter() - started)
         if report.promoted or report.demoted or report.evicted or report.pinned or report.retired_expired:
             log.info("lifecycle tick", extra={k: v for k, v in report.body().items() if v})
@@ -143,20 +145,46 @@ class Lifecycle:
         self.cool_retired(self.clock())
         return queued
 
+    def first_step(self, task: BackfillTask) -> int:
+        """A new task's first step now, so a small collection needs no wait, under the lease
+        every backfill step holds. Run beside the scheduler's step of the same task, both read
+        one cursor: the later write of the task's counters lost the other's (seen: a reindex that
+        answered `queued: 150` showed `queued: 0` once done), and both took the bucket for the
+        same documents. With the lease busy, the scheduler's next run (woken now) steps it."""
+        with self.store.lease(f"{LEASE}:backfill") as leader:
+            return self.backfills.step(task) if leader else 0
+
     # -- one tick ----------------------------------------------------------------------------
 
     def _tick(self, now: float) -> TickReport:
+        """Every stage of a tick, each on its own: a stage that raises is logged, counted
+        (`vibe_scheduler_stage_errors_total{stage}`) and named in GET /semantic/scheduler, and
+        the others still run. Before, one failing query (seen: the migration backlog check)
+        stopped promotion, pinning, eviction and pruning for every tenant, tick after tick, and
+        the admin view only showed `lastTickAt` standing still."""
         r = TickReport()
-        self._collections(now, r)
-        r.pinned = self._pin(now, r)
-        r.evicted = self.evict(now, report=r)
-        r.pruned_vectors, r.pruned_cold = self.prune(now)
-        r.dropped_cold_copies = self.drop_cold_copies()
-        r.retired_cooled = self.cool_retired(now)
-        r.retired_expired = self.expire_retired(now, r)
-        r.requeued_budget = self.store.requeue_budget_deferred(_day_start(now))
-        self.publish_gauges()
+        self._stage(r, "collections", lambda: self._collections(now, r), None)
+        r.pinned = self._stage(r, "pin", lambda: self._pin(now, r), 0)
+        r.evicted = self._stage(r, "evict", lambda: self.evict(now, report=r), 0)
+        r.pruned_vectors, r.pruned_cold = self._stage(r, "prune", lambda: self.prune(now), (0, 0))
+        r.dropped_cold_copies = self._stage(r, "cold_copies", self.drop_cold_copies, 0)
+        r.retired_cooled = self._stage(r, "retired_cool", lambda: self.cool_retired(now), 0)
+        r.retired_expired = self._stage(r, "retired_expire", lambda: self.expire_retired(now, r), [])
+        r.requeued_budget = self._stage(r, "budget_requeue",
+                                        lambda: self.store.requeue_budget_deferred(_day_start(now)), 0)
+        self._stage(r, "gauges", self.publish_gauges, None)
         return r
+
+    @staticmethod
+    def _stage(r: TickReport, name: str, run: Callable[[], T], failed: T) -> T:
+        """One stage of a tick; `failed` is its result when it raises."""
+        try:
+            return run()
+        except Exception:  # noqa: BLE001 - one stage's failure must not stop the others
+            log.exception("scheduler stage failed", extra={"stage": name})
+            METRICS.scheduler_stage_errors.labels(stage=name).inc()
+            r.failed.append(name)
+            return failed
 
     def _collections(self, now: float, r: TickReport) -> None:
         pol = self.cfg.promotion
@@ -185,9 +213,9 @@ class Lifecycle:
         for sp in self.store.tenant_spaces():
             if sp.state != "building" or (sp.tenant, sp.space) in running:
                 continue
-            states = self.store.coverage(sp.tenant, None, sp.space)["states"]
-            assert isinstance(states, dict)
-            if any(int(states.get(s, 0)) for s in ("none", "stale")):
+            eager = [c for t, c in self.store.promoted() if t == sp.tenant]
+            left = self.store.migration_backlog(sp.tenant, sp.space, self.active(sp.tenant), sp.scope, eager)
+            if left["none"] or left["stale"]:
                 self.backfills.start(sp.tenant, None, sp.space, "migrate")
                 r.backfills_started += 1
 

@@ -70,6 +70,9 @@ CREATE TABLE IF NOT EXISTS tenant_spaces(
 CREATE TABLE IF NOT EXISTS space_retirements(
   tenant TEXT NOT NULL, space TEXT NOT NULL, retired_at DOUBLE PRECISION NOT NULL,
   PRIMARY KEY(tenant, space));
+CREATE TABLE IF NOT EXISTS space_scopes(
+  tenant TEXT NOT NULL, space TEXT NOT NULL, scope TEXT NOT NULL,
+  PRIMARY KEY(tenant, space));
 CREATE TABLE IF NOT EXISTS dead_letters(
   follower TEXT NOT NULL, seq BIGINT NOT NULL, tenant TEXT NOT NULL, collection TEXT NOT NULL,
   doc_id TEXT NOT NULL, op TEXT NOT NULL, error TEXT NOT NULL, at DOUBLE PRECISION NOT NULL,
@@ -103,11 +106,11 @@ def _space(r: Mapping[str, Any]) -> SpaceInfo:
     retired = (r["retired_at"] or r["activated_at"] or r["created_at"]) if r["state"] in ("retired", "expiring") \
         else None
     return SpaceInfo(r["tenant"], r["space"], r["model_id"], int(r["dim"]), r["state"], float(r["created_at"]),
-                     r["activated_at"], None if retired is None else float(retired))
+                     r["activated_at"], None if retired is None else float(retired), r["scope"] or "all")
 
 
-_SPACES = ("SELECT s.*, r.retired_at FROM tenant_spaces s LEFT JOIN space_retirements r "
-           "ON r.tenant=s.tenant AND r.space=s.space")
+_SPACES = ("SELECT s.*, r.retired_at, m.scope FROM tenant_spaces s LEFT JOIN space_retirements r "
+           "ON r.tenant=s.tenant AND r.space=s.space LEFT JOIN space_scopes m ON m.tenant=s.tenant AND m.space=s.space")
 
 
 class LifecycleSql:
@@ -254,11 +257,11 @@ class LifecycleSql:
 
     # -- scheduler runs --------------------------------------------------------------------------
 
-    def record_tick(self, at: float, changes: Mapping[str, Mapping[str, object]]) -> None:
-        """The last tick (any process's, scope `tick`) and, per tenant it changed something for,
-        that tick's changes (scope `tenant:<name>`): GET /semantic/scheduler."""
-        rows = [("tick", at, "{}"), *((f"tenant:{t}", at, json.dumps(c, sort_keys=True))
-                                      for t, c in sorted(changes.items()))]
+    def record_tick(self, at: float, changes: Mapping[str, Mapping[str, object]], failed: Sequence[str] = ()) -> None:
+        """The last tick (any process's, scope `tick`, with the stages that failed) and, per tenant
+        it changed something for, that tick's changes (scope `tenant:<name>`): GET /semantic/scheduler."""
+        rows = [("tick", at, json.dumps({"failed": list(failed)} if failed else {})),
+                *((f"tenant:{t}", at, json.dumps(c, sort_keys=True)) for t, c in sorted(changes.items()))]
         with self._lc_tx() as conn:
             for row in rows:
                 self._x(conn, "INSERT INTO scheduler_runs VALUES (?,?,?) ON CONFLICT (scope) "
@@ -271,6 +274,10 @@ class LifecycleSql:
         tick, mine = rows.get("tick"), rows.get(f"tenant:{tenant}")
         return (float(tick["at"]) if tick else None,
                 (float(mine["at"]), json.loads(mine["report"])) if mine else None)
+
+    def last_tick_failures(self) -> list[str]:
+        rows = self._read("SELECT report FROM scheduler_runs WHERE scope=?", ("tick",))
+        return [str(x) for x in json.loads(rows[0]["report"]).get("failed", [])] if rows else []
 
     # -- collection modes ----------------------------------------------------------------------
 
@@ -591,11 +598,18 @@ class LifecycleSql:
                           f"SET retired_at=excluded.retired_at{keep}", (info.tenant, info.space, at))
         else:
             self._x(conn, "DELETE FROM space_retirements WHERE tenant=? AND space=?", (info.tenant, info.space))
+        # A migration's scope is the building space's alone: any other state forgets it.
+        if info.state == "building" and info.scope != "all":
+            self._x(conn, "INSERT INTO space_scopes VALUES (?,?,?) ON CONFLICT (tenant, space) DO UPDATE "
+                          "SET scope=excluded.scope", (info.tenant, info.space, info.scope))
+        else:
+            self._x(conn, "DELETE FROM space_scopes WHERE tenant=? AND space=?", (info.tenant, info.space))
 
     def forget_tenant_space(self, tenant: str, space: str) -> None:
         with self._lc_tx() as conn:
             self._x(conn, "DELETE FROM tenant_spaces WHERE tenant=? AND space=?", (tenant, space))
             self._x(conn, "DELETE FROM space_retirements WHERE tenant=? AND space=?", (tenant, space))
+            self._x(conn, "DELETE FROM space_scopes WHERE tenant=? AND space=?", (tenant, space))
 
     def switch_space(self, to: SpaceInfo, expect: str, retire: SpaceInfo | None, now: float) -> int | None:
         """One transaction for a cut-over: `to` takes its new state (active, or building for a
@@ -614,7 +628,14 @@ class LifecycleSql:
             self._put_space(conn, to)
             if retire is not None:
                 self._put_space(conn, retire)
-            return self._realign(conn, to.tenant, to.space, now) if expect == "retired" else 0
+            if expect == "retired":
+                return self._realign(conn, to.tenant, to.space, now)
+            if to.state == "active":
+                # A forced cut-over (or a scoped migration) leaves documents the migration never
+                # reached without a row in the new space; a touch never spends on a document
+                # without a row, and coverage did not count it (seen: 3 of 10 documents, "100%").
+                self._rows_for_every_doc(conn, to.tenant, to.space, now)
+            return 0
 
     def claim_expiry(self, tenant: str, space: str, retired_before: float) -> bool:
         """A retired space whose retirement is older than `retired_before` becomes `expiring`,
@@ -658,13 +679,43 @@ class LifecycleSql:
         n += int(self._x(conn, "UPDATE sidecar SET status='none', reason=NULL, updated_at=? "
                                "WHERE tenant=? AND space=? AND status='queued'",
                          (now, tenant, space)).rowcount or 0)
-        n += int(self._x(conn, "INSERT INTO sidecar (tenant, collection, doc_id, space, status, content_hash, "
-                               "reason, attempts, updated_at) SELECT tenant, collection, doc_id, ?, 'none', "
-                               "content_hash, NULL, 0, ? FROM docs WHERE tenant=? "
-                               "ON CONFLICT (tenant, collection, doc_id, space) DO NOTHING",
-                         (space, now, tenant)).rowcount or 0)
+        n += self._rows_for_every_doc(conn, tenant, space, now)
         self._lc_log(conn, [(k, "vector", space) for k in ready])
         return n
+
+    def _rows_for_every_doc(self, conn: Any, tenant: str, space: str, now: float) -> int:
+        """A `none` row in `space` for every document of the tenant that has none there."""
+        return int(self._x(conn, "INSERT INTO sidecar (tenant, collection, doc_id, space, status, content_hash, "
+                                 "reason, attempts, updated_at) SELECT tenant, collection, doc_id, ?, 'none', "
+                                 "content_hash, NULL, 0, ? FROM docs WHERE tenant=? "
+                                 "ON CONFLICT (tenant, collection, doc_id, space) DO NOTHING",
+                           (space, now, tenant)).rowcount or 0)
+
+    def migration_backlog(self, tenant: str, space: str, source: str, scope: str,
+                          eager: Sequence[str] = ()) -> dict[str, int]:
+        """The documents a migration into `space` has still to embed, by their state there
+        (`none` also for a document without a row yet): every document of the tenant for scope
+        `all`; for `ready`, those `ready` or `queued` in `source` (the active space, as it is
+        now: what a read touches during the migration joins it) and those of the `eager`
+        collections."""
+        sql = ("SELECT COALESCE(n.status, 'none') AS status, COUNT(*) AS c FROM docs d "
+               "LEFT JOIN sidecar n ON n.tenant=d.tenant AND n.collection=d.collection AND n.doc_id=d.doc_id "
+               "AND n.space=? ")
+        args: list[object] = [space]
+        where = " WHERE d.tenant=? AND (n.status IS NULL OR n.status IN ('none', 'queued', 'stale'))"
+        in_eager: list[str] = []
+        if scope != "all":
+            sql += ("LEFT JOIN sidecar o ON o.tenant=d.tenant AND o.collection=d.collection AND o.doc_id=d.doc_id "
+                    "AND o.space=? ")
+            args.append(source)
+            in_eager = sorted(set(eager))
+            where += " AND (o.status IN ('ready', 'queued')"
+            where += f" OR d.collection IN ({','.join('?' * len(in_eager))}))" if in_eager else ")"
+        rows = self._read(sql + where + " GROUP BY COALESCE(n.status, 'none')", (*args, tenant, *in_eager))
+        out = {"none": 0, "queued": 0, "stale": 0}
+        for r in rows:
+            out[str(r["status"])] = int(r["c"])
+        return out
 
     # -- a document write and the tenant's other spaces ------------------------------------------
 

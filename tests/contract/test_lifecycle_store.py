@@ -435,6 +435,61 @@ def test_a_retired_space_keeps_its_retirement_time_and_cold_entries_until_forgot
     assert lc.tenant_spaces("t") == []
 
 
+def test_a_migration_scope_is_kept_while_building_and_forgotten_after(lc: StoreOfRecord) -> None:
+    lc.put_tenant_space(SpaceInfo("t", "core", "m", 2, "active", T0, T0))
+    lc.put_tenant_space(SpaceInfo("t", "v2", "m2", 3, "building", T0 + 1, scope="ready"))
+    lc.put_tenant_space(SpaceInfo("u", "v2", "m2", 3, "building", T0 + 1))
+    assert {(s.tenant, s.space): s.scope for s in lc.tenant_spaces()} == {
+        ("t", "core"): "all", ("t", "v2"): "ready", ("u", "v2"): "all"}
+    assert lc.switch_space(SpaceInfo("t", "v2", "m2", 3, "active", T0 + 1, T0 + 2), "building",
+                           SpaceInfo("t", "core", "m", 2, "retired", T0, T0, retired_at=T0 + 2), T0 + 2) == 0
+    assert {s.space: s.scope for s in lc.tenant_spaces("t")} == {"core": "all", "v2": "all"}
+
+
+def test_migration_backlog_counts_what_the_scope_takes(lc: StoreOfRecord) -> None:
+    """Scope `all`: every document of the tenant not ready in the new space (no row counts as
+    none); `ready`: only those ready or queued in the source space, or in an eager collection."""
+    hot, queued, lazy, cold, eager_doc = k("hot"), k("q"), k("lazy"), k("cold"), k("e", "eager")
+    ready(lc, hot, "h1")
+    put(lc, queued, "h2", S.QUEUED)
+    put(lc, lazy, "h3")
+    ready(lc, cold, "h4")
+    lc.evict([(status(lc, cold), "ref", 5)], "float16", T0)
+    put(lc, eager_doc, "h5")
+    ready(lc, k("other", tenant="u"), "h6")
+    # the new space: `hot` embedded there already, `lazy` has a row, the rest none yet
+    lc.ensure_sidecars([SidecarEntry(lazy, "v2", S.NONE, "h3", updated_at=T0),
+                        SidecarEntry(hot, "v2", S.QUEUED, "h1", updated_at=T0)])
+    assert lc.migration_backlog("t", "v2", "core", "all") == {"none": 4, "queued": 1, "stale": 0}
+    # eager collections change nothing for `all` (the tick passes them whatever the scope)
+    assert lc.migration_backlog("t", "v2", "core", "all", ["eager"]) == {"none": 4, "queued": 1, "stale": 0}
+    assert lc.migration_backlog("t", "v2", "core", "ready") == {"none": 1, "queued": 1, "stale": 0}
+    assert lc.migration_backlog("t", "v2", "core", "ready", ["eager"]) == {"none": 2, "queued": 1, "stale": 0}
+    v2 = lc.sidecar(hot, "v2")
+    assert v2 is not None and lc.commit_vectors([(v2, [0.6, 0.8])], "m2") == [hot]
+    assert lc.migration_backlog("t", "v2", "core", "ready") == {"none": 1, "queued": 0, "stale": 0}
+    assert lc.migration_backlog("u", "v2", "core", "all") == {"none": 1, "queued": 0, "stale": 0}
+
+
+def test_a_space_made_active_gets_a_row_for_every_document(lc: StoreOfRecord) -> None:
+    """A forced cut-over leaves documents the migration never reached without a row in the new
+    space; a touch spends only on documents with a row, so they were never embedded."""
+    a, b = k("a"), k("b")
+    ready(lc, a, "h1")
+    put(lc, b, "h2")
+    put(lc, k("x", tenant="u"), "h3")
+    lc.put_tenant_space(SpaceInfo("t", "core", "m", 2, "active", T0, T0))
+    lc.put_tenant_space(SpaceInfo("t", "v2", "m2", 3, "building", T0 + 1))  # written before: no rows there
+    assert lc.sidecar(b, "v2") is None
+    lc.ensure_sidecars([SidecarEntry(a, "v2", S.QUEUED, "h1", updated_at=T0)])
+    assert lc.switch_space(SpaceInfo("t", "v2", "m2", 3, "active", T0 + 1, T0 + 2), "building",
+                           SpaceInfo("t", "core", "m", 2, "retired", T0, T0, retired_at=T0 + 2), T0 + 2) == 0
+    side_a, side_b = lc.sidecar(a, "v2"), lc.sidecar(b, "v2")
+    assert side_a is not None and side_a.status == S.QUEUED  # a row it had stays as it was
+    assert side_b is not None and (side_b.status, side_b.content_hash) == (S.NONE, "h2")
+    assert lc.sidecar(k("x", tenant="u"), "v2") is None  # another tenant's documents are not its
+
+
 # -- leases --------------------------------------------------------------------------------------------
 
 

@@ -111,6 +111,12 @@ def test_dimension_mismatch_and_unfinished_activation_are_refused(api: OpenAIPro
                             {"space": "v3", "model": "openai:test-embed-v3"}).status_code == 202
             r = app.call("POST", "/semantic/spaces/v3/activate", "k-admin-a")
             assert r.status_code == 409 and r.json()["error"]["code"] == "conflict"
+            # the migration's jobs are lag too (only the active space's were counted: a stalled
+            # migration showed `queued: 0` beside its jobs in /semantic/queueDepth)
+            lag = app.call("GET", "/semantic/lag", "k-admin-a").json()
+            assert lag["bySpace"]["v3"]["queued"] > 0 and lag["queued"] >= lag["bySpace"]["v3"]["queued"], lag
+            assert set(lag["bySpace"]) == {"core", "v3"}
+            assert app.call("GET", "/semantic/queueDepth", "k-admin-a").json()["queuedInStore"] > 0
             assert spaces(app)["core"]["state"] == "active"
         finally:
             api.clear()
@@ -154,3 +160,72 @@ def test_a_building_space_counts_every_document_from_the_start(api: OpenAIProtoc
         refused = app.call("POST", "/semantic/spaces/core@v2/activate", "k-admin-a", {})
         assert refused.status_code == 409
         assert refused.json()["error"]["details"]["waiting"] >= len(DOCS) - 10, refused.text
+
+
+def _doc_semantic(app: Served, doc: str) -> dict[str, Any]:
+    r = app.call("GET", f"/v1/collections/r/docs/{doc}?include=semantic", "k-admin-a")
+    assert r.status_code == 200, r.text
+    return r.json()["__semantic"]  # type: ignore[no-any-return]
+
+
+def test_a_forced_activation_leaves_the_rest_to_first_touches(api: OpenAIProtocolServer, tmp_path: Path) -> None:
+    """Activated with `force` after one step of 5, the new space had no row for the 25 documents
+    the migration never reached: coverage said 5 of 5 (100%) and no touch ever embedded them.
+    Now the cut-over gives every document a row, and a read embeds what it touches."""
+    env = _env(api, VIBE_BACKFILL_STEP_DOCS="5", VIBE_BACKFILL_INTERVAL_SECONDS="3600")
+    with served(tmp_path / "data", env=env) as app:
+        assert app.bulk("k-admin-a", "r", DOCS).status_code == 200
+        assert app.call("POST", "/semantic/spaces", "k-admin-a",
+                        {"space": "core@v2", "model": "openai:test-embed-v2"}).status_code == 202
+        out = app.call("POST", "/semantic/spaces/core@v2/activate", "k-admin-a", {"force": True})
+        assert out.status_code == 200, out.text
+        cov = app.call("GET", "/semantic/coverage?collection=r", "k-admin-a").json()
+        assert cov["total"] == sum(cov["states"].values()) == len(DOCS), cov  # a row for every document
+        assert cov["states"]["none"] >= len(DOCS) // 2, cov  # the migration stopped early
+        assert _doc_semantic(app, "d29")["status"] == "none"  # the last in key order: never reached
+        r = app.read("k-admin-a", collection="r", q="case 29 report", semantic={"strategy": "hybrid"}, limit=3)
+        assert r.status_code == 200, r.text
+        wait_for(lambda: _doc_semantic(app, "d29")["status"] == "ready", 30,
+                 "a document the migration never reached to be embedded into the new space on its first touch")
+        assert _doc_semantic(app, "d29")["space"] == "core@v2"
+
+
+def test_a_migration_of_what_is_ready_pays_only_for_that(api: OpenAIProtocolServer, tmp_path: Path) -> None:
+    """`scope: ready`: a lazy tenant's model change re-embeds what its reads made ready (and eager
+    collections), not its whole corpus; what was never embedded waits for its first touch in the
+    new space, and activation does not wait for it."""
+    with served(tmp_path / "data", env=_env(api)) as app:
+        assert app.bulk("k-admin-a", "r", DOCS).status_code == 200
+        app.read("k-admin-a", collection="r", q="case 3 report", semantic={"strategy": "hybrid"}, limit=3)
+
+        def held() -> int:
+            return int(app.call("GET", "/semantic/coverage?collection=r", "k-admin-a").json()["states"]["ready"])
+
+        wait_for(lambda: held() > 0, 30, "a read to embed what it touched")
+        time.sleep(0.5)
+        ready_before = held()
+        assert 0 < ready_before < len(DOCS)
+        bad = app.call("POST", "/semantic/spaces", "k-admin-a", {"space": "core@v2", "model": "m", "scope": "some"})
+        assert bad.status_code == 400 and bad.json()["error"]["code"] == "invalid_params"
+        assert "core@v2" not in spaces(app)  # refused: nothing changed
+        inputs = api.inputs
+        r = app.call("POST", "/semantic/spaces", "k-admin-a",
+                     {"space": "core@v2", "model": "openai:test-embed-v2", "scope": "ready"})
+        assert r.status_code == 202, r.text
+        assert r.json()["scope"] == "ready"
+        app.put("k-admin-a", "r", "late", {"title": "Written during the migration", "body": "late" + BODY})
+        wait_for(lambda: spaces(app)["core@v2"]["toEmbed"] == 0
+                 and spaces(app)["core@v2"]["migration"]["state"] == "done", 60, "the scoped migration to finish")
+        v2 = spaces(app)["core@v2"]
+        assert v2["scope"] == "ready" and v2["coverage"]["ready"] == ready_before, v2
+        assert v2["coverage"]["total"] == len(DOCS) + 1
+        # the provider saw what was ready, and one probe of the new model's dimension at the start
+        assert api.inputs - inputs == ready_before + 1
+        out = app.call("POST", "/semantic/spaces/core@v2/activate", "k-admin-a", {})
+        assert out.status_code == 200, out.text  # nothing in its scope waits
+        assert "scope" not in spaces(app)["core@v2"]
+        assert _doc_semantic(app, "d21")["status"] == "none"
+        app.read("k-admin-a", collection="r", q="case 21 report", semantic={"strategy": "hybrid"}, limit=3)
+        wait_for(lambda: _doc_semantic(app, "d21")["status"] == "ready", 30,
+                 "a document outside the scope to be embedded into the new space on its first touch")
+        assert _doc_semantic(app, "d21")["space"] == "core@v2"

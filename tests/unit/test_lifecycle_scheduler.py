@@ -380,6 +380,29 @@ def test_each_tick_is_recorded_with_what_it_changed_per_tenant(rig: Rig) -> None
     assert rig.store.last_ticks("t") == (second + 3600, (second, {"promoted": ["c"]}))
 
 
+def test_a_failing_stage_does_not_stop_the_rest_of_the_tick(rig: Rig, monkeypatch: pytest.MonkeyPatch) -> None:
+    """One stage that raises (seen: the migration backlog check, a query with a parameter too
+    many) stopped promotion, pinning and eviction for every tenant, tick after tick. Now the
+    other stages run, and the failed one is logged, counted and recorded for the admin view."""
+    keys = [rig.put(f"d{i}") for i in range(2)]
+    rig.embed(*keys)
+    rig.advance(CFG.evict_idle_seconds + DAY)
+    rig.query(5, 4)  # enough for a promotion ...
+
+    def broken(*args: object, **kw: object) -> None:
+        raise RuntimeError("the backlog query failed")
+
+    with monkeypatch.context() as m:
+        m.setattr(rig.store, "collection_usage", broken)  # ... which the failing stage would decide
+        report = rig.lifecycle.tick()
+    assert report.failed == ["collections"] and report.promoted == []
+    assert report.evicted == 2  # eviction, after it, still ran
+    assert rig.store.last_tick_failures() == ["collections"]
+    report = rig.lifecycle.tick()
+    assert report.failed == [] and report.promoted == ["t/c"]
+    assert rig.store.last_tick_failures() == []
+
+
 def test_a_rehydrated_vector_drops_its_cold_copy_and_goes_cold_again_without_a_provider_call(rig: Rig) -> None:
     a, b = rig.put("a"), rig.put("b")
     rig.embed(a, b)

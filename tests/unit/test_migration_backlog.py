@@ -16,7 +16,7 @@ from services.wiring import build
 from shared.adapters import memory_budget
 from shared.config import Settings
 from shared.errors import VibeError
-from shared.model import DocKey, Principal, SemanticStatus
+from shared.model import DocKey, EmbedJob, Principal, SemanticStatus
 from tests.unit.test_scheduler_switch import wait_for
 
 USER = Principal("t", ("user:u",), frozenset({"read", "write", "admin"}))
@@ -56,5 +56,59 @@ def test_a_write_the_bucket_refused_during_a_migration_still_reaches_the_new_spa
         c.lifecycle.run_backfills()  # the task ends
         assert activate(c, "t", "v2", False)["state"] == "active"
         assert c.lifecycle.tick().backfills_started == 0  # nothing left to build
+    finally:
+        c.stop()
+
+
+def test_a_migration_of_what_is_ready_takes_up_what_reads_embed_meanwhile(tmp_path: Path) -> None:
+    """Scope `ready`: the tick's backlog check counts only what the scope takes (documents ready
+    in the active space, eager collections), so the migration is not started again for the
+    never-embedded rest; a document a read embeds in the active space during the migration joins
+    it at the next tick."""
+    c = build(Settings(data_dir=tmp_path / "data", embedder="hash", embed_dim=32, workers=1,
+                       scheduler_interval_seconds=3600))
+    c.scheduler_thread = False
+    c.start()
+    try:
+        c.docs.put([c.docs.parse(USER, "c", f"d{i}", {"title": f"Doc {i}", "body": f"wing flutter case {i}"})
+                    for i in range(6)]
+                   + [c.docs.parse(USER, "e", "e0", {"title": "Eager", "body": "an eager collection embeds it all"})])
+        keys = [DocKey("t", "c", f"d{i}") for i in range(6)]
+
+        def embed_now(*ks: DocKey) -> None:  # as a read's touch does, in the active space
+            for k in ks:
+                side = c.store.sidecar(k, "core")
+                assert side is not None
+                c.store.set_status([k], "core", SemanticStatus.QUEUED)
+                c.queue.enqueue([EmbedJob(k, "core", side.content_hash)])
+
+        def ready(space: str, *ks: DocKey) -> bool:
+            return all(s.status == SemanticStatus.READY for s in c.store.sidecars(list(ks), space).values())
+
+        embed_now(keys[0], keys[1])
+        wait_for(lambda: ready("core", keys[0], keys[1]), "two documents a read embedded")
+        c.lifecycle.set_mode("t", "e", True)  # an eager collection: all of it is in scope
+        out = start_migration(c, "t", "v2", "hash:v1@16", None, scope="ready")
+        assert out["scope"] == "ready"
+        wait_for(lambda: ready("v2", keys[0], keys[1], DocKey("t", "e", "e0")), "the scope in the new space")
+        c.lifecycle.run_backfills()  # the task ends
+        assert c.store.sidecar(keys[2], "v2") is not None and not ready("v2", keys[2])
+        def migrations() -> int:
+            return sum(1 for t in c.store.tasks("t") if t.kind == "migrate")
+
+        c.lifecycle.tick()
+        assert migrations() == 1  # the never-embedded rest is not its work: not started again
+
+        embed_now(keys[3])  # a read during the migration
+        wait_for(lambda: ready("core", keys[3]), "a document a read embedded during the migration")
+        with pytest.raises(VibeError, match="1 documents still to embed"):
+            activate(c, "t", "v2", False)
+        c.lifecycle.tick()
+        assert migrations() == 2
+        c.lifecycle.run_backfills()
+        wait_for(lambda: ready("v2", keys[3]), "the newly ready document in the new space")
+        c.lifecycle.run_backfills()
+        assert activate(c, "t", "v2", False)["state"] == "active"
+        assert [s.status for s in c.store.sidecars(keys[4:], "v2").values()] == [SemanticStatus.NONE] * 2
     finally:
         c.stop()

@@ -817,6 +817,13 @@ export interface components {
             /** Stuckafterseconds */
             stuckAfterSeconds: number;
             /**
+             * Byspace
+             * @description per space embeddings go to: the active one, and one a migration is building (the totals above are over both)
+             */
+            bySpace: {
+                [key: string]: components["schemas"]["SpaceLag"];
+            };
+            /**
              * Reconciler
              * @description the last reconcile pass (the Celery beat task, or the embedded scheduler thread)
              */
@@ -861,6 +868,11 @@ export interface components {
              * @constant
              */
             state: "building";
+            /**
+             * Scope
+             * @enum {string}
+             */
+            scope: "all" | "ready";
             /** Queued */
             queued: number;
             task: components["schemas"]["Backfill"];
@@ -1113,6 +1125,11 @@ export interface components {
              * @description the last tick, by whichever process holds the scheduler's lease
              */
             lastTickAt: string | null;
+            /**
+             * Lasttickfailed
+             * @description stages of the last tick that failed (the others ran; logged, and counted in vibe_scheduler_stage_errors_total)
+             */
+            lastTickFailed: string[];
             /** @description the last tick that changed something for the tenant */
             lastChange: components["schemas"]["SchedulerChange"] | null;
             policy: components["schemas"]["SchedulerPolicy"];
@@ -1185,8 +1202,26 @@ export interface components {
              * @description a retired space past its retention, being removed (it can no longer be re-activated)
              */
             expiring?: boolean;
+            /**
+             * Scope
+             * @description a building space: what its migration embeds (POST /semantic/spaces `scope`)
+             * @enum {string}
+             */
+            scope?: "all" | "ready";
+            /**
+             * Toembed
+             * @description a building space: documents its migration has still to embed (those in its scope without a vector there); activation waits for 0 unless forced
+             */
+            toEmbed?: number;
         } & {
             [key: string]: unknown;
+        };
+        /** SpaceLag */
+        SpaceLag: {
+            /** Queued */
+            queued: number;
+            /** Oldestqueuedageseconds */
+            oldestQueuedAgeSeconds: number;
         };
         /** Spaces */
         Spaces: {
@@ -3344,6 +3379,13 @@ export interface operations {
                     model: string;
                     /** Dim */
                     dim?: number | null;
+                    /**
+                     * Scope
+                     * @description `all`: re-embed every document of the tenant (V§13); `ready`: only those with a vector in the active space now (and every document of an eager collection), the rest being embedded on its first touch once the space is active, as in any lazy collection
+                     * @default all
+                     * @enum {string}
+                     */
+                    scope?: "all" | "ready";
                 };
             };
         };

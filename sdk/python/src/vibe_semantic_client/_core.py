@@ -309,8 +309,8 @@ def evict(collection: str, idle_seconds: float | None) -> Call[JSON]:
     return admin_post("/semantic/evict", {"collection": collection, "idleSeconds": idle_seconds})
 
 
-def create_space(space: str, model: str, dim: int | None) -> Call[JSON]:
-    return admin_post("/semantic/spaces", {"space": space, "model": model, "dim": dim})
+def create_space(space: str, model: str, dim: int | None, scope: str | None = None) -> Call[JSON]:
+    return admin_post("/semantic/spaces", {"space": space, "model": model, "dim": dim, "scope": scope})
 
 
 def activate_space(space: str, force: bool) -> Call[JSON]:

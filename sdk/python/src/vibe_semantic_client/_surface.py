@@ -81,9 +81,11 @@ class JsonCalls(Generic[R]):
         """The tenant's spaces: model, dimension, state, coverage, migration progress."""
         return self._json(core.admin_get("/semantic/spaces"))
 
-    def create_space(self, space: str, model: str, dim: int | None = None) -> R:
-        """Start a rolling re-embed into a new space (`model`: e.g. `hash:v1@64`). Not retried."""
-        return self._json(core.create_space(space, model, dim))
+    def create_space(self, space: str, model: str, dim: int | None = None, scope: str | None = None) -> R:
+        """Start a rolling re-embed into a new space (`model`: e.g. `hash:v1@64`): of every document
+        (`scope` "all", the default) or of those with a vector now ("ready"; the rest is embedded on
+        its first touch once the space is active). Not retried."""
+        return self._json(core.create_space(space, model, dim, scope))
 
     def activate_space(self, space: str, force: bool = False) -> R:
         """Cut over to a built space (`force`: before it is complete), or re-activate a retired one
