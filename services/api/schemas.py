@@ -471,7 +471,9 @@ class Coverage(BaseModel):
     language: str | SkipJsonSchema[None] = Field(
         default=None, description="with `collection`: the language its text is analysed in for keyword search "
         "(an ISO 639-1 code, or `simple`; `VIBE_COLLECTION_LANGUAGES`, `VIBE_DEFAULT_LANGUAGE`)")
-    storage: dict[str, int]
+    storage: dict[str, int] = Field(
+        description="the tenant's whole store, whatever `collection` says: vectors and cold vectors of every "
+                    "collection and space (a vector is kept once per content hash, so it is not one collection's)")
 
 
 class QueueDepth(BaseModel):

@@ -247,7 +247,8 @@ class DocumentService:
         ):
             return old  # unchanged content never re-embeds
         if old is not None and old.content_hash == d.content_hash and old.cold_ref:
-            new.cold_ref = old.cold_ref  # still evicted: the next touch rehydrates it
+            # still evicted: the next touch rehydrates it; the vector is the one embedded then
+            new.cold_ref, new.model_id, new.last_embedded_at = old.cold_ref, old.model_id, old.last_embedded_at
         if eager:
             new.status = SemanticStatus.QUEUED
         elif old is not None and old.status == SemanticStatus.READY:

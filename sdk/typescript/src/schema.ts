@@ -575,7 +575,10 @@ export interface components {
              * @description with `collection`: the language its text is analysed in for keyword search (an ISO 639-1 code, or `simple`; `VIBE_COLLECTION_LANGUAGES`, `VIBE_DEFAULT_LANGUAGE`)
              */
             language?: string;
-            /** Storage */
+            /**
+             * Storage
+             * @description the tenant's whole store, whatever `collection` says: vectors and cold vectors of every collection and space (a vector is kept once per content hash, so it is not one collection's)
+             */
             storage: {
                 [key: string]: number;
             };
