@@ -447,10 +447,11 @@ class LifecycleStore(Protocol):
         scope `all`, for `ready` those `ready`/`queued` in `source` or in an `eager` collection."""
         ...
 
-    def switch_space(self, to: SpaceInfo, expect: str, retire: SpaceInfo | None, now: float) -> int | None:
+    def switch_space(self, to: SpaceInfo, expect: str, retire: SpaceInfo | None, now: float,
+                     fill_rows: bool = False) -> int | None:
         """A cut-over in one transaction: `to` is written if its row is in state `expect`,
-        `retire` is written (retired), a space coming back from `retired` is realigned, and a
-        space made active gets a `none` row for every document that has none there.
+        `retire` is written (retired), a space coming back from `retired` is realigned, and with
+        `fill_rows` a space made active gets a `none` row for every document that has none there.
         Returns the rows realigned, None when `to` was not in state `expect` (nothing changed)."""
 
     def claim_expiry(self, tenant: str, space: str, retired_before: float) -> bool:

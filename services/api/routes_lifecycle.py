@@ -366,7 +366,8 @@ def activate(c: Container, tenant: str, space: str, force: bool) -> dict[str, ob
     now = c.store.clock()
     new = rows[space]
     to = SpaceInfo(tenant, space, new.model_id, new.dim, "active", new.created_at, now)
-    if c.store.switch_space(to, "building", _retiring(c, tenant, active, rows.get(active), now), now) is None:
+    if c.store.switch_space(to, "building", _retiring(c, tenant, active, rows.get(active), now), now,
+                            fill_rows=force) is None:
         raise VibeError(ErrorCode.CONFLICT, f"{space!r} changed meanwhile (another activation?); look again")
     _cancel_tasks(c, tenant, {space, active}, now)
     c.follower.sync()

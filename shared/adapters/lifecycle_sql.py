@@ -611,7 +611,8 @@ class LifecycleSql:
             self._x(conn, "DELETE FROM space_retirements WHERE tenant=? AND space=?", (tenant, space))
             self._x(conn, "DELETE FROM space_scopes WHERE tenant=? AND space=?", (tenant, space))
 
-    def switch_space(self, to: SpaceInfo, expect: str, retire: SpaceInfo | None, now: float) -> int | None:
+    def switch_space(self, to: SpaceInfo, expect: str, retire: SpaceInfo | None, now: float,
+                     fill_rows: bool = False) -> int | None:
         """One transaction for a cut-over: `to` takes its new state (active, or building for a
         gradual way back) only if its row is still in state `expect`, `retire` (the tenant's
         active space) becomes retired, and a space coming back from `retired` is realigned
@@ -630,11 +631,12 @@ class LifecycleSql:
                 self._put_space(conn, retire)
             if expect == "retired":
                 return self._realign(conn, to.tenant, to.space, now)
-            if to.state == "active":
-                # A forced cut-over (or a scoped migration) leaves documents the migration never
-                # reached without a row in the new space; a touch never spends on a document
-                # without a row, and coverage did not count it (seen: 3 of 10 documents, "100%").
-                self._rows_for_every_doc(conn, to.tenant, to.space, now)
+            if to.state == "active" and fill_rows:
+                # A forced cut-over leaves the documents the migration never reached without a row
+                # in the new space; a touch never spends on a document without a row, and coverage
+                # did not count it (seen: 5 of 30 documents, "100%"). One pass over the tenant's
+                # documents, so only then: a finished migration has passed every document.
+                return self._rows_for_every_doc(conn, to.tenant, to.space, now)
             return 0
 
     def claim_expiry(self, tenant: str, space: str, retired_before: float) -> bool:

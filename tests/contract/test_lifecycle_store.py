@@ -483,7 +483,8 @@ def test_a_space_made_active_gets_a_row_for_every_document(lc: StoreOfRecord) ->
     assert lc.sidecar(b, "v2") is None
     lc.ensure_sidecars([SidecarEntry(a, "v2", S.QUEUED, "h1", updated_at=T0)])
     assert lc.switch_space(SpaceInfo("t", "v2", "m2", 3, "active", T0 + 1, T0 + 2), "building",
-                           SpaceInfo("t", "core", "m", 2, "retired", T0, T0, retired_at=T0 + 2), T0 + 2) == 0
+                           SpaceInfo("t", "core", "m", 2, "retired", T0, T0, retired_at=T0 + 2), T0 + 2,
+                           fill_rows=True) == 1
     side_a, side_b = lc.sidecar(a, "v2"), lc.sidecar(b, "v2")
     assert side_a is not None and side_a.status == S.QUEUED  # a row it had stays as it was
     assert side_b is not None and (side_b.status, side_b.content_hash) == (S.NONE, "h2")
