@@ -31,7 +31,7 @@ from services.planner.usage import UsageRecorder
 from services.worker.backfill import BackfillLimits, Backfills
 from services.worker.handlers import BatchOutcome, EmbedHandler
 from services.worker.lifecycle import Lifecycle, LifecycleConfig
-from services.worker.repair import reconcile_pass
+from services.worker.repair import live_spaces, reconcile_pass
 from services.worker.scheduler import SchedulerThread
 from shared.adapters.citations_sqlite import SqliteCitationRegistry
 from shared.adapters.cold_files import FileColdStore
@@ -379,9 +379,11 @@ def build_handler(settings: Settings, store: StoreOfRecord, emb: Embedder,
     """The embedding job handler, the same in the API's worker threads and in Celery workers."""
     _check_space(store, settings.space, emb)
     policy = EligibilityPolicy(settings.index_policy)
+    directory = SpaceDirectory(store, settings.space)
     return EmbedHandler(store, emb, policy, settings.embed_fields, settings.job_max_attempts,
                         build_cold(settings, store), settings.tenant_daily_tokens, store.clock,
-                        embedders=SpaceEmbedders(settings, store, emb, wrap), default_space=settings.space)
+                        embedders=SpaceEmbedders(settings, store, emb, wrap), default_space=settings.space,
+                        live=lambda tenant: live_spaces(directory, tenant))
 
 
 def lifecycle_config(s: Settings) -> LifecycleConfig:

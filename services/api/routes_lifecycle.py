@@ -289,6 +289,19 @@ def _backlog(c: Container, tenant: str, info: SpaceInfo) -> dict[str, int]:
 
 def start_migration(c: Container, tenant: str, space: str, model: str, dim: int | None,
                     scope: str = "all") -> dict[str, object]:
+    """`_start_migration` under a per-tenant lease: two requests at once (two replicas) both
+    found no migration, both answered 202 with different scopes, and two tasks ran, one of
+    them re-embedding the whole corpus that the other had scoped to what was ready. The second
+    request now answers 409 `conflict`."""
+    with c.store.lease(f"migration:{tenant}") as mine:
+        if not mine:
+            raise VibeError(ErrorCode.CONFLICT, "another request is starting a migration for this tenant; look at "
+                                                "GET /semantic/spaces and try again")
+        return _start_migration(c, tenant, space, model, dim, scope)
+
+
+def _start_migration(c: Container, tenant: str, space: str, model: str, dim: int | None,
+                     scope: str) -> dict[str, object]:
     """A rolling, budgeted re-embed into `space` (V§13) of every document of the tenant, or with
     scope `ready` of what the active space holds ready now and of eager collections: a lazy tenant
     then pays for what its reads use, not for its whole corpus (the rest is embedded on its first

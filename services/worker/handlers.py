@@ -56,6 +56,7 @@ class EmbedHandler:
         clock: Callable[[], float] = time.time,
         embedders: Callable[[str], Embedder] | None = None,
         default_space: str | None = None,
+        live: Callable[[str], set[str]] | None = None,
     ):
         self.store = store
         self.embedder = embedder
@@ -67,6 +68,7 @@ class EmbedHandler:
         self.clock = clock
         self.embedders = embedders  # space -> its model's embedder (spaces in migration)
         self.default_space = default_space
+        self.live = live  # tenant -> the spaces it reads or builds (None: every space is)
         self.ledger = store if isinstance(store, LifecycleStore) else None
 
     def run(self, jobs: Sequence[EmbedJob]) -> BatchOutcome:
@@ -75,6 +77,9 @@ class EmbedHandler:
         for j in jobs:  # each space has its own model: a batch never mixes them
             by_space.setdefault(j.space, []).append(j)
         for space, group in by_space.items():
+            group = self._live(space, group, out)
+            if not group:
+                continue
             try:
                 embedder = self.embedder_for(space)
             except LookupError as e:  # a space retired or never bound: nothing to embed it with
@@ -90,6 +95,22 @@ class EmbedHandler:
             if work:
                 self._embed(work, out, embedder)
         return out
+
+    def _live(self, space: str, jobs: list[EmbedJob], out: BatchOutcome) -> list[EmbedJob]:
+        """Jobs of a space their tenant no longer reads or builds (retired by a cut-over while
+        they waited, touches of the old space among them) are dropped and their rows go back to
+        `none`, as the reconciler puts them (services/worker/repair.py): before, they went to the
+        provider for a space nobody reads, and the next move to the cold store kept them."""
+        if self.live is None:
+            return jobs
+        reads = {t: self.live(t) for t in {j.key.tenant for j in jobs}}
+        dead = [j.key for j in jobs if space not in reads[j.key.tenant]]
+        if not dead:
+            return jobs
+        out.changed += self.store.set_status(dead, space, SemanticStatus.NONE, only_from=[SemanticStatus.QUEUED])
+        METRICS.jobs_skipped.labels(reason="space_not_live").inc(len(dead))
+        gone = set(dead)
+        return [j for j in jobs if j.key not in gone]
 
     def embedder_for(self, space: str) -> Embedder:
         if self.embedders is None or space == self.default_space:

@@ -34,7 +34,7 @@ def repair_stuck(store: StoreOfRecord, spaces: Spaces, rows: Sequence[SidecarEnt
     lists every tenant's spaces and the configured one) go back to `none`, as a re-activation
     would put them (`realign_space`): embedding them is a provider call for a space nobody
     reads. Counted in `vibe_reconciler_repaired_total{reason}`."""
-    reads = {tenant: _reads(spaces, tenant) for tenant in {r.key.tenant for r in rows}}
+    reads = {tenant: live_spaces(spaces, tenant) for tenant in {r.key.tenant for r in rows}}
     by_space: dict[str, list[SidecarEntry]] = {}
     for r in rows:
         by_space.setdefault(r.space, []).append(r)
@@ -52,7 +52,7 @@ def repair_stuck(store: StoreOfRecord, spaces: Spaces, rows: Sequence[SidecarEnt
     return keep
 
 
-def _reads(spaces: Spaces, tenant: str) -> set[str]:
+def live_spaces(spaces: Spaces, tenant: str) -> set[str]:
     """The spaces a job of the tenant may embed into: its active one and any it is building."""
     active, building = spaces.of(tenant)
     return {active, *building}

@@ -539,9 +539,12 @@ class LifecycleSql:
         return [_task(r) for r in self._read(sql + " ORDER BY created_at", args)]
 
     def update_task(self, task_id: str, cursor: str, examined: int, queued: int, state: str, now: float) -> None:
+        """Only a running task moves: a step that read the task before another process cancelled
+        it (a new migration request, an activation, a demotion) must not write it back to
+        `running` (seen once beside two racing migration requests)."""
         with self._lc_tx() as conn:
             self._x(conn, "UPDATE backfill_tasks SET position_key=?, examined=?, queued=?, state=?, updated_at=? "
-                          "WHERE id=?", (cursor, examined, queued, state, now, task_id))
+                          "WHERE id=? AND state='running'", (cursor, examined, queued, state, now, task_id))
 
     def keys_after(self, tenant: str, collection: str | None, cursor: str, limit: int) -> list[DocKey]:
         col, _, doc = cursor.partition(CURSOR_SEP)

@@ -354,6 +354,12 @@ def test_backfill_task_crud(lc: StoreOfRecord) -> None:
     assert (got.cursor, got.examined, got.queued, got.state, got.updated_at) == (f"c{SEP}d7", 7, 3, "done", T0 + 9)
     assert [t.id for t in lc.tasks("t", running_only=True)] == ["a"]
     assert sorted(t.id for t in lc.tasks(running_only=True)) == ["a", "x"]
+    # only a running task moves: a step that read it before a cancel does not bring it back
+    lc.update_task("x", "", 0, 0, "cancelled", T0 + 10)
+    lc.update_task("x", f"c{SEP}d9", 9, 9, "running", T0 + 11)
+    lc.update_task("b", f"c{SEP}d9", 9, 9, "running", T0 + 11)
+    assert {t.id: (t.state, t.examined) for t in lc.tasks()} == {"a": ("running", 0), "b": ("done", 7),
+                                                                 "x": ("cancelled", 0)}
     with pytest.raises(Exception):  # noqa: B017 - either driver's integrity error
         lc.create_task(task("a", T0))
 
