@@ -183,11 +183,20 @@ async def post_evict(request: Request, p: Principal = Depends(require("admin")))
     return JSONResponse({"collection": collection, "evicted": n, "idleSeconds": idle})
 
 
-def _price(c: Container) -> float:
+def _active_model(c: Container, tenant: str) -> str:
+    """The model of the tenant's active space (a migration may have changed it from the
+    configured one, which /semantic/usage reported whatever the tenant used)."""
+    active = c.spaces.active(tenant)
+    row = next((r for r in c.store.tenant_spaces(tenant) if r.space == active), None)
+    return row.model_id if row is not None else c.embedder.model_id
+
+
+def _price(c: Container, model: str) -> float:
     s = c.settings
     if s.embed_cost_per_million_tokens is not None:
         return s.embed_cost_per_million_tokens
-    return 0.02 if s.embedder == "openai" else 0.0  # text-embedding-3-small list price; local models cost no fee
+    # text-embedding-3-small's list price for the OpenAI API; local and hash models cost no fee
+    return 0.02 if model.startswith("openai:") else 0.0
 
 
 @router.get("/semantic/usage", dependencies=AUTHENTICATED, responses={
@@ -202,12 +211,13 @@ async def get_usage(request: Request, collection: str | None = Query(None, inclu
     if not 1 <= days <= MAX_USAGE_DAYS:
         raise invalid(f"days must be between 1 and {MAX_USAGE_DAYS}", field="days")
     rows = await run_in_threadpool(c.store.usage_by_day, p.tenant, name, days)
-    price = _price(c)
+    model = await run_in_threadpool(_active_model, c, p.tenant)
+    price = _price(c, model)
     today = utc_day(c.store.clock())
     used = await run_in_threadpool(c.store.tokens_used, p.tenant, today)
     cap = c.settings.tenant_daily_tokens
     return JSONResponse({
-        "collection": name, "model": c.embedder.model_id, "pricePerMillionTokens": price, "currency": "USD",
+        "collection": name, "model": model, "pricePerMillionTokens": price, "currency": "USD",
         "dailyTokenCap": cap or None, "today": {"day": today, "tokens": used,
                                                  "remaining": max(0, cap - used) if cap else None},
         "days": [{**r, "estimatedCost": round(int(r["tokens"]) * price / 1e6, 6)} for r in rows],  # type: ignore[call-overload]

@@ -224,6 +224,9 @@ def test_a_migration_of_what_is_ready_pays_only_for_that(api: OpenAIProtocolServ
         out = app.call("POST", "/semantic/spaces/core@v2/activate", "k-admin-a", {})
         assert out.status_code == 200, out.text  # nothing in its scope waits
         assert "scope" not in spaces(app)["core@v2"]
+        usage = app.call("GET", "/semantic/usage", "k-admin-a").json()
+        assert usage["model"] == "openai:test-embed-v2"  # the tenant's model now, not the configured one
+        assert app.call("GET", "/semantic/usage", "k-admin-b").json()["model"] == "openai:test-embed"
         assert _doc_semantic(app, "d21")["status"] == "none"
         app.read("k-admin-a", collection="r", q="case 21 report", semantic={"strategy": "hybrid"}, limit=3)
         wait_for(lambda: _doc_semantic(app, "d21")["status"] == "ready", 30,
