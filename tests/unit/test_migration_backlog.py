@@ -16,8 +16,9 @@ from services.wiring import build
 from shared.adapters import memory_budget
 from shared.config import Settings
 from shared.errors import VibeError
-from shared.model import DocKey, EmbedJob, Principal, SemanticStatus
-from tests.unit.test_scheduler_switch import wait_for
+from shared.model import DocKey, Principal, SemanticStatus
+from tests.unit.test_scheduler_switch import embed_now, running, wait_for
+from tests.unit.test_scheduler_switch import ready as is_ready
 
 USER = Principal("t", ("user:u",), frozenset({"read", "write", "admin"}))
 
@@ -65,28 +66,16 @@ def test_a_migration_of_what_is_ready_takes_up_what_reads_embed_meanwhile(tmp_pa
     in the active space, eager collections), so the migration is not started again for the
     never-embedded rest; a document a read embeds in the active space during the migration joins
     it at the next tick."""
-    c = build(Settings(data_dir=tmp_path / "data", embedder="hash", embed_dim=32, workers=1,
-                       scheduler_interval_seconds=3600))
-    c.scheduler_thread = False
-    c.start()
-    try:
+    with running(tmp_path) as c:
         c.docs.put([c.docs.parse(USER, "c", f"d{i}", {"title": f"Doc {i}", "body": f"wing flutter case {i}"})
                     for i in range(6)]
                    + [c.docs.parse(USER, "e", "e0", {"title": "Eager", "body": "an eager collection embeds it all"})])
         keys = [DocKey("t", "c", f"d{i}") for i in range(6)]
 
-        def embed_now(*ks: DocKey) -> None:  # as a read's touch does, in the active space
-            for k in ks:
-                side = c.store.sidecar(k, "core")
-                assert side is not None
-                c.store.set_status([k], "core", SemanticStatus.QUEUED)
-                c.queue.enqueue([EmbedJob(k, "core", side.content_hash)])
-
         def ready(space: str, *ks: DocKey) -> bool:
-            return all(s.status == SemanticStatus.READY for s in c.store.sidecars(list(ks), space).values())
+            return is_ready(c, space, *ks)
 
-        embed_now(keys[0], keys[1])
-        wait_for(lambda: ready("core", keys[0], keys[1]), "two documents a read embedded")
+        embed_now(c, "core", keys[0], keys[1])  # as a read's touch does, in the active space
         c.lifecycle.set_mode("t", "e", True)  # an eager collection: all of it is in scope
         out = start_migration(c, "t", "v2", "hash:v1@16", None, scope="ready")
         assert out["scope"] == "ready"
@@ -99,8 +88,7 @@ def test_a_migration_of_what_is_ready_takes_up_what_reads_embed_meanwhile(tmp_pa
         c.lifecycle.tick()
         assert migrations() == 1  # the never-embedded rest is not its work: not started again
 
-        embed_now(keys[3])  # a read during the migration
-        wait_for(lambda: ready("core", keys[3]), "a document a read embedded during the migration")
+        embed_now(c, "core", keys[3])  # a read during the migration
         with pytest.raises(VibeError, match="1 documents still to embed"):
             activate(c, "t", "v2", False)
         c.lifecycle.tick()
@@ -110,5 +98,3 @@ def test_a_migration_of_what_is_ready_takes_up_what_reads_embed_meanwhile(tmp_pa
         c.lifecycle.run_backfills()
         assert activate(c, "t", "v2", False)["state"] == "active"
         assert [s.status for s in c.store.sidecars(keys[4:], "v2").values()] == [SemanticStatus.NONE] * 2
-    finally:
-        c.stop()

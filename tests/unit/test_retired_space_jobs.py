@@ -16,12 +16,10 @@ from pathlib import Path
 import pytest
 
 from services.api.routes_lifecycle import activate, start_migration
-from services.wiring import build
 from shared.adapters.embedders.hash_embedder import HashEmbedder
-from shared.config import Settings
 from shared.errors import VibeError
 from shared.model import DocKey, EmbedJob, Principal, SemanticStatus
-from tests.unit.test_scheduler_switch import wait_for
+from tests.unit.test_scheduler_switch import embed_now, running
 
 USER = Principal("t", ("user:u",), frozenset({"read", "write", "admin"}))
 
@@ -38,11 +36,7 @@ class Counting(HashEmbedder):
 
 def test_a_job_of_a_retired_space_makes_no_provider_call(tmp_path: Path) -> None:
     emb = Counting()
-    c = build(Settings(data_dir=tmp_path / "data", embedder="hash", embed_dim=32, workers=1,
-                       scheduler_interval_seconds=3600), emb)
-    c.scheduler_thread = False
-    c.start()
-    try:
+    with running(tmp_path, emb) as c:
         c.docs.put([c.docs.parse(USER, "c", f"d{i}", {"title": f"Doc {i}", "body": f"wing flutter case {i}"})
                     for i in range(3)])
         key = DocKey("t", "c", "d0")
@@ -58,23 +52,11 @@ def test_a_job_of_a_retired_space_makes_no_provider_call(tmp_path: Path) -> None
         after = c.store.sidecar(key, "core")
         assert after is not None and after.status == SemanticStatus.NONE
         assert key in out.changed
-        # a job of the active space still embeds
-        now = c.store.sidecar(key, "v2")
-        assert now is not None
-        c.store.set_status([key], "v2", SemanticStatus.QUEUED)
-        c.queue.enqueue([EmbedJob(key, "v2", now.content_hash)])
-        wait_for(lambda: (s := c.store.sidecar(key, "v2")) is not None and s.status == SemanticStatus.READY,
-                 "the active space's job")
-    finally:
-        c.stop()
+        embed_now(c, "v2", key)  # a job of the active space still embeds
 
 
 def test_a_second_migration_request_at_the_same_time_is_refused(tmp_path: Path) -> None:
-    c = build(Settings(data_dir=tmp_path / "data", embedder="hash", embed_dim=32, workers=1,
-                       scheduler_interval_seconds=3600))
-    c.scheduler_thread = False
-    c.start()
-    try:
+    with running(tmp_path) as c:
         c.docs.put([c.docs.parse(USER, "c", "d0", {"title": "Doc", "body": "wing flutter case"})])
         with c.store.lease("migration:t") as held:  # another replica is starting one now
             assert held
@@ -82,5 +64,3 @@ def test_a_second_migration_request_at_the_same_time_is_refused(tmp_path: Path) 
                 start_migration(c, "t", "v2", "hash:v1@16", None, scope="ready")
         assert [s.space for s in c.store.tenant_spaces("t")] == []  # refused: nothing changed
         assert start_migration(c, "t", "v2", "hash:v1@16", None, scope="ready")["scope"] == "ready"
-    finally:
-        c.stop()

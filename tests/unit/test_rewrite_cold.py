@@ -7,29 +7,18 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from services.wiring import build
-from shared.config import Settings
-from shared.model import DocKey, EmbedJob, Principal, SemanticStatus
-from tests.unit.test_scheduler_switch import wait_for
+from shared.model import DocKey, Principal, SemanticStatus
+from tests.unit.test_scheduler_switch import embed_now, running
 
 USER = Principal("t", ("user:u",), frozenset({"read", "write", "admin"}))
 
 
 def test_rewriting_an_evicted_document_unchanged_keeps_its_embedding_record(tmp_path: Path) -> None:
-    c = build(Settings(data_dir=tmp_path / "data", embedder="hash", embed_dim=32, workers=1,
-                       scheduler_interval_seconds=3600))
-    c.scheduler_thread = False
-    c.start()
-    try:
+    with running(tmp_path) as c:
         fields = {"title": "Flutter", "body": "wing flutter margins in transonic flight"}
         c.docs.put([c.docs.parse(USER, "c", "a", fields)])
         key = DocKey("t", "c", "a")
-        side = c.store.sidecar(key, "core")
-        assert side is not None
-        c.store.set_status([key], "core", SemanticStatus.QUEUED)
-        c.queue.enqueue([EmbedJob(key, "core", side.content_hash)])
-        wait_for(lambda: (s := c.store.sidecar(key, "core")) is not None and s.status == SemanticStatus.READY,
-                 "the embedding")
+        embed_now(c, "core", key)
         embedded = c.store.sidecar(key, "core")
         assert embedded is not None and embedded.last_embedded_at is not None
         assert c.lifecycle.evict(c.lifecycle.clock() + 10, 0.0, "t", "c") == 1
@@ -37,5 +26,3 @@ def test_rewriting_an_evicted_document_unchanged_keeps_its_embedding_record(tmp_
         after = c.store.sidecar(key, "core")
         assert after is not None and after.status == SemanticStatus.NONE and after.cold_ref is not None
         assert (after.last_embedded_at, after.model_id) == (embedded.last_embedded_at, embedded.model_id)
-    finally:
-        c.stop()

@@ -6,7 +6,8 @@ usage statistics, and never promotes however hot a collection is."""
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, cast
 
@@ -16,7 +17,8 @@ from services.planner.planner import ReadRequest
 from services.wiring import Container, build
 from services.worker.scheduler import SchedulerThread
 from shared.config import Settings
-from shared.model import DocKey, Principal, SemanticStatus
+from shared.model import DocKey, EmbedJob, Principal, SemanticStatus
+from shared.ports import Embedder
 
 USER = Principal("t", ("user:u",), frozenset({"read", "write", "admin"}))
 DOCS = 12
@@ -28,6 +30,34 @@ def wait_for(check: Callable[[], bool], what: str, seconds: float = 30.0) -> Non
     while not check():
         assert time.monotonic() < deadline, f"timed out waiting for {what}"
         time.sleep(0.02)
+
+
+@contextmanager
+def running(tmp_path: Path, embedder: Embedder | None = None, **settings: Any) -> Iterator[Container]:
+    """An embedded container over the hash embedder whose test runs every scheduler step itself."""
+    c = build(Settings(data_dir=tmp_path / "data", embedder="hash", embed_dim=32, workers=1,
+                       scheduler_interval_seconds=3600, **settings), embedder)
+    c.scheduler_thread = False
+    c.start()
+    try:
+        yield c
+    finally:
+        c.stop()
+
+
+def ready(c: Container, space: str, *keys: DocKey) -> bool:
+    """Whether every one of `keys` has a ready vector in `space`."""
+    sides = c.store.sidecars(list(keys), space)
+    return len(sides) == len(set(keys)) and all(s.status == SemanticStatus.READY for s in sides.values())
+
+
+def embed_now(c: Container, space: str, *keys: DocKey, wait: bool = True) -> None:
+    """Queue `keys` in `space` as a read's touch does, and wait until they are ready."""
+    sides = c.store.sidecars(list(keys), space)
+    c.store.set_status(list(keys), space, SemanticStatus.QUEUED)
+    c.queue.enqueue([EmbedJob(k, space, sides[k].content_hash) for k in keys])
+    if wait:
+        wait_for(lambda: ready(c, space, *keys), f"{len(keys)} documents embedded in {space}")
 
 
 def container(tmp_path: Path, enabled: bool) -> Container:
