@@ -443,7 +443,7 @@ class LifecycleStore(Protocol):
     def migration_backlog(self, tenant: str, space: str, source: str, scope: str,
                           eager: Sequence[str] = ()) -> dict[str, int]:
         """What a migration into `space` still has to embed, by state there (`none`, `queued`,
-        `stale`; a document without a row counts as `none`): every document of the tenant for
+        `stale`; a document without a row counts as `none`, an evicted one not at all): every document of the tenant for
         scope `all`, for `ready` those `ready`/`queued` in `source` or in an `eager` collection."""
         ...
 

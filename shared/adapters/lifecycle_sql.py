@@ -707,7 +707,12 @@ class LifecycleSql:
                "LEFT JOIN sidecar n ON n.tenant=d.tenant AND n.collection=d.collection AND n.doc_id=d.doc_id "
                "AND n.space=? ")
         args: list[object] = [space]
-        where = " WHERE d.tenant=? AND (n.status IS NULL OR n.status IN ('none', 'queued', 'stale'))"
+        # an evicted vector (`none` with a cold reference) is embedded in the space already: counted
+        # as waiting, every eviction of the new space restarted the migration, which rehydrated it,
+        # and the next eviction sent it cold again (seen: 1,248 evictions in 2.5 minutes for 299
+        # documents, and activation refused now and then)
+        where = (" WHERE d.tenant=? AND (n.status IS NULL OR n.status IN ('queued', 'stale') "
+                 "OR (n.status='none' AND n.cold_ref IS NULL))")
         in_eager: list[str] = []
         if scope != "all":
             sql += ("LEFT JOIN sidecar o ON o.tenant=d.tenant AND o.collection=d.collection AND o.doc_id=d.doc_id "

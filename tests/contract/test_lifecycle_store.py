@@ -475,6 +475,11 @@ def test_migration_backlog_counts_what_the_scope_takes(lc: StoreOfRecord) -> Non
     assert v2 is not None and lc.commit_vectors([(v2, [0.6, 0.8])], "m2") == [hot]
     assert lc.migration_backlog("t", "v2", "core", "ready") == {"none": 1, "queued": 0, "stale": 0}
     assert lc.migration_backlog("u", "v2", "core", "all") == {"none": 1, "queued": 0, "stale": 0}
+    # an evicted vector of the new space is embedded there: not waiting
+    v2 = lc.sidecar(hot, "v2")
+    assert v2 is not None and lc.evict([(v2, "ref-v2", 5)], "float16", T0) == [hot]
+    assert lc.migration_backlog("t", "v2", "core", "all") == {"none": 4, "queued": 0, "stale": 0}
+    assert lc.migration_backlog("t", "v2", "core", "ready") == {"none": 1, "queued": 0, "stale": 0}
 
 
 def test_a_space_made_active_gets_a_row_for_every_document(lc: StoreOfRecord) -> None:
