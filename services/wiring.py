@@ -391,7 +391,7 @@ def lifecycle_config(s: Settings) -> LifecycleConfig:
         s.space, PromotionPolicy(s.promote_min_queries, s.promote_min_hits, s.promote_window_seconds,
                                  s.demote_idle_seconds),
         s.doc_promote_touches, s.doc_promote_ttl_seconds, s.usage_half_life_seconds, s.evict_idle_seconds,
-        s.evict_batch, s.cold_codec, s.retired_space_retention_seconds)
+        s.evict_batch, s.cold_codec, s.retired_space_retention_seconds, s.tenant_daily_tokens)
 
 
 def backfill_reserve(settings: Settings) -> int:

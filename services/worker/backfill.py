@@ -174,7 +174,12 @@ class Backfills:
             return (doc.key.tenant, doc.key.collection) in eager
         if side.status == SemanticStatus.READY:
             return task.force
-        if side.status in RECHECK and side.reason != "budget":
+        if side.status == SemanticStatus.DEFERRED and side.reason == "budget":
+            # Refused for the daily cap: asked again (the cap may have been raised); what still
+            # does not fit is deferred again by the handler's cap check, with no provider call.
+            # Before, a reindex left them for midnight UTC whatever the cap now was.
+            return task.kind == "reindex"
+        if side.status in RECHECK:
             decision = self.decide(doc)
             if decision.action == "embed":
                 return True

@@ -54,6 +54,7 @@ class LifecycleConfig:
     # A retired space's cold files are kept this long after its retirement (model rollback);
     # then they, its sidecar rows and the space itself go. 0 = kept until re-activated.
     retired_retention_seconds: float = 7 * 86400.0
+    daily_tokens: int = 0  # VIBE_TENANT_DAILY_TOKENS (0 = no cap)
 
     @property
     def bucket_seconds(self) -> float:
@@ -170,8 +171,11 @@ class Lifecycle:
         r.dropped_cold_copies = self._stage(r, "cold_copies", self.drop_cold_copies, 0)
         r.retired_cooled = self._stage(r, "retired_cool", lambda: self.cool_retired(now), 0)
         r.retired_expired = self._stage(r, "retired_expire", lambda: self.expire_retired(now, r), [])
-        r.requeued_budget = self._stage(r, "budget_requeue",
-                                        lambda: self.store.requeue_budget_deferred(_day_start(now)), 0)
+        r.requeued_budget = self._stage(r, "budget_requeue", lambda: self.store.requeue_budget_deferred(
+            # refusals of past days come back; with no cap at all (an operator removed it and
+            # restarted), today's too: they waited for midnight UTC, and no read or reindex
+            # embedded them meanwhile
+            _day_start(now) if self.cfg.daily_tokens else now + 1.0), 0)
         self._stage(r, "gauges", self.publish_gauges, None)
         return r
 

@@ -116,7 +116,8 @@ class Rig:
         pol = policy or self.policy
         backfills = Backfills(self.store, self.queue, self.budget, lambda d: pol.decide_doc(d, None),
                               BackfillLimits(step_docs=step_docs, reserve=0, backpressure=1000), self.clock)
-        return Lifecycle(CFG, self.store, self.cold, backfills, clock=self.clock)
+        return Lifecycle(replace(CFG, daily_tokens=self.handler.daily_tokens), self.store, self.cold, backfills,
+                         clock=self.clock)
 
     def advance(self, seconds: float) -> None:
         self.now += seconds
@@ -495,6 +496,34 @@ def test_the_daily_token_cap_defers_and_the_next_day_gives_back(
         rig.store.close()
 
 
+def test_a_reindex_asks_budget_refusals_again_and_without_a_cap_they_come_back_at_once(
+        opener: Opener, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: F811
+    """Refused for the daily cap, documents waited for midnight UTC whatever the operator did: a
+    reindex skipped them, and with the cap removed (a restart without it) neither a touch nor a
+    reindex embedded them. A reindex now asks again (what still does not fit is deferred again,
+    with no provider call), and a scheduler with no cap gives today's refusals back at its tick."""
+    cost = estimate_tokens(text("d0"))
+    rig = Rig(opener, tmp_path, monkeypatch, daily_tokens=int(cost * 1.5))
+    try:
+        keys = [rig.put(f"d{i}") for i in range(3)]
+        rig.run(keys)
+        assert [rig.side(k).status for k in keys] == [S.READY, S.DEFERRED, S.DEFERRED]
+        reindex = rig.lifecycle.backfills.start("t", "c", SPACE, "reindex")
+        assert rig.lifecycle.backfills.step(reindex) == 2  # asked again ...
+        rig.run_queued()
+        assert rig.embedder.calls == [1]  # ... and, still over today's cap, refused without a call
+        assert [rig.side(k).status for k in keys[1:]] == [S.DEFERRED, S.DEFERRED]
+        assert rig.lifecycle.tick().requeued_budget == 0  # capped: they wait for tomorrow
+        rig.handler.daily_tokens = 0  # the operator removes the cap and restarts
+        rig.lifecycle = rig.build()
+        assert rig.lifecycle.tick().requeued_budget == 2  # today's refusals come back at once
+        assert [rig.side(k).status for k in keys[1:]] == [S.NONE, S.NONE]
+        rig.run(keys[1:])
+        assert rig.embedder.calls == [1, 2] and all(rig.side(k).status == S.READY for k in keys)
+    finally:
+        rig.store.close()
+
+
 def test_query_embeddings_share_the_cap_and_roll_over_at_midnight_on_the_injected_clock(
         opener: Opener, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: F811
     cost = estimate_tokens(text("d0"))
@@ -543,15 +572,16 @@ def test_reindex_re_decides_denied_and_deferred_docs_against_a_changed_policy(ri
     lc = rig.build(policy=new)
     lc.backfills.start("t", None, SPACE, "reindex")
     rig.embedder.calls.clear()
-    assert lc.run_backfills() == 2
+    assert lc.run_backfills() == 3
     jobs = rig.queue.take()
-    assert sorted(j.key for j in jobs) == sorted([now_ok, later]) and all(not j.fresh for j in jobs)
+    # a budget refusal is asked again too (the cap may have changed; the handler re-checks it)
+    assert sorted(j.key for j in jobs) == sorted([now_ok, later, budget]) and all(not j.fresh for j in jobs)
     s = rig.side(still)
     assert (s.status, s.reason) == (S.DENIED, "policy:rule1")  # re-decided, and no job for it
-    assert rig.side(budget).status == S.DEFERRED and rig.side(ready).status == S.READY
+    assert rig.side(ready).status == S.READY
     assert rig.embedder.calls == []
     rig.handler.run(jobs)
-    assert rig.embedder.calls == [2] and rig.side(now_ok).status == S.READY
+    assert rig.embedder.calls == [3] and rig.side(now_ok).status == S.READY and rig.side(budget).status == S.READY
     (task,) = rig.store.tasks("t")
     assert task.state == "done" and task.examined == 5
 
