@@ -115,6 +115,14 @@ class Container:
                 self._agent = build_agent_adapters(self.settings)
             return self._agent
 
+    def active_model(self, tenant: str) -> str:
+        """The model id of the tenant's active space: the configured model until a migration
+        is activated (what /semantic/usage and the MCP tools report; they named the configured
+        one whatever the tenant's reads used)."""
+        active = self.spaces.active(tenant)
+        row = next((r for r in self.store.tenant_spaces(tenant) if r.space == active), None)
+        return row.model_id if row is not None else self.embedder.model_id
+
     def close_agent(self) -> None:
         with self._agent_lock:
             agent, self._agent = self._agent, None

@@ -183,14 +183,6 @@ async def post_evict(request: Request, p: Principal = Depends(require("admin")))
     return JSONResponse({"collection": collection, "evicted": n, "idleSeconds": idle})
 
 
-def _active_model(c: Container, tenant: str) -> str:
-    """The model of the tenant's active space (a migration may have changed it from the
-    configured one, which /semantic/usage reported whatever the tenant used)."""
-    active = c.spaces.active(tenant)
-    row = next((r for r in c.store.tenant_spaces(tenant) if r.space == active), None)
-    return row.model_id if row is not None else c.embedder.model_id
-
-
 def _price(c: Container, model: str) -> float:
     s = c.settings
     if s.embed_cost_per_million_tokens is not None:
@@ -211,7 +203,7 @@ async def get_usage(request: Request, collection: str | None = Query(None, inclu
     if not 1 <= days <= MAX_USAGE_DAYS:
         raise invalid(f"days must be between 1 and {MAX_USAGE_DAYS}", field="days")
     rows = await run_in_threadpool(c.store.usage_by_day, p.tenant, name, days)
-    model = await run_in_threadpool(_active_model, c, p.tenant)
+    model = await run_in_threadpool(c.active_model, p.tenant)
     price = _price(c, model)
     today = utc_day(c.store.clock())
     used = await run_in_threadpool(c.store.tokens_used, p.tenant, today)

@@ -226,8 +226,8 @@ class Reindexer:
             self._prune(p, col, [loc for loc, _ in plan.listed if loc.is_dir()],
                         {str(f) for _, files in plan.listed for f in files}, tally)
         out: dict[str, Any] = {"indexed_files": tally.indexed, "skipped_files": tally.skipped,
-                               "embedding_model": self.c.embedder.model_id,
-                               "embedding_backend": self.c.settings.embedder,
+                               "embedding_model": (model := self.c.active_model(p.tenant)),
+                               "embedding_backend": model.partition(":")[0] or self.c.settings.embedder,
                                "collection": col, "chunks": tally.chunks, "embedded_chunks": tally.embedded,
                                "pruned_files": tally.pruned}
         if plan.multi:

@@ -118,7 +118,7 @@ class ChunkSearch:
         self.touch(p, scope, q, out.lexical)
         results = [{**chunk_fields(out.docs[f.key]), "score_breakdown": breakdown(mode, f)} for f in out.ranking]
         body: dict[str, Any] = {"query": query, "mode": mode, "count": len(results),
-                                "embedding_model": self.c.embedder.model_id, "results": results}
+                                "embedding_model": self.c.active_model(p.tenant), "results": results}
         if conversation_id:
             body["conversation_id"] = conversation_id
             body["context"] = self._cite(owner, conversation_id, out, results)

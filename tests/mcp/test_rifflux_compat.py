@@ -198,3 +198,23 @@ def test_seed_001_search_knowledge_base_on_reindexed_files(rig: tuple[McpClient,
     assert 'Document: "cache.md" (kb)' in out["context"] and "  [1] " in out["context"]
     folder = c.ok("search_knowledge_base", {"query": "load balancer", "scope": {"folder_ids": ["ops"]}})
     assert {r["title"] for r in folder["results"]} == {"ops/deploy.md"}
+
+
+def test_search_and_reindex_name_the_model_of_the_tenants_active_space(tmp_path: Path) -> None:
+    """After a model change is activated, `search` and `reindex` answered with the configured
+    model (`hash:v1@384`) while the query went through the tenant's new one."""
+    root = _tree(tmp_path / "corpus")
+    with served(tmp_path / "data", env={"VIBE_MCP_REINDEX_ROOTS": json.dumps([str(root)])}) as s:
+        c = http(s.base, "k-alice")
+        try:
+            assert c.ok("reindex", {"paths": [str(root / "notes")]})["embedding_model"] == "hash:v1@384"
+            assert s.call("POST", "/semantic/spaces", "k-admin-a", {"space": "v2", "model": "hash:v1@16"}
+                          ).status_code == 202
+            out = s.call("POST", "/semantic/spaces/v2/activate", "k-admin-a", {"force": True})
+            assert out.status_code == 200, out.text
+            res = c.ok("search", {"query": "cache ttl", "mode": "hybrid"})
+            assert res["embedding_model"] == "hash:v1@16"
+            again = c.ok("reindex", {"paths": [str(root / "notes")]})
+            assert (again["embedding_model"], again["embedding_backend"]) == ("hash:v1@16", "hash")
+        finally:
+            c.close()
