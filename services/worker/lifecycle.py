@@ -25,6 +25,7 @@ every decision can be replayed over simulated days (tests, `bench lifecycle`).
 from __future__ import annotations
 
 import logging
+import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -430,14 +431,32 @@ class Lifecycle:
         u = self.store.doc_usage(key) or {}
         eager = (key.tenant, key.collection) in self.store.promoted()
         decayed_at, last_used, until = u.get("decayed_at"), u.get("last_used_at"), u.get("pinned_until")
-        touches = (u.get("touches") or 0.0) * 2.0 ** (((decayed_at or now) - now) / self.cfg.half_life_seconds)
+        decay = 2.0 ** (((decayed_at or now) - now) / self.cfg.half_life_seconds)
+        touches = (u.get("touches") or 0.0) * decay
         pinned = until if until is not None and until > now else None
         evictable = None
         if side is not None and side.status == SemanticStatus.READY and not eager:
             # the terms of Store.eviction_candidates: idle since its last use or embedding, not pinned
             used = max(last_used or 0.0, side.last_embedded_at or 0.0)
-            evictable = max(used + self.cfg.evict_idle_seconds, pinned or 0.0)
+            hot = max(touches, (u.get("cooccur") or 0.0) * decay)
+            evictable = max(used + self.cfg.evict_idle_seconds, self._last_pin_end(now, hot, pinned) or 0.0)
         return DocLifecycle(eager, last_used, round(touches, 3), pinned, evictable)
+
+    def _last_pin_end(self, now: float, hot: float, pinned: float | None) -> float | None:
+        """When the document's pin ends if it is not used again: `_pin` pins it for the TTL while
+        its decayed count is at the bar, again once half the TTL has passed. Without this,
+        `evictableAt` was the current pin's end, and every tick moved it on (seen: a document
+        touched on four pages, TTL 10 s, stayed ready past three announced times). Assumes a
+        tick as soon as a re-pin is due (a later tick moves it by up to one interval)."""
+        bar, ttl = self.cfg.doc_promote_touches, self.cfg.doc_promote_ttl_seconds
+        if ttl <= 0 or hot < bar:
+            return pinned
+        cool = now + self.cfg.half_life_seconds * math.log2(hot / bar)  # the count falls below the bar
+        end = pinned if pinned is not None else now + ttl  # the next tick pins it
+        due = end - ttl / 2  # when the next re-pin is due; each one adds half the TTL
+        if due < cool:
+            end += math.ceil((cool - due) / (ttl / 2)) * (ttl / 2)
+        return end
 
     def set_mode(self, tenant: str, collection: str, eager: bool) -> bool:
         now = self.clock()

@@ -355,6 +355,32 @@ def test_idle_vectors_go_cold_pinned_documents_stay_and_rehydrate_without_a_prov
         assert again is not None and np.allclose(again, before[k] or [], atol=1e-3)  # float16
 
 
+def test_evictable_at_counts_the_re_pins_a_hot_document_still_gets(rig: Rig) -> None:
+    """`evictableAt` (GET /semantic/status) was the current pin's end, but a document whose
+    decayed touches stay at the bar is pinned again at each tick past half its TTL: it stayed
+    ready past the announced time, again and again. With ticks every 12 h it is evicted within
+    two ticks of the time announced at its last use (a re-pin comes on the first tick after it is
+    due), and not before."""
+    hot, plain = rig.put("hot"), rig.put("plain")
+    rig.embed(hot, plain)
+    rig.query(1, 1, touched=[hot] * 100)  # decays to the bar of 3 in ~35 days: one re-pin at day 30
+    rig.lifecycle.tick()  # pins it for 60 days
+    announced = rig.lifecycle.doc_state(hot, rig.side(hot)).evictable_at
+    pinned_now = rig.lifecycle.doc_state(hot, rig.side(hot)).pinned_until
+    assert announced is not None and pinned_now is not None
+    assert announced == pinned_now + CFG.doc_promote_ttl_seconds / 2  # the re-pin at day 30 adds half the TTL
+    assert rig.lifecycle.doc_state(plain, rig.side(plain)).evictable_at == rig.now + CFG.evict_idle_seconds
+    step = DAY / 2
+    while rig.now + step < announced:
+        rig.advance(step)
+        rig.lifecycle.tick()
+        assert rig.side(hot).status == S.READY, f"evicted {(announced - rig.now) / DAY:.1f} days early"
+    for _ in range(3):  # a re-pin lands on the first tick after it is due (one interval late at most)
+        rig.advance(step)
+        rig.lifecycle.tick()
+    assert rig.side(hot).status == S.NONE and rig.side(hot).cold_ref is not None
+
+
 def test_each_tick_is_recorded_with_what_it_changed_per_tenant(rig: Rig) -> None:
     """GET /semantic/scheduler's record: the last tick, and per tenant the last tick that changed
     something for it and what (a tenant never sees another's)."""
