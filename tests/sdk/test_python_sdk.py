@@ -272,6 +272,9 @@ def test_admin_calls(admin: Client, loaded: str) -> None:
     active = admin.spaces()["spaces"][0]["space"]
     with pytest.raises(Conflict):
         admin.create_space(active, "hash:v1@64")  # already the active space
+    with pytest.raises(InvalidParams, match="scope"):  # the scope is sent (else this started a migration)
+        admin.create_space("sdk-v2", "hash:v1@64", scope="some")
+    assert "sdk-v2" not in {s["space"] for s in admin.spaces()["spaces"]}
     with pytest.raises(NotFound):
         admin.activate_space("no-such-space")
 
