@@ -70,12 +70,20 @@ class Backfills:
         """A promotion's backfill ends with the promotion. Without this, a collection demoted
         (by an operator or for idleness) went on being embedded on the bulk lane, spending the
         tenant's provider budget on vectors the next eviction sends to the cold store. Checked
-        against the store at every step, so a demotion through any replica stops it."""
-        if task.kind != "promote" or (task.tenant, task.collection) in eager:
+        against the store at every step, so a demotion through any replica stops it.
+        A migration ends with its space's building: activation cancels it after the cut-over
+        commits, and a process killed in between left it running on what is now the active
+        space, where it would have embedded the whole lazy corpus after a forced activation."""
+        if task.kind == "promote" and (task.tenant, task.collection) not in eager:
+            why = "the collection is no longer eager"
+        elif task.kind == "migrate" and not any(r.space == task.space and r.state == "building"
+                                                for r in self.store.tenant_spaces(task.tenant)):
+            why = "the space is no longer being built"
+        else:
             return True
         self.store.update_task(task.id, task.cursor, task.examined, task.queued, "cancelled", self.clock())
         METRICS.backfill_cancelled.labels(kind=task.kind).inc()
-        log.info("backfill cancelled: the collection is no longer eager",
+        log.info(f"backfill cancelled: {why}",
                  extra={"task": task.id, "kind": task.kind, "examined": task.examined, "queued": task.queued})
         return False
 

@@ -7,6 +7,7 @@ answered "1 documents still to embed" for good, and only `force` cut over."""
 from __future__ import annotations
 
 import types
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -98,3 +99,25 @@ def test_a_migration_of_what_is_ready_takes_up_what_reads_embed_meanwhile(tmp_pa
         c.lifecycle.run_backfills()
         assert activate(c, "t", "v2", False)["state"] == "active"
         assert [s.status for s in c.store.sidecars(keys[4:], "v2").values()] == [SemanticStatus.NONE] * 2
+
+
+def test_a_migration_left_running_by_a_crash_at_its_cut_over_stops(tmp_path: Path) -> None:
+    """Activation commits the cut-over, then cancels the migration's task: a process killed in
+    between left the task running on what had become the active space, and after a forced
+    activation its next steps embedded the whole lazy corpus. A step now cancels a migration
+    whose space is no longer being built."""
+    with running(tmp_path, backfill_step_docs=3) as c:
+        c.docs.put([c.docs.parse(USER, "c", f"d{i}", {"title": f"Doc {i}", "body": f"wing flutter case {i}"})
+                    for i in range(9)])
+        start_migration(c, "t", "v2", "hash:v1@16", None)
+        (task,) = c.store.tasks("t", running_only=True)
+        assert task.examined == 3
+        rows = {r.space: r for r in c.store.tenant_spaces("t")}
+        # the cut-over as activation commits it, and the crash before its tasks are cancelled
+        assert c.store.switch_space(replace(rows["v2"], state="active", activated_at=1.0), "building",
+                                    replace(rows["core"], state="retired"), c.store.clock(), fill_rows=True) == 6
+        assert c.lifecycle.run_backfills() == 0  # the restarted scheduler's step
+        (after,) = c.store.tasks("t")
+        assert (after.state, after.examined) == ("cancelled", 3)
+        states = c.store.coverage("t", None, "v2")["states"]
+        assert isinstance(states, dict) and states["none"] == 6  # left to their first touch
