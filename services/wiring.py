@@ -31,7 +31,7 @@ from services.planner.usage import UsageRecorder
 from services.worker.backfill import BackfillLimits, Backfills
 from services.worker.handlers import BatchOutcome, EmbedHandler
 from services.worker.lifecycle import Lifecycle, LifecycleConfig
-from services.worker.repair import live_spaces, reconcile_pass
+from services.worker.repair import reconcile_pass
 from services.worker.scheduler import SchedulerThread
 from shared.adapters.citations_sqlite import SqliteCitationRegistry
 from shared.adapters.cold_files import FileColdStore
@@ -59,7 +59,7 @@ from shared.ports import (
     StoreOfRecord,
     VectorIndex,
 )
-from shared.spaces import SpaceDirectory
+from shared.spaces import SpaceDirectory, embedding_spaces
 
 log = logging.getLogger("vibe.wiring")
 
@@ -119,8 +119,7 @@ class Container:
         """The model id of the tenant's active space: the configured model until a migration
         is activated (what /semantic/usage and the MCP tools report; they named the configured
         one whatever the tenant's reads used)."""
-        active = self.spaces.active(tenant)
-        row = next((r for r in self.store.tenant_spaces(tenant) if r.space == active), None)
+        row = next((r for r in self.store.tenant_spaces(tenant) if r.state == "active"), None)
         return row.model_id if row is not None else self.embedder.model_id
 
     def close_agent(self) -> None:
@@ -391,7 +390,7 @@ def build_handler(settings: Settings, store: StoreOfRecord, emb: Embedder,
     return EmbedHandler(store, emb, policy, settings.embed_fields, settings.job_max_attempts,
                         build_cold(settings, store), settings.tenant_daily_tokens, store.clock,
                         embedders=SpaceEmbedders(settings, store, emb, wrap), default_space=settings.space,
-                        live=lambda tenant: live_spaces(directory, tenant))
+                        live=lambda tenant: set(embedding_spaces(directory, tenant)))
 
 
 def lifecycle_config(s: Settings) -> LifecycleConfig:

@@ -54,6 +54,14 @@ class SpaceDirectory:
         return self.store.tenant_spaces(tenant)
 
 
+def embedding_spaces(spaces: Spaces, tenant: str) -> list[str]:
+    """Where the tenant's embeddings go, active first: its active space and any space a migration
+    is building. A job of any other space is for a space nobody reads (the handler and the
+    reconciler drop it), and the lag views count these."""
+    active, building = spaces.of(tenant)
+    return [active, *building]
+
+
 class FixedSpace:
     """One space for every tenant (tests and tools that need no migrations)."""
 

@@ -28,6 +28,7 @@ from services.planner.planner import iso_ms, semantic_projection
 from services.wiring import Container
 from shared.errors import ErrorCode, VibeError
 from shared.model import DocKey, EmbedJob, Principal, SemanticStatus, SidecarEntry
+from shared.spaces import embedding_spaces
 
 router = APIRouter()
 REQUEUE_FROM = (SemanticStatus.NONE, SemanticStatus.STALE, SemanticStatus.FAILED)
@@ -88,19 +89,11 @@ class _ListedQueue(Protocol):
     def pending_job_keys(self, tenant: str) -> set[tuple[str, ...]] | None: ...
 
 
-def _embedding_spaces(c: Container, tenant: str) -> list[str]:
-    """Where the tenant's embeddings go: its active space and any space a migration is building.
-    A migration's jobs are lag too: with only the active space counted, a migration whose
-    workers had died showed `queued: 0` in /semantic/lag beside 150 jobs in /semantic/queueDepth."""
-    active, building = c.spaces.of(tenant)
-    return [active, *building]
-
-
 def _stuck(c: Container, tenant: str) -> list[SidecarEntry]:
     """This tenant's `queued` rows with no progress for longer than the reconciler's bound."""
     cutoff = c.store.clock() - c.settings.reconcile_stuck_seconds
     out: list[SidecarEntry] = []
-    for space in _embedding_spaces(c, tenant):
+    for space in embedding_spaces(c.spaces, tenant):
         rows = c.store.keys_in_status(space, [SemanticStatus.QUEUED], limit=c.settings.reconcile_batch, tenant=tenant)
         out += [r for r in rows if r.key.tenant == tenant and r.updated_at < cutoff]
     return out
@@ -112,7 +105,7 @@ async def get_queue_depth(request: Request, p: Principal = Depends(require("admi
     c = _c(request)
     depth = await run_in_threadpool(c.queue.depth, p.tenant)  # this tenant's jobs only
     broker = "unreachable" if depth.pop("unreachable", 0) else "ok"
-    spaces = await run_in_threadpool(_embedding_spaces, c, p.tenant)
+    spaces = await run_in_threadpool(embedding_spaces, c.spaces, p.tenant)
     queued = 0
     for space in spaces:
         queued += await run_in_threadpool(c.store.queued_count, space, p.tenant)
@@ -120,10 +113,12 @@ async def get_queue_depth(request: Request, p: Principal = Depends(require("admi
 
 
 def _lag(c: Container, tenant: str) -> dict[str, object]:
+    # A migration's jobs are lag too: with only the active space counted, a migration whose
+    # workers had died showed `queued: 0` here beside 150 jobs in /semantic/queueDepth.
     now = c.store.clock()
     queued: dict[str, int] = {}
     age: dict[str, float] = {}
-    for space in _embedding_spaces(c, tenant):
+    for space in embedding_spaces(c.spaces, tenant):
         oldest = c.store.oldest_queued(space, tenant)
         queued[space], age[space] = c.store.queued_count(space, tenant), round(now - oldest, 3) if oldest else 0.0
     pending = c.store.changes_pending(c.follower.seq, tenant)

@@ -18,7 +18,7 @@ from typing import Protocol, runtime_checkable
 from shared.metrics import METRICS
 from shared.model import EmbedJob, SemanticStatus, SidecarEntry
 from shared.ports import JobQueue, StoreOfRecord
-from shared.spaces import Spaces
+from shared.spaces import Spaces, embedding_spaces
 
 log = logging.getLogger("vibe.reconciler")
 
@@ -34,7 +34,7 @@ def repair_stuck(store: StoreOfRecord, spaces: Spaces, rows: Sequence[SidecarEnt
     lists every tenant's spaces and the configured one) go back to `none`, as a re-activation
     would put them (`realign_space`): embedding them is a provider call for a space nobody
     reads. Counted in `vibe_reconciler_repaired_total{reason}`."""
-    reads = {tenant: live_spaces(spaces, tenant) for tenant in {r.key.tenant for r in rows}}
+    reads = {tenant: set(embedding_spaces(spaces, tenant)) for tenant in {r.key.tenant for r in rows}}
     by_space: dict[str, list[SidecarEntry]] = {}
     for r in rows:
         by_space.setdefault(r.space, []).append(r)
@@ -50,12 +50,6 @@ def repair_stuck(store: StoreOfRecord, spaces: Spaces, rows: Sequence[SidecarEnt
         done.update(dead)  # one no longer `queued` has moved on: not re-enqueued either
         keep += [r for r in group if r.key not in done]
     return keep
-
-
-def live_spaces(spaces: Spaces, tenant: str) -> set[str]:
-    """The spaces a job of the tenant may embed into: its active one and any it is building."""
-    active, building = spaces.of(tenant)
-    return {active, *building}
 
 
 def requeue_stuck(store: StoreOfRecord, spaces: Spaces, queue: JobQueue, stuck_for: float = 0.0,
