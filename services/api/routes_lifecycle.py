@@ -243,7 +243,7 @@ def _space_body(c: Container, tenant: str, info: SpaceInfo, tasks: list[Backfill
     }
     if info.state == "building":
         out["scope"] = info.scope
-        out["toEmbed"] = sum(_backlog(c, tenant, info).values())
+        out["toEmbed"] = sum(c.lifecycle.migration_backlog(info).values())
     if info.state not in ("retired", "expiring"):
         out["coverage"] = _space_coverage(c, tenant, info.space)
     else:
@@ -280,13 +280,6 @@ def list_spaces(c: Container, tenant: str) -> dict[str, object]:
 async def get_spaces(request: Request, p: Principal = Depends(require("admin"))) -> JSONResponse:
     """V§2.1 / V§13: the tenant's spaces with model, dimension, state, coverage and migration progress."""
     return JSONResponse(await run_in_threadpool(list_spaces, _c(request), p.tenant))
-
-
-def _backlog(c: Container, tenant: str, info: SpaceInfo) -> dict[str, int]:
-    """What the migration into `info` has still to embed, by state (services/worker/backfill.py
-    `_scoped` picks the same documents)."""
-    eager = [col for t, col in c.store.promoted() if t == tenant]
-    return c.store.migration_backlog(tenant, info.space, c.spaces.active(tenant), info.scope, eager)
 
 
 def start_migration(c: Container, tenant: str, space: str, model: str, dim: int | None,
@@ -373,7 +366,7 @@ def activate(c: Container, tenant: str, space: str, force: bool) -> dict[str, ob
         return reactivate(c, tenant, space, active, building, rows)
     if space not in building:
         raise VibeError(ErrorCode.NOT_FOUND, f"no migration to {space[:64]!r} is in progress")
-    waiting = sum(_backlog(c, tenant, rows[space]).values())
+    waiting = sum(c.lifecycle.migration_backlog(rows[space]).values())
     tasks = [t for t in c.store.tasks(tenant, running_only=True) if t.space == space]
     if (tasks or waiting) and not force:
         raise VibeError(ErrorCode.CONFLICT, f"{space!r} is not complete: {waiting} documents still to embed; "

@@ -218,11 +218,17 @@ class Lifecycle:
         for sp in self.store.tenant_spaces():
             if sp.state != "building" or (sp.tenant, sp.space) in running:
                 continue
-            eager = [c for t, c in self.store.promoted() if t == sp.tenant]
-            left = self.store.migration_backlog(sp.tenant, sp.space, self.active(sp.tenant), sp.scope, eager)
+            left = self.migration_backlog(sp)
             if left["none"] or left["stale"]:
                 self.backfills.start(sp.tenant, None, sp.space, "migrate")
                 r.backfills_started += 1
+
+    def migration_backlog(self, sp: SpaceInfo) -> dict[str, int]:
+        """What the migration into the building space `sp` has still to embed, by state (the
+        backfill step's `_scoped` picks the same documents): the tick, activation and
+        GET /semantic/spaces all count with this."""
+        eager = [c for t, c in self.store.promoted() if t == sp.tenant]
+        return self.store.migration_backlog(sp.tenant, sp.space, self.active(sp.tenant), sp.scope, eager)
 
     def _eager_backlog(self, r: TickReport) -> None:
         """An eager collection with documents still to embed (writes the per-minute bucket did
