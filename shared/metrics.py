@@ -101,7 +101,8 @@ class _Metrics:
                                     "Vectors restored from the cold store (no provider call)")
         self.pruned = Counter("vibe_vectors_pruned_total",
                               "Stored or cold vectors whose content no document has (store=cold_copies: "
-                              "cold copies of vectors back in the store)", ["store"])
+                              "cold copies of vectors back in the store; cold_orphans: cold codes no cold "
+                              "entry referenced at two sweeps, left by a crash)", ["store"])
         self.pinned = Counter("vibe_docs_pinned_total",
                               "Documents promoted (kept embedded) for touches or co-occurrence")
         self.provider_tokens = Counter("vibe_provider_tokens_total", "Estimated tokens sent to the embedding provider "

@@ -367,6 +367,13 @@ class LifecycleStore(Protocol):
     def cold_entry(self, tenant: str, content_hash: str, space: str) -> str | None:
         """The cold reference of an evicted vector, None if there is none."""
 
+    def cold_referenced(self, tenant: str, space: str, hashes: Sequence[str]) -> set[str]:
+        """Those of `hashes` with a cold entry in the tenant's space (`cold_entry`, many at once)."""
+
+    def known_spaces(self) -> list[tuple[str, str]]:
+        """Every (tenant, space) with a sidecar row, a cold entry or a space record: where the
+        cold store's orphan sweep looks."""
+
     def prune_orphans(self) -> tuple[int, list[tuple[str, str, str, str]]]:
         """Delete stored vectors and cold entries whose content no document of the tenant has
         any more; returns (vectors removed, [(tenant, content_hash, space, cold ref)] removed)."""
@@ -492,6 +499,11 @@ class ColdStore(Protocol):
         """The decoded vector; None when absent or unreadable (the caller then re-embeds)."""
 
     def delete(self, tenant: str, space: str, content_hash: str) -> None: ...
+
+    def hashes(self, tenant: str, space: str, after: str, limit: int) -> list[str]:
+        """A page of the content hashes the tenant's space holds: in ascending order, those after
+        `after` ("" from the first), at most `limit`. What the orphan sweep checks against the
+        store's cold entries (the store names tenants, the cold store only their digests)."""
 
     def close(self) -> None: ...
 

@@ -13,7 +13,8 @@ however many processes run it: `serve` threads, Celery beat tasks), one tick:
    moves a batch of what is still `ready` in each retired space to the cold store, and removes
    a retired space whose retention (`VIBE_RETIRED_SPACE_RETENTION_SECONDS`) has passed: it is
    claimed (`expiring`, so a re-activation racing it is refused), then its cold files, rows and
-   the space go;
+   the space go; deletes cold codes that no cold entry has referenced for two sweeps (what a
+   process killed mid-eviction or mid-prune left);
 5. gives budget-refused documents of past days back to the lazy path;
 6. publishes coverage and storage gauges.
 Backfill steps run on their own, shorter cadence (`run_backfills`), and so does the move of a
@@ -40,6 +41,7 @@ from shared.ports import ColdStore, StoreOfRecord
 log = logging.getLogger("vibe.lifecycle")
 T = TypeVar("T")
 LEASE = "scheduler"
+ColdCode = tuple[str, str, str]  # tenant, space, content hash
 
 
 @dataclass(frozen=True)
@@ -78,6 +80,7 @@ class TickReport:
     dropped_cold_copies: int = 0  # cold copies of vectors that are back in the store (rehydrated)
     retired_cooled: int = 0  # vectors of retired spaces moved to the cold store
     retired_expired: list[str] = field(default_factory=list)  # tenant/space past its retention
+    cold_orphans: int = 0  # cold codes no cold entry referenced at two sweeps (crash leftovers), deleted
     requeued_budget: int = 0
     backfills_started: int = 0
     skipped: bool = False
@@ -118,6 +121,8 @@ class Lifecycle:
         self.after_change = after_change  # the embedded profile syncs its own indexes at once
         self.spaces = spaces  # every live space (shared/spaces.py); default: the configured one
         self.active = active or (lambda tenant: cfg.space)  # a tenant's active space
+        self._orphans: set[ColdCode] = set()  # unreferenced at the last sweep (sweep_cold_orphans)
+        self._sweep_from: ColdCode | None = None  # where the last sweep stopped; None: from the start
 
     # -- entry points ------------------------------------------------------------------------
 
@@ -172,6 +177,7 @@ class Lifecycle:
         r.dropped_cold_copies = self._stage(r, "cold_copies", self.drop_cold_copies, 0)
         r.retired_cooled = self._stage(r, "retired_cool", lambda: self.cool_retired(now), 0)
         r.retired_expired = self._stage(r, "retired_expire", lambda: self.expire_retired(now, r), [])
+        r.cold_orphans = self._stage(r, "cold_orphans", self.sweep_cold_orphans, 0)
         r.requeued_budget = self._stage(r, "budget_requeue", lambda: self.store.requeue_budget_deferred(
             # refusals of past days come back; with no cap at all (an operator removed it and
             # restarted), today's too: they waited for midnight UTC, and no read or reindex
@@ -325,6 +331,60 @@ class Lifecycle:
         if gone:
             METRICS.pruned.labels(store="cold_copies").inc(len(gone))
         return len(gone)
+
+    def sweep_cold_orphans(self) -> int:
+        """Delete cold codes that no cold entry references; `evict_batch` codes are examined per
+        call, resuming where the last one stopped. A process killed between an eviction's
+        `cold.put` and the store's commit (`_evict_rows`, also for a retired space), or between a
+        prune's or a dropped cold copy's row deletion and its `cold.delete`, leaves such a code,
+        and nothing else would ever remove it.
+
+        Two phases, because the first window is also every eviction in flight: its code is
+        written before the transaction that records the cold entry commits, so a code seen
+        unreferenced once may just not be committed yet. A code goes only if it was unreferenced
+        at the previous sweep (a tick interval ago at least, far longer than an eviction batch
+        takes) and is still unreferenced when checked again right before its delete. The
+        candidates live in this process's memory: a restart, or ticks taken by other processes'
+        leases, only delay them. Left: an eviction of the same content that writes the code again
+        between that last check and the delete loses it, and its next touch re-embeds (as in
+        `drop_cold_copies`)."""
+        confirmed = 0
+        candidates, self._orphans = sorted(self._orphans), set()
+        for tenant, space, h in candidates:
+            if self.store.cold_entry(tenant, h, space) is None:
+                self.cold.delete(tenant, space, h)
+                confirmed += 1
+        self._orphans, examined = self._unreferenced_page()
+        if confirmed:
+            METRICS.pruned.labels(store="cold_orphans").inc(confirmed)
+        if confirmed or self._orphans:
+            log.info("cold orphans swept", extra={"deleted": confirmed, "candidates": len(self._orphans),
+                                                  "examined": examined})
+        return confirmed
+
+    def _unreferenced_page(self) -> tuple[set[ColdCode], int]:
+        """The next `evict_batch` codes of the cold store, over every (tenant, space) the store
+        knows in order (an empty one costs one), from where the last sweep stopped: those no
+        cold entry references, and how many were examined."""
+        budget, examined, found = self.cfg.evict_batch, 0, set[ColdCode]()
+        start, self._sweep_from = self._sweep_from, None  # a pass that reaches the end starts over
+        for tenant, space in self.store.known_spaces():
+            if start is not None and (tenant, space) < start[:2]:
+                continue
+            after = start[2] if start is not None and (tenant, space) == start[:2] else ""
+            while True:
+                if budget <= 0:
+                    self._sweep_from = (tenant, space, after)
+                    return found, examined
+                asked = budget
+                page = self.cold.hashes(tenant, space, after, asked)
+                budget -= max(1, len(page))
+                examined += len(page)
+                found.update((tenant, space, h) for h in set(page) - self.store.cold_referenced(tenant, space, page))
+                if len(page) < asked:
+                    break
+                after = page[-1]
+        return found, examined
 
     # -- retired spaces (model rollback) ----------------------------------------------------------
 

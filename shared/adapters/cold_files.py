@@ -77,6 +77,14 @@ def legacy_space_dir(space: str) -> str:
     return _SAFE.sub("_", space)
 
 
+def _named(stem: str, digest_dir: str) -> str | None:
+    """The content hash a cold file named `stem` in `digest_dir` was written for (`hashes`)."""
+    scheme, sep, rest = stem.partition("_")
+    found = [h for h in (stem, f"{scheme}:{rest}" if sep else "")
+             if h and _SAFE.sub("_", h) == stem and hashlib.sha256(h.encode()).hexdigest()[:2] == digest_dir]
+    return found[0] if len(found) == 1 else None
+
+
 class FileColdStore:
     def __init__(self, root: Path, codec: str = "float16"):
         if codec not in CODECS:
@@ -117,6 +125,30 @@ class FileColdStore:
     def delete(self, tenant: str, space: str, content_hash: str) -> None:
         for codec in CODECS:
             self._path(tenant, space, content_hash).with_suffix(f".{codec}").unlink(missing_ok=True)
+
+    def hashes(self, tenant: str, space: str, after: str, limit: int) -> list[str]:
+        """A page of the content hashes whose files the tenant's space holds (every codec; a
+        listing of its directory per page). A file name keeps the hash's file-safe form only, so a
+        name is read back where the digest directory confirms it: the name itself (a file-safe
+        hash) or `scheme:` + the rest (the service's `blake3:<hex>`, named `blake3_<hex>`); a file
+        that fits neither or both is not listed, so never deleted by a sweep."""
+        found: set[str] = set()
+        try:
+            with os.scandir(self.root / space_dir(space) / tenant_key(tenant)) as dirs:
+                for d in dirs:
+                    if not d.is_dir(follow_symlinks=False):
+                        continue
+                    with os.scandir(d.path) as files:
+                        for f in files:
+                            stem, _, codec = f.name.rpartition(".")
+                            if f.name.startswith(".") or codec not in CODECS:
+                                continue  # a writer's temporary, or a foreign file
+                            h = _named(stem, d.name)
+                            if h is not None and h > after:
+                                found.add(h)
+        except FileNotFoundError:  # nothing evicted there yet
+            return []
+        return sorted(found)[:limit]
 
     def close(self) -> None:
         """Nothing held open."""

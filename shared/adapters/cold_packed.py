@@ -43,6 +43,7 @@ _PUT = ("INSERT INTO cold_codes (tenant, space, content_hash, code) VALUES ({p},
 _GET = "SELECT code FROM cold_codes WHERE tenant = {p} AND space = {p} AND content_hash = {p}"
 _DELETE = "DELETE FROM cold_codes WHERE tenant = {p} AND space = {p} AND content_hash = {p}"
 _HELD = "SELECT content_hash FROM cold_codes WHERE tenant = {p} AND space = {p}"
+_PAGE = _HELD + " AND content_hash > {p} ORDER BY content_hash LIMIT {p}"  # the primary key's order
 _BYTES = "SELECT COALESCE(SUM(LENGTH(code)), 0), COUNT(*) FROM cold_codes"
 
 
@@ -214,6 +215,13 @@ class PackedColdStore:
         with self.db.cursor() as c:
             rows = c.execute(_HELD.format(p=self.db.placeholder), (tenant_key(tenant), space)).fetchall()
         return {str(r[0]) for r in rows}
+
+    def hashes(self, tenant: str, space: str, after: str, limit: int) -> list[str]:
+        """A page of `held`: the table only, not the files of the legacy layout (nothing writes
+        those any more; a sweep over both would need one order across two sources)."""
+        with self.db.cursor() as c:
+            rows = c.execute(_PAGE.format(p=self.db.placeholder), (tenant_key(tenant), space, after, limit)).fetchall()
+        return [str(r[0]) for r in rows]
 
     def stored(self) -> tuple[int, int]:
         """(bytes of codes, vectors) in the table."""

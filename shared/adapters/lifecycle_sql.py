@@ -373,6 +373,20 @@ class LifecycleSql:
                           (tenant, content_hash, space))
         return str(rows[0]["ref"]) if rows else None
 
+    def cold_referenced(self, tenant: str, space: str, hashes: Sequence[str]) -> set[str]:
+        found: set[str] = set()
+        for i in range(0, len(hashes), 500):
+            chunk = list(hashes[i:i + 500])
+            rows = self._read("SELECT content_hash FROM cold_vectors WHERE tenant=? AND space=? "
+                              f"AND content_hash IN ({','.join('?' * len(chunk))})", (tenant, space, *chunk))
+            found.update(str(r["content_hash"]) for r in rows)
+        return found
+
+    def known_spaces(self) -> list[tuple[str, str]]:
+        rows = self._read("SELECT tenant, space FROM sidecar UNION SELECT tenant, space FROM cold_vectors "
+                          "UNION SELECT tenant, space FROM tenant_spaces")
+        return sorted((str(r["tenant"]), str(r["space"])) for r in rows)
+
     def prune_orphans(self) -> tuple[int, list[tuple[str, str, str, str]]]:
         orphan = "NOT EXISTS (SELECT 1 FROM docs d WHERE d.tenant={t}.tenant AND d.content_hash={t}.content_hash)"
         vecs = self._read(f"SELECT tenant, content_hash, space FROM vectors WHERE {orphan.format(t='vectors')} "

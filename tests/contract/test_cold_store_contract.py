@@ -111,6 +111,26 @@ def test_spaces_and_tenants_never_share_a_vector(make: Make) -> None:
                zip([(TENANT, "core_v2"), ("acme-other", "core@v2"), (TENANT, "core")], vs[1:], strict=True))
 
 
+def test_hashes_pages_through_one_tenant_space_in_order(make: Make) -> None:
+    """What the orphan sweep reads (Lifecycle.sweep_cold_orphans): the service's `blake3:` form
+    too, whose file name holds `blake3_` (read back through its digest directory)."""
+    cs = make()
+    held = sorted([f"h{i:02d}" for i in range(7)] + ["blake3:" + "ab" * 32])
+    v = unit(1, 8)[0]
+    for h in held:
+        cs.put(TENANT, "core@v2", h, v)
+    cs.put(TENANT, "core", "other-space", v)
+    cs.put("acme-other", "core@v2", "other-tenant", v)
+    pages, after = [], ""
+    while page := cs.hashes(TENANT, "core@v2", after, 3):
+        pages.append(page)
+        after = page[-1]
+    assert pages == [held[:3], held[3:6], held[6:]]
+    cs.delete(TENANT, "core@v2", held[0])
+    assert cs.hashes(TENANT, "core@v2", "", 100) == held[1:]
+    assert cs.hashes(TENANT, "v3", "", 100) == [] and cs.hashes("nobody", "core", "", 100) == []
+
+
 def test_threads_put_and_get_together(make: Make) -> None:
     """A scheduler tick, `POST /semantic/evict` and worker threads rehydrating, in one process."""
     cs = make()

@@ -284,6 +284,19 @@ def test_prune_cold_copies_drops_only_entries_whose_vector_is_stored(lc: StoreOf
     assert lc.prune_cold_copies() == []
 
 
+def test_cold_referenced_and_known_spaces_are_what_the_orphan_sweep_reads(lc: StoreOfRecord) -> None:
+    ready(lc, k("a"), "h1")
+    ready(lc, k("b"), "h2")
+    ready(lc, k("x", tenant="u"), "h1")
+    lc.evict([(status(lc, k("a")), "ref-1", 10)], "float16", T0)
+    assert lc.cold_referenced("t", "core", ["h1", "h2", "h3"]) == {"h1"}  # h2 is ready, not cold
+    assert lc.cold_referenced("u", "core", ["h1"]) == set() and lc.cold_referenced("t", "v2", ["h1"]) == set()
+    many = [f"h{i}" for i in range(1200)]  # more than one statement's chunk
+    assert lc.cold_referenced("t", "core", many) == {"h1"}
+    lc.put_tenant_space(SpaceInfo("w", "v2", "m", 2, "building", T0))  # a space record, no rows yet
+    assert lc.known_spaces() == [("t", "core"), ("u", "core"), ("w", "v2")]
+
+
 # -- sidecars, budget refusals -------------------------------------------------------------------
 
 
