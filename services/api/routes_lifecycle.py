@@ -371,11 +371,12 @@ def activate(c: Container, tenant: str, space: str, force: bool) -> dict[str, ob
     if (tasks or waiting) and not force:
         raise VibeError(ErrorCode.CONFLICT, f"{space!r} is not complete: {waiting} documents still to embed; "
                         "wait for the migration or activate with force", {"waiting": waiting})
+    filled_since = c.lifecycle.fill_rows(tenant, space) if force else None
     now = c.store.clock()
     new = rows[space]
     to = SpaceInfo(tenant, space, new.model_id, new.dim, "active", new.created_at, now)
     if c.store.switch_space(to, "building", _retiring(c, tenant, active, rows.get(active), now), now,
-                            fill_rows=force) is None:
+                            fill_rows=force, filled_since=filled_since) is None:
         raise VibeError(ErrorCode.CONFLICT, f"{space!r} changed meanwhile (another activation?); look again")
     _cancel_tasks(c, tenant, {space, active}, now)
     c.follower.sync()

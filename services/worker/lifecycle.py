@@ -229,6 +229,24 @@ class Lifecycle:
                 self.backfills.start(sp.tenant, None, sp.space, "migrate")
                 r.backfills_started += 1
 
+    def fill_rows(self, tenant: str, space: str, batch: int = 5000) -> float:
+        """Before a forced cut-over to `space`: a `none` row there for every document of the
+        tenant that has none (documents the migration never reached; a touch never spends on a
+        document without a row), a short transaction per `batch` documents. Returns the time
+        from which the cut-over's own pass must still look (`switch_space(filled_since=)`):
+        a write during the fill gives its document a row in a building space itself, so the
+        pass is a safety net over recent writes, with a minute's slack for other hosts' clocks."""
+        since = self.store.clock() - 60.0
+        after: tuple[str, str] | None = None
+        written = 0
+        while True:
+            n, after = self.store.fill_space_rows(tenant, space, after, batch, self.store.clock())
+            written += n
+            if after is None:
+                break
+        log.info("space rows filled", extra={"tenant": tenant, "space": space, "rows": written})
+        return since
+
     def migration_backlog(self, sp: SpaceInfo) -> dict[str, int]:
         """What the migration into the building space `sp` has still to embed, by state (the
         backfill step's `_scoped` picks the same documents): the tick, activation and

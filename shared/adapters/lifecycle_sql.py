@@ -629,7 +629,7 @@ class LifecycleSql:
             self._x(conn, "DELETE FROM space_scopes WHERE tenant=? AND space=?", (tenant, space))
 
     def switch_space(self, to: SpaceInfo, expect: str, retire: SpaceInfo | None, now: float,
-                     fill_rows: bool = False) -> int | None:
+                     fill_rows: bool = False, filled_since: float | None = None) -> int | None:
         """One transaction for a cut-over: `to` takes its new state (active, or building for a
         gradual way back) only if its row is still in state `expect`, `retire` (the tenant's
         active space) becomes retired, and a space coming back from `retired` is realigned
@@ -653,8 +653,27 @@ class LifecycleSql:
                 # in the new space; a touch never spends on a document without a row, and coverage
                 # did not count it (seen: 5 of 30 documents, "100%"). One pass over the tenant's
                 # documents, so only then: a finished migration has passed every document.
-                return self._rows_for_every_doc(conn, to.tenant, to.space, now)
+                return self._rows_for_every_doc(conn, to.tenant, to.space, now, filled_since)
             return 0
+
+    def fill_space_rows(self, tenant: str, space: str, after: tuple[str, str] | None, limit: int,
+                        now: float) -> tuple[int, tuple[str, str] | None]:
+        # One short transaction per batch, in key order: a forced cut-over's own pass over every
+        # document held the tenant's writes for 19 s at 1M documents (SQLite, 2026-11-27); after
+        # these batches it only looks at what was written since (`filled_since`).
+        lo = after or ("", "")
+        with self._lc_tx() as conn:
+            end = self._x(conn, "SELECT collection, doc_id FROM docs WHERE tenant=? AND (collection, doc_id) > (?, ?) "
+                                "ORDER BY collection, doc_id LIMIT 1 OFFSET ?", (tenant, *lo, limit - 1)).fetchone()
+            upto = " AND (collection, doc_id) <= (?, ?)" if end is not None else ""
+            bound = () if end is None else (end["collection"], end["doc_id"])
+            n = int(self._x(conn, "INSERT INTO sidecar (tenant, collection, doc_id, space, status, content_hash, "
+                                  "reason, attempts, updated_at) SELECT tenant, collection, doc_id, ?, 'none', "
+                                  "content_hash, NULL, 0, ? FROM docs WHERE tenant=? "
+                                  f"AND (collection, doc_id) > (?, ?){upto} "
+                                  "ON CONFLICT (tenant, collection, doc_id, space) DO NOTHING",
+                            (space, now, tenant, *lo, *bound)).rowcount or 0)
+        return n, None if end is None else (str(end["collection"]), str(end["doc_id"]))
 
     def claim_expiry(self, tenant: str, space: str, retired_before: float) -> bool:
         """A retired space whose retirement is older than `retired_before` becomes `expiring`,
@@ -702,13 +721,16 @@ class LifecycleSql:
         self._lc_log(conn, [(k, "vector", space) for k in ready])
         return n
 
-    def _rows_for_every_doc(self, conn: Any, tenant: str, space: str, now: float) -> int:
-        """A `none` row in `space` for every document of the tenant that has none there."""
+    def _rows_for_every_doc(self, conn: Any, tenant: str, space: str, now: float,
+                            since: float | None = None) -> int:
+        """A `none` row in `space` for every document of the tenant that has none there (with
+        `since`: of those written since then, the rest being filled already)."""
+        recent = "" if since is None else " AND updated_at >= ?"
         return int(self._x(conn, "INSERT INTO sidecar (tenant, collection, doc_id, space, status, content_hash, "
                                  "reason, attempts, updated_at) SELECT tenant, collection, doc_id, ?, 'none', "
-                                 "content_hash, NULL, 0, ? FROM docs WHERE tenant=? "
+                                 f"content_hash, NULL, 0, ? FROM docs WHERE tenant=?{recent} "
                                  "ON CONFLICT (tenant, collection, doc_id, space) DO NOTHING",
-                           (space, now, tenant)).rowcount or 0)
+                           (space, now, tenant, *(() if since is None else (since,)))).rowcount or 0)
 
     def migration_backlog(self, tenant: str, space: str, source: str, scope: str,
                           eager: Sequence[str] = ()) -> dict[str, int]:

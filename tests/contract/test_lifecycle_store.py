@@ -515,6 +515,44 @@ def test_a_space_made_active_gets_a_row_for_every_document(lc: StoreOfRecord) ->
     assert lc.sidecar(k("x", tenant="u"), "v2") is None  # another tenant's documents are not its
 
 
+def test_space_rows_are_filled_in_batches_before_a_cut_over_that_then_looks_only_at_recent_writes(
+        lc: StoreOfRecord) -> None:
+    """A forced cut-over's pass over every document held the tenant's writes for 19 s at 1M
+    documents: `fill_space_rows` does it before, a short transaction per batch, in key order, and
+    the cut-over's own pass (`filled_since`) looks only at documents written since."""
+    keys = [k("a"), k("b"), k("c"), k("a", c="d"), k("b", c="d")]
+    for i, key in enumerate(keys):
+        put(lc, key, f"h{i}")
+    put(lc, k("x", tenant="u"), "hx")
+    lc.put_tenant_space(SpaceInfo("t", "core", "m", 2, "active", T0, T0))
+    lc.put_tenant_space(SpaceInfo("t", "v2", "m2", 3, "building", T0 + 1))
+    lc.ensure_sidecars([SidecarEntry(keys[1], "v2", S.QUEUED, "h1", updated_at=T0)])
+    after, written, batches = None, 0, 0
+    while True:
+        n, after = lc.fill_space_rows("t", "v2", after, 2, T0 + 2)
+        written, batches = written + n, batches + 1
+        if after is None:
+            break
+    assert (written, batches) == (4, 3)  # 2 + 2 + 1 documents; the one with a row keeps it
+    sides = lc.sidecars(keys, "v2")
+    assert [sides[key].status for key in keys] == [S.NONE, S.QUEUED, S.NONE, S.NONE, S.NONE]
+    assert lc.sidecar(k("x", tenant="u"), "v2") is None  # another tenant's documents are not its
+    # the cut-over's own pass then fills only documents written since `filled_since` (the
+    # batches saw the others, or their write gave them a row): tenant w's, written before it had
+    # a building space, so without rows there
+    old, recent = k("old", tenant="w"), k("new", tenant="w")
+    lc.put_docs([StoredDoc(old, {"title": "old"}, [PUBLIC_PRINCIPAL], None, "ho", 1.0),
+                 StoredDoc(recent, {"title": "new"}, [PUBLIC_PRINCIPAL], None, "hn", T0 + 3)], [])
+    lc.put_tenant_space(SpaceInfo("w", "core", "m", 2, "active", T0, T0))
+    lc.put_tenant_space(SpaceInfo("w", "v2", "m2", 3, "building", T0 + 1))
+    assert lc.switch_space(SpaceInfo("w", "v2", "m2", 3, "active", T0 + 1, T0 + 4), "building",
+                           SpaceInfo("w", "core", "m", 2, "retired", T0, T0, retired_at=T0 + 4), T0 + 4,
+                           fill_rows=True, filled_since=T0 + 2) == 1
+    side = lc.sidecar(recent, "v2")
+    assert side is not None and side.status == S.NONE
+    assert lc.sidecar(old, "v2") is None
+
+
 # -- leases --------------------------------------------------------------------------------------------
 
 
