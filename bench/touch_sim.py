@@ -305,6 +305,15 @@ def main() -> None:
             for k in res[0]:
                 row[k] = round(statistics.fmean(r[k] for r in res), 4)
             row["x_oracle"] = round(row["embedded_fraction"] / row["oracle_fraction"], 3)
+            if len(res) > 1:
+                # each stream's own figures and the standard error of their mean: a stream's quality
+                # ratio varies by ~0.02 from the next (bench/results/touch-loss-*.json)
+                per = {k: [r[k] for r in res] for k in ("ratio_second_half", "embedded_fraction", "oracle_fraction")}
+                row["per_seed"] = per
+                x = [e / o for e, o in zip(per["embedded_fraction"], per["oracle_fraction"], strict=True)]
+                root = len(res) ** 0.5
+                row["se"] = {"ratio_second_half": round(statistics.stdev(per["ratio_second_half"]) / root, 4),
+                             "x_oracle": round(statistics.stdev(x) / root, 4)}
             print(json.dumps(row), flush=True)
             rows.append(row)
     if a.out:
