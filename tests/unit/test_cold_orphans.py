@@ -16,23 +16,13 @@ import pytest
 from prometheus_client import REGISTRY
 
 from services.wiring import Container
-from shared.adapters.embedders.hash_embedder import HashEmbedder
 from shared.model import DocKey, Principal, SemanticStatus
+from tests.support.counting import CountingEmbedder
 from tests.unit.test_scheduler_switch import embed_now, running
 
 USER = Principal("t", ("user:u",), frozenset({"read", "write", "admin"}))
 SPACE = "core"
 ORPHAN = "blake3:" + "0e" * 32  # the service's hash form: the file layout names it `blake3_...`
-
-
-class Counting(HashEmbedder):
-    def __init__(self) -> None:
-        super().__init__(32)
-        self.inputs = 0
-
-    def embed(self, texts: Sequence[str]) -> list[list[float]]:
-        self.inputs += len(texts)
-        return super().embed(texts)
 
 
 @pytest.fixture(params=["sqlite-packed", "sqlite-files", "postgres-packed"])
@@ -44,7 +34,7 @@ def layout(request: pytest.FixtureRequest) -> dict[str, Any]:
 
 
 @contextmanager
-def service(tmp_path: Path, layout: dict[str, Any], emb: Counting | None = None,
+def service(tmp_path: Path, layout: dict[str, Any], emb: CountingEmbedder | None = None,
             **settings: Any) -> Iterator[Container]:
     with running(tmp_path, emb, **layout, **settings) as c:
         yield c
@@ -81,7 +71,7 @@ def test_an_orphan_code_goes_at_the_second_sweep_not_the_first(tmp_path: Path, l
 
 def test_a_referenced_code_is_never_removed_and_its_document_rehydrates(
         tmp_path: Path, layout: dict[str, Any]) -> None:
-    emb = Counting()
+    emb = CountingEmbedder(32)
     with service(tmp_path, layout, emb) as c:
         key, = put_docs(c, "a")
         embed_now(c, SPACE, key)
@@ -103,7 +93,7 @@ def test_a_code_whose_eviction_commits_between_two_sweeps_survives(
         tmp_path: Path, layout: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:
     """A sweep runs while an eviction has written its codes but not committed its cold entries
     (the tick of another thread, another process): they look exactly like orphans then."""
-    emb = Counting()
+    emb = CountingEmbedder(32)
     with service(tmp_path, layout, emb) as c:
         keys = put_docs(c, "a", "b")
         embed_now(c, SPACE, *keys)

@@ -17,21 +17,10 @@ from shared.indexing import FilePosition, IndexFollower
 from shared.model import DocKey, EmbedJob, Principal, SemanticStatus, StoredDoc
 from shared.policy.eligibility import EligibilityPolicy
 from shared.ports import EmbedderError, SearchFilter
+from tests.support.counting import CountingEmbedder
 
 ADMIN = Principal("t", ("user:admin",), frozenset({"read", "write", "admin"}))
 TEXT = "Boundary layer transition on swept wings at high Reynolds numbers in a wind tunnel."
-
-
-class CountingEmbedder(HashEmbedder):
-    """The real hash embedder, counting the texts it is asked to embed."""
-
-    def __init__(self, dim: int = 64):
-        super().__init__(dim)
-        self.calls: list[int] = []
-
-    def embed(self, texts: Sequence[str]) -> list[list[float]]:
-        self.calls.append(len(texts))
-        return super().embed(texts)
 
 
 class NullQueue:

@@ -26,7 +26,6 @@ from services.worker.handlers import EmbedHandler
 from services.worker.lifecycle import Lifecycle, LifecycleConfig
 from shared.adapters import memory_budget
 from shared.adapters.cold_files import FileColdStore
-from shared.adapters.embedders.hash_embedder import HashEmbedder
 from shared.adapters.memory_budget import MemoryBudget
 from shared.costs import estimate_tokens, utc_day
 from shared.model import (
@@ -41,6 +40,7 @@ from shared.model import (
 from shared.policy.eligibility import EligibilityPolicy
 from shared.ports import StoreOfRecord
 from tests.contract.test_store_contract import Opener, opener  # noqa: F401 - fixture
+from tests.support.counting import CountingEmbedder
 
 S = SemanticStatus
 DAY = 86400.0
@@ -49,16 +49,6 @@ SPACE = "core"
 POLICY = PromotionPolicy(min_queries=5, min_hits=20, window_seconds=3600.0, demote_idle_seconds=2 * DAY)
 CFG = LifecycleConfig(SPACE, POLICY, doc_promote_touches=3.0, doc_promote_ttl_seconds=60 * DAY,
                       half_life_seconds=7 * DAY, evict_idle_seconds=30 * DAY, evict_batch=2, codec="float16")
-
-
-class CountingEmbedder(HashEmbedder):
-    def __init__(self) -> None:
-        super().__init__(64)
-        self.calls: list[int] = []
-
-    def embed(self, texts: Sequence[str]) -> list[list[float]]:
-        self.calls.append(len(texts))
-        return super().embed(texts)
 
 
 class RecordingQueue:

@@ -10,32 +10,21 @@ requests that start a migration at once do not both start one.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
 
 from services.api.routes_lifecycle import activate, start_migration
-from shared.adapters.embedders.hash_embedder import HashEmbedder
 from shared.errors import VibeError
 from shared.model import DocKey, EmbedJob, Principal, SemanticStatus
+from tests.support.counting import CountingEmbedder
 from tests.unit.test_scheduler_switch import embed_now, running
 
 USER = Principal("t", ("user:u",), frozenset({"read", "write", "admin"}))
 
 
-class Counting(HashEmbedder):
-    def __init__(self) -> None:
-        super().__init__(32)
-        self.inputs = 0
-
-    def embed(self, texts: Sequence[str]) -> list[list[float]]:
-        self.inputs += len(texts)
-        return super().embed(texts)
-
-
 def test_a_job_of_a_retired_space_makes_no_provider_call(tmp_path: Path) -> None:
-    emb = Counting()
+    emb = CountingEmbedder(32)
     with running(tmp_path, emb) as c:
         c.docs.put([c.docs.parse(USER, "c", f"d{i}", {"title": f"Doc {i}", "body": f"wing flutter case {i}"})
                     for i in range(3)])
