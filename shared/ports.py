@@ -391,7 +391,8 @@ class LifecycleStore(Protocol):
         """Sidecar rows per visible state over every tenant (metrics only, no tenant labels)."""
 
     def ensure_sidecars(self, entries: Sequence[SidecarEntry]) -> int:
-        """Insert sidecar rows that do not exist yet (a new space); existing rows stay."""
+        """Insert sidecar rows that do not exist yet (a new space), only for documents that
+        still exist when the row is written; existing rows stay."""
 
     def requeue_budget_deferred(self, before: float) -> int:
         """Rows refused for `budget` before `before` (a past day) go back to `none`."""

@@ -553,6 +553,54 @@ def test_space_rows_are_filled_in_batches_before_a_cut_over_that_then_looks_only
     assert lc.sidecar(old, "v2") is None
 
 
+def test_no_row_is_written_for_a_document_that_is_gone(lc: StoreOfRecord) -> None:
+    """A backfill reads documents, then gives those without a row in its space one: a document
+    deleted in between got a row that nothing ever removed."""
+    gone, kept = k("gone"), k("kept")
+    put(lc, gone, "h1")
+    put(lc, kept, "h2")
+    assert lc.delete_doc(gone)
+    assert lc.ensure_sidecars([SidecarEntry(gone, "v2", S.NONE, "h1", updated_at=T0),
+                               SidecarEntry(kept, "v2", S.NONE, "h2", updated_at=T0)]) == 1
+    assert lc.sidecar(gone, "v2") is None
+
+
+@pytest.mark.parametrize("fill", ["batches", "ensure"])
+def test_a_delete_committing_during_a_fill_leaves_no_row(lc: StoreOfRecord, fill: str) -> None:
+    """PostgreSQL, READ COMMITTED: the fill's insert saw a document whose delete had already
+    removed the rows it could see and then committed, so the new row stayed (a helper's walk-
+    through: 546 rows in five rounds). The fill reads the documents under a share lock, so it
+    waits for the delete and then skips the document. (SQLite writers are serial.)"""
+    from shared.adapters.postgres_store import PostgresStore
+
+    if not isinstance(lc, PostgresStore):
+        pytest.skip("a race of two PostgreSQL transactions")
+    import threading
+
+    victim, other = k("victim"), k("other")
+    put(lc, victim, "h1")
+    put(lc, other, "h2")
+    lc.put_tenant_space(SpaceInfo("t", "v2", "m2", 3, "building", T0))
+
+    def run() -> None:
+        if fill == "batches":
+            lc.fill_space_rows("t", "v2", None, 100, T0)
+        else:
+            lc.ensure_sidecars([SidecarEntry(victim, "v2", S.NONE, "h1", updated_at=T0)])
+
+    with lc._tx() as conn:  # the delete, as delete_doc runs it, not committed yet
+        conn.execute("DELETE FROM docs WHERE tenant=%s AND collection=%s AND doc_id=%s", victim)
+        conn.execute("DELETE FROM sidecar WHERE tenant=%s AND collection=%s AND doc_id=%s", victim)
+        t = threading.Thread(target=run)
+        t.start()
+        t.join(0.5)  # without the lock it has written its row by now
+    t.join(30)
+    assert not t.is_alive()
+    assert lc.sidecar(victim, "v2") is None
+    if fill == "batches":
+        assert lc.sidecar(other, "v2") is not None
+
+
 # -- leases --------------------------------------------------------------------------------------------
 
 

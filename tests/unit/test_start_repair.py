@@ -21,6 +21,7 @@ from shared.config import Settings
 from shared.metrics import METRICS
 from shared.model import PUBLIC_PRINCIPAL, DocKey, EmbedJob, SemanticStatus, SidecarEntry, SpaceInfo, StoredDoc
 from shared.ports import StoreOfRecord
+from tests.support.legacy_rows import leave_row_of_gone_document
 
 S = SemanticStatus
 MODEL = "hash:v1@32"
@@ -65,7 +66,7 @@ def test_a_restart_repairs_the_queued_rows_no_job_can_finish_and_re_enqueues_the
     edited = _doc(store, "ta", "edited", "h-new", {"v2": S.QUEUED}, queued_for="h-old")
     gone = _doc(store, "ta", "gone", "h-gone", {"v2": S.NONE})
     assert store.delete_doc(gone)  # then a row of it, as the earlier bug could leave one
-    store.ensure_sidecars([SidecarEntry(gone, "v2", S.QUEUED, "h-gone", updated_at=at)])
+    leave_row_of_gone_document(store, SidecarEntry(gone, "v2", S.QUEUED, "h-gone", updated_at=at))
     retired = _doc(store, "ta", "retired", "h-ret", {"core": S.QUEUED, "v2": S.READY})
     other = _doc(store, "tb", "other", "h-other", {"core": S.QUEUED})  # core is tb's active space
     stray = _doc(store, "tb", "stray", "h-stray", {"core": S.READY, "v2": S.QUEUED})  # v2 was never tb's

@@ -19,6 +19,7 @@ from shared.metrics import METRICS
 from shared.model import PUBLIC_PRINCIPAL, DocKey, SemanticStatus, SidecarEntry, SpaceInfo, StoredDoc
 from shared.ports import StoreOfRecord
 from tests.contract.test_store_contract import Opener, opener  # noqa: F401 - fixture
+from tests.support.legacy_rows import leave_row_of_gone_document
 from tests.support.redis_server import RedisServer
 
 S = SemanticStatus
@@ -62,7 +63,7 @@ def test_rows_no_job_can_finish_are_repaired_and_the_others_re_enqueued(
                    [SidecarEntry(edited, "v2", S.QUEUED, "h-old", updated_at=OLD)])
     gone = _doc(store, "ta", "gone", "h-gone", {"v2": S.NONE})
     assert store.delete_doc(gone)  # then a row of it, as the earlier bug could leave one
-    store.ensure_sidecars([SidecarEntry(gone, "v2", S.QUEUED, "h-gone", updated_at=OLD)])
+    leave_row_of_gone_document(store, SidecarEntry(gone, "v2", S.QUEUED, "h-gone", updated_at=OLD))
     retired = _doc(store, "ta", "retired", "h-ret", {"core": S.QUEUED, "v2": S.READY})  # core is retired for ta
     other = _doc(store, "tb", "other", "h-other", {"core": S.QUEUED})  # core is tb's active space
     stray = _doc(store, "tb", "stray", "h-stray", {"core": S.NONE, "v2": S.QUEUED})  # v2 was never tb's
