@@ -170,9 +170,12 @@ def _ask(c: Container, q: str, strategy: Strategy = "auto") -> tuple[list[str], 
     first = [f.key.doc_id for f in session.ranking[:LIMIT]]
     session.complete_semantic()
     session.touch()
-    while session.awaits_backfill:
-        _wait_idle(c, set(session.pending))
-        session.refresh()
+    while True:
+        while session.awaits_backfill:
+            _wait_idle(c, set(session.pending))
+            session.refresh()
+        if not session.follow_up():  # VIBE_TOUCH_FOLLOW_UP, as the SSE route's backfill loop
+            break
     return first, [f.key.doc_id for f in session.ranking[:LIMIT]]
 
 
@@ -200,7 +203,7 @@ def eager(model: CachedModel, ds: Dataset, env: dict[str, Any]) -> Eager:
 
 
 def replay(model: CachedModel, ds: Dataset, env: dict[str, Any], stream: list[str], base: Eager,
-           per_minute: int, qpm: float, follow_up: bool = False) -> dict[str, Any]:
+           per_minute: int, qpm: float) -> dict[str, Any]:
     c, emb = _container(model, env)
     budget = SimBudget(per_minute)
     c.planner.budget = budget
@@ -212,8 +215,6 @@ def replay(model: CachedModel, ds: Dataset, env: dict[str, Any], stream: list[st
         for i, qid in enumerate(stream):
             budget.advance(1 / qpm)
             final[qid] = _ask(c, queries[qid])[1]
-            if follow_up and qid not in last_seen:
-                final[qid] = _ask(c, queries[qid])[1]
             last_seen[qid] = i
         embedded = _embedded(c, ds)
         # The same queries asked once more after the stream, spending nothing (the budget grants
@@ -279,7 +280,6 @@ def main() -> None:
     ap.add_argument("--qpm", type=float, default=600.0, help="simulated arrival rate, queries per minute")
     ap.add_argument("--env", action="append", default=[], help="NAME=settings JSON object, repeatable")
     ap.add_argument("--out", default="", help="write bench/results/<out>.json and .png")
-    ap.add_argument("--follow-up", action="store_true", help="EXPERIMENT: a query's first read is asked twice")
     ap.add_argument("--oracle-pages", action="store_true",
                     help="per setting, only the fusion check: exactly eager's first pages embedded, no spend")
     a = ap.parse_args()
@@ -302,7 +302,7 @@ def main() -> None:
         return
     for name, env in settings.items():
         for per_minute in [int(b) for b in a.budgets.split(",")]:
-            res = [replay(model, ds, env, zipf_stream(qids, a.length, int(s)), base, per_minute, a.qpm, a.follow_up)
+            res = [replay(model, ds, env, zipf_stream(qids, a.length, int(s)), base, per_minute, a.qpm)
                    for s in a.seeds.split(",")]
             row = {"setting": name, "env": env, "per_minute": per_minute, "seeds": a.seeds}
             for k in res[0]:

@@ -236,7 +236,13 @@ async def _backfill(c: Container, session: ReadSession,
     c.signal.subscribe(listener)
     deadline = time.monotonic() + c.settings.stream_wait_seconds
     try:
-        while session.awaits_backfill and time.monotonic() < deadline:
+        while time.monotonic() < deadline:
+            if not session.awaits_backfill:
+                # its touch has landed: a query's first read may touch once more (TouchPolicy.follow_up)
+                if not await run_in_threadpool(session.follow_up):
+                    break
+                yield _event("warming", session.warming())
+                continue
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(wake.wait(), POLL_SECONDS)
             wake.clear()

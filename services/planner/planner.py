@@ -286,6 +286,8 @@ class ReadSession:
         self.strategy: str = req.strategy
         self.strategy_reason = "requested"
         self.pending: set[DocKey] = set()
+        self._first_touch = False  # this read's touch was its query's first (touch.PageMemory)
+        self._followed = False  # follow_up() has run
         # A streamed semantic read searches first for its page only (offset + limit + 1 hits: the
         # one past the page tells whether there is a next). The page is the full list's page, so
         # all `k` candidates are fetched only for what reports or needs them: the `done` answer
@@ -597,6 +599,7 @@ class ReadSession:
         reachable = None
         end = self.req.offset + limit
         touches = memory.touches(qkey) if memory is not None else 0
+        self._first_touch = memory is not None and touches == 0
         # `reach` compares lexical candidates with a fused z-score page: a hybrid ranking's (a
         # keyword or semantic page has no fused scores to reach)
         if (self.strategy == "hybrid" and cfg.fusion == "zscore" and policy.reaches(touches) and self.semantic.hits
@@ -628,6 +631,18 @@ class ReadSession:
                  if k not in picked and (s := sides.get(k)) is not None and _evicted(s)]
         self._spend([sides[k] for k in keys if k in sides and sides[k].status in COLD])
 
+    def follow_up(self) -> bool:
+        """Once this read's touch has landed (nothing pending), touch again if it was its query's
+        first touch and the policy follows up (TouchPolicy.follow_up): the plan is a repeat's, so
+        it spends only while the refreshed page is unstable. True if it queued anything."""
+        with self._steps:
+            if (self._followed or not self._first_touch or self.pending or not self.touched
+                    or not self.p.cfg.touch.follow_up or self.p.cfg.touch.policy != "adaptive"):
+                return False
+            self._followed = True
+            self._touch_adaptive()
+            return bool(self.pending)
+
     def _similar_keys(self, lexical: list[DocKey]) -> list[DocKey]:
         """This query's lexical candidates ordered by likeness to the semantic leg's best hits
         (a lexical more-like-this of their text with the query's): a predictor of which deeper
@@ -653,7 +668,7 @@ class ReadSession:
                                             only_from=COLD))
         jobs = [EmbedJob(e.key, space, e.content_hash) for e in entries if e.key in moved]
         self.p.queue.enqueue(jobs)
-        self.queued_by_us = len(jobs)
+        self.queued_by_us += len(jobs)  # a follow-up touch adds to the first
         self.pending |= moved
 
     def _query_text(self) -> str:

@@ -120,6 +120,12 @@ class TouchPolicy:
     remember: bool = True  # a repeat whose page is the one of its last touch is settled (PageMemory)
     probe_rounds: int = 3  # at most this many probing repeats per query (0 = no cap)
     first_under_budget: int = 1  # under a tight budget, a query's first touch embeds at most this many
+    # A streamed read of a query seen for the first time touches once more when its first touch's
+    # vectors have landed, planning as a repeat would (its top is embedded now, so it may dig while
+    # its page is unstable): most first-seen queries are never asked again, so their first read is
+    # the only chance to find what the semantic leg lifts from below the lexical top. Streams only
+    # (a JSON read does not wait for its touch). bench.touch_sim: README "Touch economics".
+    follow_up: bool = False
 
     def reaches(self, touches: int) -> bool:
         """Whether `reach_best` bounds the dig of a query touched `touches` times before."""

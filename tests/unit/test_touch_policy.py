@@ -421,3 +421,60 @@ def test_a_query_asked_again_and_again_digs_without_the_reach_bound(tmp_path: Pa
         assert calls[3] == calls[1]  # the third and fourth touches are not
     finally:
         c.stop()
+
+
+def _streamed_read(c: Container, q: str) -> list[bool]:
+    """One read as the SSE route runs it (routes_read._backfill): touch, wait for what it queued,
+    then follow up while that queues more. Returns what each follow_up() answered."""
+    from services.planner.planner import ReadRequest
+    from shared.adapters.memory_queue import InProcessQueue
+
+    session = c.planner.open(ALICE, ReadRequest("c", q, "hybrid", limit=3), streaming=True)
+    session.complete_semantic()
+    session.touch()
+    answers = []
+    while True:
+        while session.awaits_backfill:
+            assert isinstance(c.queue, InProcessQueue) and c.queue.wait_idle(30)
+            session.refresh()
+        answers.append(session.follow_up())
+        if not answers[-1]:
+            return answers
+
+
+VOCAB = (WORDS + " body nose cone flow jet plate drag lift panel").split()
+
+
+@pytest.mark.parametrize("follow", [False, True])
+def test_a_streamed_first_read_follows_up_once_as_a_repeat_would(tmp_path: Path, follow: bool) -> None:
+    """VIBE_TOUCH_FOLLOW_UP: once its first touch has landed, a query's first streamed read plans
+    again as a repeat (a page that changed and is unstable digs), once; its second read does not
+    follow up, and the follow-up, like any touch, spends only on documents the caller may read."""
+    import random
+
+    from services.wiring import build
+    from shared.config import Settings
+
+    c = build(Settings(data_dir=tmp_path / "data", embedder="openai", per_tenant_per_min=100_000,
+                       touch_min_depth=2, touch_depth_factor=0.2, touch_dig_step=4, touch_stable_zone=1.0,
+                       touch_unstable_least=1, touch_reach_best=0, touch_follow_up=follow), _WordEmbedder())
+    c.start()
+    try:
+        rnd = random.Random(0)  # varied documents: embedding the first touch's ones changes the page
+        mine = [{"_id": f"a{i}", "body": " ".join(rnd.choice(VOCAB) for _ in range(rnd.randint(3, 12))),
+                 "_acl": ["user:alice"]} for i in range(40)]
+        c.docs.put([c.docs.parse(ALICE, "c", d["_id"], d) for d in mine])
+        _, secret = _alice_and_secret(c, 0, 20)
+        space, keys = c.settings.space, [DocKey("t1", "c", d["_id"]) for d in mine]
+
+        def embedded() -> int:
+            return sum(1 for s in c.store.sidecars(keys, space).values() if s.status == SemanticStatus.READY)
+
+        assert _streamed_read(c, "wing flutter shock") == ([True, False] if follow else [False])
+        assert embedded() == (4 if follow else 3)  # the page (limit 3), then what the repeat's plan digs
+        assert _streamed_read(c, "wing flutter shock") == [False]  # its second read: no follow-up
+        spent = {k for k, s in c.store.sidecars([DocKey("t1", "c", d["_id"]) for d in secret], space).items()
+                 if s.status != SemanticStatus.NONE}
+        assert spent == set()
+    finally:
+        c.stop()
