@@ -635,9 +635,16 @@ class ReadSession:
         """Once this read's touch has landed (nothing pending), touch again if it was its query's
         first touch and the policy follows up (TouchPolicy.follow_up): the plan is a repeat's, so
         it spends only while the refreshed page is unstable. True if it queued anything."""
+        policy = self.p.cfg.touch
         with self._steps:
             if (self._followed or not self._first_touch or self.pending or not self.touched
-                    or not self.p.cfg.touch.follow_up or self.p.cfg.touch.policy != "adaptive"):
+                    or not policy.follow_up or policy.policy != "adaptive"):
+                return False
+            # Under a tight budget a first touch embeds only its page's best cold document and
+            # keeps the bucket for queries that come back (TouchPolicy.first_under_budget): a
+            # follow-up would spend it at once.
+            room = policy.reserve * policy.depth(self.req.limit, len(self._lexical_scores))
+            if self.budget_limited or self.p.budget.available(self.principal.tenant) < room:
                 return False
             self._followed = True
             self._touch_adaptive()

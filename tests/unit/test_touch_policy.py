@@ -478,3 +478,28 @@ def test_a_streamed_first_read_follows_up_once_as_a_repeat_would(tmp_path: Path,
         assert spent == set()
     finally:
         c.stop()
+
+
+def test_no_follow_up_under_a_tight_budget(tmp_path: Path) -> None:
+    """Under a tight budget a first touch embeds only its page's best cold document and keeps the
+    bucket for queries that come back: a follow-up would spend it at once, so there is none."""
+    import random
+
+    from services.wiring import build
+    from shared.config import Settings
+
+    c = build(Settings(data_dir=tmp_path / "data", embedder="openai", per_tenant_per_min=5,
+                       touch_min_depth=2, touch_depth_factor=0.2, touch_dig_step=4, touch_stable_zone=1.0,
+                       touch_unstable_least=1, touch_reach_best=0, touch_follow_up=True), _WordEmbedder())
+    c.start()
+    try:
+        rnd = random.Random(0)
+        mine = [{"_id": f"a{i}", "body": " ".join(rnd.choice(VOCAB) for _ in range(rnd.randint(3, 12))),
+                 "_acl": ["user:alice"]} for i in range(40)]
+        c.docs.put([c.docs.parse(ALICE, "c", d["_id"], d) for d in mine])
+        assert _streamed_read(c, "wing flutter shock") == [False]
+        ready = [s for s in c.store.sidecars([DocKey("t1", "c", d["_id"]) for d in mine], c.settings.space).values()
+                 if s.status == SemanticStatus.READY]
+        assert len(ready) == 1  # touch_first_under_budget
+    finally:
+        c.stop()
