@@ -238,8 +238,9 @@ async def _backfill(c: Container, session: ReadSession,
     try:
         while time.monotonic() < deadline:
             if not session.awaits_backfill:
-                # its touch has landed: a query's first read may touch once more (TouchPolicy.follow_up)
-                if not await run_in_threadpool(session.follow_up):
+                # its touch has landed: a query's first read may touch once more (TouchPolicy.follow_up;
+                # off by default, so most streams end here without a thread hop)
+                if not c.planner.cfg.touch.follow_up or not await run_in_threadpool(session.follow_up):
                     break
                 yield _event("warming", session.warming())
                 continue

@@ -672,12 +672,7 @@ class LifecycleSql:
                                 "ORDER BY collection, doc_id LIMIT 1 OFFSET ?", (tenant, *lo, limit - 1)).fetchone()
             upto = " AND (collection, doc_id) <= (?, ?)" if end is not None else ""
             bound = () if end is None else (end["collection"], end["doc_id"])
-            n = int(self._x(conn, "INSERT INTO sidecar (tenant, collection, doc_id, space, status, content_hash, "
-                                  "reason, attempts, updated_at) SELECT tenant, collection, doc_id, ?, 'none', "
-                                  "content_hash, NULL, 0, ? FROM docs WHERE tenant=? "
-                                  f"AND (collection, doc_id) > (?, ?){upto}{self._FOR_SHARE} "
-                                  "ON CONFLICT (tenant, collection, doc_id, space) DO NOTHING",
-                            (space, now, tenant, *lo, *bound)).rowcount or 0)
+            n = self._none_rows(conn, tenant, space, now, f" AND (collection, doc_id) > (?, ?){upto}", (*lo, *bound))
         return n, None if end is None else (str(end["collection"]), str(end["doc_id"]))
 
     def claim_expiry(self, tenant: str, space: str, retired_before: float) -> bool:
@@ -734,12 +729,18 @@ class LifecycleSql:
         insert still saw a document whose delete committed meanwhile, and that delete had not
         seen the new row, which then stayed (helper walk-through, 2026-11-27: 546 such rows in 5
         rounds of 20,000 documents with three deleting threads; 5,173 with the pass before)."""
-        recent = "" if since is None else " AND updated_at >= ?"
+        if since is None:
+            return self._none_rows(conn, tenant, space, now)
+        return self._none_rows(conn, tenant, space, now, " AND updated_at >= ?", (since,))
+
+    def _none_rows(self, conn: Any, tenant: str, space: str, now: float, where: str = "",
+                   args: Sequence[object] = ()) -> int:
+        """A `none` row in `space` for each document of the tenant (and `where`) that has none."""
         return int(self._x(conn, "INSERT INTO sidecar (tenant, collection, doc_id, space, status, content_hash, "
                                  "reason, attempts, updated_at) SELECT tenant, collection, doc_id, ?, 'none', "
-                                 f"content_hash, NULL, 0, ? FROM docs WHERE tenant=?{recent}{self._FOR_SHARE} "
+                                 f"content_hash, NULL, 0, ? FROM docs WHERE tenant=?{where}{self._FOR_SHARE} "
                                  "ON CONFLICT (tenant, collection, doc_id, space) DO NOTHING",
-                           (space, now, tenant, *(() if since is None else (since,)))).rowcount or 0)
+                           (space, now, tenant, *args)).rowcount or 0)
 
     def migration_backlog(self, tenant: str, space: str, source: str, scope: str,
                           eager: Sequence[str] = ()) -> dict[str, int]:
