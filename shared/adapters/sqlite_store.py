@@ -25,6 +25,7 @@ from shared.adapters.lifecycle_sql import LIFECYCLE_SCHEMA, LifecycleSql
 from shared.adapters.store_reports import COLD_FLAG, KEEP_READY_SAME_CONTENT, coverage_report
 from shared.model import STATUS_OF, DocKey, SemanticStatus, SidecarEntry, StoredDoc, doc_key
 from shared.ports import Change
+from shared.threads import TicketLock
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS docs(
@@ -64,6 +65,17 @@ _UPSERT_SIDECAR = (
     + ", ".join(f"{c}=excluded.{c}" for c in _SIDECAR_COLS.split(", ")[4:])  # all but the 4 key columns
     + KEEP_READY_SAME_CONTENT
 )
+
+
+BUSY_TIMEOUT_SECONDS = 30  # how long a writer waits for another before "database is locked"
+_WRITERS: dict[str, TicketLock] = {}
+_WRITERS_LOCK = threading.Lock()
+
+
+def _writers_of(path: Path) -> TicketLock:
+    """The one ticket lock of a database file in this process, whichever store objects open it."""
+    with _WRITERS_LOCK:
+        return _WRITERS.setdefault(str(path.resolve()), TicketLock())
 
 
 def _row_to_sidecar(r: sqlite3.Row) -> SidecarEntry:
@@ -111,6 +123,7 @@ class SqliteStore(LifecycleSql):
     def __init__(self, path: Path, clock: Callable[[], float] | None = None):
         path.parent.mkdir(parents=True, exist_ok=True)
         self.path = path
+        self._writers = _writers_of(path)
         # Every timestamp the store makes itself (status changes, embeddings, space bindings):
         # the process's clock, injectable so lifecycle decisions replay on simulated time.
         self.clock: Callable[[], float] = clock or time.time
@@ -124,11 +137,12 @@ class SqliteStore(LifecycleSql):
     def _conn(self) -> sqlite3.Connection:
         conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
         if conn is None:
-            conn = sqlite3.connect(self.path, timeout=30, isolation_level=None, check_same_thread=False)
+            conn = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_SECONDS, isolation_level=None,
+                                   check_same_thread=False)
             conn.row_factory = sqlite3.Row
             conn.execute("PRAGMA journal_mode=WAL")
             conn.execute("PRAGMA synchronous=NORMAL")  # durable across process crashes in WAL
-            conn.execute("PRAGMA busy_timeout=30000")
+            conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_SECONDS * 1000}")
             # Checkpoint the WAL every ~40 MB instead of every 4 MB (the default, 1000 pages): a
             # 2000-document bulk wrote ~1000 pages, so nearly every commit also ran a checkpoint,
             # whose cost grew with the database (commit 21 ms at 50k documents, 52-71 ms at 200k;
@@ -144,15 +158,26 @@ class SqliteStore(LifecycleSql):
 
     @contextmanager
     def _tx(self) -> Iterator[sqlite3.Connection]:
-        """BEGIN IMMEDIATE so concurrent writers queue instead of failing mid-transaction."""
+        """BEGIN IMMEDIATE so concurrent writers queue instead of failing mid-transaction. The
+        process's own writers queue in turn on the database file's ticket lock first
+        (shared/threads.py `TicketLock`): on SQLite's busy handler alone, a thread committing
+        back to back kept a request's write waiting for as long as it went on. Other processes'
+        writers wait on the busy timeout, as before."""
         c = self._conn()
-        c.execute("BEGIN IMMEDIATE")
+        if self._writers.held():  # nested: refused as SQLite refuses it, not a deadlock
+            raise sqlite3.OperationalError("cannot start a transaction within a transaction")
+        if not self._writers.acquire(timeout=BUSY_TIMEOUT_SECONDS):
+            raise sqlite3.OperationalError("database is locked")
         try:
-            yield c
-        except BaseException:
-            c.execute("ROLLBACK")
-            raise
-        c.execute("COMMIT")
+            c.execute("BEGIN IMMEDIATE")
+            try:
+                yield c
+            except BaseException:
+                c.execute("ROLLBACK")
+                raise
+            c.execute("COMMIT")
+        finally:
+            self._writers.release()
 
     def close(self) -> None:
         with self._lock:
