@@ -82,7 +82,8 @@ class _Metrics:
         )
         self.reconciler_repaired = Counter(
             "vibe_reconciler_repaired_total",
-            "Stuck `queued` sidecar rows no job could finish, repaired instead of re-enqueued", ["reason"]
+            "Stuck `queued` sidecar rows no job could finish, repaired instead of re-enqueued, and (reason "
+            "document_gone) the scheduler's deletes of rows in any status whose document is gone", ["reason"]
         )
         self.reconciler_runs = Counter("vibe_reconciler_runs_total", "Reconciler runs", ["outcome"])
         # Each process has its own breaker; a worker reports 1 for every state one of its children is in.

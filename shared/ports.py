@@ -35,6 +35,8 @@ class Change:
 
 
 Scalar = str | int | float | bool
+RowCursor = tuple[str, str, str, str]  # a sidecar row's key (tenant, collection, doc_id, space)
+GonePage = tuple[list[tuple[DocKey, str]], RowCursor | None]  # rows (key, space), and where the next page starts
 
 
 @dataclass(frozen=True)
@@ -403,6 +405,13 @@ class LifecycleStore(Protocol):
         finish (the reconciler's): a row of a document that is gone is deleted; a row of content
         its document no longer has takes the document's hash and goes `stale`. Returns the keys
         repaired by reason (`document_gone`, `content_changed`)."""
+
+    def prune_gone_rows(self, after: RowCursor | None, limit: int) -> GonePage:
+        """Of the next `limit` sidecar rows in key order after `after` (None: from the first),
+        delete those whose document is gone, in any status, as its delete would have: in one
+        transaction, each re-checked there so a document written meanwhile keeps its row, and a
+        `ready` one's point logged out of the vector index. Returns the (key, space) rows
+        deleted and the last row examined (None once the end is reached)."""
 
     # provider usage and caps (V§12)
     def charge_tokens(

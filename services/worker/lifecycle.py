@@ -14,7 +14,8 @@ however many processes run it: `serve` threads, Celery beat tasks), one tick:
    a retired space whose retention (`VIBE_RETIRED_SPACE_RETENTION_SECONDS`) has passed: it is
    claimed (`expiring`, so a re-activation racing it is refused), then its cold files, rows and
    the space go; deletes cold codes that no cold entry has referenced for two sweeps (what a
-   process killed mid-eviction or mid-prune left);
+   process killed mid-eviction or mid-prune left); deletes the sidecar rows of documents that
+   are gone (earlier versions left them), a batch per tick;
 5. gives budget-refused documents of past days back to the lazy path;
 6. publishes coverage and storage gauges.
 Backfill steps run on their own, shorter cadence (`run_backfills`), and so does the move of a
@@ -36,9 +37,14 @@ from services.planner.promotion import PromotionPolicy, decide_collections
 from services.worker.backfill import Backfills
 from shared.metrics import METRICS
 from shared.model import BackfillTask, CollectionMode, DocKey, SemanticStatus, SidecarEntry, SpaceInfo
-from shared.ports import ColdStore, StoreOfRecord
+from shared.ports import ColdStore, RowCursor, StoreOfRecord
 
 log = logging.getLogger("vibe.lifecycle")
+
+# A space's rows filled or realigned before a cut-over (`Lifecycle._in_batches`): batches of
+# about this long, with this pause between them for the tenant's writes.
+BATCH_SECONDS = 0.1
+BATCH_PAUSE = 0.15  # above the busy handler's longest poll interval (100 ms)
 T = TypeVar("T")
 LEASE = "scheduler"
 ColdCode = tuple[str, str, str]  # tenant, space, content hash
@@ -81,6 +87,7 @@ class TickReport:
     retired_cooled: int = 0  # vectors of retired spaces moved to the cold store
     retired_expired: list[str] = field(default_factory=list)  # tenant/space past its retention
     cold_orphans: int = 0  # cold codes no cold entry referenced at two sweeps (crash leftovers), deleted
+    gone_rows: int = 0  # sidecar rows of documents that are gone (left by earlier versions), deleted
     requeued_budget: int = 0
     backfills_started: int = 0
     skipped: bool = False
@@ -123,6 +130,7 @@ class Lifecycle:
         self.active = active or (lambda tenant: cfg.space)  # a tenant's active space
         self._orphans: set[ColdCode] = set()  # unreferenced at the last sweep (sweep_cold_orphans)
         self._sweep_from: ColdCode | None = None  # where the last sweep stopped; None: from the start
+        self._gone_from: RowCursor | None = None  # where the last sweep_gone_rows stopped
 
     # -- entry points ------------------------------------------------------------------------
 
@@ -178,6 +186,7 @@ class Lifecycle:
         r.retired_cooled = self._stage(r, "retired_cool", lambda: self.cool_retired(now), 0)
         r.retired_expired = self._stage(r, "retired_expire", lambda: self.expire_retired(now, r), [])
         r.cold_orphans = self._stage(r, "cold_orphans", self.sweep_cold_orphans, 0)
+        r.gone_rows = self._stage(r, "gone_rows", self.sweep_gone_rows, 0)
         r.requeued_budget = self._stage(r, "budget_requeue", lambda: self.store.requeue_budget_deferred(
             # refusals of past days come back; with no cap at all (an operator removed it and
             # restarted), today's too: they waited for midnight UTC, and no read or reindex
@@ -379,6 +388,23 @@ class Lifecycle:
             log.info("cold orphans swept", extra={"deleted": confirmed, "candidates": len(self._orphans),
                                                   "examined": examined})
         return confirmed
+
+    def sweep_gone_rows(self) -> int:
+        """Delete sidecar rows whose document is gone, whatever their status (`prune_gone_rows`),
+        `evict_batch` rows examined per tick, resuming where the last one stopped. Earlier
+        versions left them (a backfill racing a delete); the reconciler repairs only `queued`
+        ones, so the rest counted in coverage for good. The cursor lives in this process, like
+        the cold orphan sweep's: a restart begins again at the first row, and ticks taken by
+        other processes' leases only delay a pass.
+        The vectors and cold entries of their content go with `prune`, as after a delete.
+        Counted with the reconciler's repairs of the same leftovers
+        (`vibe_reconciler_repaired_total{reason="document_gone"}`)."""
+        gone, self._gone_from = self.store.prune_gone_rows(self._gone_from, self.cfg.evict_batch)
+        if gone:
+            METRICS.reconciler_repaired.labels(reason="document_gone").inc(len(gone))
+            log.info("rows of gone documents deleted", extra={"rows": len(gone)})
+            self._changed()  # the embedded indexes drop the points of `ready` ones now
+        return len(gone)
 
     def _unreferenced_page(self) -> tuple[set[ColdCode], int]:
         """The next `evict_batch` codes of the cold store, over every (tenant, space) the store

@@ -31,6 +31,7 @@ from shared.model import (
     StoredDoc,
     UsageBatch,
 )
+from shared.ports import GonePage, RowCursor
 
 CURSOR_SEP = "\x1f"
 
@@ -495,6 +496,57 @@ class LifecycleSql:
             # a row queued again after it was ready may still have a point of the old content
             self._lc_log(conn, [(k, "unvector", space) for k in out["content_changed"]])
         return out
+
+    def prune_gone_rows(self, after: RowCursor | None, limit: int) -> GonePage:
+        """Sidecar rows whose document is gone, in any status, deleted as the document's delete
+        would have. Earlier versions left them (a backfill's `ensure_sidecars` racing a delete)
+        and only `queued` ones were ever repaired: the rest stayed in coverage for good.
+        Examines the next `limit` rows in key order after `after` (a scan of the whole table per
+        tick to find none, once they are gone, would cost more than the leftovers ever did).
+        Vectors and cold entries of content no document has are `prune_orphans`' already, as
+        after a delete; a `ready` row's point is logged away (`unvector` with its space, so it
+        also leaves a space no tenant reads). Returns the rows deleted and where the next page
+        starts, None once the end is reached."""
+        found, cursor = self._gone_page(after, limit)
+        gone: list[tuple[DocKey, str]] = []
+        ready: list[tuple[DocKey, str, str | None]] = []
+        if not found:
+            return gone, cursor
+        doc = ("SELECT 1 FROM docs d WHERE d.tenant=sidecar.tenant AND d.collection=sidecar.collection "
+               "AND d.doc_id=sidecar.doc_id")
+        with self._lc_tx() as conn:
+            for key, space in sorted(found):  # the writers' lock order
+                # The row is locked before its NOT EXISTS runs, in a statement of its own: a
+                # DELETE that waits for a re-create's write of the row re-checks the row, but
+                # its NOT EXISTS keeps the snapshot from before the new document, so under READ
+                # COMMITTED it deleted the row of a document that exists (probed on PostgreSQL).
+                # A write that has not reached the row yet waits for this commit and writes the
+                # row anew (a retired space it does not write gets one when it is realigned); a
+                # document committed meanwhile is seen by the DELETE.
+                row = (*key, space)
+                self._x(conn, "SELECT 1 FROM sidecar WHERE tenant=? AND collection=? AND doc_id=? AND space=?"
+                              f"{self._FOR_UPDATE}", row).fetchall()
+                for r in self._x(conn, "DELETE FROM sidecar WHERE tenant=? AND collection=? AND doc_id=? AND space=? "
+                                       f"AND NOT EXISTS ({doc}) RETURNING status", row).fetchall():
+                    gone.append((key, space))
+                    if r["status"] == SemanticStatus.READY.value:
+                        ready.append((key, "unvector", space))
+            self._lc_log(conn, ready)
+        return gone, cursor
+
+    def _gone_page(self, after: RowCursor | None, limit: int) -> GonePage:
+        """Of the next `limit` sidecar rows after `after`, those whose document is gone now (a
+        read, re-checked by the delete), and the last row examined (None: the end)."""
+        since, args = ("", ()) if after is None else (" WHERE (s.tenant, s.collection, s.doc_id, s.space) > (?,?,?,?)",
+                                                      after)
+        page = self._read("SELECT s.tenant, s.collection, s.doc_id, s.space, CASE WHEN EXISTS (SELECT 1 FROM docs d "
+                          "WHERE d.tenant=s.tenant AND d.collection=s.collection AND d.doc_id=s.doc_id) "
+                          f"THEN 1 ELSE 0 END AS live FROM sidecar s{since} "
+                          "ORDER BY s.tenant, s.collection, s.doc_id, s.space LIMIT ?", (*args, limit))
+        found = [(DocKey(r["tenant"], r["collection"], r["doc_id"]), str(r["space"])) for r in page if not r["live"]]
+        last = page[-1] if len(page) == limit else None
+        return found, None if last is None else (str(last["tenant"]), str(last["collection"]), str(last["doc_id"]),
+                                                 str(last["space"]))
 
     def requeue_budget_deferred(self, before: float) -> int:
         with self._lc_tx() as conn:

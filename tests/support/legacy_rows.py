@@ -13,5 +13,5 @@ def leave_row_of_gone_document(store: Any, s: SidecarEntry) -> None:
     statement helpers (SQLite or PostgreSQL), since no port method writes such a row any more."""
     with store._lc_tx() as conn:
         store._x(conn, "INSERT INTO sidecar (tenant, collection, doc_id, space, status, content_hash, reason, "
-                       "attempts, updated_at) VALUES (?,?,?,?,?,?,?,0,?)",
-                 (*s.key, s.space, s.status.value, s.content_hash, s.reason, s.updated_at))
+                       "attempts, updated_at, cold_ref) VALUES (?,?,?,?,?,?,?,0,?,?)",
+                 (*s.key, s.space, s.status.value, s.content_hash, s.reason, s.updated_at, s.cold_ref))
