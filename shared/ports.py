@@ -465,12 +465,15 @@ class LifecycleStore(Protocol):
         ...
 
     def switch_space(self, to: SpaceInfo, expect: str, retire: SpaceInfo | None, now: float,
-                     fill_rows: bool = False, filled_since: float | None = None) -> int | None:
+                     fill_rows: bool = False, filled_since: float | None = None,
+                     realigned_since: float | None = None) -> int | None:
         """A cut-over in one transaction: `to` is written if its row is in state `expect`,
-        `retire` is written (retired), a space coming back from `retired` is realigned, and with
-        `fill_rows` a space made active gets a `none` row for every document that has none there
-        (with `filled_since`, only among documents written since then: `fill_space_rows` did the
-        rest before). Returns the rows realigned, None when `to` was not in state `expect`."""
+        `retire` is written (retired), a space coming back from `retired` is realigned (with
+        `realigned_since`, only as to documents written since then: `realign_space_rows` did
+        the rest before), and with `fill_rows` a space made active gets a `none` row for every
+        document that has none there (with `filled_since`, only among documents written since
+        then: `fill_space_rows` did the rest before). Returns the rows realigned, None when `to`
+        was not in state `expect`."""
 
     def fill_space_rows(self, tenant: str, space: str, after: tuple[str, str] | None, limit: int,
                         now: float) -> tuple[int, tuple[str, str] | None]:
@@ -478,6 +481,12 @@ class LifecycleStore(Protocol):
         key (collection, doc_id) `after` (None: from the first) that has none there, in a short
         transaction of its own; returns (rows written, the batch's last key, None when the end
         was reached)."""
+
+    def realign_space_rows(self, tenant: str, space: str, after: tuple[str, str] | None, limit: int,
+                           now: float) -> tuple[int, tuple[str, str] | None]:
+        """`realign_space` for the next `limit` documents of the tenant after the key `after`
+        (and the rows between them), in a short transaction of its own; returns (rows changed or
+        added, the batch's last key, None when the end was reached)."""
 
     def claim_expiry(self, tenant: str, space: str, retired_before: float) -> bool:
         """Mark a space retired before `retired_before` `expiring` (re-checked under its row

@@ -686,7 +686,8 @@ class LifecycleSql:
             self._x(conn, "DELETE FROM space_scopes WHERE tenant=? AND space=?", (tenant, space))
 
     def switch_space(self, to: SpaceInfo, expect: str, retire: SpaceInfo | None, now: float,
-                     fill_rows: bool = False, filled_since: float | None = None) -> int | None:
+                     fill_rows: bool = False, filled_since: float | None = None,
+                     realigned_since: float | None = None) -> int | None:
         """One transaction for a cut-over: `to` takes its new state (active, or building for a
         gradual way back) only if its row is still in state `expect`, `retire` (the tenant's
         active space) becomes retired, and a space coming back from `retired` is realigned
@@ -694,7 +695,9 @@ class LifecycleSql:
         same order as every writer's share lock), so a document write either commits before
         and is seen by the realignment, or waits and sees the new spaces. Returns the rows
         realigned, or None (nothing changed) when `to` was not in state `expect` (a retention
-        expiry claimed it, another operator switched first)."""
+        expiry claimed it, another operator switched first). With `realigned_since`, the
+        realignment looks only at documents written since then (`realign_space_rows` did the
+        rest before, in batches)."""
         with self._lc_tx() as conn:
             rows = self._x(conn, f"SELECT space, state FROM tenant_spaces WHERE tenant=? ORDER BY space"
                                  f"{self._FOR_UPDATE}", (to.tenant,)).fetchall()
@@ -704,7 +707,7 @@ class LifecycleSql:
             if retire is not None:
                 self._put_space(conn, retire)
             if expect == "retired":
-                return self._realign(conn, to.tenant, to.space, now)
+                return self._realign(conn, to.tenant, to.space, now, since=realigned_since)
             if to.state == "active" and fill_rows:
                 # A forced cut-over leaves the documents the migration never reached without a row
                 # in the new space; a touch never spends on a document without a row, and coverage
@@ -718,13 +721,31 @@ class LifecycleSql:
         # One short transaction per batch, in key order: a forced cut-over's own pass over every
         # document held the tenant's writes for 19 s at 1M documents (SQLite, 2026-11-27); after
         # these batches it only looks at what was written since (`filled_since`).
+        return self._in_batch(tenant, after, limit, lambda conn, where, args: self._none_rows(
+            conn, tenant, space, now, where, args))
+
+    def realign_space_rows(self, tenant: str, space: str, after: tuple[str, str] | None, limit: int,
+                           now: float) -> tuple[int, tuple[str, str] | None]:
+        # The same for a retired space made current again: realigned inside the cut-over, a
+        # tenant's writes waited 3.5 s at 200k documents without rows there (2026-11-27), about
+        # as long as the forced fill's single pass, which reached 19 s at 1M.
+        return self._in_batch(tenant, after, limit, lambda conn, where, args: self._realign(
+            conn, tenant, space, now, span=(where, args)))
+
+    def _in_batch(self, tenant: str, after: tuple[str, str] | None, limit: int,
+                  step: Callable[[Any, str, Sequence[object]], int]) -> tuple[int, tuple[str, str] | None]:
+        """`step` in a transaction of its own over the next `limit` documents of the tenant after
+        the key `after` (None: from the first), given as a condition on (collection, doc_id) that
+        fits both the documents and the sidecar (the last batch is open-ended, so it also takes
+        rows past the last document). Returns what `step` counted and the batch's last key, None
+        once the end is reached."""
         lo = after or ("", "")
         with self._lc_tx() as conn:
             end = self._x(conn, "SELECT collection, doc_id FROM docs WHERE tenant=? AND (collection, doc_id) > (?, ?) "
                                 "ORDER BY collection, doc_id LIMIT 1 OFFSET ?", (tenant, *lo, limit - 1)).fetchone()
             upto = " AND (collection, doc_id) <= (?, ?)" if end is not None else ""
             bound = () if end is None else (end["collection"], end["doc_id"])
-            n = self._none_rows(conn, tenant, space, now, f" AND (collection, doc_id) > (?, ?){upto}", (*lo, *bound))
+            n = step(conn, f" AND (collection, doc_id) > (?, ?){upto}", (*lo, *bound))
         return n, None if end is None else (str(end["collection"]), str(end["doc_id"]))
 
     def claim_expiry(self, tenant: str, space: str, retired_before: float) -> bool:
@@ -756,20 +777,37 @@ class LifecycleSql:
         with self._lc_tx() as conn:
             return self._realign(conn, tenant, space, now)
 
-    def _realign(self, conn: Any, tenant: str, space: str, now: float) -> int:
+    def _realign(self, conn: Any, tenant: str, space: str, now: float, since: float | None = None,
+                 span: tuple[str, Sequence[object]] | None = None) -> int:
+        """`realign_space` over every document of the tenant, or those written since `since`
+        (a write keeps a retired space's rows on its content itself; it gives no row there and
+        its ACL may have changed), or those of a key range `span` (a condition on collection and
+        doc_id with its arguments, from `_in_batch`)."""
         doc_hash = ("(SELECT d.content_hash FROM docs d WHERE d.tenant=sidecar.tenant "
                     "AND d.collection=sidecar.collection AND d.doc_id=sidecar.doc_id)")
+        rows: str = ""
+        args: Sequence[object] = ()
+        if span is not None:
+            rows, args = span
+        elif since is not None:
+            rows, args = (" AND (collection, doc_id) IN (SELECT collection, doc_id FROM docs "
+                          "WHERE tenant=? AND updated_at >= ?)", (tenant, since))
         ready = [DocKey(tenant, r["collection"], r["doc_id"]) for r in self._x(
-            conn, "SELECT collection, doc_id FROM sidecar WHERE tenant=? AND space=? AND status='ready' "
-                  "ORDER BY collection, doc_id", (tenant, space)).fetchall()]
+            conn, f"SELECT collection, doc_id FROM sidecar WHERE tenant=? AND space=? AND status='ready'{rows} "
+                  "ORDER BY collection, doc_id", (tenant, space, *args)).fetchall()]
         n = int(self._x(conn, f"UPDATE sidecar SET status={_ALIGNED}, reason=NULL, cold_ref=NULL, "
                               f"attempts=0, updated_at=?, content_hash={doc_hash} "
-                              f"WHERE tenant=? AND space=? AND content_hash<>{doc_hash}",
-                        (now, tenant, space)).rowcount or 0)
-        n += int(self._x(conn, "UPDATE sidecar SET status='none', reason=NULL, updated_at=? "
-                               "WHERE tenant=? AND space=? AND status='queued'",
-                         (now, tenant, space)).rowcount or 0)
-        n += self._rows_for_every_doc(conn, tenant, space, now)
+                              f"WHERE tenant=? AND space=? AND content_hash<>{doc_hash}{rows}",
+                        (now, tenant, space, *args)).rowcount or 0)
+        # outside a batch every `queued` row (the status index finds them): no job is coming
+        queued, queued_args = (rows, args) if span is not None else ("", ())
+        n += int(self._x(conn, f"UPDATE sidecar SET status='none', reason=NULL, updated_at=? "
+                               f"WHERE tenant=? AND space=? AND status='queued'{queued}",
+                         (now, tenant, space, *queued_args)).rowcount or 0)
+        if span is not None:
+            n += self._none_rows(conn, tenant, space, now, *span)
+        else:
+            n += self._rows_for_every_doc(conn, tenant, space, now, since)
         self._lc_log(conn, [(k, "vector", space) for k in ready])
         return n
 
