@@ -19,8 +19,7 @@ import sqlite3
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
@@ -36,16 +35,8 @@ SETTINGS = ((5.0, 0.0), (20.0, 0.0), (5.0, 5.0), (2.0, 1.0))  # (hold ms, gap ms
 class BusyHandlerOnly(SqliteStore):
     """The store before the ticket lock: writers meet only in SQLite's busy handler."""
 
-    @contextmanager
-    def _tx(self) -> Iterator[sqlite3.Connection]:
-        c = self._conn()
-        c.execute("BEGIN IMMEDIATE")
-        try:
-            yield c
-        except BaseException:
-            c.execute("ROLLBACK")
-            raise
-        c.execute("COMMIT")
+    def _tx(self) -> AbstractContextManager[sqlite3.Connection]:
+        return self._immediate()
 
 
 def _steps_for(store: SqliteStore, ms: float) -> int:

@@ -163,21 +163,27 @@ class SqliteStore(LifecycleSql):
         (shared/threads.py `TicketLock`): on SQLite's busy handler alone, a thread committing
         back to back kept a request's write waiting for as long as it went on. Other processes'
         writers wait on the busy timeout, as before."""
-        c = self._conn()
         if self._writers.held():  # nested: refused as SQLite refuses it, not a deadlock
             raise sqlite3.OperationalError("cannot start a transaction within a transaction")
         if not self._writers.acquire(timeout=BUSY_TIMEOUT_SECONDS):
             raise sqlite3.OperationalError("database is locked")
         try:
-            c.execute("BEGIN IMMEDIATE")
-            try:
+            with self._immediate() as c:
                 yield c
-            except BaseException:
-                c.execute("ROLLBACK")
-                raise
-            c.execute("COMMIT")
         finally:
             self._writers.release()
+
+    @contextmanager
+    def _immediate(self) -> Iterator[sqlite3.Connection]:
+        """The transaction itself, on this thread's connection (the writers meet in SQLite)."""
+        c = self._conn()
+        c.execute("BEGIN IMMEDIATE")
+        try:
+            yield c
+        except BaseException:
+            c.execute("ROLLBACK")
+            raise
+        c.execute("COMMIT")
 
     def close(self) -> None:
         with self._lock:

@@ -4,6 +4,7 @@ PostgreSQL alike, with the `opener`/`store` fixtures of the DocumentStore contra
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import cast
 
 import pytest
@@ -54,6 +55,18 @@ def status(st: StoreOfRecord, key: DocKey) -> SidecarEntry:
     side = st.sidecar(key, "core")
     assert side is not None
     return side
+
+
+def every_batch(step: Callable[[str, str, tuple[str, str] | None, int, float], tuple[int, tuple[str, str] | None]],
+                tenant: str, space: str, limit: int, now: float) -> tuple[int, int]:
+    """A batched store step (`fill_space_rows`, `realign_space_rows`) to the end: (rows, batches)."""
+    after: tuple[str, str] | None = None
+    rows, batches = 0, 0
+    while True:
+        n, after = step(tenant, space, after, limit, now)
+        rows, batches = rows + n, batches + 1
+        if after is None:
+            return rows, batches
 
 
 @pytest.fixture
@@ -527,12 +540,7 @@ def test_space_rows_are_filled_in_batches_before_a_cut_over_that_then_looks_only
     lc.put_tenant_space(SpaceInfo("t", "core", "m", 2, "active", T0, T0))
     lc.put_tenant_space(SpaceInfo("t", "v2", "m2", 3, "building", T0 + 1))
     lc.ensure_sidecars([SidecarEntry(keys[1], "v2", S.QUEUED, "h1", updated_at=T0)])
-    after, written, batches = None, 0, 0
-    while True:
-        n, after = lc.fill_space_rows("t", "v2", after, 2, T0 + 2)
-        written, batches = written + n, batches + 1
-        if after is None:
-            break
+    written, batches = every_batch(lc.fill_space_rows, "t", "v2", 2, T0 + 2)
     assert (written, batches) == (4, 3)  # 2 + 2 + 1 documents; the one with a row keeps it
     sides = lc.sidecars(keys, "v2")
     assert [sides[key].status for key in keys] == [S.NONE, S.QUEUED, S.NONE, S.NONE, S.NONE]
@@ -569,12 +577,7 @@ def test_a_retired_space_is_realigned_in_batches_before_a_rollback_that_then_loo
     lc.put_tenant_space(SpaceInfo("t", "core", "m", 2, "retired", T0, T0, retired_at=T0 + 1))
     lc.put_tenant_space(SpaceInfo("t", "v2", "m2", 3, "active", T0 + 1, T0 + 1))
     head = lc.change_log_head()
-    after, changed, batches = None, 0, 0
-    while True:
-        n, after = lc.realign_space_rows("t", "core", after, 2, T0 + 2)
-        changed, batches = changed + n, batches + 1
-        if after is None:
-            break
+    changed, batches = every_batch(lc.realign_space_rows, "t", "core", 2, T0 + 2)
     assert batches == 3 and changed == 4  # b back to none, c to its content, rows for d and e
     # the ready rows as they were, for the vector index to read again (c's point then leaves)
     assert [(ch.key, ch.op, ch.space) for ch in lc.changes_since(head)] == [(a, "vector", "core"),
