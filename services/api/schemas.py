@@ -668,6 +668,8 @@ class SchedulerChange(BaseModel):
     evicted: int | SkipJsonSchema[None] = Field(default=None, description="vectors moved to the cold store")
     retiredExpired: list[str] | SkipJsonSchema[None] = Field(
         default=None, description="retired spaces removed after their retention")
+    goneRows: int | SkipJsonSchema[None] = Field(
+        default=None, description="sidecar rows of documents that are gone, deleted (left by earlier versions)")
 
 
 class SchedulerView(BaseModel):

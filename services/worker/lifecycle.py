@@ -186,7 +186,7 @@ class Lifecycle:
         r.retired_cooled = self._stage(r, "retired_cool", lambda: self.cool_retired(now), 0)
         r.retired_expired = self._stage(r, "retired_expire", lambda: self.expire_retired(now, r), [])
         r.cold_orphans = self._stage(r, "cold_orphans", self.sweep_cold_orphans, 0)
-        r.gone_rows = self._stage(r, "gone_rows", self.sweep_gone_rows, 0)
+        r.gone_rows = self._stage(r, "gone_rows", lambda: self.sweep_gone_rows(r), 0)
         r.requeued_budget = self._stage(r, "budget_requeue", lambda: self.store.requeue_budget_deferred(
             # refusals of past days come back; with no cap at all (an operator removed it and
             # restarted), today's too: they waited for midnight UTC, and no read or reindex
@@ -412,7 +412,7 @@ class Lifecycle:
                                                   "examined": examined})
         return confirmed
 
-    def sweep_gone_rows(self) -> int:
+    def sweep_gone_rows(self, report: TickReport | None = None) -> int:
         """Delete sidecar rows whose document is gone, whatever their status (`prune_gone_rows`),
         `evict_batch` rows examined per tick, resuming where the last one stopped. Earlier
         versions left them (a backfill racing a delete); the reconciler repairs only `queued`
@@ -421,8 +421,12 @@ class Lifecycle:
         other processes' leases only delay a pass.
         The vectors and cold entries of their content go with `prune`, as after a delete.
         Counted with the reconciler's repairs of the same leftovers
-        (`vibe_reconciler_repaired_total{reason="document_gone"}`)."""
+        (`vibe_reconciler_repaired_total{reason="document_gone"}`) and, per tenant, in the tick's
+        `goneRows` (GET /semantic/scheduler `lastChange`)."""
         gone, self._gone_from = self.store.prune_gone_rows(self._gone_from, self.cfg.evict_batch)
+        if report is not None:
+            for key, _ in gone:
+                report.note(key.tenant, "goneRows")
         if gone:
             METRICS.reconciler_repaired.labels(reason="document_gone").inc(len(gone))
             log.info("rows of gone documents deleted", extra={"rows": len(gone)})

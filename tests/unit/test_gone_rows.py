@@ -84,6 +84,7 @@ def test_a_tick_deletes_rows_of_gone_documents_in_every_status_a_batch_at_a_time
         reports = [c.lifecycle.tick() for _ in range(6)]
         # rows in key order, three a tick: [a cold g0] [g1 g2 g3] [g4 g5 g6] [g7 m z] [] then over again
         assert [r.gone_rows for r in reports] == [2, 3, 3, 1, 0, 0]
+        assert [r.tenants.get("t", {}).get("goneRows") for r in reports] == [2, 3, 3, 1, None, None]
         assert all(r.failed == [] for r in reports)
         assert repaired() == before + len(gone)
         assert all(c.store.sidecar(k, space) is None for k, space in gone)

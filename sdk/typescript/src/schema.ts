@@ -1064,6 +1064,11 @@ export interface components {
              * @description retired spaces removed after their retention
              */
             retiredExpired?: string[];
+            /**
+             * Gonerows
+             * @description sidecar rows of documents that are gone, deleted (left by earlier versions)
+             */
+            goneRows?: number;
         } & {
             [key: string]: unknown;
         };
