@@ -34,15 +34,19 @@ def embed_query(c: Container, emb: Embedder, tenant: str, collection: str, text:
     return embed_query_within_cap(c.planner.usage, emb, tenant, collection, text)
 
 
-def query_vector(c: Container, text: str, tenant: str | None = None, collection: str = "any") -> list[float] | None:
-    """The query's vector in the tenant's active space, or None when the embedder is
-    unavailable (seed 002 SEM-001) or the tenant's daily token cap is spent."""
+def query_vector(c: Container, text: str, tenant: str | None = None,
+                 collection: str = "any") -> tuple[list[float] | None, str | None]:
+    """The query's vector in the tenant's active space, or None (seed 002 SEM-001: the semantic
+    leg is then empty) with the reason, as a read's diagnostics name it: `budget` (the tenant's
+    daily token cap is spent), `embedder_unavailable`, `dimension_mismatch`."""
     try:
         emb = c.embedder if tenant is None else space_embedder(c, tenant)
         vec = embed_query(c, emb, tenant, collection, text) if tenant is not None else emb.embed_query(text)
-    except (EmbedderError, LookupError, OverBudget):
-        return None
-    return vec if len(vec) == emb.dim else None
+    except OverBudget:
+        return None, "budget"
+    except (EmbedderError, LookupError):
+        return None, "embedder_unavailable"
+    return (vec, None) if len(vec) == emb.dim else (None, "dimension_mismatch")
 
 
 def exact_semantic(c: Container, flt: SearchFilter, qvec: list[float], limit: int,

@@ -39,6 +39,7 @@ class SearchOut:
     ranking: list[Fused]
     docs: dict[DocKey, StoredDoc]
     lexical: list[Hit] = field(default_factory=list)
+    semantic_unavailable: str | None = None  # why the semantic leg is empty without a query vector
 
 
 def chunk_fields(doc: StoredDoc) -> dict[str, Any]:
@@ -93,9 +94,10 @@ class ChunkSearch:
         want = depth or top_k * 2
         lex = relative(self.c.lexical.search(flt, query, want)) if mode != "semantic" else []
         sem: list[Hit] = []
+        why: str | None = None
         if mode != "lexical":
             cols = flt.collections or ()
-            qvec = core.query_vector(self.c, query, flt.tenant, cols[0] if len(cols) == 1 else ANY)
+            qvec, why = core.query_vector(self.c, query, flt.tenant, cols[0] if len(cols) == 1 else ANY)
             sem = core.exact_semantic(self.c, flt, qvec, want, only=ids) if qvec is not None else []
         docs = core.readable(self.c, p, list(dict.fromkeys([h.key for h in lex] + [h.key for h in sem])))
         allowed = scope.ids
@@ -107,7 +109,7 @@ class ChunkSearch:
             ranking = single(sem, "semantic")
         else:
             ranking = rrf(lex, sem, self.c.settings.rrf_k)
-        return SearchOut(ranking[:top_k] if depth is None else ranking, docs, lex)
+        return SearchOut(ranking[:top_k] if depth is None else ranking, docs, lex, why)
 
     def answer(self, p: Principal, owner: str, query: str, mode: str, top_k: int, collection: str | None,
                scope_raw: dict[str, Any] | None, conversation_id: str | None) -> dict[str, Any]:
@@ -119,6 +121,10 @@ class ChunkSearch:
         results = [{**chunk_fields(out.docs[f.key]), "score_breakdown": breakdown(mode, f)} for f in out.ranking]
         body: dict[str, Any] = {"query": query, "mode": mode, "count": len(results),
                                 "embedding_model": self.c.active_model(p.tenant), "results": results}
+        if out.semantic_unavailable:
+            # seed 002 SEM-001 answers an empty semantic leg; say why, as a read's diagnostics do
+            # (a spent daily cap in `semantic` mode was a bare `count: 0`)
+            body["semantic"] = {"state": "degraded", "reason": out.semantic_unavailable}
         if conversation_id:
             body["conversation_id"] = conversation_id
             body["context"] = self._cite(owner, conversation_id, out, results)

@@ -190,10 +190,15 @@ def test_embedder_failure_semantic_empty_hybrid_lexical(tmp_path: Path, corpus: 
                   VIBE_JOB_MAX_ATTEMPTS="1")
         try:
             c.ok("reindex", {"path": str(corpus / "one")})
+            assert "semantic" not in _search(c, query="cache ttl", mode="semantic")  # a vector: nothing to say
             api.fail_next(100, status=500)
-            assert _search(c, query="cache ttl", mode="semantic")["results"] == []  # SEM-001, no exception
+            sem = _search(c, query="cache ttl", mode="semantic")
+            assert sem["results"] == [] and sem["count"] == 0  # SEM-001, no exception
+            assert sem["semantic"] == {"state": "degraded", "reason": "embedder_unavailable"}  # and why
             hyb = _search(c, query="cache ttl", mode="hybrid")
             assert hyb["results"] and all(r["score_breakdown"]["semantic_rank"] is None for r in hyb["results"])
+            assert hyb["semantic"]["reason"] == "embedder_unavailable"
+            assert "semantic" not in _search(c, query="cache ttl", mode="lexical")  # it asked for no vector
             assert c.error("inner_voice.retrieve", {"query": "cache"}) == "embedder_unavailable"
         finally:
             api.clear()
@@ -209,9 +214,11 @@ def test_a_tenant_over_its_daily_cap_searches_lexically_without_a_provider_call(
         try:
             c.ok("reindex", {"path": str(corpus / "one")})  # its chunks are refused for budget too
             calls = api.requests
-            assert _search(c, query="cache ttl", mode="semantic")["results"] == []
+            sem = _search(c, query="cache ttl", mode="semantic")
+            assert sem["results"] == [] and sem["semantic"] == {"state": "degraded", "reason": "budget"}
             hyb = _search(c, query="cache ttl", mode="hybrid")
             assert hyb["results"] and all(r["score_breakdown"]["semantic_rank"] is None for r in hyb["results"])
+            assert hyb["semantic"]["reason"] == "budget"
             voice = c.ok("inner_voice.retrieve", {"query": "cache"})
             assert voice["snippets"] == [] and voice["diagnostics"]["reason"] == "budget"
             assert api.requests == calls  # no query was sent to the provider
