@@ -782,32 +782,50 @@ class LifecycleSql:
         """`realign_space` over every document of the tenant, or those written since `since`
         (a write keeps a retired space's rows on its content itself; it gives no row there and
         its ACL may have changed), or those of a key range `span` (a condition on collection and
-        doc_id with its arguments, from `_in_batch`)."""
+        doc_id with its arguments, from `_in_batch`). Outside a batch, every `queued` row goes
+        back to `none` (the status index finds them): no job is coming for a retired space."""
+        if span is not None:
+            return self._realign_where(conn, tenant, space, now, *span, queued=True)
+        if since is None:
+            return self._realign_where(conn, tenant, space, now, queued=True)
+        # The documents written since, read once and named by key: a condition on `updated_at` in
+        # each statement scanned the tenant's documents three times inside the cut-over (PostgreSQL,
+        # 200k documents: writes held 0.48 s, about what the batches before it had saved).
+        recent: dict[str, list[str]] = {}
+        for r in self._x(conn, "SELECT collection, doc_id FROM docs WHERE tenant=? AND updated_at >= ? "
+                               "ORDER BY collection, doc_id", (tenant, since)).fetchall():
+            recent.setdefault(str(r["collection"]), []).append(str(r["doc_id"]))
+        n = 0
+        for collection, ids in recent.items():
+            for i in range(0, len(ids), 500):
+                chunk = ids[i:i + 500]
+                n += self._realign_where(conn, tenant, space, now,
+                                         f" AND collection=? AND doc_id IN ({','.join('?' * len(chunk))})",
+                                         (collection, *chunk))
+        # then, as over every document, the `queued` rows (after the content check, which sends a
+        # queued row of changed content to `stale`)
+        return n + int(self._x(conn, "UPDATE sidecar SET status='none', reason=NULL, updated_at=? "
+                                     "WHERE tenant=? AND space=? AND status='queued'",
+                               (now, tenant, space)).rowcount or 0)
+
+    def _realign_where(self, conn: Any, tenant: str, space: str, now: float, where: str = "",
+                       args: Sequence[object] = (), queued: bool = False) -> int:
+        """`_realign` for the documents and rows of the tenant that meet `where` (a condition on
+        collection and doc_id, which both tables have), with their `queued` rows if `queued`."""
         doc_hash = ("(SELECT d.content_hash FROM docs d WHERE d.tenant=sidecar.tenant "
                     "AND d.collection=sidecar.collection AND d.doc_id=sidecar.doc_id)")
-        rows: str = ""
-        args: Sequence[object] = ()
-        if span is not None:
-            rows, args = span
-        elif since is not None:
-            rows, args = (" AND (collection, doc_id) IN (SELECT collection, doc_id FROM docs "
-                          "WHERE tenant=? AND updated_at >= ?)", (tenant, since))
         ready = [DocKey(tenant, r["collection"], r["doc_id"]) for r in self._x(
-            conn, f"SELECT collection, doc_id FROM sidecar WHERE tenant=? AND space=? AND status='ready'{rows} "
+            conn, f"SELECT collection, doc_id FROM sidecar WHERE tenant=? AND space=? AND status='ready'{where} "
                   "ORDER BY collection, doc_id", (tenant, space, *args)).fetchall()]
         n = int(self._x(conn, f"UPDATE sidecar SET status={_ALIGNED}, reason=NULL, cold_ref=NULL, "
                               f"attempts=0, updated_at=?, content_hash={doc_hash} "
-                              f"WHERE tenant=? AND space=? AND content_hash<>{doc_hash}{rows}",
+                              f"WHERE tenant=? AND space=? AND content_hash<>{doc_hash}{where}",
                         (now, tenant, space, *args)).rowcount or 0)
-        # outside a batch every `queued` row (the status index finds them): no job is coming
-        queued, queued_args = (rows, args) if span is not None else ("", ())
-        n += int(self._x(conn, f"UPDATE sidecar SET status='none', reason=NULL, updated_at=? "
-                               f"WHERE tenant=? AND space=? AND status='queued'{queued}",
-                         (now, tenant, space, *queued_args)).rowcount or 0)
-        if span is not None:
-            n += self._none_rows(conn, tenant, space, now, *span)
-        else:
-            n += self._rows_for_every_doc(conn, tenant, space, now, since)
+        if queued:
+            n += int(self._x(conn, f"UPDATE sidecar SET status='none', reason=NULL, updated_at=? "
+                                   f"WHERE tenant=? AND space=? AND status='queued'{where}",
+                             (now, tenant, space, *args)).rowcount or 0)
+        n += self._none_rows(conn, tenant, space, now, where, args)
         self._lc_log(conn, [(k, "vector", space) for k in ready])
         return n
 
