@@ -11,6 +11,7 @@ from __future__ import annotations
 import fcntl
 import hashlib
 import json
+import os
 import sqlite3
 import threading
 import time
@@ -72,10 +73,21 @@ _WRITERS: dict[str, TicketLock] = {}
 _WRITERS_LOCK = threading.Lock()
 
 
-def _writers_of(path: Path) -> TicketLock:
-    """The one ticket lock of a database file in this process, whichever store objects open it."""
+def _writers_of(key: str) -> TicketLock:
+    """The one ticket lock of a database file (its resolved path) in this process, whichever
+    store objects open it."""
     with _WRITERS_LOCK:
-        return _WRITERS.setdefault(str(path.resolve()), TicketLock())
+        return _WRITERS.setdefault(key, TicketLock())
+
+
+def _forget_writers() -> None:
+    """In a forked child: the parent's locks may be held by threads the child does not have."""
+    global _WRITERS_LOCK
+    _WRITERS_LOCK = threading.Lock()
+    _WRITERS.clear()
+
+
+os.register_at_fork(after_in_child=_forget_writers)
 
 
 def _row_to_sidecar(r: sqlite3.Row) -> SidecarEntry:
@@ -123,7 +135,7 @@ class SqliteStore(LifecycleSql):
     def __init__(self, path: Path, clock: Callable[[], float] | None = None):
         path.parent.mkdir(parents=True, exist_ok=True)
         self.path = path
-        self._writers = _writers_of(path)
+        self._writers_key = str(path.resolve())
         # Every timestamp the store makes itself (status changes, embeddings, space bindings):
         # the process's clock, injectable so lifecycle decisions replay on simulated time.
         self.clock: Callable[[], float] = clock or time.time
@@ -156,6 +168,10 @@ class SqliteStore(LifecycleSql):
                 self._all.append(conn)
         return conn
 
+    @property
+    def _writers(self) -> TicketLock:
+        return _writers_of(self._writers_key)  # looked up each time: a forked child has its own
+
     @contextmanager
     def _tx(self) -> Iterator[sqlite3.Connection]:
         """BEGIN IMMEDIATE so concurrent writers queue instead of failing mid-transaction. The
@@ -163,15 +179,16 @@ class SqliteStore(LifecycleSql):
         (shared/threads.py `TicketLock`): on SQLite's busy handler alone, a thread committing
         back to back kept a request's write waiting for as long as it went on. Other processes'
         writers wait on the busy timeout, as before."""
-        if self._writers.held():  # nested: refused as SQLite refuses it, not a deadlock
+        writers = self._writers
+        if writers.held():  # nested: refused as SQLite refuses it, not a deadlock
             raise sqlite3.OperationalError("cannot start a transaction within a transaction")
-        if not self._writers.acquire(timeout=BUSY_TIMEOUT_SECONDS):
+        if not writers.acquire(timeout=BUSY_TIMEOUT_SECONDS):
             raise sqlite3.OperationalError("database is locked")
         try:
             with self._immediate() as c:
                 yield c
         finally:
-            self._writers.release()
+            writers.release()
 
     @contextmanager
     def _immediate(self) -> Iterator[sqlite3.Connection]:

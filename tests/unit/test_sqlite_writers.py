@@ -107,3 +107,39 @@ def test_two_store_objects_on_one_file_share_the_turn(tmp_path: Path) -> None:
     a, b = SqliteStore(tmp_path / "db.sqlite"), SqliteStore(tmp_path / "." / "db.sqlite")
     assert a._writers is b._writers
     assert SqliteStore(tmp_path / "other.sqlite")._writers is not a._writers
+
+
+def test_a_forked_child_does_not_wait_for_a_turn_its_parent_holds(tmp_path: Path) -> None:
+    """A prefork worker pool forks whatever the parent's threads are doing: a turn held by a
+    parent thread would never be given back in the child, whose every write would then wait
+    out the busy timeout and fail."""
+    import os
+
+    import shared.adapters.sqlite_store as sqlite_store
+
+    path = tmp_path / "db.sqlite"
+    store = SqliteStore(path)
+    assert store._writers.acquire()  # a parent thread's turn, held across the fork
+    pid = os.fork()
+    if pid == 0:  # the child: its exit code says what happened, nothing else may run here
+        try:
+            sqlite_store.BUSY_TIMEOUT_SECONDS = 2  # fail fast without the fix
+            SqliteStore(path).put_docs([_doc(1)], [])
+            os._exit(0)
+        except BaseException:
+            os._exit(1)
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            done, status = os.waitpid(pid, os.WNOHANG)
+            if done:
+                assert os.waitstatus_to_exitcode(status) == 0, "the child's write waited for the parent's turn"
+                break
+            time.sleep(0.05)
+        else:
+            os.kill(pid, 9)
+            os.waitpid(pid, 0)
+            pytest.fail("the forked child hung")
+    finally:
+        store._writers.release()
+    assert DocKey("t", "c", "d1") in store.get_docs([DocKey("t", "c", "d1")])
