@@ -261,9 +261,9 @@ class Lifecycle:
         """`step` batch after batch to the end, with a pause of `BATCH_PAUSE` after every
         `BATCH_SECONDS` of them. A writer of this process waits for one batch at most (the
         store's ticket lock lets it in between two); one of another process waits in SQLite's
-        busy handler, which polls every 100 ms at most, so back-to-back batches kept its writes
-        waiting until the last one (measured at 1M documents: 2.2 s, longer than the single pass
-        the batches replaced). PostgreSQL queues lock waiters; the pauses cost it little."""
+        busy handler, which polls every 100 ms at most and misses most gaps between back-to-back
+        batches (at 1M documents it waited up to 0.53 s unpaced, 0.18 s paced). PostgreSQL
+        queues lock waiters; the pauses cost it little."""
         since = self.store.clock() - 60.0
         after: tuple[str, str] | None = None
         written, worked = 0, 0.0
