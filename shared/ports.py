@@ -327,6 +327,14 @@ class LifecycleStore(Protocol):
         """The stages that failed in the last recorded tick (none: [])."""
         ...
 
+    def sweep_cursor(self, name: str) -> tuple[str, ...] | None:
+        """Where the scheduler's sweep `name` stopped (`set_sweep_cursor`); None: from the start."""
+        ...
+
+    def set_sweep_cursor(self, name: str, cursor: Sequence[str] | None) -> None:
+        """Record where the sweep `name` goes on at its next tick, whichever process takes it
+        (None: from the start)."""
+
     def hot_docs(self, now: float, touches: float, half_life: float, limit: int,
                  refresh_before: float | None = None) -> list[DocKey]:
         """Documents whose decayed touches or co-occurrence reach `touches` and whose pin ends

@@ -48,6 +48,9 @@ BATCH_PAUSE = 0.15  # above the busy handler's longest poll interval (100 ms)
 T = TypeVar("T")
 LEASE = "scheduler"
 ColdCode = tuple[str, str, str]  # tenant, space, content hash
+# The store's names of the two sweeps' cursors (`sweep_cursor`)
+ORPHANS_CURSOR = "cold_orphans"
+GONE_CURSOR = "gone_rows"
 
 
 @dataclass(frozen=True)
@@ -128,9 +131,7 @@ class Lifecycle:
         self.after_change = after_change  # the embedded profile syncs its own indexes at once
         self.spaces = spaces  # every live space (shared/spaces.py); default: the configured one
         self.active = active or (lambda tenant: cfg.space)  # a tenant's active space
-        self._orphans: set[ColdCode] = set()  # unreferenced at the last sweep (sweep_cold_orphans)
-        self._sweep_from: ColdCode | None = None  # where the last sweep stopped; None: from the start
-        self._gone_from: RowCursor | None = None  # where the last sweep_gone_rows stopped
+        self._orphans: set[ColdCode] = set()  # unreferenced at this process's last sweep (sweep_cold_orphans)
 
     # -- entry points ------------------------------------------------------------------------
 
@@ -393,19 +394,27 @@ class Lifecycle:
         Two phases, because the first window is also every eviction in flight: its code is
         written before the transaction that records the cold entry commits, so a code seen
         unreferenced once may just not be committed yet. A code goes only if it was unreferenced
-        at the previous sweep (a tick interval ago at least, far longer than an eviction batch
-        takes) and is still unreferenced when checked again right before its delete. The
-        candidates live in this process's memory: a restart, or ticks taken by other processes'
-        leases, only delay them. Left: an eviction of the same content that writes the code again
-        between that last check and the delete loses it, and its next touch re-embeds (as in
-        `drop_cold_copies`)."""
+        at this process's previous sweep (a tick interval ago at least, far longer than an
+        eviction batch takes) and is still unreferenced when checked again right before its
+        delete. Left: an eviction of the same content that writes the code again between that
+        last check and the delete loses it, and its next touch re-embeds (as in
+        `drop_cold_copies`).
+
+        Where the sweep stopped is in the store, so a restarted scheduler, or another process
+        taking the lease, goes on from there: when each began at the first code, a fleet that
+        restarted more often than a pass takes never reached its tail. The candidates stay in
+        this process's memory, on purpose: several processes tick on their own phases under the
+        one lease (each `serve`, any Celery worker), so candidates in the store would be
+        confirmed by whichever ticks next, possibly a second later, while an eviction in flight
+        has not committed; this process's next tick is an interval away. A restart loses at most
+        one batch's candidates, which the next pass finds again: a delay, never a wrong delete."""
         confirmed = 0
         candidates, self._orphans = sorted(self._orphans), set()
         for tenant, space, h in candidates:
             if self.store.cold_entry(tenant, h, space) is None:
                 self.cold.delete(tenant, space, h)
                 confirmed += 1
-        self._orphans, examined = self._unreferenced_page()
+        self._orphans, examined = self._unreferenced_page(_code_cursor(self.store.sweep_cursor(ORPHANS_CURSOR)))
         if confirmed:
             METRICS.pruned.labels(store="cold_orphans").inc(confirmed)
         if confirmed or self._orphans:
@@ -417,14 +426,16 @@ class Lifecycle:
         """Delete sidecar rows whose document is gone, whatever their status (`prune_gone_rows`),
         `evict_batch` rows examined per tick, resuming where the last one stopped. Earlier
         versions left them (a backfill racing a delete); the reconciler repairs only `queued`
-        ones, so the rest counted in coverage for good. The cursor lives in this process, like
-        the cold orphan sweep's: a restart begins again at the first row, and ticks taken by
-        other processes' leases only delay a pass.
+        ones, so the rest counted in coverage for good. The cursor is in the store, like the cold
+        orphan sweep's: a pass of 2M rows takes ~6.7 h at the defaults, and a fleet that began
+        again at the first row at each restart never reached its tail.
         The vectors and cold entries of their content go with `prune`, as after a delete.
         Counted with the reconciler's repairs of the same leftovers
         (`vibe_reconciler_repaired_total{reason="document_gone"}`) and, per tenant, in the tick's
         `goneRows` (GET /semantic/scheduler `lastChange`)."""
-        gone, self._gone_from = self.store.prune_gone_rows(self._gone_from, self.cfg.evict_batch)
+        gone, after = self.store.prune_gone_rows(_row_cursor(self.store.sweep_cursor(GONE_CURSOR)),
+                                                 self.cfg.evict_batch)
+        self.store.set_sweep_cursor(GONE_CURSOR, after)
         if report is not None:
             for key, _ in gone:
                 report.note(key.tenant, "goneRows")
@@ -434,19 +445,19 @@ class Lifecycle:
             self._changed()  # the embedded indexes drop the points of `ready` ones now
         return len(gone)
 
-    def _unreferenced_page(self) -> tuple[set[ColdCode], int]:
+    def _unreferenced_page(self, start: ColdCode | None) -> tuple[set[ColdCode], int]:
         """The next `evict_batch` codes of the cold store, over every (tenant, space) the store
-        knows in order (an empty one costs one), from where the last sweep stopped: those no
-        cold entry references, and how many were examined."""
+        knows in order (an empty one costs one), after `start` (the code where the last sweep
+        stopped; None: from the first): those no cold entry references, and how many were
+        examined. Records where this one stops (a pass that reaches the end starts over)."""
         budget, examined, found = self.cfg.evict_batch, 0, set[ColdCode]()
-        start, self._sweep_from = self._sweep_from, None  # a pass that reaches the end starts over
         for tenant, space in self.store.known_spaces():
             if start is not None and (tenant, space) < start[:2]:
                 continue
             after = start[2] if start is not None and (tenant, space) == start[:2] else ""
             while True:
                 if budget <= 0:
-                    self._sweep_from = (tenant, space, after)
+                    self.store.set_sweep_cursor(ORPHANS_CURSOR, (tenant, space, after))
                     return found, examined
                 asked = budget
                 page = self.cold.hashes(tenant, space, after, asked)
@@ -456,6 +467,7 @@ class Lifecycle:
                 if len(page) < asked:
                     break
                 after = page[-1]
+        self.store.set_sweep_cursor(ORPHANS_CURSOR, None)
         return found, examined
 
     # -- retired spaces (model rollback) ----------------------------------------------------------
@@ -603,6 +615,21 @@ class Lifecycle:
         if changed:
             METRICS.promotions.labels(action="promote" if eager else "demote").inc()
         return changed
+
+
+# A stored cursor of another shape (none yet, another version's) starts the pass over.
+def _row_cursor(stored: tuple[str, ...] | None) -> RowCursor | None:
+    if stored is None or len(stored) != 4:
+        return None
+    tenant, collection, doc_id, space = stored
+    return tenant, collection, doc_id, space
+
+
+def _code_cursor(stored: tuple[str, ...] | None) -> ColdCode | None:
+    if stored is None or len(stored) != 3:
+        return None
+    tenant, space, content_hash = stored
+    return tenant, space, content_hash
 
 
 def _day_start(ts: float) -> float:

@@ -59,6 +59,7 @@ CREATE TABLE IF NOT EXISTS provider_usage(
   PRIMARY KEY(tenant, day, collection));
 CREATE TABLE IF NOT EXISTS scheduler_runs(
   scope TEXT PRIMARY KEY, at DOUBLE PRECISION NOT NULL, report TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS sweep_cursors(name TEXT PRIMARY KEY, cursor TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS backfill_tasks(
   id TEXT PRIMARY KEY, tenant TEXT NOT NULL, collection TEXT, space TEXT NOT NULL, kind TEXT NOT NULL,
   forced INTEGER NOT NULL, position_key TEXT NOT NULL, examined BIGINT NOT NULL, queued BIGINT NOT NULL,
@@ -275,6 +276,17 @@ class LifecycleSql:
         tick, mine = rows.get("tick"), rows.get(f"tenant:{tenant}")
         return (float(tick["at"]) if tick else None,
                 (float(mine["at"]), json.loads(mine["report"])) if mine else None)
+
+    def sweep_cursor(self, name: str) -> tuple[str, ...] | None:
+        rows = self._read("SELECT cursor FROM sweep_cursors WHERE name=?", (name,))
+        cursor = json.loads(rows[0]["cursor"]) if rows else None
+        return None if cursor is None else tuple(str(x) for x in cursor)
+
+    def set_sweep_cursor(self, name: str, cursor: Sequence[str] | None) -> None:
+        stored = json.dumps(None if cursor is None else list(cursor))
+        with self._lc_tx() as conn:
+            self._x(conn, "INSERT INTO sweep_cursors VALUES (?,?) ON CONFLICT (name) "
+                          "DO UPDATE SET cursor=excluded.cursor", (name, stored))
 
     def last_tick_failures(self) -> list[str]:
         rows = self._read("SELECT report FROM scheduler_runs WHERE scope=?", ("tick",))

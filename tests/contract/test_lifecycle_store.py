@@ -310,6 +310,23 @@ def test_cold_referenced_and_known_spaces_are_what_the_orphan_sweep_reads(lc: St
     assert lc.known_spaces() == [("t", "core"), ("u", "core"), ("w", "v2")]
 
 
+def test_a_sweep_cursor_is_kept_per_name_until_set_again(opener: Opener) -> None:  # noqa: F811 - the imported fixture
+    lc = cast(StoreOfRecord, opener())
+    assert lc.sweep_cursor("gone_rows") is None
+    lc.set_sweep_cursor("gone_rows", ("t", "c", "a\x1fb", "core"))
+    lc.set_sweep_cursor("cold_orphans", ("t", "core", "h1"))
+    lc.set_sweep_cursor("cold_orphans", ("u", "v2", "h2"))
+    lc.close()
+    again = cast(StoreOfRecord, opener())  # another process over the same store
+    try:
+        assert again.sweep_cursor("gone_rows") == ("t", "c", "a\x1fb", "core")
+        assert again.sweep_cursor("cold_orphans") == ("u", "v2", "h2")
+        again.set_sweep_cursor("gone_rows", None)  # a pass that reached the end
+        assert again.sweep_cursor("gone_rows") is None and again.sweep_cursor("cold_orphans") == ("u", "v2", "h2")
+    finally:
+        again.close()
+
+
 # -- sidecars, budget refusals -------------------------------------------------------------------
 
 

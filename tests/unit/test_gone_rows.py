@@ -177,3 +177,20 @@ def test_on_postgres_a_row_a_write_in_flight_holds_is_kept(
         assert store.sidecar(key, SPACE) == row
     finally:
         store.close()
+
+
+def test_a_restarted_scheduler_goes_on_where_the_last_one_stopped(tmp_path: Path, layout: dict[str, Any]) -> None:
+    """The cursor is in the store: a restart (or the lease moving to another process) began
+    again at the first row before, so a fleet restarting more often than a pass takes never
+    reached its tail. Here every tick is a new process's, and the live rows in front fill a batch."""
+    with service(tmp_path, layout, evict_batch=3) as c:
+        live = put_docs(c, "a", "b", "c")
+        gone = [leave(c, f"g{i}", S.STALE) for i in range(6)]
+    swept = []
+    for _ in range(3):
+        with service(tmp_path, layout, evict_batch=3) as c:
+            swept.append(c.lifecycle.tick().gone_rows)
+    assert swept == [0, 3, 3]
+    with service(tmp_path, layout, evict_batch=3) as c:
+        assert all(c.store.sidecar(k, space) is None for k, space in gone)
+        assert set(c.store.sidecars(live, SPACE)) == set(live)
