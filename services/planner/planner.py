@@ -60,7 +60,6 @@ from shared.model import (
 from shared.ports import (
     Budget,
     Candidates,
-    DocumentStore,
     Embedder,
     EmbedderError,
     FieldCondition,
@@ -68,6 +67,7 @@ from shared.ports import (
     LexicalIndex,
     ResolvedCandidates,
     SearchFilter,
+    StoreOfRecord,
     VectorIndex,
 )
 from shared.spaces import FixedSpace, Spaces
@@ -199,7 +199,7 @@ class Planner:
     def __init__(
         self,
         cfg: PlannerConfig,
-        store: DocumentStore,
+        store: StoreOfRecord,  # the touch writes a missing row (_with_missing_rows)
         lexical: LexicalIndex,
         vectors: VectorIndex,
         embedder: Embedder | None,
@@ -537,10 +537,32 @@ class ReadSession:
             return
         keys = [h.key for h in self.lexical_hits[: cfg.touch.depth(self.req.limit, len(self._lexical_scores))]]
         keys += self._neighbour_keys(keys)
-        sides = self.p.store.sidecars(keys, self.space)
+        sides = self._with_missing_rows(keys, self.p.store.sidecars(keys, self.space))
         cold = [sides[k] for k in keys if k in sides and sides[k].status in COLD]
         self.pending = {k for k in keys if k in sides and sides[k].status == SemanticStatus.QUEUED}
         self._spend(cold)
+
+    def _with_missing_rows(self, keys: Sequence[DocKey],
+                           sides: dict[DocKey, SidecarEntry]) -> dict[DocKey, SidecarEntry]:
+        """`sides` with a `none` row written for each of `keys` that has none in this space: a
+        document the caller's own reads found, whose row a race (a cut-over, a re-create and the
+        gone-rows sweep at once) or an earlier version left out. A backfill (an eager collection's,
+        a reindex, a migration) writes such rows as it passes, but a lazy collection's documents
+        are embedded by touches only, and a touch moved existing rows only: never embedded.
+        The worker decides its policy again before any provider call, as for every job.
+        Counted in `vibe_reconciler_repaired_total{reason="row_missing"}`."""
+        missing = [k for k in dict.fromkeys(keys) if k not in sides]
+        if not missing:
+            return sides
+        docs = self.p.store.get_docs(missing)  # one deleted meanwhile gets no row (ensure_sidecars re-checks)
+        now = self.p.store.clock()
+        made = self.p.store.ensure_sidecars([SidecarEntry(k, self.space, SemanticStatus.NONE, d.content_hash,
+                                                          updated_at=now) for k, d in docs.items()])
+        if made:
+            METRICS.reconciler_repaired.labels(reason="row_missing").inc(made)
+            log.warning("sidecar rows were missing; written", extra={"tenant": self.principal.tenant,
+                                                                    "space": self.space, "rows": made})
+        return {**sides, **self.p.store.sidecars(list(docs), self.space)}
 
     def _spend(self, cold: list[SidecarEntry]) -> None:
         """Queue cold candidates, in order, within the per-query ceiling and the tenant's bucket.
@@ -589,7 +611,8 @@ class ReadSession:
         depth = max(policy.dig_max, policy.depth(limit, len(self._lexical_scores)))
         lexical = [h.key for h in self.lexical_hits[:depth]]
         page = [f.key for f in self._page()]
-        sides = self.p.store.sidecars(list(dict.fromkeys([*page, *lexical])), self.space)
+        candidates = list(dict.fromkeys([*page, *lexical]))
+        sides = self._with_missing_rows(candidates, self.p.store.sidecars(candidates, self.space))
         state = {k: touch_state(s.status, COLD) for k, s in sides.items()}
         # Settled repeats (touch.PageMemory): keyed by tenant, ACL, collection and query, so one
         # caller's history never decides another's spend.
