@@ -48,6 +48,8 @@ class _Metrics:
             "vibe_budget_denied_total", "Embeds not queued because a budget was exhausted", ["budget"]
         )
         self.docs_written = Counter("vibe_docs_written_total", "Documents accepted", ["op"])
+        self.docs_unchanged = Counter("vibe_docs_unchanged_total",
+                                      "Documents written again exactly as stored: accepted, nothing stored or logged")
         self.http_requests = Histogram(
             "vibe_http_request_seconds", "HTTP request time", ["route", "method", "status"],
             buckets=_LATENCY_BUCKETS

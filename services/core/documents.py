@@ -189,6 +189,7 @@ class DocumentService:
         space it is migrating to, where a write embeds at once (V§13: a write made during a
         migration must not be missed by it); into a migration of scope `ready`, only as in the
         active space (an eager collection's), since the migration takes only what is embedded."""
+        written = list(docs)  # what the caller sent, in order (the answer is per document)
         tenants = {d.key.tenant for d in docs}
         eager = {t: self.eager(t) for t in tenants}
         spaces = {t: self.spaces.layout(t) for t in tenants}
@@ -204,15 +205,43 @@ class DocumentService:
             sidecars = [self._transition(d, old[sp].get(d.key), now, sp) for sp, items in plan.items()
                         for d, now in items]
             self._within_budget(sidecars, old)
-            self.store.put_docs(docs, sidecars)
+            same = self._unchanged(docs, sidecars, old)
+            if same:
+                METRICS.docs_unchanged.inc(len(same))
+                docs = [d for d in docs if d.key not in same]
+                sidecars = [s for s in sidecars if s.key not in same]
+            if docs:
+                self.store.put_docs(docs, sidecars)
         self.follower.catch_up(wait=self.sync_wait)
         self.queue.enqueue([
             EmbedJob(s.key, s.space, s.content_hash, priority="bulk")
             for s in sidecars if s.status == SemanticStatus.QUEUED and _needs_job(s, old[s.space].get(s.key))
         ])
-        METRICS.docs_written.labels(op="put").inc(len(docs))
+        METRICS.docs_written.labels(op="put").inc(len(written))
         existed = {k for sp in {spaces[t][0] for t in tenants} for k in old[sp]}
-        return ["updated" if d.key in existed else "created" for d in docs]
+        return ["updated" if d.key in existed else "created" for d in written]
+
+    def _unchanged(self, docs: Sequence[StoredDoc], sidecars: Sequence[SidecarEntry],
+                   old: dict[str, dict[DocKey, SidecarEntry]]) -> set[DocKey]:
+        """Documents written exactly as stored (fields, ACL, intent, `_vibe`) whose rows the write
+        would leave as they are: nothing is stored, logged or re-indexed for them. Applications
+        that sync by re-sending everything (a nightly full upload) otherwise grew the change log
+        by a whole corpus each time and made every index apply it again. A key sent twice in one
+        request is always written (the last one must win). A row the policy now decides
+        differently, or one that is missing, is still written."""
+        counts: dict[DocKey, int] = {}
+        for d in docs:
+            counts[d.key] = counts.get(d.key, 0) + 1
+        stored = self.store.get_docs([d.key for d in docs])
+        same = {d.key for d in docs if counts[d.key] == 1 and (was := stored.get(d.key)) is not None
+                and (was.fields, was.acl, was.intent, was.vibe, was.content_hash)
+                == (d.fields, d.acl, d.intent, d.vibe, d.content_hash)}
+        for row in sidecars:
+            o = old[row.space].get(row.key)
+            if o is None or (row.status, row.content_hash, row.reason, row.cold_ref) != (o.status, o.content_hash,
+                                                                                         o.reason, o.cold_ref):
+                same.discard(row.key)
+        return same
 
     def _within_budget(self, sidecars: list[SidecarEntry], old: dict[str, dict[DocKey, SidecarEntry]]) -> None:
         """Eager embedding spends the tenant's per-minute bucket like every other path (V§12);
