@@ -19,9 +19,11 @@ ALICE = Principal("t", ("user:alice",), frozenset({"read", "write"}))
 BOB = Principal("t", ("user:bob",), frozenset({"read", "write"}))
 
 
-@pytest.fixture
-def c(tmp_path: Path) -> Iterator[Container]:
-    c = build(Settings(data_dir=tmp_path / "data", embedder="hash"))
+@pytest.fixture(params=["sqlite", "postgres"])
+def c(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Container]:
+    extra = {} if request.param == "sqlite" else {"store": "postgres", "postgres_url": request.getfixturevalue(
+        "postgres_url"), "postgres_pool_size": 2}  # PostgreSQL gives fields back from jsonb: still equal
+    c = build(Settings(data_dir=tmp_path / "data", embedder="hash", **extra))
     c.start()
     try:
         yield c
@@ -64,11 +66,16 @@ def test_a_key_sent_twice_in_one_request_keeps_the_last(c: Container) -> None:
     assert stored is not None and stored.fields["body"] == "first text"
 
 
-def test_an_identical_write_still_gives_a_missing_row_back(c: Container) -> None:
-    c.docs.put([_doc(c, "d", "gearbox")])
-    key, space = DocKey("t", "c", "d"), c.settings.space
-    assert isinstance(c.store, SqliteStore)
-    with c.store._tx() as conn:
-        conn.execute("DELETE FROM sidecar WHERE tenant=? AND collection=? AND doc_id=? AND space=?", (*key, space))
-    c.docs.put([_doc(c, "d", "gearbox")])
-    assert c.store.sidecar(key, space) is not None
+def test_an_identical_write_still_gives_a_missing_row_back(tmp_path: Path) -> None:
+    c = build(Settings(data_dir=tmp_path / "data", embedder="hash"))
+    c.start()
+    try:
+        c.docs.put([_doc(c, "d", "gearbox")])
+        key, space = DocKey("t", "c", "d"), c.settings.space
+        assert isinstance(c.store, SqliteStore)
+        with c.store._tx() as conn:
+            conn.execute("DELETE FROM sidecar WHERE tenant=? AND collection=? AND doc_id=? AND space=?", (*key, space))
+        c.docs.put([_doc(c, "d", "gearbox")])
+        assert c.store.sidecar(key, space) is not None
+    finally:
+        c.stop()
