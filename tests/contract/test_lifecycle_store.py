@@ -5,10 +5,13 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import cast
+from pathlib import Path
+from typing import Any, cast
 
 import pytest
 
+from shared.adapters.lifecycle_sql import _PAIRS
+from shared.adapters.sqlite_store import SqliteStore
 from shared.model import (
     PUBLIC_PRINCIPAL,
     BackfillTask,
@@ -308,6 +311,46 @@ def test_cold_referenced_and_known_spaces_are_what_the_orphan_sweep_reads(lc: St
     assert lc.cold_referenced("t", "core", many) == {"h1"}
     lc.put_tenant_space(SpaceInfo("w", "v2", "m", 2, "building", T0))  # a space record, no rows yet
     assert lc.known_spaces() == [("t", "core"), ("u", "core"), ("w", "v2")]
+
+
+def test_known_spaces_are_every_pair_of_the_three_tables_found_by_index(lc: StoreOfRecord) -> None:
+    """`known_spaces` skips through indexes from one (tenant, space) to the next; its answer is
+    what the union of the three tables gives, a space with sidecar rows only included (the
+    orphan sweep looks for codes of spaces a tenant no longer reads)."""
+    for tenant, ids in (("t", "abc"), ("u", "ab"), ("v", "a")):
+        for i in ids:
+            ready(lc, k(i, tenant=tenant), f"h{tenant}{i}")
+    lc.ensure_sidecars([SidecarEntry(k("b", tenant="t"), space, S.NONE, "htb", updated_at=1.0)
+                        for space in ("a-first", "v2", "zz")])  # one document's rows, around `core`
+    lc.ensure_sidecars([SidecarEntry(k("a", tenant="u"), "v3", S.STALE, "hua", updated_at=1.0)])
+    lc.evict([(status(lc, k("a", tenant="v")), "ref-v", 10)], "float16", T0)
+    assert lc.delete_doc(k("a", tenant="v"))  # its cold entry stays until the prune: no sidecar row
+    lc.put_tenant_space(SpaceInfo("w", "v2", "m", 2, "building", T0))  # a space record, no rows yet
+    expected = [("t", "a-first"), ("t", "core"), ("t", "v2"), ("t", "zz"), ("u", "core"), ("u", "v3"),
+                ("v", "core"), ("w", "v2")]
+    assert lc.known_spaces() == expected
+    full = cast(Any, lc)._read("SELECT tenant, space FROM sidecar UNION SELECT tenant, space FROM cold_vectors "
+                               "UNION SELECT tenant, space FROM tenant_spaces")
+    assert sorted((r["tenant"], r["space"]) for r in full) == expected
+
+
+def test_known_spaces_reads_indexes_not_the_tables(tmp_path: Path) -> None:
+    """A scan of the sidecar took 0.36 s a tick at 1M rows (SQLite), 0.82 s on PostgreSQL."""
+    st = SqliteStore(tmp_path / "s.sqlite3")
+    try:
+        for table in ("sidecar", "cold_vectors"):
+            plan = [str(r[3]) for r in st._conn().execute("EXPLAIN QUERY PLAN " + _PAIRS.format(t=table))]
+            steps = [p for p in plan if p.split(" ")[1:2] in ([table], ["x"])]
+            # a seek to the next space, not a walk over the tenant's rows (tenant=? alone)
+            assert all(p.startswith("SEARCH") for p in steps), plan
+            assert any(p.endswith("(tenant=? AND space>?)") for p in steps), plan
+        # and a row's update by its key keeps the primary key (the index would "cover" it)
+        plan = [str(r[3]) for r in st._conn().execute(
+            "EXPLAIN QUERY PLAN UPDATE sidecar SET status='ready' WHERE tenant=? AND collection=? AND doc_id=? "
+            "AND space=?", ("t", "c", "a", "core"))]
+        assert plan == ["SEARCH sidecar USING PRIMARY KEY (tenant=? AND collection=? AND doc_id=? AND space=?)"], plan
+    finally:
+        st.close()
 
 
 def test_a_sweep_cursor_is_kept_per_name_until_set_again(opener: Opener) -> None:  # noqa: F811 - the imported fixture
