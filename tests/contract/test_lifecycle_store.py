@@ -353,6 +353,37 @@ def test_known_spaces_reads_indexes_not_the_tables(tmp_path: Path) -> None:
         st.close()
 
 
+def test_a_cut_over_finds_the_documents_written_since_by_index(tmp_path: Path) -> None:
+    """The cut-over's looks at documents written since the batches (a rollback's realignment, a
+    forced activation's fill) run in its transaction, which holds the tenant's writes: a walk over
+    the tenant's documents took 0.34 s of it at 1M documents (SQLite; 0.22-0.33 s PostgreSQL)."""
+    st = SqliteStore(tmp_path / "s.sqlite3")
+    try:
+        lc = cast(StoreOfRecord, st)
+        for i in range(3):
+            put(lc, k(f"d{i}"), f"h{i}")
+        lc.put_tenant_space(SpaceInfo("t", "core", "m", 2, "retired", T0, T0, retired_at=T0 + 1))
+        lc.put_tenant_space(SpaceInfo("t", "v2", "m2", 3, "active", T0 + 1, T0 + 1))
+        lc.put_tenant_space(SpaceInfo("t", "v3", "m3", 3, "building", T0 + 2))
+        statements: list[str] = []
+        st._conn().set_trace_callback(statements.append)
+        assert lc.switch_space(SpaceInfo("t", "core", "m", 2, "active", T0, T0 + 6), "retired",
+                               SpaceInfo("t", "v2", "m2", 3, "retired", T0 + 1, T0 + 1, retired_at=T0 + 6), T0 + 6,
+                               realigned_since=T0 + 4) is not None
+        assert lc.switch_space(SpaceInfo("t", "v3", "m3", 3, "active", T0 + 2, T0 + 7), "building",
+                               SpaceInfo("t", "core", "m", 2, "retired", T0, T0 + 6, retired_at=T0 + 7), T0 + 7,
+                               fill_rows=True, filled_since=T0 + 5) is not None
+        st._conn().set_trace_callback(None)
+        recent = [q for q in statements if "FROM docs" in q and "updated_at >=" in q]
+        assert len(recent) == 2, statements
+        for q in recent:
+            plan = [str(r[3]) for r in st._conn().execute("EXPLAIN QUERY PLAN " + q)]
+            assert any(p.startswith("SEARCH docs USING") and "docs_by_update (tenant=? AND updated_at>?)" in p
+                       for p in plan), (q, plan)
+    finally:
+        st.close()
+
+
 def test_a_sweep_cursor_is_kept_per_name_until_set_again(opener: Opener) -> None:  # noqa: F811 - the imported fixture
     lc = cast(StoreOfRecord, opener())
     assert lc.sweep_cursor("gone_rows") is None
