@@ -37,6 +37,8 @@ class Change:
 Scalar = str | int | float | bool
 RowCursor = tuple[str, str, str, str]  # a sidecar row's key (tenant, collection, doc_id, space)
 GonePage = tuple[list[tuple[DocKey, str]], RowCursor | None]  # rows (key, space), and where the next page starts
+CodeCursor = tuple[str, str, str]  # a vector's or cold entry's key (tenant, content_hash, space)
+ColdRow = tuple[str, str, str, str]  # a cold entry removed: (tenant, content_hash, space, cold ref)
 
 
 @dataclass(frozen=True)
@@ -384,15 +386,20 @@ class LifecycleStore(Protocol):
         """Every (tenant, space) with a sidecar row, a cold entry or a space record: where the
         cold store's orphan sweep looks."""
 
-    def prune_orphans(self) -> tuple[int, list[tuple[str, str, str, str]]]:
-        """Delete stored vectors and cold entries whose content no document of the tenant has
-        any more; returns (vectors removed, [(tenant, content_hash, space, cold ref)] removed)."""
+    def prune_orphan_vectors(self, after: CodeCursor | None, limit: int) -> tuple[int, CodeCursor | None]:
+        """Of the next `limit` stored vectors in key order after `after` (None: from the first),
+        delete those whose content no document of the tenant has any more; returns (vectors
+        removed, where the next page starts: None once the end is reached)."""
 
-    def prune_cold_copies(self, limit: int = 10_000) -> list[tuple[str, str, str, str]]:
-        """Delete cold entries whose vector is in the store again (rehydrated or re-embedded, or
-        still used by another document of that content); returns [(tenant, content_hash, space,
-        cold ref)] removed. An eviction writes the cold copy again, so keeping it only stores
-        the vector twice."""
+    def prune_orphan_cold(self, after: CodeCursor | None, limit: int) -> tuple[list[ColdRow], CodeCursor | None]:
+        """`prune_orphan_vectors` for the cold entries: returns those removed and where the next
+        page starts."""
+
+    def prune_cold_copies(self, after: CodeCursor | None, limit: int) -> tuple[list[ColdRow], CodeCursor | None]:
+        """Of the next `limit` cold entries in key order after `after`, delete those whose vector
+        is in the store again (rehydrated or re-embedded, or still used by another document of
+        that content); returns those removed and where the next page starts (None: the end). An
+        eviction writes the cold copy again, so keeping it only stores the vector twice."""
 
     def storage_report(self, tenant: str | None = None) -> dict[str, int]:
         """Vectors and cold entries with their bytes (all tenants when None: metrics)."""

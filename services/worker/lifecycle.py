@@ -37,7 +37,7 @@ from services.planner.promotion import PromotionPolicy, decide_collections
 from services.worker.backfill import Backfills
 from shared.metrics import METRICS
 from shared.model import BackfillTask, CollectionMode, DocKey, SemanticStatus, SidecarEntry, SpaceInfo
-from shared.ports import ColdStore, RowCursor, StoreOfRecord
+from shared.ports import CodeCursor, ColdStore, RowCursor, StoreOfRecord
 
 log = logging.getLogger("vibe.lifecycle")
 
@@ -48,9 +48,12 @@ BATCH_PAUSE = 0.15  # above the busy handler's longest poll interval (100 ms)
 T = TypeVar("T")
 LEASE = "scheduler"
 ColdCode = tuple[str, str, str]  # tenant, space, content hash
-# The store's names of the two sweeps' cursors (`sweep_cursor`)
+# The store's names of the sweeps' cursors (`sweep_cursor`)
 ORPHANS_CURSOR = "cold_orphans"
 GONE_CURSOR = "gone_rows"
+VECTORS_CURSOR = "orphan_vectors"
+COLD_CURSOR = "orphan_cold"
+COPIES_CURSOR = "cold_copies"
 
 
 @dataclass(frozen=True)
@@ -362,8 +365,17 @@ class Lifecycle:
         return None if retired is not None and out is None else list(moved)
 
     def prune(self, now: float) -> tuple[int, int]:
-        """Vectors and cold entries of content no document has any more (edited away, deleted)."""
-        removed, cold = self.store.prune_orphans()
+        """Vectors and cold entries of content no document has any more (edited away, deleted),
+        `evict_batch` of each examined per tick from where the last tick stopped: a pass over
+        both tables each tick, with a document lookup per row, cost 1-2 s at 1M vectors to find
+        nothing. The cursors are in the store, as the gone-rows sweep's, so a restart or another
+        process's tick goes on where the pass stopped."""
+        removed, after = self.store.prune_orphan_vectors(_hash_cursor(self.store.sweep_cursor(VECTORS_CURSOR)),
+                                                         self.cfg.evict_batch)
+        self.store.set_sweep_cursor(VECTORS_CURSOR, after)
+        cold, after = self.store.prune_orphan_cold(_hash_cursor(self.store.sweep_cursor(COLD_CURSOR)),
+                                                   self.cfg.evict_batch)
+        self.store.set_sweep_cursor(COLD_CURSOR, after)
         for tenant, chash, space, _ref in cold:
             self.cold.delete(tenant, space, chash)
         if removed:
@@ -376,8 +388,11 @@ class Lifecycle:
     def drop_cold_copies(self) -> int:
         """A rehydrated vector is back in the store: its cold copy goes (row, then file), since
         the next eviction writes it again and keeping it stores the vector twice. An eviction of
-        the same content racing this at worst loses its file: the next touch then re-embeds."""
-        gone = self.store.prune_cold_copies(self.cfg.evict_batch)
+        the same content racing this at worst loses its file: the next touch then re-embeds.
+        `evict_batch` cold entries examined per tick from the store's cursor, like `prune`."""
+        gone, after = self.store.prune_cold_copies(_hash_cursor(self.store.sweep_cursor(COPIES_CURSOR)),
+                                                   self.cfg.evict_batch)
+        self.store.set_sweep_cursor(COPIES_CURSOR, after)
         for tenant, chash, space, _ref in gone:
             self.cold.delete(tenant, space, chash)
         if gone:
@@ -630,6 +645,13 @@ def _code_cursor(stored: tuple[str, ...] | None) -> ColdCode | None:
         return None
     tenant, space, content_hash = stored
     return tenant, space, content_hash
+
+
+def _hash_cursor(stored: tuple[str, ...] | None) -> CodeCursor | None:
+    if stored is None or len(stored) != 3:
+        return None
+    tenant, content_hash, space = stored
+    return tenant, content_hash, space
 
 
 def _day_start(ts: float) -> float:

@@ -23,7 +23,7 @@ from shared.model import (
     StoredDoc,
     UsageBatch,
 )
-from shared.ports import StoreOfRecord
+from shared.ports import CodeCursor, ColdRow, StoreOfRecord
 from tests.contract.test_store_contract import Opener, opener, store  # noqa: F401 - fixtures
 
 S = SemanticStatus
@@ -70,6 +70,32 @@ def every_batch(step: Callable[[str, str, tuple[str, str] | None, int, float], t
         rows, batches = rows + n, batches + 1
         if after is None:
             return rows, batches
+
+
+def prune_orphans(st: StoreOfRecord, limit: int = 10_000) -> tuple[int, list[ColdRow]]:
+    """A whole pass of both orphan sweeps (`prune_orphan_vectors`, `prune_orphan_cold`)."""
+    removed, gone = 0, []
+    after: CodeCursor | None = None
+    while True:
+        n, after = st.prune_orphan_vectors(after, limit)
+        removed += n
+        if after is None:
+            break
+    while True:
+        rows, after = st.prune_orphan_cold(after, limit)
+        gone += rows
+        if after is None:
+            return removed, gone
+
+
+def prune_cold_copies(st: StoreOfRecord, limit: int = 10_000) -> list[ColdRow]:
+    gone: list[ColdRow] = []
+    after: CodeCursor | None = None
+    while True:
+        rows, after = st.prune_cold_copies(after, limit)
+        gone += rows
+        if after is None:
+            return gone
 
 
 @pytest.fixture
@@ -272,19 +298,19 @@ def test_prune_orphans_drops_edited_away_content_only(lc: StoreOfRecord) -> None
     ready(lc, k("x", tenant="u"), "h1")  # another tenant's same content
     lc.evict([(status(lc, a), "ref-1", 10)], "float16", T0)
     lc.evict([(status(lc, b), "ref-2", 10)], "float16", T0)
-    assert lc.prune_orphans() == (0, [])  # every content is still used
+    assert prune_orphans(lc) == (0, [])  # every content is still used
     put(lc, a, "h1-edited")  # h1 is gone from tenant t (vector already evicted, cold entry stays)
     put(lc, b, "h2-edited")  # h2 is still c's content
     ready(lc, k("d"), "h9")
     put(lc, k("d"), "h9-edited")  # an edited-away vector that was never evicted
-    removed, gone = lc.prune_orphans()
+    removed, gone = prune_orphans(lc)
     assert removed == 1 and gone == [("t", "h1", "core", "ref-1")]
     assert lc.vector_for_hash("t", "h9", "core") is None
     assert lc.cold_entry("t", "h1", "core") is None
     assert lc.cold_entry("t", "h2", "core") == "ref-2"
     assert lc.vector_for_hash("t", "h2", "core") is not None
     assert lc.vector_for_hash("u", "h1", "core") is not None
-    assert lc.prune_orphans() == (0, [])
+    assert prune_orphans(lc) == (0, [])
 
 
 def test_prune_cold_copies_drops_only_entries_whose_vector_is_stored(lc: StoreOfRecord) -> None:
@@ -294,10 +320,56 @@ def test_prune_cold_copies_drops_only_entries_whose_vector_is_stored(lc: StoreOf
     ready(lc, c, "h2")  # shared content: b's eviction leaves the vector for c
     lc.evict([(status(lc, a), "ref-1", 10)], "float16", T0)
     lc.evict([(status(lc, b), "ref-2", 10)], "float16", T0)
-    assert lc.prune_cold_copies() == [("t", "h2", "core", "ref-2")]
+    assert prune_cold_copies(lc) == [("t", "h2", "core", "ref-2")]
     assert lc.cold_entry("t", "h2", "core") is None and lc.cold_entry("t", "h1", "core") == "ref-1"
     assert lc.vector_for_hash("t", "h2", "core") is not None
-    assert lc.prune_cold_copies() == []
+    assert prune_cold_copies(lc) == []
+
+
+def test_orphans_and_cold_copies_are_found_a_page_at_a_time(lc: StoreOfRecord) -> None:
+    """Each call examines the next `limit` keys after the cursor and says where the next page
+    starts: a query over the whole vectors and cold-entry tables, a document lookup per row,
+    cost 1-2 s a tick at 1M vectors. A pass still finds every one, in pages of at most `limit`."""
+    for i in range(5):
+        ready(lc, k(f"v{i}"), f"hv{i}")
+        put(lc, k(f"v{i}"), f"hv{i}-edited")  # its vector is an orphan
+        ready(lc, k(f"c{i}"), f"hc{i}")
+        lc.evict([(status(lc, k(f"c{i}")), f"ref-c{i}", 10)], "float16", T0)
+        put(lc, k(f"c{i}"), f"hc{i}-edited")  # its cold entry is an orphan
+        ready(lc, k(f"a{i}"), f"hs{i}")
+        ready(lc, k(f"b{i}"), f"hs{i}")
+        lc.evict([(status(lc, k(f"a{i}")), f"ref-s{i}", 10)], "float16", T0)  # b's vector stays: a cold copy
+    ready(lc, k("live"), "h-live")
+    pages: list[int] = []
+    after: CodeCursor | None = None
+    while True:  # 11 vectors (5 orphans, 5 shared, 1 live): pages of 2, 2, 2, 2, 2, 1
+        n, after = lc.prune_orphan_vectors(after, 2)
+        pages.append(n)
+        if after is None:
+            break
+    assert len(pages) == 6 and sum(pages) == 5 and max(pages) <= 2
+    cold: list[ColdRow] = []
+    cold_pages = 0
+    while True:  # 10 cold entries: 5 pages of 2, the last one ending the pass
+        rows, after = lc.prune_orphan_cold(after, 2)
+        assert len(rows) <= 2
+        cold, cold_pages = cold + rows, cold_pages + 1
+        if after is None:
+            break
+    assert cold_pages == 5 and sorted(cold) == [("t", f"hc{i}", "core", f"ref-c{i}") for i in range(5)]
+    copies: list[ColdRow] = []
+    while True:
+        rows, after = lc.prune_cold_copies(after, 2)
+        assert len(rows) <= 2
+        copies += rows
+        if after is None:
+            break
+    assert sorted(copies) == [("t", f"hs{i}", "core", f"ref-s{i}") for i in range(5)]
+    assert all(lc.vector_for_hash("t", f"hv{i}", "core") is None and lc.cold_entry("t", f"hc{i}", "core") is None
+               and lc.cold_entry("t", f"hs{i}", "core") is None and lc.vector_for_hash("t", f"hs{i}", "core")
+               for i in range(5))
+    assert lc.vector_for_hash("t", "h-live", "core") is not None
+    assert prune_orphans(lc) == (0, []) and prune_cold_copies(lc) == []
 
 
 def test_cold_referenced_and_known_spaces_are_what_the_orphan_sweep_reads(lc: StoreOfRecord) -> None:
