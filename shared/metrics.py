@@ -106,6 +106,9 @@ class _Metrics:
                               "Stored or cold vectors whose content no document has (store=cold_copies: "
                               "cold copies of vectors back in the store; cold_orphans: cold codes no cold "
                               "entry referenced at two sweeps, left by a crash)", ["store"])
+        self.change_log_compacted = Counter("vibe_change_log_compacted_total",
+                                            "Change-log entries deleted because a later entry of the same "
+                                            "document, kind and space superseded them")
         self.pinned = Counter("vibe_docs_pinned_total",
                               "Documents promoted (kept embedded) for touches or co-occurrence")
         self.provider_tokens = Counter("vibe_provider_tokens_total", "Estimated tokens sent to the embedding provider "

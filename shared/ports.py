@@ -401,6 +401,13 @@ class LifecycleStore(Protocol):
         that content); returns those removed and where the next page starts (None: the end). An
         eviction writes the cold copy again, so keeping it only stores the vector twice."""
 
+    def compact_changes(self, after: int | None, limit: int) -> tuple[dict[str, int], int | None]:
+        """Of the next `limit` change-log entries after seq `after` (None: from the first),
+        delete those a later entry of the same key, op and space supersedes: a follower applies
+        a key's current state, so only the latest entry of each can change what it does.
+        Returns the entries removed per tenant and the last seq examined (None once the end is
+        reached). The log's head is never removed (nothing supersedes it)."""
+
     def storage_report(self, tenant: str | None = None) -> dict[str, int]:
         """Vectors and cold entries with their bytes (all tenants when None: metrics)."""
 

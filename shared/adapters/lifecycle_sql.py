@@ -99,6 +99,8 @@ CREATE INDEX IF NOT EXISTS docs_by_update ON docs(tenant, updated_at);
 -- entry still costs two indexes.
 CREATE INDEX IF NOT EXISTS sidecar_by_space ON sidecar(tenant, space) WHERE space >= '';
 CREATE INDEX IF NOT EXISTS cold_by_space ON cold_vectors(tenant, space, content_hash);
+-- An entry's later ones of the same key and op, for `compact_changes`.
+CREATE INDEX IF NOT EXISTS changes_by_key ON changes(tenant, collection, doc_id, op, seq);
 DROP INDEX IF EXISTS cold_by_hash;
 INSERT INTO collection_modes SELECT tenant, collection, 'eager', promoted_at, 'manual', 1, '{}'
   FROM promotions WHERE true ON CONFLICT DO NOTHING;
@@ -506,6 +508,32 @@ class LifecycleSql:
                 if cur.rowcount:
                     gone.append((t, h, sp, refs[(t, h, sp)]))
         return gone, cursor
+
+    # The change log, compacted by pages: an entry goes once a later one of the same key, op and
+    # space exists (the followers apply a key's current state, `IndexFollower._apply`, so the
+    # later entry does everything the earlier would have; a follower between the two has applied
+    # the earlier already). Without it the log only grew: every edit, embedding, eviction and
+    # rehydration of a document added an entry for good, and an index rebuild replays them all.
+    # Grouped by op too, though the space already separates keyword entries (none) from vector
+    # ones: an op added later with a meaning of its own stays safe.
+
+    _SUPERSEDED = ("EXISTS (SELECT 1 FROM changes d WHERE d.tenant=changes.tenant AND d.collection=changes.collection "
+                   "AND d.doc_id=changes.doc_id AND d.op=changes.op AND d.seq>changes.seq "
+                   "AND (d.space=changes.space OR (d.space IS NULL AND changes.space IS NULL)))")
+
+    def compact_changes(self, after: int | None, limit: int) -> tuple[dict[str, int], int | None]:
+        start = 0 if after is None else after
+        # the page's last entry and one more, to know whether the end is reached
+        bound = [int(r["seq"]) for r in self._read("SELECT seq FROM changes WHERE seq>? ORDER BY seq LIMIT 2 OFFSET ?",
+                                                   (start, max(0, limit - 1)))]
+        last = bound[0] if len(bound) == 2 else None
+        upto, args = ("", (start,)) if last is None else (" AND seq<=?", (start, last))
+        removed: dict[str, int] = {}
+        with self._lc_tx() as conn:
+            for r in self._x(conn, f"DELETE FROM changes WHERE seq>?{upto} AND {self._SUPERSEDED} RETURNING tenant",
+                             args).fetchall():
+                removed[str(r["tenant"])] = removed.get(str(r["tenant"]), 0) + 1
+        return removed, last
 
     def storage_report(self, tenant: str | None = None) -> dict[str, int]:
         where, args = ("WHERE tenant=?", (tenant,)) if tenant is not None else ("", ())
