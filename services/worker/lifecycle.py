@@ -197,7 +197,7 @@ class Lifecycle:
         r.retired_expired = self._stage(r, "retired_expire", lambda: self.expire_retired(now, r), [])
         r.cold_orphans = self._stage(r, "cold_orphans", self.sweep_cold_orphans, 0)
         r.gone_rows = self._stage(r, "gone_rows", lambda: self.sweep_gone_rows(r), 0)
-        r.compacted_changes = self._stage(r, "change_log", lambda: self.compact_change_log(r), 0)
+        r.compacted_changes = self._stage(r, "change_log", self.compact_change_log, 0)
         r.requeued_budget = self._stage(r, "budget_requeue", lambda: self.store.requeue_budget_deferred(
             # refusals of past days come back; with no cap at all (an operator removed it and
             # restarted), today's too: they waited for midnight UTC, and no read or reindex
@@ -482,28 +482,27 @@ class Lifecycle:
             self._changed()  # the embedded indexes drop the points of `ready` ones now
         return len(gone)
 
-    def compact_change_log(self, report: TickReport | None = None) -> int:
+    def compact_change_log(self) -> int:
         """Delete change-log entries a later entry of the same key, op and space supersedes
         (`compact_changes`), `CHANGE_PAGES` pages of `evict_batch` entries examined per tick from
         the store's cursor, like the other sweeps. Without it the log grew by every edit,
         embedding, eviction and rehydration for good, and an index rebuild (a new schema,
         `rebuild-index`) replayed all of it; compacted, it holds about one entry per document
         and kind of change. Nothing a follower does changes: it applies a key's current state.
-        Counted in `vibe_change_log_compacted_total` and, per tenant, in the tick's
-        `changeLogCompacted` (GET /semantic/scheduler `lastChange`)."""
+        Counted in `vibe_change_log_compacted_total` and the tick's `compacted_changes`; not in a
+        tenant's `lastChange` (GET /semantic/scheduler): housekeeping that follows every write
+        would push the decisions an operator looks for out of that view."""
         removed = 0
         for _ in range(CHANGE_PAGES):
             stop = self.store.sweep_cursor(CHANGES_CURSOR)
             by_tenant, after = self.store.compact_changes(int(stop[0]) if stop else None, self.cfg.evict_batch)
             self.store.set_sweep_cursor(CHANGES_CURSOR, None if after is None else (str(after),))
-            for tenant, n in by_tenant.items():
-                removed += n
-                if report is not None:
-                    report.note(tenant, "changeLogCompacted", n=n)
+            removed += sum(by_tenant.values())
             if after is None:
                 break
         if removed:
             METRICS.change_log_compacted.inc(removed)
+            log.info("change log compacted", extra={"entries": removed})
         return removed
 
     def _unreferenced_page(self, start: ColdCode | None) -> tuple[set[ColdCode], int]:
