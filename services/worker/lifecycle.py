@@ -56,7 +56,7 @@ VECTORS_CURSOR = "orphan_vectors"
 COLD_CURSOR = "orphan_cold"
 COPIES_CURSOR = "cold_copies"
 CHANGES_CURSOR = "change_log"
-CHANGE_PAGES = 10  # pages of the change log examined per tick (compact_change_log): ~30 ms SQLite, ~115 ms PostgreSQL
+CHANGE_PAGES = 10  # change-log pages examined a tick (compact_change_log): ~30 ms SQLite, ~115 ms PostgreSQL
 
 
 @dataclass(frozen=True)

@@ -655,9 +655,14 @@ class LifecycleSql:
                                                  str(last["space"]))
 
     def requeue_budget_deferred(self, before: float) -> int:
+        # Space by space, so each statement reads `sidecar_by_status` (space, status, updated_at)
+        # instead of every row: without the space the planner scanned the table each tick (PostgreSQL
+        # 56 ms at 1M rows, /tmp script 2026-11-27; SQLite without statistics the same).
+        spaces = sorted({space for _, space in self.known_spaces()})
         with self._lc_tx() as conn:
-            return int(self._x(conn, "UPDATE sidecar SET status='none', reason=NULL WHERE status='deferred' "
-                                     "AND reason='budget' AND updated_at<?", (before,)).rowcount or 0)
+            return sum(int(self._x(conn, "UPDATE sidecar SET status='none', reason=NULL WHERE space=? AND "
+                                         "status='deferred' AND reason='budget' AND updated_at<?",
+                                   (space, before)).rowcount or 0) for space in spaces)
 
     # -- provider usage and caps ---------------------------------------------------------------
 

@@ -502,6 +502,18 @@ def test_requeue_budget_deferred_only_budget_rows_of_past_days(lc: StoreOfRecord
     assert status(lc, b).status == S.DEFERRED and status(lc, c).status == S.DENIED
 
 
+
+def test_requeue_budget_deferred_in_every_space_of_every_tenant(lc: StoreOfRecord) -> None:
+    """Asked space by space (an index instead of a scan of the table): none may be left out."""
+    a, b, z = k("a"), k("b"), DocKey("u", "c", "z")
+    for x in (a, b, z):
+        put(lc, x, f"h-{x.doc_id}")
+    lc.ensure_sidecars([SidecarEntry(b, "v2", S.NONE, "h-b", updated_at=T0)])
+    lc.set_status([a, z], "core", S.DEFERRED, "budget")
+    lc.set_status([b], "v2", S.DEFERRED, "budget")
+    assert lc.requeue_budget_deferred(status(lc, a).updated_at + 1) == 3
+    assert {lc.sidecar(x, sp).status for x, sp in ((a, "core"), (z, "core"), (b, "v2"))} == {S.NONE}
+
 # -- provider usage and caps ----------------------------------------------------------------------
 
 
