@@ -121,6 +121,10 @@ _PAIRS = """WITH RECURSIVE
                       SELECT p.tenant, (SELECT MIN(x.space) FROM {t} x WHERE x.tenant = p.tenant AND x.space > p.space
                                         AND x.space >= '') FROM p WHERE p.space IS NOT NULL)
 SELECT tenant, space FROM p WHERE space IS NOT NULL"""
+# The distinct spaces of the sidecar by a loose scan of `sidecar_by_status`: one seek each.
+_SPACES_OF_ROWS = """WITH RECURSIVE s(space) AS (SELECT MIN(space) FROM sidecar UNION ALL
+ SELECT (SELECT MIN(x.space) FROM sidecar x WHERE x.space > s.space) FROM s WHERE s.space IS NOT NULL)
+SELECT space FROM s WHERE space IS NOT NULL"""
 _MAX = "CASE WHEN {a} > {b} THEN {a} ELSE {b} END"  # greatest() / max() differ between dialects
 # A row whose content changed while its space was not written (retired): `stale` if it had (or
 # was getting) a vector of the old content, else `none`; either way without the cold reference.
@@ -656,9 +660,11 @@ class LifecycleSql:
 
     def requeue_budget_deferred(self, before: float) -> int:
         # Space by space, so each statement reads `sidecar_by_status` (space, status, updated_at)
-        # instead of every row: without the space the planner scanned the table each tick (PostgreSQL
-        # 56 ms at 1M rows, /tmp script 2026-11-27; SQLite without statistics the same).
-        spaces = sorted({space for _, space in self.known_spaces()})
+        # instead of every row: without the space the planner scanned the table each tick
+        # (PostgreSQL 56 -> 1.5 ms at 1M rows, SQLite without statistics 38 -> 0.2 ms; /tmp scripts,
+        # 2026-11-27). The spaces by a loose scan of that index (0.08 ms), not `known_spaces`, whose
+        # cost follows the tenants (0.26 s at 10,000 of them).
+        spaces = [str(r["space"]) for r in self._read(_SPACES_OF_ROWS)]
         with self._lc_tx() as conn:
             return sum(int(self._x(conn, "UPDATE sidecar SET status='none', reason=NULL WHERE space=? AND "
                                          "status='deferred' AND reason='budget' AND updated_at<?",
