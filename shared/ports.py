@@ -366,6 +366,12 @@ class LifecycleStore(Protocol):
         """`ready` rows of lazy collections, not pinned, unused (last use or embedding) before
         `idle_before`."""
 
+    def eviction_page(self, spaces: Sequence[str], idle_before: float, now: float, after: RowCursor | None,
+                      limit: int) -> tuple[list[SidecarEntry], RowCursor | None]:
+        """Of the next `limit` sidecar rows in key order after `after` (None: from the first),
+        those of `spaces` that `eviction_candidates` would give; and the last row examined (None
+        once the end is reached)."""
+
     def evict(self, entries: Sequence[tuple[SidecarEntry, str, int]], codec: str, now: float) -> list[DocKey]:
         """(entry, cold ref, bytes): `ready` rows still holding that content move to `none` with
         the cold reference; their vectors go unless another ready row uses them; the change log

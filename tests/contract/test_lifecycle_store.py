@@ -236,6 +236,45 @@ def test_eviction_candidates_exclude_eager_pinned_and_recent(lc: StoreOfRecord) 
     assert lc.eviction_candidates("core", 1.0, 2.0, 100) == []
 
 
+def test_eviction_page_finds_what_eviction_candidates_does_a_page_at_a_time(lc: StoreOfRecord) -> None:
+    for i in ("old", "pinned", "recent", "queued"):
+        ready(lc, k(i), f"h-{i}")
+    ready(lc, k("e", c="eager"), "h-e")
+    ready(lc, k("o", tenant="u"), "h-o")
+    put(lc, k("queued"), "h-q", S.QUEUED)
+    put(lc, k("none"), "h-n")
+    lc.set_collection_mode(mode("eager", "eager"))
+    other = SidecarEntry(k("old"), "v2", S.QUEUED, "h-old", updated_at=1.0)  # idle in another space too
+    lc.put_docs([StoredDoc(k("old"), {"title": "old"}, [PUBLIC_PRINCIPAL], None, "h-old", 1.0)],
+                [other])
+    assert lc.commit_vectors([(other, [0.6, 0.8])], "m") == [k("old")]
+    future = 10 * T0 * 10_000  # after every wall-clock embedding time
+    lc.record_usage(UsageBatch(touches={k("pinned"): 1}, used={k("recent"): future - 10}), future - 10, HOUR, HL)
+    lc.pin_docs([k("pinned")], future + 100)
+    want = sorted((s.key, s.space) for space in ("core", "v2")
+                  for s in lc.eviction_candidates(space, future - 100, future, 100))
+    assert want == [(k("old"), "core"), (k("old"), "v2"), (k("o", tenant="u"), "core")]
+    rows = 8  # sidecar rows of every space and status
+    for limit in (1, 2, 3, 8, 100):
+        found, cursors, after = [], [], None
+        while True:
+            page, after = lc.eviction_page(["core", "v2"], future - 100, future, after, limit)
+            assert len(page) <= limit
+            found += page
+            cursors.append(after)
+            if after is None:
+                break
+        assert sorted((s.key, s.space) for s in found) == want, limit
+        assert all(s.status == S.READY for s in found)
+        # one row more is read to know the end: a table that fits in a page is one page, every time
+        assert len(cursors) == -(-rows // limit), limit
+        assert cursors[:-1] == sorted(c for c in cursors[:-1] if c is not None)
+    assert [(s.key, s.space) for s in lc.eviction_page(["v2"], future - 100, future, None, 100)[0]] == [
+        (k("old"), "v2")]
+    assert lc.eviction_page(["core"], 1.0, 2.0, None, 100) == ([], None)  # nothing idle before its embedding
+    assert lc.eviction_page([], future - 100, future, None, 100) == ([], None)
+
+
 def test_evict_moves_ready_rows_to_cold_and_keeps_shared_vectors(lc: StoreOfRecord) -> None:
     a, b, c = k("a"), k("b"), k("c")
     ready(lc, a, "h1")
