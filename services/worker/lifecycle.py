@@ -6,7 +6,8 @@ however many processes run it: `serve` threads, Celery beat tasks), one tick:
    starts a promotion backfill for each new eager collection;
 2. pins documents touched often or found beside pinned ones (they outlive the idle bound);
 3. evicts vectors unused for `VIBE_EVICT_IDLE_SECONDS` to the cold store, so the ANN index
-   drops them (through the change log) and the next touch rehydrates without a provider call;
+   drops them (through the change log) and the next touch rehydrates without a provider call
+   (a page of the sidecar per tick from a cursor in the store: within a pass of the idle bound);
 4. prunes vectors and cold entries whose content no document has any more, and old usage;
    drops the cold copy of a vector that is back in the store (rehydrated: evicting it again
    writes a new one);
@@ -15,7 +16,8 @@ however many processes run it: `serve` threads, Celery beat tasks), one tick:
    claimed (`expiring`, so a re-activation racing it is refused), then its cold files, rows and
    the space go; deletes cold codes that no cold entry has referenced for two sweeps (what a
    process killed mid-eviction or mid-prune left); deletes the sidecar rows of documents that
-   are gone (earlier versions left them), a batch per tick;
+   are gone (earlier versions left them), a batch per tick; compacts the change log (entries a
+   later entry of the same document, kind and space superseded);
 5. gives budget-refused documents of past days back to the lazy path;
 6. publishes coverage and storage gauges.
 Backfill steps run on their own, shorter cadence (`run_backfills`), and so does the move of a
@@ -128,7 +130,9 @@ class DocLifecycle:
     last_used_at: float | None
     touches: float  # decayed to now (a pin comes at `doc_promote_touches`)
     pinned_until: float | None  # a current pin only
-    evictable_at: float | None  # a ready vector: from then the next tick moves it cold unless it is used
+    # a ready vector: from then the scheduler moves it cold unless it is used (the tick whose
+    # eviction page reaches its row: within a pass, 50 ticks over 1M rows at the defaults)
+    evictable_at: float | None
 
 
 class Lifecycle:
