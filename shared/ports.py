@@ -342,6 +342,12 @@ class LifecycleStore(Protocol):
         """Documents whose decayed touches or co-occurrence reach `touches` and whose pin ends
         before `refresh_before` (default `now`: not pinned)."""
 
+    def hot_docs_page(self, now: float, touches: float, half_life: float, after: DocKey | None, limit: int,
+                      refresh_before: float | None = None) -> tuple[list[DocKey], DocKey | None]:
+        """`hot_docs` among the next `limit` usage rows in key order after `after` (None: from
+        the first), and the last key examined (None once the end is reached)."""
+        ...
+
     def pin_docs(self, keys: Sequence[DocKey], until: float) -> int: ...
 
     def doc_usage(self, key: DocKey) -> dict[str, float | None] | None: ...

@@ -60,9 +60,11 @@ COPIES_CURSOR = "cold_copies"
 CHANGES_CURSOR = "change_log"
 CHANGE_PAGES = 10  # change-log pages examined a tick (compact_change_log): ~30 ms SQLite, ~115 ms PostgreSQL
 EVICT_CURSOR = "evict"
-# The tick's eviction page, in `evict_batch`es of rows (`evict_page`): a row costs ~2.5 us to examine
-# (SQLite, PostgreSQL: /tmp scripts, 2026-11-27), so 20,000 at the defaults take ~50 ms a tick and a
-# pass over 1M rows 50 ticks (50 min at the default interval); one batch, 10 ms and 3.3 h.
+PINS_CURSOR = "pins"
+# The tick's eviction page, and its pins' page of usage rows, in `evict_batch`es of rows
+# (`evict_page`, `_pin`): a row costs ~2.5 us to examine (SQLite, PostgreSQL: /tmp scripts,
+# 2026-11-27), so 20,000 at the defaults take ~50 ms a tick and a pass over 1M rows 50 ticks
+# (50 min at the default interval); one batch, 10 ms and 3.3 h.
 EVICT_PAGE_BATCHES = 4
 
 
@@ -337,10 +339,15 @@ class Lifecycle:
 
     def _pin(self, now: float, r: TickReport) -> int:
         """V§4.3 doc promotion: extend the life of documents touched often or co-occurring with
-        pinned ones. Re-pinned once half the TTL has passed, not at every tick."""
+        pinned ones. Re-pinned once half the TTL has passed, not at every tick. A page of usage
+        rows a tick from the store's cursor, as eviction's: a document that turns hot is pinned
+        within a pass (1M rows: 50 ticks), against a TTL and an idle bound of days."""
         ttl = self.cfg.doc_promote_ttl_seconds
-        hot = self.store.hot_docs(now, self.cfg.doc_promote_touches, self.cfg.half_life_seconds, 10_000,
-                                  refresh_before=now + ttl / 2)
+        stop = self.store.sweep_cursor(PINS_CURSOR)
+        hot, after = self.store.hot_docs_page(now, self.cfg.doc_promote_touches, self.cfg.half_life_seconds,
+                                              DocKey(*stop) if stop and len(stop) == 3 else None,
+                                              EVICT_PAGE_BATCHES * self.cfg.evict_batch, refresh_before=now + ttl / 2)
+        self.store.set_sweep_cursor(PINS_CURSOR, after)
         if not hot:
             return 0
         n = self.store.pin_docs(hot, now + ttl)

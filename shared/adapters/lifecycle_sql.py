@@ -269,14 +269,29 @@ class LifecycleSql:
         with self._lc_tx() as conn:
             return int(self._x(conn, "DELETE FROM usage_buckets WHERE bucket<?", (before,)).rowcount or 0)
 
+    def _hot(self, now: float, touches: float, half_life: float,
+             refresh_before: float | None) -> tuple[str, tuple[object, ...]]:
+        """The condition on a doc_usage row `u` of `hot_docs`, and its arguments."""
+        decay = self._POW2.format(f"(u.decayed_at - ?) / {float(half_life)!r}")
+        return (f"(u.touches*{decay}>=? OR u.cooccur*{decay}>=?) AND COALESCE(u.pinned_until, 0)<?",
+                (now, touches, now, touches, now if refresh_before is None else refresh_before))
+
     def hot_docs(self, now: float, touches: float, half_life: float, limit: int,
                  refresh_before: float | None = None) -> list[DocKey]:
-        decay = self._POW2.format(f"(decayed_at - ?) / {float(half_life)!r}")
-        rows = self._read(
-            f"SELECT tenant, collection, doc_id FROM doc_usage WHERE (touches*{decay}>=? OR cooccur*{decay}>=?) "
-            "AND COALESCE(pinned_until, 0)<? LIMIT ?",
-            (now, touches, now, touches, now if refresh_before is None else refresh_before, limit))
+        test, args = self._hot(now, touches, half_life, refresh_before)
+        rows = self._read(f"SELECT u.tenant, u.collection, u.doc_id FROM doc_usage u WHERE {test} LIMIT ?",
+                          (*args, limit))
         return [DocKey(r["tenant"], r["collection"], r["doc_id"]) for r in rows]
+
+    def hot_docs_page(self, now: float, touches: float, half_life: float, after: DocKey | None, limit: int,
+                      refresh_before: float | None = None) -> tuple[list[DocKey], DocKey | None]:
+        """`hot_docs` over the next `limit` usage rows in key order after `after` (the scheduler's
+        pins, a page a tick: the decay computed over every row took 0.58 s a tick on SQLite and
+        0.1 s on PostgreSQL at 1M rows, /tmp script 2026-11-27), and the last key examined."""
+        test, args = self._hot(now, touches, half_life, refresh_before)
+        found, last = self._page("doc_usage u", ("tenant", "collection", "doc_id"), test, args, after, limit)
+        keys = [DocKey(r["tenant"], r["collection"], r["doc_id"]) for r in found]
+        return keys, None if last is None else DocKey(*last)
 
     def pin_docs(self, keys: Sequence[DocKey], until: float) -> int:
         with self._lc_tx() as conn:
@@ -392,7 +407,7 @@ class LifecycleSql:
         if not spaces:
             return [], None
         test = f"s.space IN ({','.join('?' * len(spaces))}) AND {self._IDLE}"
-        found, cursor = self._row_page(test, (*spaces, now, idle_before), after, limit, "s.*", self._IDLE_JOINS)
+        found, cursor = self._row_page(test, (*spaces, now, idle_before), after, limit, ", s.*", self._IDLE_JOINS)
         return [self._lc_row_to_sidecar(r) for r in found], cursor
 
     def evict(self, entries: Sequence[tuple[SidecarEntry, str, int]], codec: str, now: float) -> list[DocKey]:
@@ -467,19 +482,29 @@ class LifecycleSql:
 
     def _code_page(self, table: str, test: str, after: CodeCursor | None, limit: int,
                    ref: bool = False) -> tuple[list[Mapping[str, Any]], CodeCursor | None]:
-        """Of the next `limit` rows of `table` (vectors, cold_vectors: both keyed (tenant,
-        content_hash, space)) after `after`, those meeting `test` (a condition on `t`, the row)
-        now: a read, which the delete checks again. And the last key examined (None: the end).
-        One row more is read to know whether the end is reached: a table that fits in a page is
-        then examined whole at every tick, as before (a page that stopped exactly at the end
-        would make the next tick's page an empty one)."""
-        since, args = ("", ()) if after is None else (" WHERE (t.tenant, t.content_hash, t.space) > (?,?,?)", after)
-        page = self._read(f"SELECT t.tenant, t.content_hash, t.space{', t.ref' if ref else ''}, "
-                          f"CASE WHEN {test} THEN 1 ELSE 0 END AS hit FROM {table} t{since} "
-                          "ORDER BY t.tenant, t.content_hash, t.space LIMIT ?", (*args, limit + 1))
+        """`_page` over `table` (vectors, cold_vectors: both keyed (tenant, content_hash, space),
+        the row `t`): a read, which the delete checks again."""
+        found, last = self._page(f"{table} t", ("tenant", "content_hash", "space"), test, (), after, limit,
+                                 extra=", t.ref" if ref else "")
+        return found, None if last is None else (last[0], last[1], last[2])
+
+    def _page(self, table: str, key: tuple[str, ...], test: str, args: Sequence[object],
+              after: Sequence[str] | None, limit: int, extra: str = "", joins: str = "",
+              ) -> tuple[list[Mapping[str, Any]], tuple[str, ...] | None]:
+        """Of the next `limit` rows of `table` ("name alias") in the order of its `key` columns
+        after `after`, the key (and `extra` columns) of those meeting `test` (with its `args`, and
+        the tables `joins` brings), and the key of the last row examined (None: the end). The
+        scheduler's sweeps go by such pages from cursors in the store (`sweep_cursor`). One row
+        more is read to know whether the end is reached: a table that fits in a page is then
+        examined whole at every tick, as before (a page that stopped exactly at the end would
+        make the next tick's page an empty one)."""
+        alias = table.split()[-1]
+        cols = ", ".join(f"{alias}.{k}" for k in key)
+        since, at = ("", ()) if after is None else (f" WHERE ({cols}) > ({','.join('?' * len(key))})", tuple(after))
+        page = self._read(f"SELECT {cols}{extra}, CASE WHEN {test} THEN 1 ELSE 0 END AS hit FROM {table} "
+                          f"{joins}{since} ORDER BY {cols} LIMIT ?", (*args, *at, limit + 1))
         last = page[limit - 1] if len(page) > limit else None
-        return [r for r in page[:limit] if r["hit"]], None if last is None else (
-            str(last["tenant"]), str(last["content_hash"]), str(last["space"]))
+        return [r for r in page[:limit] if r["hit"]], None if last is None else tuple(str(last[k]) for k in key)
 
     _NO_DOC = "NOT EXISTS (SELECT 1 FROM docs d WHERE d.tenant=t.tenant AND d.content_hash=t.content_hash)"
 
@@ -669,20 +694,11 @@ class LifecycleSql:
         return [(DocKey(r["tenant"], r["collection"], r["doc_id"]), str(r["space"])) for r in found], cursor
 
     def _row_page(self, test: str, args: Sequence[object], after: RowCursor | None, limit: int,
-                  cols: str = "s.tenant, s.collection, s.doc_id, s.space",
-                  joins: str = "") -> tuple[list[Mapping[str, Any]], RowCursor | None]:
-        """`_code_page` for the sidecar (`s`, keyed (tenant, collection, doc_id, space)): of the
-        next `limit` rows after `after`, the `cols` of those meeting `test` (with its `args` and
-        the tables `joins` brings) now, and the last row examined (None: the end). One row more
-        is read to know whether the end is reached, so a table that fits in a page is examined
-        whole at every tick."""
-        since, key = ("", ()) if after is None else (" WHERE (s.tenant, s.collection, s.doc_id, s.space) > (?,?,?,?)",
-                                                     after)
-        page = self._read(f"SELECT {cols}, CASE WHEN {test} THEN 1 ELSE 0 END AS hit FROM sidecar s {joins}{since} "
-                          "ORDER BY s.tenant, s.collection, s.doc_id, s.space LIMIT ?", (*args, *key, limit + 1))
-        last = page[limit - 1] if len(page) > limit else None
-        return [r for r in page[:limit] if r["hit"]], None if last is None else (
-            str(last["tenant"]), str(last["collection"]), str(last["doc_id"]), str(last["space"]))
+                  extra: str = "", joins: str = "") -> tuple[list[Mapping[str, Any]], RowCursor | None]:
+        """`_page` over the sidecar (`s`, keyed (tenant, collection, doc_id, space))."""
+        found, last = self._page("sidecar s", ("tenant", "collection", "doc_id", "space"), test, args, after, limit,
+                                 extra=extra, joins=joins)
+        return found, None if last is None else (last[0], last[1], last[2], last[3])
 
     def requeue_budget_deferred(self, before: float) -> int:
         # Space by space, so each statement reads `sidecar_by_status` (space, status, updated_at)

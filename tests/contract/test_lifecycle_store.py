@@ -181,6 +181,25 @@ def test_hot_docs_and_pins(lc: StoreOfRecord) -> None:
     assert lc.hot_docs(T0, 3, HL, 10, refresh_before=T0 + 400) == [b]
 
 
+
+@pytest.mark.parametrize("limit", [1, 2, 3, 5, 100])
+def test_hot_docs_page_finds_what_hot_docs_does_a_page_at_a_time(lc: StoreOfRecord, limit: int) -> None:
+    keys = [k(f"d{i}") for i in range(7)] + [DocKey("u", "c", "z")]
+    lc.record_usage(UsageBatch(touches={x: 3 if i % 2 == 0 or x.tenant == "u" else 1 for i, x in enumerate(keys)}),
+                    T0, HOUR, HL)
+    lc.pin_docs([keys[2]], T0 + 500)
+    found, after, pages = [], None, 0
+    while True:
+        page, after = lc.hot_docs_page(T0, 3, HL, after, limit, refresh_before=T0 + 400)
+        assert len(page) <= limit
+        found += page
+        pages += 1
+        if after is None:
+            break
+        assert pages <= len(keys)  # each page moves on
+    assert found == sorted(lc.hot_docs(T0, 3, HL, 100, refresh_before=T0 + 400)) == [keys[i] for i in (0, 4, 6, 7)]
+    assert pages == max(1, -(-len(keys) // limit))  # a page that reaches the end says so
+
 # -- collection modes ---------------------------------------------------------------------------
 
 
