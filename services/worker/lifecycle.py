@@ -698,7 +698,8 @@ class Lifecycle:
         its decayed count is at the bar, again once half the TTL has passed. Without this,
         `evictableAt` was the current pin's end, and every tick moved it on (seen: a document
         touched on four pages, TTL 10 s, stayed ready past three announced times). Assumes a
-        tick as soon as a re-pin is due (a later tick moves it by up to one interval)."""
+        re-pin as soon as it is due (the pins' page reaches the document within a pass, so a
+        re-pin can come up to a pass later: 1M usage rows, 50 ticks)."""
         bar, ttl = self.cfg.doc_promote_touches, self.cfg.doc_promote_ttl_seconds
         if ttl <= 0 or hot < bar:
             return pinned
