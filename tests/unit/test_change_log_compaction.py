@@ -19,7 +19,7 @@ from services.worker import lifecycle
 from services.worker.lifecycle import CHANGES_CURSOR
 from shared.adapters.edge_vectors import EdgeVectorIndex
 from shared.adapters.tantivy_lexical import TantivyLexicalIndex
-from shared.indexing import FilePosition, IndexFollower
+from shared.indexing import FilePosition, IndexFollower, StorePosition
 from shared.model import DocKey
 from shared.ports import SearchFilter
 from tests.unit.test_cold_orphans import SPACE, USER, put_docs
@@ -138,3 +138,71 @@ def test_a_tick_compacts_pages_and_a_restart_goes_on(tmp_path: Path, layout: dic
     with service(tmp_path, layout, evict_batch=2) as c:
         assert [(k.doc_id, op) for _, k, op, _ in entries(c)] == [("a", "doc"), ("b", "doc"), ("c", "doc")]
         assert c.store.last_ticks("t")[1] is None  # housekeeping, not a change the tenant's view shows
+
+
+def test_compaction_racing_writers_and_a_shared_follower_leaves_no_stale_acl(
+        tmp_path: Path, layout: dict[str, Any]) -> None:  # noqa: F811
+    """Writers edit a few documents over and over (switching their ACL and text) and delete some,
+    while compaction pages through the log and a follower positioned in the store applies it in
+    small batches, all at once. At the end the follower's index holds exactly what the store does:
+    compaction removed no entry a follower still needed, whatever the interleaving."""
+    import random
+    import threading
+
+    keys = [f"k{i}" for i in range(12)]
+    readers = ("user:a", "user:b")
+    stop = threading.Event()
+    errors: list[BaseException] = []
+
+    def writer(seed: int) -> None:
+        rng = random.Random(seed)
+        try:
+            for n in range(80):
+                doc_id = rng.choice(keys)
+                if rng.random() < 0.15:
+                    c.docs.delete(DocKey("t", "c", doc_id))
+                else:
+                    acl = [rng.choice(readers)]
+                    c.docs.put([c.docs.parse(USER, "c", doc_id, {"title": doc_id, "_acl": acl,
+                                                                  "body": f"gearbox v{seed}x{n} {doc_id}"})])
+        except BaseException as e:  # noqa: BLE001 - reported by the test
+            errors.append(e)
+
+    def loop(step: Any) -> None:
+        try:
+            while not stop.is_set():
+                step()
+        except BaseException as e:  # noqa: BLE001 - reported by the test
+            errors.append(e)
+
+    with service(tmp_path, layout) as c:
+        shared = IndexFollower(c.store, TantivyLexicalIndex(tmp_path / "shared", languages=c.settings.language_map()),
+                               None, StorePosition(c.store, "lexical:race"), SPACE)
+        cursor: list[int | None] = [None]
+
+        def compact() -> None:
+            cursor[0] = c.store.compact_changes(cursor[0], 7)[1]
+
+        workers = [threading.Thread(target=writer, args=(s,)) for s in range(3)]
+        side = [threading.Thread(target=loop, args=(step,)) for step in (compact, lambda: shared.sync(3))]
+        for t in [*side, *workers]:
+            t.start()
+        for t in workers:
+            t.join(120)
+        stop.set()
+        for t in side:
+            t.join(60)
+        assert errors == []
+        shared.sync()
+        assert shared.lexical is not None
+        for doc_id in keys:
+            doc = c.store.get_doc(DocKey("t", "c", doc_id))
+            for reader in readers:
+                got = {h.key.doc_id for h in shared.lexical.search(SearchFilter("t", None, (reader,)), doc_id, 10)}
+                want = doc is not None and reader in doc.acl
+                assert (doc_id in got) == want, (doc_id, reader, doc.acl if doc else None)
+                if want:
+                    assert doc is not None
+                    version = str(doc.fields["body"]).split()[1]
+                    assert {h.key.doc_id for h in shared.lexical.search(
+                        SearchFilter("t", None, (reader,)), version, 10)} == {doc_id}, (doc_id, version)
