@@ -229,16 +229,25 @@ def test_collection_modes_and_manual_decisions(lc: StoreOfRecord) -> None:
 # -- eviction -----------------------------------------------------------------------------------
 
 
-def test_eviction_candidates_exclude_eager_pinned_and_recent(lc: StoreOfRecord) -> None:
+FUTURE = 10 * T0 * 10_000  # after every wall-clock embedding time
+
+
+def eviction_rows(lc: StoreOfRecord) -> float:
+    """Ready rows that are old, pinned, recently used, queued, of an eager collection and of
+    another tenant; returns the time the pin and the use are relative to."""
     for i in ("old", "pinned", "recent", "queued"):
         ready(lc, k(i), f"h-{i}")
     ready(lc, k("e", c="eager"), "h-e")
     ready(lc, k("o", tenant="u"), "h-o")
     put(lc, k("queued"), "h-q", S.QUEUED)
     lc.set_collection_mode(mode("eager", "eager"))
-    future = 10 * T0 * 10_000  # after every wall-clock embedding time
-    lc.record_usage(UsageBatch(touches={k("pinned"): 1}, used={k("recent"): future - 10}), future - 10, HOUR, HL)
-    lc.pin_docs([k("pinned")], future + 100)
+    lc.record_usage(UsageBatch(touches={k("pinned"): 1}, used={k("recent"): FUTURE - 10}), FUTURE - 10, HOUR, HL)
+    lc.pin_docs([k("pinned")], FUTURE + 100)
+    return FUTURE
+
+
+def test_eviction_candidates_exclude_eager_pinned_and_recent(lc: StoreOfRecord) -> None:
+    future = eviction_rows(lc)
     got = lc.eviction_candidates("core", future - 100, future, 100)
     assert sorted(s.key for s in got) == [k("old"), k("o", tenant="u")]
     assert all(s.status == S.READY for s in got)
@@ -256,20 +265,12 @@ def test_eviction_candidates_exclude_eager_pinned_and_recent(lc: StoreOfRecord) 
 
 
 def test_eviction_page_finds_what_eviction_candidates_does_a_page_at_a_time(lc: StoreOfRecord) -> None:
-    for i in ("old", "pinned", "recent", "queued"):
-        ready(lc, k(i), f"h-{i}")
-    ready(lc, k("e", c="eager"), "h-e")
-    ready(lc, k("o", tenant="u"), "h-o")
-    put(lc, k("queued"), "h-q", S.QUEUED)
+    future = eviction_rows(lc)
     put(lc, k("none"), "h-n")
-    lc.set_collection_mode(mode("eager", "eager"))
     other = SidecarEntry(k("old"), "v2", S.QUEUED, "h-old", updated_at=1.0)  # idle in another space too
     lc.put_docs([StoredDoc(k("old"), {"title": "old"}, [PUBLIC_PRINCIPAL], None, "h-old", 1.0)],
                 [other])
     assert lc.commit_vectors([(other, [0.6, 0.8])], "m") == [k("old")]
-    future = 10 * T0 * 10_000  # after every wall-clock embedding time
-    lc.record_usage(UsageBatch(touches={k("pinned"): 1}, used={k("recent"): future - 10}), future - 10, HOUR, HL)
-    lc.pin_docs([k("pinned")], future + 100)
     want = sorted((s.key, s.space) for space in ("core", "v2")
                   for s in lc.eviction_candidates(space, future - 100, future, 100))
     assert want == [(k("old"), "core"), (k("old"), "v2"), (k("o", tenant="u"), "core")]
