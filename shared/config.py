@@ -296,7 +296,11 @@ class Settings(BaseSettings):
     touch_reach_until: Annotated[int, Field(ge=0)] = 2  # TouchPolicy.reach_until (0 = every touch)
     touch_stable_zone: Annotated[float, Field(gt=0, le=1)] = 0.4  # TouchPolicy.stable_zone
     touch_unstable_least: Annotated[int, Field(ge=1, le=100)] = 2  # TouchPolicy.unstable_least
-    touch_follow_up: bool = False  # TouchPolicy.follow_up: a streamed first read touches again once landed
+    # TouchPolicy.follow_up: a streamed first read touches again once landed; "auto": per tenant and
+    # collection, where its first reads agree with their lexical top (touch.FollowUpSwitch), then
+    # with `touch_auto_dig_step` for that collection's digs
+    touch_follow_up: bool | Literal["auto"] = False
+    touch_auto_dig_step: Annotated[int, Field(ge=0)] = 8  # TouchPolicy.auto_dig_step
 
     # --- hardening (issue 12): input bounds, adapters, MCP: helper C's block ---
     # ACL bounds (services/api/writes.py DocumentService._acl): each principal is one keyword term

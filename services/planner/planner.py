@@ -14,7 +14,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from services.planner.explain import ExplainCache
 from services.planner.fusion import (
@@ -30,13 +30,17 @@ from services.planner.fusion import (
 from services.planner.query_cache import QueryVectorCache
 from services.planner.strategy import choose_strategy
 from services.planner.touch import (
+    AGREE_DEEP,
+    AGREE_TOP,
     TouchPolicy,
+    disagreement,
     memory_for,
     neighbour_query,
     neighbours,
     plan,
     query_key,
     reach,
+    switch_for,
     touch_state,
 )
 from services.planner.usage import OverBudget, UsageRecorder, embed_query_within_cap
@@ -288,6 +292,7 @@ class ReadSession:
         self.pending: set[DocKey] = set()
         self._first_touch = False  # this read's touch was its query's first (touch.PageMemory)
         self._followed = False  # follow_up() has run
+        self._observed = False  # this first read's agreement with its lexical top was counted ("auto")
         # A streamed semantic read searches first for its page only (offset + limit + 1 hits: the
         # one past the page tells whether there is a next). The page is the full list's page, so
         # all `k` candidates are fetched only for what reports or needs them: the `done` answer
@@ -607,7 +612,7 @@ class ReadSession:
         under a tight budget. Everything considered comes from this query's own reads inside
         the caller's filter (lexical list, fused page, neighbour searches)."""
         cfg, limit = self.p.cfg, self.req.limit
-        policy = cfg.touch
+        policy = self._policy()
         depth = max(policy.dig_max, policy.depth(limit, len(self._lexical_scores)))
         lexical = [h.key for h in self.lexical_hits[:depth]]
         page = [f.key for f in self._page()]
@@ -654,10 +659,35 @@ class ReadSession:
                  if k not in picked and (s := sides.get(k)) is not None and _evicted(s)]
         self._spend([sides[k] for k in keys if k in sides and sides[k].status in COLD])
 
+    def _policy(self) -> TouchPolicy:
+        """The touch policy for this read's collection: an "auto" follow-up resolved by the
+        collection's switch (on: follow up, and dig `auto_dig_step` at a time)."""
+        policy = self.p.cfg.touch
+        if policy.follow_up != "auto":
+            return policy
+        on = switch_for(self.p, policy.auto_window).on(self.principal.tenant, self.req.collection,
+                                                       policy.auto_after, policy.auto_below)
+        return replace(policy, follow_up=on, dig_step=policy.auto_dig_step if on else policy.dig_step)
+
+    def _observe_agreement(self) -> None:
+        """Count, for the collection's "auto" switch, how far this first read's refreshed fused
+        top left its lexical top (touch.disagreement), once. Only a hybrid ranking with its
+        semantic leg says anything about the lexical list as a guide. Counted under the read's
+        tenant and collection as named (a read across collections, "any", under "any"): one
+        store lookup (which of the lexical ranks 10-60 have a vector) per streamed first read."""
+        if self._observed or self.strategy != "hybrid" or self.semantic.state != "ready":
+            return
+        self._observed = True
+        deep = [h.key for h in self.lexical_hits[AGREE_TOP:AGREE_DEEP]]
+        ready = len(self.p.store.ready_among(deep, self.space)) if deep else 0
+        value = disagreement([h.key for h in self.lexical_hits], [f.key for f in self.ranking], ready)
+        switch_for(self.p, self.p.cfg.touch.auto_window).observe(self.principal.tenant, self.req.collection, value)
+
     def follow_up(self) -> bool:
         """Once this read's touch has landed (nothing pending), touch again if it was its query's
-        first touch and the policy follows up (TouchPolicy.follow_up): the plan is a repeat's, so
-        it spends only while the refreshed page is unstable. True if it queued anything."""
+        first touch and the policy follows up (TouchPolicy.follow_up; "auto": if its collection's
+        switch is on, after this read is counted): the plan is a repeat's, so it spends only while
+        the refreshed page is unstable. True if it queued anything."""
         policy = self.p.cfg.touch
         with self._steps:
             if (self._followed or not self._first_touch or self.pending or not self.touched
@@ -665,10 +695,15 @@ class ReadSession:
                 return False
             # Under a tight budget a first touch embeds only its page's best cold document and
             # keeps the bucket for queries that come back (TouchPolicy.first_under_budget): a
-            # follow-up would spend it at once.
+            # follow-up would spend it at once. (Nor is such a read counted for "auto": its
+            # lexical top is not embedded, so its page cannot say how far the leg would move it.)
             room = policy.reserve * policy.depth(self.req.limit, len(self._lexical_scores))
             if self.budget_limited or self.p.budget.available(self.principal.tenant) < room:
                 return False
+            if policy.follow_up == "auto":
+                self._observe_agreement()
+                if not self._policy().follow_up:
+                    return False
             self._followed = True
             self._touch_adaptive()
             return bool(self.pending)

@@ -68,7 +68,7 @@ import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import NamedTuple
+from typing import Literal, NamedTuple
 
 from services.planner.fusion import mean_spread
 from shared.model import DocKey, Hit, SemanticStatus, StoredDoc
@@ -125,7 +125,13 @@ class TouchPolicy:
     # its page is unstable): most first-seen queries are never asked again, so their first read is
     # the only chance to find what the semantic leg lifts from below the lexical top. Streams only
     # (a JSON read does not wait for its touch). bench.touch_sim: README "Touch economics".
-    follow_up: bool = False
+    # "auto": per (tenant, collection), on (with `auto_dig_step` for that collection's touches)
+    # only where its streamed first reads agree with their lexical top (`FollowUpSwitch`).
+    follow_up: bool | Literal["auto"] = False
+    auto_dig_step: int = 8  # the dig step of a collection whose "auto" follow-up is on
+    auto_after: int = 50  # "auto": on only after this many observed first reads of the collection ...
+    auto_below: float = -0.05  # ... while their running `disagreement` is below this
+    auto_window: int = 100  # the running mean weighs the last ~this many first reads (exponential)
 
     def reaches(self, touches: int) -> bool:
         """Whether `reach_best` bounds the dig of a query touched `touches` times before."""
@@ -241,6 +247,88 @@ def memory_for(owner: object) -> PageMemory:
         if mem is None:
             mem = _MEMORIES[owner] = PageMemory()
         return mem
+
+
+# The "auto" follow-up (TouchPolicy.follow_up == "auto"). A follow-up digs down the lexical list
+# below a first read's top; that pays where the semantic leg lifts documents from just below it
+# and little where it overrides the lexical top wholesale (a log of every dig: ~1 dug document in
+# 4-5 reaches eager's page on Cranfield, 1 in 9 on CISI, which the follow-up takes from 1.32x to
+# 1.40x the oracle). What a process sees of that, once a first read's touch has landed: how many
+# of the lexical top 10 its fused top 10 leaves out. That count grows with how much of the
+# neighbourhood below the top is embedded (what the semantic leg can lift), on both sets alike
+# (+0.04 per embedded document of lexical ranks 10-60, up to 30 of them), so a read is compared
+# with what that share predicts (AGREE_BASE + AGREE_SLOPE x deep): the residual separates the
+# sets at every point of a stream, where the raw count drifts up as a stream embeds more.
+# Fitted on the default policy's streams 1-20 of both sets (bench touch_sim, budget lifted):
+# Cranfield 1.22 + 0.045 x deep, CISI 1.82 + 0.039 x deep; the line is their mean. Per stream,
+# the mean residual over the first 60 first reads is -0.65..-0.12 on Cranfield and -0.01..+0.36
+# on CISI (first 40: -0.72..-0.04 against -0.27..+0.27: not yet apart).
+AGREE_TOP = 10  # the lexical and fused tops compared (whatever the request's page size)
+AGREE_DEEP = 60  # lexical ranks AGREE_TOP..AGREE_DEEP count as the neighbourhood below the top
+AGREE_DEEP_CAP = 30  # the count's growth flattens past this many embedded there
+AGREE_BASE = 1.522
+AGREE_SLOPE = 0.0417
+
+
+def disagreement(lexical: Sequence[DocKey], fused: Sequence[DocKey], deep_ready: int) -> float:
+    """How many of the lexical top AGREE_TOP the fused top AGREE_TOP leaves out, over what a read
+    with `deep_ready` embedded documents below the lexical top leaves out on average."""
+    shown = set(fused[:AGREE_TOP])
+    left_out = sum(1 for k in lexical[:AGREE_TOP] if k not in shown)
+    return left_out - (AGREE_BASE + AGREE_SLOPE * min(AGREE_DEEP_CAP, deep_ready))
+
+
+class _Agreement(NamedTuple):
+    reads: int  # first reads observed
+    mean: float  # their running disagreement
+
+
+class FollowUpSwitch:
+    """Per (tenant, collection), the running `disagreement` of its streamed first reads, and
+    whether its "auto" follow-up is on: after at least `after` of them, while the running mean
+    is below `below`; off again once it rises above. Keyed by tenant and collection, so one
+    tenant's reads never decide another's spend (nor does one collection's another's, whose
+    lexical list may guide its semantic leg well or badly). The running mean weighs each read
+    1/min(reads, window): a plain mean for the first `window` reads, exponential after, so a
+    collection whose queries change is followed. Bounded: at most `size` collections, least
+    recently observed dropped first (a dropped one starts again from off). In memory, per
+    planner: another replica, or a restart, learns again, which only defers the follow-ups."""
+
+    def __init__(self, size: int = 10_000, window: int = 100):
+        self.size = size
+        self.window = max(1, window)
+        self._seen: OrderedDict[tuple[str, str], _Agreement] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def observe(self, tenant: str, collection: str, value: float) -> None:
+        key = (tenant, collection)
+        with self._lock:
+            was = self._seen.pop(key, _Agreement(0, 0.0))
+            reads = was.reads + 1
+            self._seen[key] = _Agreement(reads, was.mean + (value - was.mean) / min(reads, self.window))
+            while len(self._seen) > self.size:
+                self._seen.popitem(last=False)
+
+    def on(self, tenant: str, collection: str, after: int, below: float) -> bool:
+        with self._lock:
+            seen = self._seen.get((tenant, collection))
+        return seen is not None and seen.reads >= after and seen.mean < below
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._seen)
+
+
+_SWITCHES: weakref.WeakKeyDictionary[object, FollowUpSwitch] = weakref.WeakKeyDictionary()
+
+
+def switch_for(owner: object, window: int = 100) -> FollowUpSwitch:
+    """One follow-up switch per planner (process-local, as `memory_for`)."""
+    with _MEMORIES_LOCK:
+        switch = _SWITCHES.get(owner)
+        if switch is None:
+            switch = _SWITCHES[owner] = FollowUpSwitch(window=window)
+        return switch
 
 
 def query_key(tenant: str, acl: Sequence[str], collection: str, text: str, limit: int) -> str:

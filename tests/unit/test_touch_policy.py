@@ -503,3 +503,140 @@ def test_no_follow_up_under_a_tight_budget(tmp_path: Path) -> None:
         assert len(ready) == 1  # touch_first_under_budget
     finally:
         c.stop()
+
+
+# -- the "auto" follow-up (TouchPolicy.follow_up == "auto", touch.FollowUpSwitch) -------------
+
+
+def test_disagreement_counts_the_lexical_top_left_out_over_what_the_embedded_share_predicts() -> None:
+    from services.planner.touch import AGREE_BASE, AGREE_SLOPE, disagreement
+
+    lex = keys(20)
+    assert disagreement(lex, lex, 0) == pytest.approx(-AGREE_BASE)  # the fused top is the lexical top
+    fused = [*lex[:6], *lex[12:16]]  # leaves out four of the lexical top 10
+    assert disagreement(lex, fused, 10) == pytest.approx(4 - AGREE_BASE - 10 * AGREE_SLOPE)
+    assert disagreement(lex, fused, 45) == disagreement(lex, fused, 30)  # the prediction flattens
+
+
+def test_the_follow_up_switch_is_per_tenant_and_collection_waits_for_enough_reads_and_is_bounded() -> None:
+    from services.planner.touch import FollowUpSwitch
+
+    sw = FollowUpSwitch(size=2, window=4)
+    for _ in range(2):
+        sw.observe("t1", "agree", -1.0)
+        sw.observe("t1", "disagree", 1.0)
+    assert not sw.on("t1", "agree", after=3, below=0.0)  # too few reads yet
+    sw.observe("t1", "agree", -1.0)
+    sw.observe("t1", "disagree", 1.0)
+    assert sw.on("t1", "agree", after=3, below=0.0)
+    assert not sw.on("t1", "disagree", after=3, below=0.0)
+    assert not sw.on("t2", "agree", after=3, below=0.0)  # another tenant's collection of that name
+    for _ in range(4):  # its reads now disagree: off again (the mean weighs the last ~4 reads)
+        sw.observe("t1", "agree", 1.0)
+    assert not sw.on("t1", "agree", after=3, below=0.0)
+    sw.observe("t2", "other", -1.0)  # a third collection: the least recently observed one goes
+    assert len(sw) == 2
+    one = FollowUpSwitch(size=1)
+    one.observe("t1", "a", -1.0)
+    assert one.on("t1", "a", after=1, below=0.0)
+    one.observe("t1", "b", -1.0)
+    assert len(one) == 1 and not one.on("t1", "a", after=1, below=0.0)  # dropped: off until seen again
+
+
+@pytest.mark.parametrize(("value", "expected"), [("true", True), ("false", False), ("1", True), ("0", False),
+                                                 ("auto", "auto")])
+def test_the_follow_up_setting_takes_true_false_or_auto(monkeypatch: pytest.MonkeyPatch, value: str,
+                                                        expected: bool | str) -> None:
+    from services.wiring import _touch_policy
+    from shared.config import Settings
+
+    monkeypatch.setenv("VIBE_TOUCH_FOLLOW_UP", value)
+    monkeypatch.setenv("VIBE_TOUCH_AUTO_DIG_STEP", "6")
+    policy = _touch_policy(Settings())
+    assert policy.follow_up == expected and type(policy.follow_up) is type(expected)
+    assert policy.auto_dig_step == 6
+
+
+class _AgreeOrNotEmbedder(_WordEmbedder):
+    """Two topics, one word in documents of every length (BM25 ranks the shorter first): on
+    "wing" the semantic leg ranks as the lexical one does (the shorter, the closer), on "flap"
+    against it (the longer, the closer): a collection of each."""
+
+    def _vec(self, text: str, query: bool) -> list[float]:
+        words = text.lower().split()
+        w, f, n = "wing" in words, "flap" in words, len(words) / 10
+        v = [0.0] * self.dim
+        if query:
+            v[0], v[2] = float(w), float(f)
+        else:
+            v[0], v[1], v[2], v[3] = float(w), n * w, n * f, float(f)
+        v[31] = 0.01
+        norm = math.sqrt(sum(x * x for x in v))
+        return [x / norm for x in v]
+
+    def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        return [self._vec(t, False) for t in texts]
+
+    def embed_query(self, text: str) -> list[float]:
+        return self._vec(text, True)
+
+
+def test_auto_follows_up_where_first_reads_agree_with_the_lexical_top_and_not_where_they_disagree(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The real planner: first reads of "agree" leave their lexical top about where it is, so once
+    three of them are counted its reads follow up; those of "disagree" pull documents from below the
+    lexical top onto the page, so its reads never do. Another tenant's "agree" starts off."""
+    from services.planner.planner import ReadRequest, ReadSession
+    from services.planner.touch import switch_for
+    from services.wiring import build
+    from shared.adapters.memory_queue import InProcessQueue
+    from shared.config import Settings
+
+    touches: list[int] = []  # the dig step of each touch planned (the follow-up's is auto_dig_step)
+    real_touch = ReadSession._touch_adaptive
+
+    def counted(self: ReadSession) -> None:
+        touches.append(self._policy().dig_step)
+        real_touch(self)
+
+    monkeypatch.setattr(ReadSession, "_touch_adaptive", counted)
+    c = build(Settings(data_dir=tmp_path / "data", embedder="openai", per_tenant_per_min=100_000,
+                       touch_follow_up="auto"), _AgreeOrNotEmbedder())
+    c.planner.cfg.touch = replace(c.planner.cfg.touch, auto_after=3)
+    c.start()
+    try:
+        bob = Principal("t2", ("user:alice",), frozenset({"read", "write", "admin"}))
+        for who in (ALICE, bob):
+            for col, word in (("agree", "wing"), ("disagree", "flap")):
+                docs = [{"_id": f"{col}{i}", "body": " ".join([word, *(f"filler{j}" for j in range(i))]),
+                         "_acl": ["user:alice"]} for i in range(1, 61)]
+                c.docs.put([c.docs.parse(who, col, d["_id"], d) for d in docs])
+
+        def reads(who: Principal, col: str, word: str) -> list[list[int]]:
+            """Four first reads as the SSE route runs them; each one's touches (their dig steps)."""
+            out = []
+            for q in (word, f"{word} one", f"{word} two", f"{word} three"):
+                touches.clear()
+                session = c.planner.open(who, ReadRequest(col, q, "hybrid", limit=10), streaming=True)
+                session.complete_semantic()
+                session.touch()
+                while True:
+                    while session.awaits_backfill:
+                        assert isinstance(c.queue, InProcessQueue) and c.queue.wait_idle(30)
+                        session.refresh()
+                    if not session.follow_up():
+                        break
+                out.append(list(touches))
+            return out
+
+        switch, below = switch_for(c.planner), c.planner.cfg.touch.auto_below
+        base, step = c.planner.cfg.touch.dig_step, c.planner.cfg.touch.auto_dig_step
+        # "agree": once its third first read is counted, that read follows up (a second touch),
+        # and from then on its touches dig auto_dig_step at a time
+        assert reads(ALICE, "agree", "wing") == [[base], [base], [base, step], [step, step]]
+        assert switch.on("t1", "agree", 3, below)
+        assert reads(ALICE, "disagree", "flap") == [[base]] * 4  # never on
+        assert not switch.on("t1", "disagree", 3, below)
+        assert reads(bob, "agree", "wing")[:3] == [[base], [base], [base, step]]  # another tenant's "agree" learns anew
+    finally:
+        c.stop()
