@@ -299,7 +299,7 @@ class Settings(BaseSettings):
     # TouchPolicy.follow_up: a streamed first read touches again once landed; "auto": per tenant and
     # collection, where its first reads agree with their lexical top (touch.FollowUpSwitch), then
     # with `touch_auto_dig_step` for that collection's digs
-    touch_follow_up: bool | Literal["auto"] = False
+    touch_follow_up: bool | Literal["auto"] = "auto"
     touch_auto_dig_step: Annotated[int, Field(ge=0)] = 8  # TouchPolicy.auto_dig_step
 
     # --- hardening (issue 12): input bounds, adapters, MCP: helper C's block ---

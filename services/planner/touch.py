@@ -127,7 +127,7 @@ class TouchPolicy:
     # (a JSON read does not wait for its touch). bench.touch_sim: README "Touch economics".
     # "auto": per (tenant, collection), on (with `auto_dig_step` for that collection's touches)
     # only where its streamed first reads agree with their lexical top (`FollowUpSwitch`).
-    follow_up: bool | Literal["auto"] = False
+    follow_up: bool | Literal["auto"] = "auto"
     auto_dig_step: int = 8  # the dig step of a collection whose "auto" follow-up is on
     auto_after: int = 50  # "auto": on only after this many observed first reads of the collection ...
     auto_below: float = -0.05  # ... while their running `disagreement` is below this
