@@ -26,6 +26,7 @@ import shutil
 import statistics
 import tempfile
 import time
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -37,6 +38,7 @@ from bench.embed_server import CachedModel
 from bench.lazy import query_population, zipf_stream
 from bench.quality import COLLECTION, corpus_docs
 from services.planner.planner import COLD, ReadRequest
+from services.planner.touch import switch_for
 from services.wiring import Container, build
 from shared.adapters.memory_budget import MemoryBudget
 from shared.config import Settings
@@ -212,10 +214,16 @@ def replay(model: CachedModel, ds: Dataset, env: dict[str, Any], stream: list[st
     last_seen: dict[str, int] = {}
     try:
         _ingest(c, ds)
+        t = c.planner.cfg.touch
+        switch = switch_for(c.planner, t.auto_window)
+        trail: list[str] = []  # the "auto" follow-up's states for the collection, in the order taken
         for i, qid in enumerate(stream):
             budget.advance(1 / qpm)
             final[qid] = _ask(c, queries[qid])[1]
             last_seen[qid] = i
+            state = switch.state(TENANT, COLLECTION, t.auto_after, t.auto_below)
+            if not trail or trail[-1] != state:
+                trail.append(state)
         embedded = _embedded(c, ds)
         # The same queries asked once more after the stream, spending nothing (the budget grants
         # nothing): what a user asking again at the end sees, embeddings of later queries included.
@@ -231,7 +239,7 @@ def replay(model: CachedModel, ds: Dataset, env: dict[str, Any], stream: list[st
     union_all = {d for q in set(stream) for d in base.top[q]}
     n = len(ds.corpus)
     texts = {d["_id"]: doc_text({"title": d["title"], "text": d["text"]}, None) for d in corpus_docs(ds)}
-    return {"embedded_fraction": round(len(embedded) / n, 4), "embeds": emb.calls,
+    return {"auto_state": ">".join(trail), "embedded_fraction": round(len(embedded) / n, 4), "embeds": emb.calls,
             # how much of the spend went to documents some eager first page of the stream shows
             "embedded_on_oracle": round(len(embedded & union_all) / max(1, len(embedded)), 4),
             "ratio_second_half": round(statistics.fmean(got.values()) / base_mean, 4) if base_mean else 0.0,
@@ -305,6 +313,8 @@ def main() -> None:
             res = [replay(model, ds, env, zipf_stream(qids, a.length, int(s)), base, per_minute, a.qpm)
                    for s in a.seeds.split(",")]
             row = {"setting": name, "env": env, "per_minute": per_minute, "seeds": a.seeds}
+            # how many streams took each sequence of "auto" states (e.g. unknown>agree)
+            row["auto_states"] = dict(Counter(r.pop("auto_state") for r in res))
             for k in res[0]:
                 row[k] = round(statistics.fmean(r[k] for r in res), 4)
             row["x_oracle"] = round(row["embedded_fraction"] / row["oracle_fraction"], 3)

@@ -434,7 +434,9 @@ def _touch_policy(s: Settings) -> TouchPolicy:
                        first_under_budget=s.touch_first_under_budget, reach_best=s.touch_reach_best,
                        reach_until=s.touch_reach_until, stable_zone=s.touch_stable_zone,
                        unstable_least=s.touch_unstable_least, follow_up=s.touch_follow_up,
-                       auto_dig_step=s.touch_auto_dig_step)
+                       auto_dig_step=s.touch_auto_dig_step, auto_disagree=s.touch_auto_disagree,
+                       auto_disagree_probe_rounds=s.touch_auto_disagree_probe_rounds,
+                       auto_disagree_dig_step=s.touch_auto_disagree_dig_step)
 
 
 def build(settings: Settings, embedder: Embedder | None = None, clock: Callable[[], float] | None = None) -> Container:

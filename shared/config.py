@@ -301,6 +301,11 @@ class Settings(BaseSettings):
     # with `touch_auto_dig_step` for that collection's digs
     touch_follow_up: bool | Literal["auto"] = "auto"
     touch_auto_dig_step: Annotated[int, Field(ge=0)] = 8  # TouchPolicy.auto_dig_step
+    # "auto", a collection whose first reads disagree with their lexical top: follow up too, with
+    # these probing rounds and dig step (TouchPolicy.auto_disagree*); false = no follow-up there
+    touch_auto_disagree: bool = True
+    touch_auto_disagree_probe_rounds: Annotated[int, Field(ge=0)] = 1
+    touch_auto_disagree_dig_step: Annotated[int, Field(ge=0)] = 4
 
     # --- hardening (issue 12): input bounds, adapters, MCP: helper C's block ---
     # ACL bounds (services/api/writes.py DocumentService._acl): each principal is one keyword term

@@ -661,13 +661,21 @@ class ReadSession:
 
     def _policy(self) -> TouchPolicy:
         """The touch policy for this read's collection: an "auto" follow-up resolved by the
-        collection's switch (on: follow up, and dig `auto_dig_step` at a time)."""
+        collection's switch (touch.FollowUpSwitch.state): "agree" follows up and digs
+        `auto_dig_step` at a time; "disagree" (with `auto_disagree`) follows up, but with
+        `auto_disagree_probe_rounds` probing rounds per query and `auto_disagree_dig_step`
+        steps, since there a dug document reaches the page less often; otherwise no follow-up."""
         policy = self.p.cfg.touch
         if policy.follow_up != "auto":
             return policy
-        on = switch_for(self.p, policy.auto_window).on(self.principal.tenant, self.req.collection,
-                                                       policy.auto_after, policy.auto_below)
-        return replace(policy, follow_up=on, dig_step=policy.auto_dig_step if on else policy.dig_step)
+        state = switch_for(self.p, policy.auto_window).state(self.principal.tenant, self.req.collection,
+                                                             policy.auto_after, policy.auto_below)
+        if state == "agree":
+            return replace(policy, follow_up=True, dig_step=policy.auto_dig_step)
+        if state == "disagree" and policy.auto_disagree:
+            return replace(policy, follow_up=True, probe_rounds=policy.auto_disagree_probe_rounds,
+                           dig_step=policy.auto_disagree_dig_step)
+        return replace(policy, follow_up=False)
 
     def _observe_agreement(self) -> None:
         """Count, for the collection's "auto" switch, how far this first read's refreshed fused

@@ -125,13 +125,28 @@ class TouchPolicy:
     # its page is unstable): most first-seen queries are never asked again, so their first read is
     # the only chance to find what the semantic leg lifts from below the lexical top. Streams only
     # (a JSON read does not wait for its touch). bench.touch_sim: README "Touch economics".
-    # "auto": per (tenant, collection), on (with `auto_dig_step` for that collection's touches)
-    # only where its streamed first reads agree with their lexical top (`FollowUpSwitch`).
+    # "auto": per (tenant, collection), by the state of its `FollowUpSwitch` (what its streamed
+    # first reads say of their lexical top): "agree" follows up with `auto_dig_step` for that
+    # collection's touches; "disagree" (if `auto_disagree`) follows up too, but probes less per
+    # query (`auto_disagree_probe_rounds`) in smaller steps (`auto_disagree_dig_step`); "unknown"
+    # (too few reads yet) and "disagree" without `auto_disagree` keep the policy as set, no follow-up.
     follow_up: bool | Literal["auto"] = "auto"
     auto_dig_step: int = 8  # the dig step of a collection whose "auto" follow-up is on
-    auto_after: int = 50  # "auto": on only after this many observed first reads of the collection ...
-    auto_below: float = -0.05  # ... while their running `disagreement` is below this
+    auto_after: int = 50  # "auto": a state only after this many observed first reads of the collection ...
+    auto_below: float = -0.05  # ... "agree" while their running `disagreement` is below this, else "disagree"
     auto_window: int = 100  # the running mean weighs the last ~this many first reads (exponential)
+    # A collection whose first reads disagree with their lexical top (CISI-like: the semantic leg
+    # overrides the top rather than lifting from just below it) pays ~1 dug document in 9, so a
+    # follow-up with the usual three probing rounds costs more than it finds; with one round and
+    # small steps it also finds what its first read's page missed, at less spend (measured as a
+    # global setting in bench.touch_sim: CISI 1.344x -> 1.298x the oracle, 0.9826 -> 0.9867 of eager,
+    # but 0.992 -> 0.955 on its few-distinct-questions workload, which never reaches `auto_after`).
+    # Held out as this branch (seeds 41-60, bench/results/touch-auto2-*): CISI, "disagree" in every
+    # stream, 1.324x -> 1.313x the oracle and 0.9803 -> 0.9832 of eager; Cranfield unchanged (19
+    # of 20 streams "agree" throughout); few-distinct-questions workloads identical.
+    auto_disagree: bool = True
+    auto_disagree_probe_rounds: int = 1  # the probe_rounds of a collection in "disagree"
+    auto_disagree_dig_step: int = 4  # its dig step
 
     def reaches(self, touches: int) -> bool:
         """Whether `reach_best` bounds the dig of a query touched `touches` times before."""
@@ -278,21 +293,25 @@ def disagreement(lexical: Sequence[DocKey], fused: Sequence[DocKey], deep_ready:
     return left_out - (AGREE_BASE + AGREE_SLOPE * min(AGREE_DEEP_CAP, deep_ready))
 
 
+SwitchState = Literal["unknown", "agree", "disagree"]
+
+
 class _Agreement(NamedTuple):
     reads: int  # first reads observed
     mean: float  # their running disagreement
 
 
 class FollowUpSwitch:
-    """Per (tenant, collection), the running `disagreement` of its streamed first reads, and
-    whether its "auto" follow-up is on: after at least `after` of them, while the running mean
-    is below `below`; off again once it rises above. Keyed by tenant and collection, so one
-    tenant's reads never decide another's spend (nor does one collection's another's, whose
-    lexical list may guide its semantic leg well or badly). The running mean weighs each read
-    1/min(reads, window): a plain mean for the first `window` reads, exponential after, so a
-    collection whose queries change is followed. Bounded: at most `size` collections, least
-    recently observed dropped first (a dropped one starts again from off). In memory, per
-    planner: another replica, or a restart, learns again, which only defers the follow-ups."""
+    """Per (tenant, collection), the running `disagreement` of its streamed first reads, and the
+    state its "auto" follow-up takes from them (`state`): "agree" after at least `after` of them
+    while the running mean is below `below`, "disagree" once it is at or above (and back).
+    Keyed by tenant and collection, so one tenant's reads never decide another's spend (nor
+    does one collection's another's, whose lexical list may guide its semantic leg well or
+    badly). The running mean weighs each read 1/min(reads, window): a plain mean for the first
+    `window` reads, exponential after, so a collection whose queries change is followed.
+    Bounded: at most `size` collections, least recently observed dropped first (a dropped one
+    starts again from "unknown"). In memory, per planner: another replica, or a restart, learns
+    again, which only defers the follow-ups."""
 
     def __init__(self, size: int = 10_000, window: int = 100):
         self.size = size
@@ -309,10 +328,19 @@ class FollowUpSwitch:
             while len(self._seen) > self.size:
                 self._seen.popitem(last=False)
 
-    def on(self, tenant: str, collection: str, after: int, below: float) -> bool:
+    def state(self, tenant: str, collection: str, after: int, below: float) -> SwitchState:
+        """"unknown" before `after` observed first reads (or once dropped), then "agree" while the
+        running mean is below `below`, "disagree" at or above it: one threshold splits the two,
+        so a collection is always in one of them once it has been read enough to tell."""
         with self._lock:
             seen = self._seen.get((tenant, collection))
-        return seen is not None and seen.reads >= after and seen.mean < below
+        if seen is None or seen.reads < after:
+            return "unknown"
+        return "agree" if seen.mean < below else "disagree"
+
+    def on(self, tenant: str, collection: str, after: int, below: float) -> bool:
+        """Whether the collection is in "agree" (its first reads follow up at `auto_dig_step`)."""
+        return self.state(tenant, collection, after, below) == "agree"
 
     def __len__(self) -> int:
         with self._lock:

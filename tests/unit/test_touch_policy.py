@@ -555,6 +555,12 @@ def test_the_follow_up_setting_takes_true_false_or_auto(monkeypatch: pytest.Monk
     policy = _touch_policy(Settings())
     assert policy.follow_up == expected and type(policy.follow_up) is type(expected)
     assert policy.auto_dig_step == 6
+    assert (policy.auto_disagree, policy.auto_disagree_probe_rounds, policy.auto_disagree_dig_step) == (True, 1, 4)
+    monkeypatch.setenv("VIBE_TOUCH_AUTO_DISAGREE", "false")
+    monkeypatch.setenv("VIBE_TOUCH_AUTO_DISAGREE_PROBE_ROUNDS", "2")
+    monkeypatch.setenv("VIBE_TOUCH_AUTO_DISAGREE_DIG_STEP", "3")
+    policy = _touch_policy(Settings())
+    assert (policy.auto_disagree, policy.auto_disagree_probe_rounds, policy.auto_disagree_dig_step) == (False, 2, 3)
 
 
 class _AgreeOrNotEmbedder(_WordEmbedder):
@@ -585,7 +591,8 @@ def test_auto_follows_up_where_first_reads_agree_with_the_lexical_top_and_not_wh
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The real planner: first reads of "agree" leave their lexical top about where it is, so once
     three of them are counted its reads follow up; those of "disagree" pull documents from below the
-    lexical top onto the page, so its reads never do. Another tenant's "agree" starts off."""
+    lexical top onto the page, so (the disagree branch off) its reads never do. Another tenant's
+    "agree" starts off."""
     from services.planner.planner import ReadRequest, ReadSession
     from services.planner.touch import switch_for
     from services.wiring import build
@@ -601,7 +608,7 @@ def test_auto_follows_up_where_first_reads_agree_with_the_lexical_top_and_not_wh
 
     monkeypatch.setattr(ReadSession, "_touch_adaptive", counted)
     c = build(Settings(data_dir=tmp_path / "data", embedder="openai", per_tenant_per_min=100_000,
-                       touch_follow_up="auto"), _AgreeOrNotEmbedder())
+                       touch_follow_up="auto", touch_auto_disagree=False), _AgreeOrNotEmbedder())
     c.planner.cfg.touch = replace(c.planner.cfg.touch, auto_after=3)
     c.start()
     try:
@@ -638,5 +645,111 @@ def test_auto_follows_up_where_first_reads_agree_with_the_lexical_top_and_not_wh
         assert reads(ALICE, "disagree", "flap") == [[base]] * 4  # never on
         assert not switch.on("t1", "disagree", 3, below)
         assert reads(bob, "agree", "wing")[:3] == [[base], [base], [base, step]]  # another tenant's "agree" learns anew
+    finally:
+        c.stop()
+
+
+def test_the_switch_reports_unknown_then_agree_or_disagree_by_one_threshold() -> None:
+    from services.planner.touch import FollowUpSwitch
+
+    sw = FollowUpSwitch(window=10)
+    for i in range(5):
+        assert sw.state("t1", "c", after=5, below=-0.05) == "unknown"  # too few reads yet
+        sw.observe("t1", "c", 0.4)
+        sw.observe("t1", "d", -0.4)
+        assert (i < 4) == (sw.state("t1", "c", after=5, below=-0.05) == "unknown")
+    assert sw.state("t1", "c", after=5, below=-0.05) == "disagree"  # at or above the threshold
+    assert not sw.on("t1", "c", after=5, below=-0.05)
+    assert sw.state("t1", "d", after=5, below=-0.05) == "agree" and sw.on("t1", "d", after=5, below=-0.05)
+    assert sw.state("t1", "c", after=5, below=0.4) == "disagree"  # the threshold itself is "disagree"
+    assert sw.state("t2", "c", after=5, below=-0.05) == "unknown"  # another tenant's collection
+    for _ in range(30):  # its reads now agree: the running mean follows
+        sw.observe("t1", "c", -1.0)
+    assert sw.state("t1", "c", after=5, below=-0.05) == "agree"
+
+
+def test_auto_follows_up_a_disagreeing_collection_with_one_probing_round_and_small_steps(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The real planner, the disagree branch on (default): once three first reads of "disagree" are
+    counted (their fused top leaves the lexical top), its reads follow up too, with
+    `auto_disagree_probe_rounds` probing rounds and `auto_disagree_dig_step` steps; "agree" keeps
+    `auto_dig_step` and the default probing rounds."""
+    from services.planner.planner import ReadRequest, ReadSession
+    from services.planner.touch import switch_for
+    from services.wiring import build
+    from shared.adapters.memory_queue import InProcessQueue
+    from shared.config import Settings
+
+    touches: list[tuple[int, int]] = []  # (dig step, probing rounds) of each touch planned
+    real_touch = ReadSession._touch_adaptive
+
+    def counted(self: ReadSession) -> None:
+        policy = self._policy()
+        touches.append((policy.dig_step, policy.probe_rounds))
+        real_touch(self)
+
+    monkeypatch.setattr(ReadSession, "_touch_adaptive", counted)
+    c = build(Settings(data_dir=tmp_path / "data", embedder="openai", per_tenant_per_min=100_000,
+                       touch_follow_up="auto", touch_auto_disagree_probe_rounds=1,
+                       touch_auto_disagree_dig_step=4), _AgreeOrNotEmbedder())
+    c.planner.cfg.touch = replace(c.planner.cfg.touch, auto_after=3)
+    c.start()
+    try:
+        for col, word in (("agree", "wing"), ("disagree", "flap")):
+            docs = [{"_id": f"{col}{i}", "body": " ".join([word, *(f"filler{j}" for j in range(i))]),
+                     "_acl": ["user:alice"]} for i in range(1, 61)]
+            c.docs.put([c.docs.parse(ALICE, col, d["_id"], d) for d in docs])
+
+        def reads(col: str, word: str) -> list[list[tuple[int, int]]]:
+            out = []
+            for q in (word, f"{word} one", f"{word} two", f"{word} three"):
+                touches.clear()
+                session = c.planner.open(ALICE, ReadRequest(col, q, "hybrid", limit=10), streaming=True)
+                session.complete_semantic()
+                session.touch()
+                while True:
+                    while session.awaits_backfill:
+                        assert isinstance(c.queue, InProcessQueue) and c.queue.wait_idle(30)
+                        session.refresh()
+                    if not session.follow_up():
+                        break
+                out.append(list(touches))
+            return out
+
+        t = c.planner.cfg.touch
+        assert t.auto_disagree  # on by default
+        base, agree, disagree = (t.dig_step, t.probe_rounds), (t.auto_dig_step, t.probe_rounds), (4, 1)
+        assert reads("disagree", "flap") == [[base], [base], [base, disagree], [disagree, disagree]]
+        assert switch_for(c.planner).state("t1", "disagree", 3, t.auto_below) == "disagree"
+        assert reads("agree", "wing") == [[base], [base], [base, agree], [agree, agree]]
+        assert switch_for(c.planner).state("t1", "agree", 3, t.auto_below) == "agree"
+    finally:
+        c.stop()
+
+
+@pytest.mark.parametrize("follow", [False, True])
+def test_explicit_follow_up_ignores_the_switch_in_any_state(tmp_path: Path, follow: bool) -> None:
+    """VIBE_TOUCH_FOLLOW_UP true/false: the policy as set, whatever the collection's switch says
+    (no agree or disagree branch)."""
+    from services.planner.planner import ReadRequest
+    from services.planner.touch import switch_for
+    from services.wiring import build
+    from shared.config import Settings
+
+    c = build(Settings(data_dir=tmp_path / "data", embedder="openai", touch_follow_up=follow,
+                       touch_auto_disagree=True), _WordEmbedder())
+    c.planner.cfg.touch = replace(c.planner.cfg.touch, auto_after=3)
+    try:
+        switch = switch_for(c.planner)
+        for value, col in ((1.0, "dis"), (-1.0, "agr")):
+            for _ in range(5):
+                switch.observe("t1", col, value)
+        t = c.planner.cfg.touch
+        assert switch.state("t1", "dis", 3, t.auto_below) == "disagree"
+        assert switch.state("t1", "agr", 3, t.auto_below) == "agree"
+        for col in ("dis", "agr", "new"):
+            session = c.planner.open(ALICE, ReadRequest(col, "wing", "hybrid", limit=10), streaming=True)
+            assert session._policy() is t  # unchanged: follow_up as set, dig step 5, probing rounds 3
+        assert (t.follow_up, t.dig_step, t.probe_rounds) == (follow, 5, 3)
     finally:
         c.stop()
