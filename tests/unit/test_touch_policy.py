@@ -587,16 +587,44 @@ class _AgreeOrNotEmbedder(_WordEmbedder):
         return self._vec(text, True)
 
 
+def _agree_and_disagree(c: Container, who: Principal) -> None:
+    """A collection of each kind (`_AgreeOrNotEmbedder`) for `who`'s tenant, 60 documents each."""
+    for col, word in (("agree", "wing"), ("disagree", "flap")):
+        docs = [{"_id": f"{col}{i}", "body": " ".join([word, *(f"filler{j}" for j in range(i))]),
+                 "_acl": ["user:alice"]} for i in range(1, 61)]
+        c.docs.put([c.docs.parse(who, col, d["_id"], d) for d in docs])
+
+
+def _first_reads(c: Container, who: Principal, col: str, word: str, touches: list[Any]) -> list[list[Any]]:
+    """Four first reads as the SSE route runs them; what `touches` recorded for each one's touches."""
+    from services.planner.planner import ReadRequest
+    from shared.adapters.memory_queue import InProcessQueue
+
+    out = []
+    for q in (word, f"{word} one", f"{word} two", f"{word} three"):
+        touches.clear()
+        session = c.planner.open(who, ReadRequest(col, q, "hybrid", limit=10), streaming=True)
+        session.complete_semantic()
+        session.touch()
+        while True:
+            while session.awaits_backfill:
+                assert isinstance(c.queue, InProcessQueue) and c.queue.wait_idle(30)
+                session.refresh()
+            if not session.follow_up():
+                break
+        out.append(list(touches))
+    return out
+
+
 def test_auto_follows_up_where_first_reads_agree_with_the_lexical_top_and_not_where_they_disagree(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The real planner: first reads of "agree" leave their lexical top about where it is, so once
     three of them are counted its reads follow up; those of "disagree" pull documents from below the
     lexical top onto the page, so (the disagree branch off) its reads never do. Another tenant's
     "agree" starts off."""
-    from services.planner.planner import ReadRequest, ReadSession
+    from services.planner.planner import ReadSession
     from services.planner.touch import switch_for
     from services.wiring import build
-    from shared.adapters.memory_queue import InProcessQueue
     from shared.config import Settings
 
     touches: list[int] = []  # the dig step of each touch planned (the follow-up's is auto_dig_step)
@@ -614,27 +642,10 @@ def test_auto_follows_up_where_first_reads_agree_with_the_lexical_top_and_not_wh
     try:
         bob = Principal("t2", ("user:alice",), frozenset({"read", "write", "admin"}))
         for who in (ALICE, bob):
-            for col, word in (("agree", "wing"), ("disagree", "flap")):
-                docs = [{"_id": f"{col}{i}", "body": " ".join([word, *(f"filler{j}" for j in range(i))]),
-                         "_acl": ["user:alice"]} for i in range(1, 61)]
-                c.docs.put([c.docs.parse(who, col, d["_id"], d) for d in docs])
+            _agree_and_disagree(c, who)
 
         def reads(who: Principal, col: str, word: str) -> list[list[int]]:
-            """Four first reads as the SSE route runs them; each one's touches (their dig steps)."""
-            out = []
-            for q in (word, f"{word} one", f"{word} two", f"{word} three"):
-                touches.clear()
-                session = c.planner.open(who, ReadRequest(col, q, "hybrid", limit=10), streaming=True)
-                session.complete_semantic()
-                session.touch()
-                while True:
-                    while session.awaits_backfill:
-                        assert isinstance(c.queue, InProcessQueue) and c.queue.wait_idle(30)
-                        session.refresh()
-                    if not session.follow_up():
-                        break
-                out.append(list(touches))
-            return out
+            return _first_reads(c, who, col, word, touches)
 
         switch, below = switch_for(c.planner), c.planner.cfg.touch.auto_below
         base, step = c.planner.cfg.touch.dig_step, c.planner.cfg.touch.auto_dig_step
@@ -674,10 +685,9 @@ def test_auto_follows_up_a_disagreeing_collection_with_one_probing_round_and_sma
     counted (their fused top leaves the lexical top), its reads follow up too, with
     `auto_disagree_probe_rounds` probing rounds and `auto_disagree_dig_step` steps; "agree" keeps
     `auto_dig_step` and the default probing rounds."""
-    from services.planner.planner import ReadRequest, ReadSession
+    from services.planner.planner import ReadSession
     from services.planner.touch import switch_for
     from services.wiring import build
-    from shared.adapters.memory_queue import InProcessQueue
     from shared.config import Settings
 
     touches: list[tuple[int, int]] = []  # (dig step, probing rounds) of each touch planned
@@ -695,26 +705,10 @@ def test_auto_follows_up_a_disagreeing_collection_with_one_probing_round_and_sma
     c.planner.cfg.touch = replace(c.planner.cfg.touch, auto_after=3)
     c.start()
     try:
-        for col, word in (("agree", "wing"), ("disagree", "flap")):
-            docs = [{"_id": f"{col}{i}", "body": " ".join([word, *(f"filler{j}" for j in range(i))]),
-                     "_acl": ["user:alice"]} for i in range(1, 61)]
-            c.docs.put([c.docs.parse(ALICE, col, d["_id"], d) for d in docs])
+        _agree_and_disagree(c, ALICE)
 
         def reads(col: str, word: str) -> list[list[tuple[int, int]]]:
-            out = []
-            for q in (word, f"{word} one", f"{word} two", f"{word} three"):
-                touches.clear()
-                session = c.planner.open(ALICE, ReadRequest(col, q, "hybrid", limit=10), streaming=True)
-                session.complete_semantic()
-                session.touch()
-                while True:
-                    while session.awaits_backfill:
-                        assert isinstance(c.queue, InProcessQueue) and c.queue.wait_idle(30)
-                        session.refresh()
-                    if not session.follow_up():
-                        break
-                out.append(list(touches))
-            return out
+            return _first_reads(c, ALICE, col, word, touches)
 
         t = c.planner.cfg.touch
         assert t.auto_disagree  # on by default
