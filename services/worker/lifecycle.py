@@ -343,9 +343,8 @@ class Lifecycle:
         rows a tick from the store's cursor, as eviction's: a document that turns hot is pinned
         within a pass (1M rows: 50 ticks), against a TTL and an idle bound of days."""
         ttl = self.cfg.doc_promote_ttl_seconds
-        stop = self.store.sweep_cursor(PINS_CURSOR)
         hot, after = self.store.hot_docs_page(now, self.cfg.doc_promote_touches, self.cfg.half_life_seconds,
-                                              DocKey(*stop) if stop and len(stop) == 3 else None,
+                                              _doc_cursor(self.store.sweep_cursor(PINS_CURSOR)),
                                               EVICT_PAGE_BATCHES * self.cfg.evict_batch, refresh_before=now + ttl / 2)
         self.store.set_sweep_cursor(PINS_CURSOR, after)
         if not hot:
@@ -536,7 +535,7 @@ class Lifecycle:
         removed = 0
         for _ in range(CHANGE_PAGES):
             stop = self.store.sweep_cursor(CHANGES_CURSOR)
-            by_tenant, after = self.store.compact_changes(int(stop[0]) if stop else None, self.cfg.evict_batch)
+            by_tenant, after = self.store.compact_changes(_seq_cursor(stop), self.cfg.evict_batch)
             self.store.set_sweep_cursor(CHANGES_CURSOR, None if after is None else (str(after),))
             removed += sum(by_tenant.values())
             if after is None:
@@ -739,6 +738,20 @@ def _hash_cursor(stored: tuple[str, ...] | None) -> CodeCursor | None:
         return None
     tenant, content_hash, space = stored
     return tenant, content_hash, space
+
+
+def _doc_cursor(stored: tuple[str, ...] | None) -> DocKey | None:
+    if stored is None or len(stored) != 3:
+        return None
+    return DocKey(*stored)
+
+
+def _seq_cursor(stored: tuple[str, ...] | None) -> int | None:
+    """A change-log seq; anything else starts the pass over (as a malformed cursor does for every
+    sweep) instead of failing the stage at every tick."""
+    if stored is None or len(stored) != 1 or not stored[0].isdigit():
+        return None
+    return int(stored[0])
 
 
 def _day_start(ts: float) -> float:
