@@ -26,7 +26,7 @@ from services.planner.explain import ExplainCache
 from services.planner.planner import Planner, PlannerConfig
 from services.planner.promotion import PromotionPolicy
 from services.planner.query_cache import QueryVectorCache
-from services.planner.touch import TouchPolicy
+from services.planner.touch import FollowUpSwitch, TouchPolicy
 from services.planner.usage import UsageRecorder
 from services.worker.backfill import BackfillLimits, Backfills
 from services.worker.handlers import BatchOutcome, EmbedHandler
@@ -44,6 +44,7 @@ from shared.adapters.sqlite_store import SqliteStore
 from shared.adapters.tantivy_lexical import TantivyLexicalIndex
 from shared.agent_ports import AuditLog, CitationRegistry, MaterialBudget, PreCallCheck, Reranker, TaskLedger
 from shared.config import Settings
+from shared.follow_up import SWITCH_STATES, SwitchState
 from shared.foreground import Foreground
 from shared.indexing import FilePosition, Followers, IndexFollower, StorePosition
 from shared.metrics import METRICS
@@ -135,11 +136,21 @@ class Container:
         self.follower.catch_up()
         for f in self.follower.members:  # the serving process reports its indexes' lag
             METRICS.follower_lag.labels(follower=f.label).set_function(f.lag)
+        for state in SWITCH_STATES:  # and the store's collections per "auto" follow-up state
+            METRICS.follow_up_collections.labels(state=state).set_function(partial(self._follow_ups, state))
         self.queue.start()
         pending = self.requeue_pending()
         if self.scheduler_thread:
             self.scheduler.start()
         log.info("started", extra=pending)
+
+    def _follow_ups(self, state: SwitchState) -> float:
+        t = self.planner.cfg.touch
+        try:
+            return self.planner.follow_ups.counts(t.auto_after, t.auto_below)[state]
+        except Exception:  # a store away must not fail the scrape (the other metrics still answer)
+            log.warning("follow-up states unavailable", exc_info=True)
+            return float("nan")
 
     def requeue_pending(self) -> dict[str, int]:
         """Sidecar rows left `queued` by a previous run are jobs nobody holds any more. Those no
@@ -154,6 +165,10 @@ class Container:
     def stop(self) -> None:
         self.scheduler.stop()
         self.queue.stop()
+        try:  # what this process learned of its collections' first reads outlives it
+            self.planner.follow_ups.flush()
+        except Exception:
+            log.warning("follow-up observations not written", exc_info=True)
         self.follower.sync()
         self.vectors.close()
         self.lexical.close()
@@ -439,6 +454,14 @@ def _touch_policy(s: Settings) -> TouchPolicy:
                        auto_disagree_dig_step=s.touch_auto_disagree_dig_step)
 
 
+def build_follow_ups(settings: Settings, store: StoreOfRecord, policy: TouchPolicy) -> FollowUpSwitch:
+    """The "auto" follow-up's switch on the store of record: every process built here (HTTP, MCP,
+    workers, CLI) shares its collections' states through the store."""
+    return FollowUpSwitch(window=policy.auto_window, store=store, flush_every=settings.touch_auto_flush_every,
+                          refresh_seconds=settings.touch_auto_refresh_seconds, after=policy.auto_after,
+                          below=policy.auto_below)
+
+
 def build(settings: Settings, embedder: Embedder | None = None, clock: Callable[[], float] | None = None) -> Container:
     """Every part of one process. `clock` (default the wall clock) is the store's, and through
     it every part's that stamps or decides by time (bench lifecycle replays simulated days)."""
@@ -480,7 +503,8 @@ def build(settings: Settings, embedder: Embedder | None = None, clock: Callable[
     # A semantic leg waits for the vector index only.
     planner = Planner(cfg, store, lexical, vectors, emb, queue, budget, follower.of_vectors(), ExplainCache(),
                       QueryVectorCache.from_settings(settings), usage=usage, spaces=spaces, embedders=embedders,
-                      lexical_follower=follower.of_lexical(), foreground=foreground)
+                      lexical_follower=follower.of_lexical(), foreground=foreground,
+                      follow_ups=build_follow_ups(settings, store, cfg.touch))
     docs = DocumentService(store, follower, queue, handler.policy, settings.embed_fields, spaces,
                            settings.max_doc_bytes, lambda tenant: _eager(store, tenant),
                            settings.write_sync_wait_seconds,

@@ -306,6 +306,12 @@ class Settings(BaseSettings):
     touch_auto_disagree: bool = True
     touch_auto_disagree_probe_rounds: Annotated[int, Field(ge=0)] = 1
     touch_auto_disagree_dig_step: Annotated[int, Field(ge=0)] = 4
+    # The "auto" switch's state lives in the store of record (touch.FollowUpSwitch): a process writes
+    # its observations of a collection every `touch_auto_flush_every` of them (and at once when one
+    # changes the collection's state) and reads the stored row again at most every
+    # `touch_auto_refresh_seconds` (how soon another replica's reads reach it)
+    touch_auto_flush_every: Annotated[int, Field(ge=1, le=10_000)] = 10
+    touch_auto_refresh_seconds: Annotated[float, Field(ge=0)] = 30.0
 
     # --- hardening (issue 12): input bounds, adapters, MCP: helper C's block ---
     # ACL bounds (services/api/writes.py DocumentService._acl): each principal is one keyword term

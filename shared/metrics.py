@@ -137,6 +137,15 @@ class _Metrics:
                                     multiprocess_mode=_ANY_PROCESS)
         self.stored_bytes = Gauge("vibe_vector_bytes", "Bytes of vectors of record and in the cold store", ["store"],
                                   multiprocess_mode=_ANY_PROCESS)
+        # The touch policy's "auto" follow-up (services/planner/touch.py FollowUpSwitch). No collection
+        # or tenant labels: the admin view (GET /semantic/touch) names the collections.
+        self.follow_up_collections = Gauge(
+            "vibe_touch_follow_up_collections", "Collections per \"auto\" follow-up state in the store "
+            "(computed on scrape; every API replica reports the same store-wide figure)", ["state"],
+            multiprocess_mode=_ANY_PROCESS)
+        self.follow_up_changes = Counter(
+            "vibe_touch_follow_up_changes_total", "\"auto\" follow-up state changes of a collection, counted once "
+            "by the flush that made them (to = the new state)", ["to"])
         # Agent tools (MCP; seed 004 "Operational Considerations" names). No tenant labels on /metrics.
         self.tool_calls = Counter("tool_calls_total", "MCP tool calls", ["tool", "outcome"])
         self.tool_call_seconds = Histogram("tool_call_seconds", "MCP tool call time", ["tool"],

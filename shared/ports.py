@@ -8,6 +8,7 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
+from shared.follow_up import FollowUpFlush, FollowUpRow, SwitchState
 from shared.model import (
     BackfillTask,
     CollectionMode,
@@ -570,5 +571,26 @@ class ColdStore(Protocol):
 
 
 @runtime_checkable
-class StoreOfRecord(DocumentStore, LifecycleStore, Protocol):
-    """Both halves, as every store adapter implements them."""
+class FollowUpStore(Protocol):
+    """The touch policy's "auto" follow-up switch, durable and shared (services/planner/touch.py
+    `FollowUpSwitch` keeps its hot state in memory and merges into these rows): per (tenant,
+    collection) the streamed first reads observed and their running disagreement. Both stores
+    implement it with the same SQL (shared/adapters/touch_switch_sql.py)."""
+
+    def follow_up_row(self, tenant: str, collection: str) -> FollowUpRow | None: ...
+
+    def merge_follow_up(self, tenant: str, collection: str, flush: FollowUpFlush,
+                        window: int) -> tuple[FollowUpRow | None, FollowUpRow]:
+        """Merge one process's observations into the row in one transaction
+        (shared.follow_up.merged): the row before (None: there was none) and after."""
+
+    def follow_up_rows(self, tenant: str, after: str = "", limit: int = 100) -> list[FollowUpRow]:
+        """The tenant's rows in collection-name order, those after `after`, at most `limit`."""
+
+    def follow_up_counts(self, after: int, below: float) -> dict[SwitchState, int]:
+        """Rows per switch state, every tenant together (the metric has no tenant labels)."""
+
+
+@runtime_checkable
+class StoreOfRecord(DocumentStore, LifecycleStore, FollowUpStore, Protocol):
+    """Every part, as every store adapter implements them."""

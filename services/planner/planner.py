@@ -32,6 +32,7 @@ from services.planner.strategy import choose_strategy
 from services.planner.touch import (
     AGREE_DEEP,
     AGREE_TOP,
+    FollowUpSwitch,
     TouchPolicy,
     disagreement,
     memory_for,
@@ -40,7 +41,6 @@ from services.planner.touch import (
     plan,
     query_key,
     reach,
-    switch_for,
     touch_state,
 )
 from services.planner.usage import OverBudget, UsageRecorder, embed_query_within_cap
@@ -217,7 +217,11 @@ class Planner:
         embedders: Callable[[str], Embedder] | None = None,
         lexical_follower: IndexFollower | None = None,
         foreground: Foreground | None = None,
+        follow_ups: FollowUpSwitch | None = None,
     ):
+        # The "auto" follow-up's switch: the composition root's, on the store of record (shared by
+        # replicas, kept across restarts); else one in memory (a planner built directly).
+        self.follow_ups = follow_ups or FollowUpSwitch(window=cfg.touch.auto_window)
         self.query_cache = query_cache or QueryVectorCache()
         # First answers are marked, so the in-process pipeline waits for them (shared/foreground.py).
         self.foreground = foreground or Foreground(0)
@@ -668,8 +672,8 @@ class ReadSession:
         policy = self.p.cfg.touch
         if policy.follow_up != "auto":
             return policy
-        state = switch_for(self.p, policy.auto_window).state(self.principal.tenant, self.req.collection,
-                                                             policy.auto_after, policy.auto_below)
+        state = self.p.follow_ups.state(self.principal.tenant, self.req.collection, policy.auto_after,
+                                        policy.auto_below)
         if state == "agree":
             return replace(policy, follow_up=True, dig_step=policy.auto_dig_step)
         if state == "disagree" and policy.auto_disagree:
@@ -689,7 +693,8 @@ class ReadSession:
         deep = [h.key for h in self.lexical_hits[AGREE_TOP:AGREE_DEEP]]
         ready = len(self.p.store.ready_among(deep, self.space)) if deep else 0
         value = disagreement([h.key for h in self.lexical_hits], [f.key for f in self.ranking], ready)
-        switch_for(self.p, self.p.cfg.touch.auto_window).observe(self.principal.tenant, self.req.collection, value)
+        t = self.p.cfg.touch
+        self.p.follow_ups.observe(self.principal.tenant, self.req.collection, value, t.auto_after, t.auto_below)
 
     def follow_up(self) -> bool:
         """Once this read's touch has landed (nothing pending), touch again if it was its query's

@@ -64,6 +64,7 @@ from __future__ import annotations
 import hashlib
 import math
 import threading
+import time
 import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Collection, Mapping, Sequence
@@ -71,7 +72,10 @@ from dataclasses import dataclass, field
 from typing import Literal, NamedTuple
 
 from services.planner.fusion import mean_spread
+from shared.follow_up import SWITCH_STATES, FollowUpFlush, SwitchState, merge_mean, switch_state
+from shared.metrics import METRICS
 from shared.model import DocKey, Hit, SemanticStatus, StoredDoc
+from shared.ports import FollowUpStore
 from shared.text.hashing import doc_text
 
 Search = Callable[[str, int], list[Hit]]
@@ -293,12 +297,29 @@ def disagreement(lexical: Sequence[DocKey], fused: Sequence[DocKey], deep_ready:
     return left_out - (AGREE_BASE + AGREE_SLOPE * min(AGREE_DEEP_CAP, deep_ready))
 
 
-SwitchState = Literal["unknown", "agree", "disagree"]
+class _Entry:
+    """One collection's switch in memory: its running state (`reads`, `mean`), the stored row it
+    stands on (`base_*`: as last loaded or written; 0 and 0.0 for none), the observations not yet
+    written (`n` of them summing to `total`) and when the row was last read or written (`at`,
+    the switch's monotonic clock)."""
 
+    __slots__ = ("reads", "mean", "base_reads", "base_mean", "n", "total", "at")
 
-class _Agreement(NamedTuple):
-    reads: int  # first reads observed
-    mean: float  # their running disagreement
+    def __init__(self, reads: int = 0, mean: float = 0.0, at: float = 0.0):
+        self.reads, self.mean = reads, mean
+        self.base_reads, self.base_mean = reads, mean
+        self.n, self.total = 0, 0.0
+        self.at = at
+
+    def rebase(self, reads: int, mean: float, window: int, at: float) -> None:
+        """Stand on a stored row read now. The same row as before: nothing changes (so a process
+        alone with its store keeps exactly its own running state). Another: the not-yet-written
+        observations are merged onto it."""
+        self.at = at
+        if (reads, mean) == (self.base_reads, self.base_mean):
+            return
+        self.base_reads, self.base_mean = reads, mean
+        self.reads, self.mean = reads + self.n, merge_mean(reads, mean, self.n, self.total, window)
 
 
 class FollowUpSwitch:
@@ -309,38 +330,171 @@ class FollowUpSwitch:
     does one collection's another's, whose lexical list may guide its semantic leg well or
     badly). The running mean weighs each read 1/min(reads, window): a plain mean for the first
     `window` reads, exponential after, so a collection whose queries change is followed.
-    Bounded: at most `size` collections, least recently observed dropped first (a dropped one
-    starts again from "unknown"). In memory, per planner: another replica, or a restart, learns
-    again, which only defers the follow-ups."""
 
-    def __init__(self, size: int = 10_000, window: int = 100):
+    Durable and shared when given a `store` (the store of record's FollowUpStore: every API
+    replica, and a restarted process, sees what the others learned), in memory only without one
+    (a Planner built directly, as tests do). The hot path stays in memory: `state` reads the
+    store only the first time it is asked about a collection and then at most every
+    `refresh_seconds` (so another replica's reads reach this one within that time), never per
+    decision. `observe` writes this process's observations not yet written (their count and sum)
+    every `flush_every` of them and whenever one would change the collection's state (so a
+    change reaches the store, and the other replicas, at once), merging them into the stored row
+    in one transaction (shared.follow_up.merged); after a flush the local state is the stored
+    one, so replicas converge. At most `flush_every` - 1 observations a collection are lost when
+    a process dies.
+
+    Bounded: at most `size` collections in memory, least recently observed dropped first (with a
+    store its unwritten observations are written first and it is read again when next asked;
+    without one it starts again from "unknown")."""
+
+    def __init__(self, size: int = 10_000, window: int = 100, store: FollowUpStore | None = None,
+                 flush_every: int = 10, refresh_seconds: float = 30.0, after: int = 50, below: float = -0.05,
+                 clock: Callable[[], float] = time.monotonic):
         self.size = size
         self.window = max(1, window)
-        self._seen: OrderedDict[tuple[str, str], _Agreement] = OrderedDict()
-        self._lock = threading.Lock()
+        self.store = store
+        self.flush_every = max(1, flush_every)
+        self.refresh_seconds = refresh_seconds
+        self.after, self.below = after, below  # the thresholds of `counts` and of a flush on a change by default
+        self.clock = clock
+        self._seen: OrderedDict[tuple[str, str], _Entry] = OrderedDict()
+        self._lock = threading.Lock()  # the map: held for moments, never across a store call
+        # Held across a store call: loads, refreshes and observations (with their flushes) go one
+        # at a time, so a flush never races another flush or a rebase of the same entry. `state`
+        # takes it only to read a collection it has not seen (or not for `refresh_seconds`).
+        self._io = threading.RLock()
+        self._counts: tuple[float, tuple[int, float], dict[SwitchState, int]] | None = None
 
-    def observe(self, tenant: str, collection: str, value: float) -> None:
-        key = (tenant, collection)
+    # -- reading ----------------------------------------------------------------------------
+
+    def _entry(self, key: tuple[str, str]) -> _Entry:
+        """The collection's entry, read from the store when not in memory or due a refresh.
+        Called with `_io` held."""
+        now = self.clock()
         with self._lock:
-            was = self._seen.pop(key, _Agreement(0, 0.0))
-            reads = was.reads + 1
-            self._seen[key] = _Agreement(reads, was.mean + (value - was.mean) / min(reads, self.window))
+            e = self._seen.get(key)
+        if self.store is None:
+            if e is None:
+                e = _Entry(at=now)
+                self._insert(key, e)
+            return e
+        if e is not None and now - e.at < self.refresh_seconds:
+            return e
+        row = self.store.follow_up_row(*key)
+        reads, mean = (row.reads, row.mean) if row is not None else (0, 0.0)
+        if e is None:
+            e = _Entry(reads, mean, now)
+            self._insert(key, e)
+        else:
+            e.rebase(reads, mean, self.window, now)
+        return e
+
+    def _insert(self, key: tuple[str, str], e: _Entry) -> None:
+        with self._lock:
+            self._seen[key] = e
+            over = []
             while len(self._seen) > self.size:
-                self._seen.popitem(last=False)
+                over.append(self._seen.popitem(last=False))
+        for k, old in over:  # a dropped collection's observations are not lost with it
+            if old.n and self.store is not None:
+                self._flush(k, old)
 
     def state(self, tenant: str, collection: str, after: int, below: float) -> SwitchState:
         """"unknown" before `after` observed first reads (or once dropped), then "agree" while the
         running mean is below `below`, "disagree" at or above it: one threshold splits the two,
         so a collection is always in one of them once it has been read enough to tell."""
+        key = (tenant, collection)
         with self._lock:
-            seen = self._seen.get((tenant, collection))
-        if seen is None or seen.reads < after:
-            return "unknown"
-        return "agree" if seen.mean < below else "disagree"
+            e = self._seen.get(key)
+            seen = (e.reads, e.mean, e.at) if e is not None else None
+        if seen is None or (self.store is not None and self.clock() - seen[2] >= self.refresh_seconds):
+            if self.store is None:
+                return "unknown"
+            with self._io:
+                e = self._entry(key)
+                with self._lock:
+                    seen = (e.reads, e.mean, e.at)
+        return switch_state(seen[0], seen[1], after, below)
 
     def on(self, tenant: str, collection: str, after: int, below: float) -> bool:
         """Whether the collection is in "agree" (its first reads follow up at `auto_dig_step`)."""
         return self.state(tenant, collection, after, below) == "agree"
+
+    # -- learning ---------------------------------------------------------------------------
+
+    def observe(self, tenant: str, collection: str, value: float, after: int | None = None,
+                below: float | None = None) -> None:
+        """Count one first read's `disagreement`; `after` and `below` (default the switch's) tell
+        when the state changes, which writes to the store at once."""
+        after = self.after if after is None else after
+        below = self.below if below is None else below
+        key = (tenant, collection)
+        with self._io:
+            e = self._entry(key)
+            was = switch_state(e.reads, e.mean, after, below)
+            with self._lock:
+                e.reads += 1
+                e.mean = e.mean + (value - e.mean) / min(e.reads, self.window)
+                e.n += 1
+                e.total += value
+                if key in self._seen:
+                    self._seen.move_to_end(key)
+            now = switch_state(e.reads, e.mean, after, below)
+            if self.store is None:
+                if now != was:
+                    METRICS.follow_up_changes.labels(to=now).inc()
+                return
+            if now != was or e.n >= self.flush_every:
+                self._flush(key, e, after, below)
+
+    def _flush(self, key: tuple[str, str], e: _Entry, after: int | None = None, below: float | None = None) -> None:
+        """Write the entry's observations not yet written; it then stands on the merged row.
+        Called with `_io` held. A change of the stored state is counted here, once across
+        replicas: the transaction that makes it is the one that sees it."""
+        assert self.store is not None
+        flush = FollowUpFlush(e.base_reads, e.base_mean, e.reads, e.mean, e.n, e.total)
+        before, row = self.store.merge_follow_up(key[0], key[1], flush, self.window)
+        with self._lock:
+            e.reads, e.mean = e.base_reads, e.base_mean = row.reads, row.mean
+            e.n, e.total = 0, 0.0
+            e.at = self.clock()
+        after = self.after if after is None else after
+        below = self.below if below is None else below
+        was = switch_state(before.reads, before.mean, after, below) if before is not None else "unknown"
+        now = switch_state(row.reads, row.mean, after, below)
+        if now != was:
+            METRICS.follow_up_changes.labels(to=now).inc()
+
+    def flush(self) -> None:
+        """Write every collection's observations not yet written (at shutdown, or before a view
+        that should show them)."""
+        if self.store is None:
+            return
+        with self._io:
+            with self._lock:
+                pending = [(k, e) for k, e in self._seen.items() if e.n]
+            for k, e in pending:
+                self._flush(k, e)
+
+    # -- reporting --------------------------------------------------------------------------
+
+    def counts(self, after: int | None = None, below: float | None = None) -> dict[SwitchState, int]:
+        """Collections per state (the vibe_touch_follow_up_collections gauge): with a store, its
+        rows, every tenant's and every replica's, read at most every `refresh_seconds`; without
+        one, the collections this process holds."""
+        after = self.after if after is None else after
+        below = self.below if below is None else below
+        if self.store is None:
+            with self._lock:
+                states = [switch_state(e.reads, e.mean, after, below) for e in self._seen.values()]
+            return {s: states.count(s) for s in SWITCH_STATES}
+        now = self.clock()
+        cached = self._counts
+        if cached is not None and cached[1] == (after, below) and now - cached[0] < self.refresh_seconds:
+            return cached[2]
+        counts = self.store.follow_up_counts(after, below)
+        self._counts = (now, (after, below), counts)
+        return counts
 
     def __len__(self) -> int:
         with self._lock:
@@ -351,7 +505,11 @@ _SWITCHES: weakref.WeakKeyDictionary[object, FollowUpSwitch] = weakref.WeakKeyDi
 
 
 def switch_for(owner: object, window: int = 100) -> FollowUpSwitch:
-    """One follow-up switch per planner (process-local, as `memory_for`)."""
+    """The owner's follow-up switch: a planner's own (`Planner.follow_ups`, which the composition
+    root builds on the store of record), or else one per owner, in memory (as `memory_for`)."""
+    own = getattr(owner, "follow_ups", None)
+    if isinstance(own, FollowUpSwitch):
+        return own
     with _MEMORIES_LOCK:
         switch = _SWITCHES.get(owner)
         if switch is None:

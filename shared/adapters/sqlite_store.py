@@ -24,6 +24,7 @@ import numpy as np
 
 from shared.adapters.lifecycle_sql import LIFECYCLE_SCHEMA, LifecycleSql
 from shared.adapters.store_reports import COLD_FLAG, KEEP_READY_SAME_CONTENT, coverage_report
+from shared.adapters.touch_switch_sql import TOUCH_SWITCH_SCHEMA, TouchSwitchSql
 from shared.model import STATUS_OF, DocKey, SemanticStatus, SidecarEntry, StoredDoc, doc_key
 from shared.ports import Change
 from shared.threads import TicketLock
@@ -129,7 +130,7 @@ def _from_blob(blob: bytes) -> list[float]:
     return np.frombuffer(blob, dtype=np.float32).tolist()
 
 
-class SqliteStore(LifecycleSql):
+class SqliteStore(LifecycleSql, TouchSwitchSql):
     """DocumentStore and LifecycleStore over one SQLite file; one connection per thread."""
 
     def __init__(self, path: Path, clock: Callable[[], float] | None = None):
@@ -142,7 +143,7 @@ class SqliteStore(LifecycleSql):
         self._local = threading.local()
         self._all: list[sqlite3.Connection] = []
         self._lock = threading.Lock()
-        self._conn().executescript(SCHEMA + LIFECYCLE_SCHEMA)  # commits by itself; idempotent DDL
+        self._conn().executescript(SCHEMA + LIFECYCLE_SCHEMA + TOUCH_SWITCH_SCHEMA)  # commits by itself; idempotent DDL
 
     # -- connections -------------------------------------------------------------------
 
