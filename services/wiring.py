@@ -451,7 +451,8 @@ def _touch_policy(s: Settings) -> TouchPolicy:
                        unstable_least=s.touch_unstable_least, follow_up=s.touch_follow_up,
                        auto_dig_step=s.touch_auto_dig_step, auto_disagree=s.touch_auto_disagree,
                        auto_disagree_probe_rounds=s.touch_auto_disagree_probe_rounds,
-                       auto_disagree_dig_step=s.touch_auto_disagree_dig_step)
+                       auto_disagree_dig_step=s.touch_auto_disagree_dig_step, auto_after=s.touch_auto_after,
+                       auto_below=s.touch_auto_below)
 
 
 def build_follow_ups(settings: Settings, store: StoreOfRecord, policy: TouchPolicy) -> FollowUpSwitch:

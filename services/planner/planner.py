@@ -221,7 +221,7 @@ class Planner:
     ):
         # The "auto" follow-up's switch: the composition root's, on the store of record (shared by
         # replicas, kept across restarts); else one in memory (a planner built directly).
-        self.follow_ups = follow_ups or FollowUpSwitch(window=cfg.touch.auto_window)
+        self.follow_ups = follow_ups if follow_ups is not None else FollowUpSwitch(window=cfg.touch.auto_window)
         self.query_cache = query_cache or QueryVectorCache()
         # First answers are marked, so the in-process pipeline waits for them (shared/foreground.py).
         self.foreground = foreground or Foreground(0)

@@ -236,3 +236,19 @@ def test_tenants_and_collections_are_apart(store: SqliteStore) -> None:
     assert other.state("t2", "c", AFTER, BELOW) == "unknown"
     assert [r.collection for r in store.follow_up_rows("t1")] == ["c", "d"]
     assert store.follow_up_rows("t2") == []
+
+
+def test_the_composition_root_builds_the_switch_on_the_store_of_record(tmp_path: Path) -> None:
+    from services.planner.touch import switch_for
+    from services.wiring import build
+    from shared.config import Settings
+
+    c = build(Settings(data_dir=tmp_path / "data", embedder="hash", embed_dim=32, touch_auto_flush_every=3,
+                       touch_auto_refresh_seconds=7, touch_auto_after=4, touch_auto_below=0.5))
+    try:
+        sw = c.planner.follow_ups
+        assert sw.store is c.store and switch_for(c.planner) is sw  # what tests and bench.touch_sim ask
+        assert (sw.flush_every, sw.refresh_seconds, sw.after, sw.below) == (3, 7, 4, 0.5)
+        assert (c.planner.cfg.touch.auto_after, c.planner.cfg.touch.auto_below) == (4, 0.5)
+    finally:
+        c.stop()
