@@ -311,7 +311,8 @@ class Settings(BaseSettings):
     # changes the collection's state) and reads the stored row again at most every
     # `touch_auto_refresh_seconds` (how soon another replica's reads reach it)
     touch_auto_after: Annotated[int, Field(ge=1)] = 50  # TouchPolicy.auto_after: first reads before a state
-    touch_auto_below: Annotated[float, Field(allow_inf_nan=False)] = -0.05  # TouchPolicy.auto_below: "agree" while the running mean is below it
+    # TouchPolicy.auto_below: "agree" while the running mean is below it
+    touch_auto_below: Annotated[float, Field(allow_inf_nan=False)] = -0.05
     touch_auto_flush_every: Annotated[int, Field(ge=1, le=10_000)] = 10
     touch_auto_refresh_seconds: Annotated[float, Field(ge=0)] = 30.0
 
