@@ -340,6 +340,9 @@ class Diagnostics(BaseModel):
     model: str | None = None
     lexical: dict[str, Any] | None = None
     semantic: dict[str, Any] | None = None
+    followUp: Literal["unknown", "agree", "disagree"] | None = Field(
+        default=None, description="VIBE_TOUCH_FOLLOW_UP=auto: the collection's follow-up state this read's touches "
+                                  "were planned with (GET /semantic/touch); null: no touch, or not `auto`")
     elapsedMs: float | None = None
 
 

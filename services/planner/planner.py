@@ -297,6 +297,9 @@ class ReadSession:
         self._first_touch = False  # this read's touch was its query's first (touch.PageMemory)
         self._followed = False  # follow_up() has run
         self._observed = False  # this first read's agreement with its lexical top was counted ("auto")
+        # The "auto" follow-up state this read's touches were last planned with (diagnostics `followUp`;
+        # None: no touch planned, or the follow-up is not "auto")
+        self.follow_up_state: str | None = None
         # A streamed semantic read searches first for its page only (offset + limit + 1 hits: the
         # one past the page tells whether there is a next). The page is the full list's page, so
         # all `k` candidates are fetched only for what reports or needs them: the `done` answer
@@ -674,6 +677,7 @@ class ReadSession:
             return policy
         state = self.p.follow_ups.state(self.principal.tenant, self.req.collection, policy.auto_after,
                                         policy.auto_below)
+        self.follow_up_state = state
         if state == "agree":
             return replace(policy, follow_up=True, dig_step=policy.auto_dig_step)
         if state == "disagree" and policy.auto_disagree:
@@ -1055,6 +1059,7 @@ class ReadSession:
                 "budgetLimited": self.budget_limited, "resolved": dict(self.resolved),
                 "tookMs": round(sem.took_ms, 3),
             },
+            "followUp": self.follow_up_state,
             "elapsedMs": round((time.perf_counter() - self.started) * 1000, 3),
         }
 

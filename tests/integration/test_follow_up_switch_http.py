@@ -23,11 +23,15 @@ def docs(seed: int) -> list[dict[str, Any]]:
     return [{"_id": f"d{i}", "body": " ".join(rnd.choices(VOCAB, k=rnd.randint(3, 12)))} for i in range(40)]
 
 
-def first_reads(app: Served, key: str, collection: str, queries: list[str]) -> None:
-    """Streamed hybrid first reads, each to its end (its touch landed, its agreement counted)."""
+def first_reads(app: Served, key: str, collection: str, queries: list[str]) -> list[str | None]:
+    """Streamed hybrid first reads, each to its end (its touch landed, its agreement counted): the
+    follow-up state each one's touches were last planned with (diagnostics `followUp`)."""
+    states = []
     for q in queries:
         events = app.stream(key, collection=collection, q=q, semantic={"strategy": "hybrid"}, limit=5)
         assert events[-1][0] == "done", events[-1]
+        states.append(events[-1][1]["diagnostics"]["followUp"])
+    return states
 
 
 def view(app: Served, key: str, **params: Any) -> dict[str, Any]:
@@ -52,12 +56,13 @@ def test_first_reads_teach_a_state_the_tenants_admin_sees_and_a_restart_keeps(tm
         assert empty["collections"] == [] and empty["next"] is None
         assert (empty["followUp"], empty["after"], empty["below"], empty["flushEvery"]) == ("auto", 3, -0.05, 1)
 
-        first_reads(app, "k-alice", "fu", QUERIES[:2])
+        assert first_reads(app, "k-alice", "fu", QUERIES[:2]) == ["unknown", "unknown"]
         (row,) = view(app, "k-admin-a")["collections"]
         assert (row["collection"], row["state"], row["reads"]) == ("fu", "unknown", 2)
-        first_reads(app, "k-alice", "fu", QUERIES[2:3])
+        third = first_reads(app, "k-alice", "fu", QUERIES[2:3])
         (row,) = view(app, "k-admin-a")["collections"]
         assert row["state"] in ("agree", "disagree") and row["reads"] == 3
+        assert third == [row["state"]]  # its own observation decided its follow-up
         assert isinstance(row["mean"], float) and row["updatedAt"].endswith("Z")
         learned = row["state"]
         assert metric(app, "vibe_touch_follow_up_changes_total", f'to="{learned}"') == 1.0
@@ -78,7 +83,7 @@ def test_first_reads_teach_a_state_the_tenants_admin_sees_and_a_restart_keeps(tm
     with served(data, env=ENV) as again:  # a restart takes the state up from the store
         (row,) = view(again, "k-admin-a")["collections"]
         assert (row["state"], row["reads"]) == (learned, 3)
-        first_reads(again, "k-alice", "fu", QUERIES[3:4])
+        assert first_reads(again, "k-alice", "fu", QUERIES[3:4]) == [learned]  # planned with it
         (row,) = view(again, "k-admin-a")["collections"]
         assert (row["state"], row["reads"]) == (learned, 4)
         # it built on the stored row: no change of state to count (a process learning from zero
