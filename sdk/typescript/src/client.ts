@@ -8,7 +8,7 @@ import type {
   Activated, Backfills, BulkAnswer, BulkDoc, BulkItem, Coverage, CreateSpaceBody, DeadLetters, DeleteAnswer,
   DocFields, Evicted, EvictBody, Explanation, GotDoc, Health, Lag, MgetAnswer, Migrating, Mismatch, Promoted,
   Demoted, Promotions, PutAnswer, SchedulerView, QueueDepth, ReadAnswer, ReadBody, ReadEvent, ReindexBody, Reindexing,
-  DocStatus, Spaces, Usage,
+  DocStatus, FollowUpView, Spaces, Usage,
 } from "./types.js";
 
 export type FetchLike = (input: string, init: RequestInit) => Promise<Response>;
@@ -263,6 +263,13 @@ export class Client {
 
   deadLetters(options: CallOptions = {}): Promise<DeadLetters> {
     return this.json({ method: "GET", path: "/semantic/deadLetters", idempotent: true, ...options });
+  }
+
+  /** Each of the tenant's collections' touch "auto" follow-up state (unknown, agree, disagree), by
+   * name, a page at a time (`after`: the previous page's `next`). */
+  touch(page: { after?: string; limit?: number } = {}, options: CallOptions = {}): Promise<FollowUpView> {
+    const path = "/semantic/touch" + query({ after: page.after, limit: page.limit?.toString() });
+    return this.json({ method: "GET", path, idempotent: true, ...options });
   }
 
   health(options: CallOptions = {}): Promise<Health> {

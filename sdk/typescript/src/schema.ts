@@ -427,6 +427,28 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/semantic/touch": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Get Touch
+         * @description Each collection's "auto" follow-up state as every replica learned it (the store's rows;
+         *     this process's observations not yet written are written first), in collection-name order,
+         *     a page of `limit` at a time.
+         */
+        get: operations["get_touch_semantic_touch_get"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
 }
 export type webhooks = Record<string, never>;
 export interface components {
@@ -640,6 +662,11 @@ export interface components {
             semantic?: {
                 [key: string]: unknown;
             } | null;
+            /**
+             * Followup
+             * @description VIBE_TOUCH_FOLLOW_UP=auto: the collection's follow-up state this read's touches were planned with (GET /semantic/touch); null: no touch, or not `auto`
+             */
+            followUp?: ("unknown" | "agree" | "disagree") | null;
             /** Elapsedms */
             elapsedMs?: number | null;
         } & {
@@ -762,6 +789,73 @@ export interface components {
             reasons: components["schemas"]["ExplainReason"][];
         } & {
             [key: string]: unknown;
+        };
+        /** FollowUpCollection */
+        FollowUpCollection: {
+            /**
+             * Collection
+             * @description the collection as reads name it (`any`: reads across collections)
+             */
+            collection: string;
+            /**
+             * State
+             * @description `unknown` before `after` first reads; then `agree` while `mean` is below `below`, else `disagree`
+             * @enum {string}
+             */
+            state: "unknown" | "agree" | "disagree";
+            /**
+             * Reads
+             * @description streamed first reads observed, by every replica
+             */
+            reads: number;
+            /**
+             * Mean
+             * @description their running disagreement with the lexical top (the last ~100 weigh)
+             */
+            mean: number;
+            /**
+             * Updatedat
+             * @description when a process last wrote what it observed
+             */
+            updatedAt: string | null;
+        };
+        /** FollowUpView */
+        FollowUpView: {
+            /**
+             * Followup
+             * @description VIBE_TOUCH_FOLLOW_UP: the states apply when `auto`
+             */
+            followUp: boolean | "auto";
+            /**
+             * After
+             * @description first reads a collection needs before it is `agree` or `disagree`
+             */
+            after: number;
+            /**
+             * Below
+             * @description the running mean below which a collection is `agree`
+             */
+            below: number;
+            /**
+             * Flushevery
+             * @description VIBE_TOUCH_AUTO_FLUSH_EVERY: a process writes what it observed every this many first reads of a collection, and at once on a change of state
+             */
+            flushEvery: number;
+            /**
+             * Refreshseconds
+             * @description VIBE_TOUCH_AUTO_REFRESH_SECONDS: how often a process reads a collection's stored state again
+             */
+            refreshSeconds: number;
+            /**
+             * Collections
+             * @description the tenant's collections by name, one page
+             */
+            collections: components["schemas"]["FollowUpCollection"][];
+            /**
+             * Next
+             * @description pass as `after` for the next page; null on the last
+             */
+            next: string | null;
         };
         /** Health */
         Health: {
@@ -3633,6 +3727,87 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["DeadLetters"];
+                };
+            };
+            /** @description unauthorized: no bearer key, or an unknown key */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description forbidden: the key lacks the route's scope */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description rate_limited: over the tenant's request rate (see `Retry-After`) */
+            429: {
+                headers: {
+                    /** @description whole seconds until a request will be admitted */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description internal_error */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description any other client error, with the same error body */
+            "4XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    get_touch_semantic_touch_get: {
+        parameters: {
+            query?: {
+                /** @description collections per page */
+                limit?: number;
+                /** @description the previous page's `next`: collections after this name */
+                after?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description the tenant's collections' "auto" follow-up states, by collection name */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["FollowUpView"];
+                };
+            };
+            /** @description invalid_params: the request is malformed or out of bounds */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
                 };
             };
             /** @description unauthorized: no bearer key, or an unknown key */

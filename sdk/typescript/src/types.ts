@@ -81,3 +81,4 @@ export type Activated = Schemas["Activated"];
 export type Mismatch = Schemas["Mismatch"];
 export type Backfills = Schemas["Backfills"];
 export type DeadLetters = Schemas["DeadLetters"];
+export type FollowUpView = Schemas["FollowUpView"];

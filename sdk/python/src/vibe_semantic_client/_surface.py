@@ -112,6 +112,11 @@ class JsonCalls(Generic[R]):
         """Index changes a follower quarantined."""
         return self._json(core.admin_get("/semantic/deadLetters"))
 
+    def touch(self, after: str | None = None, limit: int | None = None) -> R:
+        """Each of the tenant's collections' touch "auto" follow-up state (unknown, agree,
+        disagree), by name, a page at a time (`after`: the previous page's `next`)."""
+        return self._json(core.admin_get("/semantic/touch", after=after, limit=limit))
+
     def health(self) -> R:
         """`/healthz` (no key needed)."""
         return self._json(core.admin_get("/healthz"))
