@@ -62,6 +62,7 @@ caller's SearchFilter, so a query never spends embedding on a document it may no
 from __future__ import annotations
 
 import hashlib
+import logging
 import math
 import threading
 import time
@@ -79,6 +80,7 @@ from shared.ports import FollowUpStore
 from shared.text.hashing import doc_text
 
 Search = Callable[[str, int], list[Hit]]
+log = logging.getLogger("vibe.touch")
 
 # What a candidate's sidecar says, as `plan` sees it.
 COLD, PENDING, READY, OTHER = "cold", "pending", "ready", "other"
@@ -380,13 +382,24 @@ class FollowUpSwitch:
             return e
         if e is not None and now - e.at < self.refresh_seconds:
             return e
-        row = self.store.follow_up_row(*key)
+        try:
+            row = self.store.follow_up_row(*key)
+        except Exception:
+            # The store away: decide from memory (a collection not seen yet: "unknown") and ask
+            # again after `refresh_seconds`, rather than fail the read that asked.
+            log.warning("follow-up state not read", exc_info=True)
+            row, known = None, False
+        else:
+            known = True
         reads, mean = (row.reads, row.mean) if row is not None else (0, 0.0)
         if e is None:
             e = _Entry(reads, mean, now)
             self._insert(key, e)
+        elif known:
+            with self._lock:
+                e.rebase(reads, mean, self.window, now)
         else:
-            e.rebase(reads, mean, self.window, now)
+            e.at = now
         return e
 
     def _insert(self, key: tuple[str, str], e: _Entry) -> None:
@@ -453,7 +466,11 @@ class FollowUpSwitch:
         replicas: the transaction that makes it is the one that sees it."""
         assert self.store is not None
         flush = FollowUpFlush(e.base_reads, e.base_mean, e.reads, e.mean, e.n, e.total)
-        before, row = self.store.merge_follow_up(key[0], key[1], flush, self.window)
+        try:
+            before, row = self.store.merge_follow_up(key[0], key[1], flush, self.window)
+        except Exception:  # the store away: the observations stay pending for the next flush
+            log.warning("follow-up observations not written", exc_info=True)
+            return
         with self._lock:
             e.reads, e.mean = e.base_reads, e.base_mean = row.reads, row.mean
             e.n, e.total = 0, 0.0

@@ -252,3 +252,30 @@ def test_the_composition_root_builds_the_switch_on_the_store_of_record(tmp_path:
         assert (c.planner.cfg.touch.auto_after, c.planner.cfg.touch.auto_below) == (4, 0.5)
     finally:
         c.stop()
+
+
+def test_a_store_away_fails_no_read_and_the_observations_wait_for_it(store: SqliteStore) -> None:
+    away = True
+    real_row, real_merge = store.follow_up_row, store.merge_follow_up
+
+    def row(*a: object) -> object:
+        if away:
+            raise OSError("store away")
+        return real_row(*a)  # type: ignore[arg-type]
+
+    def merge(*a: object) -> object:
+        if away:
+            raise OSError("store away")
+        return real_merge(*a)  # type: ignore[arg-type]
+
+    store.follow_up_row, store.merge_follow_up = row, merge  # type: ignore[assignment, method-assign]
+    clock = Clock()
+    sw = switch(store, clock, flush_every=2, refresh_seconds=10)
+    assert sw.state("t", "c", AFTER, BELOW) == "unknown"
+    for _ in range(AFTER):
+        sw.observe("t", "c", -1.0)  # decided in memory meanwhile
+    assert sw.state("t", "c", AFTER, BELOW) == "agree"
+    away = False
+    sw.observe("t", "c", -1.0)  # the next flush writes everything pending
+    stored = real_row("t", "c")
+    assert stored is not None and stored.reads == AFTER + 1
