@@ -395,8 +395,12 @@ class LifecycleStore(Protocol):
         """Those of `hashes` with a cold entry in the tenant's space (`cold_entry`, many at once)."""
 
     def known_spaces(self) -> list[tuple[str, str]]:
-        """Every (tenant, space) with a sidecar row, a cold entry or a space record: where the
-        cold store's orphan sweep looks."""
+        """Every (tenant, space) with a sidecar row, a cold entry or a space record, in order:
+        where the cold store's orphan sweep looks (which reads them by `known_spaces_page`)."""
+
+    def known_spaces_page(self, start: tuple[str, str] | None, limit: int) -> list[tuple[str, str]]:
+        """The first `limit` pairs of `known_spaces` from `start` on (`start` included when it is
+        one; None: from the first), at a cost that follows `limit`, not the number of tenants."""
 
     def prune_orphan_vectors(self, after: CodeCursor | None, limit: int) -> tuple[int, CodeCursor | None]:
         """Of the next `limit` stored vectors in key order after `after` (None: from the first),
