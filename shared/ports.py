@@ -474,6 +474,10 @@ class LifecycleStore(Protocol):
 
     def count_docs(self, tenant: str, collection: str | None) -> int: ...
 
+    def oldest_doc_at(self, tenant: str) -> float | None:
+        """When the tenant's oldest document as it stands now was written (None: it has none),
+        by an index, whatever the tenant's size: since when its first space has served at least."""
+
     # spaces per tenant
     def tenant_spaces(self, tenant: str | None = None) -> list[SpaceInfo]: ...
 

@@ -825,6 +825,11 @@ class LifecycleSql:
         return int(self._read("SELECT COUNT(*) AS n FROM docs WHERE tenant=? AND collection=?",
                               (tenant, collection))[0]["n"])
 
+    def oldest_doc_at(self, tenant: str) -> float | None:
+        # one seek of docs_by_update (tenant, updated_at), not a walk over the tenant's documents
+        rows = self._read("SELECT MIN(updated_at) AS t FROM docs WHERE tenant=?", (tenant,))
+        return None if rows[0]["t"] is None else float(rows[0]["t"])
+
     # -- follower dead letters ------------------------------------------------------------------
 
     def record_dead_letter(self, follower: str, seq: int, key: DocKey, op: str, error: str, at: float) -> None:

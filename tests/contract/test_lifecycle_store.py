@@ -500,6 +500,17 @@ def test_known_spaces_pages_find_exactly_what_the_whole_query_finds(lc: StoreOfR
     assert lc.known_spaces_page(None, 0) == []
 
 
+def test_oldest_doc_at_is_the_tenants_oldest_document_as_it_stands(lc: StoreOfRecord) -> None:
+    """Since when the configured space has served a tenant that never migrated (GET
+    /semantic/spaces `createdAt`, `activatedAt`): its own documents only, as they stand now."""
+    assert lc.oldest_doc_at("t") is None
+    for doc_id, at, tenant in (("a", T0 + 5, "t"), ("b", T0 + 2, "t"), ("c", T0 + 9, "t"), ("x", T0, "u")):
+        lc.put_docs([StoredDoc(k(doc_id, tenant=tenant), {"title": doc_id}, [PUBLIC_PRINCIPAL], None, "h", at)], [])
+    assert (lc.oldest_doc_at("t"), lc.oldest_doc_at("u"), lc.oldest_doc_at("v")) == (T0 + 2, T0, None)
+    lc.put_docs([StoredDoc(k("b"), {"title": "b2"}, [PUBLIC_PRINCIPAL], None, "h2", T0 + 20)], [])  # rewritten
+    assert lc.oldest_doc_at("t") == T0 + 5
+
+
 def test_known_spaces_reads_indexes_not_the_tables(tmp_path: Path) -> None:
     """A scan of the sidecar took 0.36 s a tick at 1M rows (SQLite), 0.82 s on PostgreSQL."""
     st = SqliteStore(tmp_path / "s.sqlite3")
