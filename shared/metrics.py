@@ -109,6 +109,10 @@ class _Metrics:
         self.change_log_compacted = Counter("vibe_change_log_compacted_total",
                                             "Change-log entries deleted because a later entry of the same "
                                             "document, kind and space superseded them")
+        # its rate shows the sweep's work a tick bounded by VIBE_EVICT_BATCH, not the tenants
+        self.orphan_sweep_examined = Counter("vibe_cold_orphan_sweep_examined_total",
+                                             "What the cold-orphan sweep read (kind=pairs: (tenant, space) pairs, "
+                                             "a page at a time; codes: cold codes)", ["kind"])
         self.pinned = Counter("vibe_docs_pinned_total",
                               "Documents promoted (kept embedded) for touches or co-occurrence")
         self.provider_tokens = Counter("vibe_provider_tokens_total", "Estimated tokens sent to the embedding provider "

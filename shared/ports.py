@@ -396,8 +396,12 @@ class LifecycleStore(Protocol):
         """Those of `hashes` with a cold entry in the tenant's space (`cold_entry`, many at once)."""
 
     def known_spaces(self) -> list[tuple[str, str]]:
-        """Every (tenant, space) with a sidecar row, a cold entry or a space record: where the
-        cold store's orphan sweep looks."""
+        """Every (tenant, space) with a sidecar row, a cold entry or a space record, in order:
+        where the cold store's orphan sweep looks (which reads them by `known_spaces_page`)."""
+
+    def known_spaces_page(self, start: tuple[str, str] | None, limit: int) -> list[tuple[str, str]]:
+        """The first `limit` pairs of `known_spaces` from `start` on (`start` included when it is
+        one; None: from the first), at a cost that follows `limit`, not the number of tenants."""
 
     def prune_orphan_vectors(self, after: CodeCursor | None, limit: int) -> tuple[int, CodeCursor | None]:
         """Of the next `limit` stored vectors in key order after `after` (None: from the first),
@@ -470,6 +474,10 @@ class LifecycleStore(Protocol):
         """Document keys in (collection, doc_id) order after `cursor` (collection + SEP + id)."""
 
     def count_docs(self, tenant: str, collection: str | None) -> int: ...
+
+    def oldest_doc_at(self, tenant: str) -> float | None:
+        """When the tenant's oldest document as it stands now was written (None: it has none),
+        by an index, whatever the tenant's size: since when its first space has served at least."""
 
     # spaces per tenant
     def tenant_spaces(self, tenant: str | None = None) -> list[SpaceInfo]: ...

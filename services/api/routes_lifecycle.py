@@ -264,9 +264,21 @@ def _spaces(c: Container, tenant: str) -> list[SpaceInfo]:
     """The tenant's spaces; the configured one is listed as active until a migration replaces it."""
     rows = c.store.tenant_spaces(tenant)
     if not any(r.state == "active" for r in rows) and not any(r.space == c.settings.space for r in rows):
-        default = SpaceInfo(tenant, c.settings.space, c.embedder.model_id, c.embedder.dim, "active", 0.0)
+        since = _serving_since(c, tenant) or 0.0  # 0: no document yet (`createdAt` null)
+        default = SpaceInfo(tenant, c.settings.space, c.embedder.model_id, c.embedder.dim, "active", since, since)
         rows = [default, *rows]
     return rows
+
+
+def _serving_since(c: Container, tenant: str) -> float | None:
+    """Since when the configured space has served a tenant that never migrated: created and
+    active from the tenant's start, which the store keeps no record of; the oldest of its
+    documents as they stand now is the nearest the data tells (at least since then; a rewrite
+    of that document moves it later). Read, not recorded: a row for the configured space would
+    tie the tenant to it, and a tenant without a row follows VIBE_SPACE when an operator
+    changes it. A migration records the row with this time (`_start_migration`), and from then
+    the time stands. One seek of an index (docs_by_update), whatever the tenant's size."""
+    return c.store.oldest_doc_at(tenant)
 
 
 def list_spaces(c: Container, tenant: str) -> dict[str, object]:
@@ -319,8 +331,12 @@ def _start_migration(c: Container, tenant: str, space: str, model: str, dim: int
                         f"space {space!r} holds vectors of {bound[0]} ({bound[1]} dims), not {model_id} ({size} dims)")
     now = c.store.clock()
     if not any(r.space == active for r in c.store.tenant_spaces(tenant)):
+        # the configured space, recorded now: with the time it was listed with (it served
+        # before this migration; recorded as `now`, `createdAt` became the migration's start)
         current = c.embedders(active)
-        c.store.put_tenant_space(SpaceInfo(tenant, active, current.model_id, current.dim, "active", now))
+        since = _serving_since(c, tenant)
+        since = now if since is None else since
+        c.store.put_tenant_space(SpaceInfo(tenant, active, current.model_id, current.dim, "active", since, since))
     was = next((r for r in c.store.tenant_spaces(tenant) if r.space == space), None)
     to = SpaceInfo(tenant, space, model_id, size, "building", now, scope="ready" if scope == "ready" else "all")
     if was is not None and was.state in ("retired", "expiring"):

@@ -58,6 +58,11 @@ VECTORS_CURSOR = "orphan_vectors"
 COLD_CURSOR = "orphan_cold"
 COPIES_CURSOR = "cold_copies"
 CHANGES_CURSOR = "change_log"
+# The (tenant, space) pairs a tick's cold-orphan sweep visits at most, read as one page
+# (`known_spaces_page`), beside its `evict_batch` codes: each pair costs a query of the cold store
+# even when empty, so a tick's cost follows this, not the tenants. A pass over 10,000 tenants'
+# pairs takes 50 ticks (50 min at the default interval), for leftovers of crashes.
+SPACES_PAGE = 200
 CHANGE_PAGES = 10  # change-log pages examined a tick (compact_change_log): ~30 ms SQLite, ~115 ms PostgreSQL
 EVICT_CURSOR = "evict"
 PINS_CURSOR = "pins"
@@ -492,6 +497,7 @@ class Lifecycle:
                 self.cold.delete(tenant, space, h)
                 confirmed += 1
         self._orphans, examined = self._unreferenced_page(_code_cursor(self.store.sweep_cursor(ORPHANS_CURSOR)))
+        METRICS.orphan_sweep_examined.labels(kind="codes").inc(examined)
         if confirmed:
             METRICS.pruned.labels(store="cold_orphans").inc(confirmed)
         if confirmed or self._orphans:
@@ -546,17 +552,22 @@ class Lifecycle:
         return removed
 
     def _unreferenced_page(self, start: ColdCode | None) -> tuple[set[ColdCode], int]:
-        """The next `evict_batch` codes of the cold store, over every (tenant, space) the store
-        knows in order (an empty one costs one), after `start` (the code where the last sweep
-        stopped; None: from the first): those no cold entry references, and how many were
-        examined. Records where this one stops (a pass that reaches the end starts over)."""
+        """The next `evict_batch` codes of the cold store, over at most `SPACES_PAGE` of the
+        (tenant, space) pairs the store knows, in order (an empty one costs one code), after
+        `start` (the code where the last sweep stopped; None: from the first): those no cold
+        entry references, and how many were examined. Records where this one stops (a pass that
+        reaches the end starts over). The pairs are one page from `start` on
+        (`known_spaces_page`): reading every pair at every tick (`known_spaces`) cost what the
+        tenants did, and so did asking the cold store about thousands of them (a query each:
+        at 10,000 tenants a tick took 0.19 s on SQLite and 0.75 s on PostgreSQL)."""
         budget, examined, found = self.cfg.evict_batch, 0, set[ColdCode]()
-        for tenant, space in self.store.known_spaces():
-            if start is not None and (tenant, space) < start[:2]:
-                continue
+        # one pair more than a tick visits: where the next tick begins (none: the pass is done)
+        pairs = self.store.known_spaces_page(None if start is None else (start[0], start[1]), SPACES_PAGE + 1)
+        METRICS.orphan_sweep_examined.labels(kind="pairs").inc(min(len(pairs), SPACES_PAGE))
+        for i, (tenant, space) in enumerate(pairs):
             after = start[2] if start is not None and (tenant, space) == start[:2] else ""
             while True:
-                if budget <= 0:
+                if budget <= 0 or i == SPACES_PAGE:
                     self.store.set_sweep_cursor(ORPHANS_CURSOR, (tenant, space, after))
                     return found, examined
                 asked = budget

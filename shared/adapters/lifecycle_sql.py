@@ -121,6 +121,24 @@ _PAIRS = """WITH RECURSIVE
                       SELECT p.tenant, (SELECT MIN(x.space) FROM {t} x WHERE x.tenant = p.tenant AND x.space > p.space
                                         AND x.space >= '') FROM p WHERE p.space IS NOT NULL)
 SELECT tenant, space FROM p WHERE space IS NOT NULL"""
+# `_PAIRS` from a pair on, a bounded number of steps: the pairs of {t} from (?, ?) on (itself
+# included), at most ? steps (two arguments: the start, then the bound). A step is the next space
+# of the tenant (one seek) or, once the tenant has none left (a row with a NULL space), the next
+# tenant's first space (two seeks); so `n` steps give at least (n - 1) // 2 pairs. The orphan sweep
+# reads a page of these a time (`known_spaces_page`) instead of every pair at every tick.
+_PAIRS_FROM = """WITH RECURSIVE
+ p(n, tenant, space) AS (
+  SELECT 1, CAST(? AS TEXT), (SELECT MIN(x.space) FROM {t} x WHERE x.tenant = ? AND x.space >= ? AND x.space >= '')
+  UNION ALL
+  SELECT p.n + 1,
+         CASE WHEN p.space IS NULL THEN (SELECT MIN(y.tenant) FROM {t} y WHERE y.tenant > p.tenant) ELSE p.tenant END,
+         CASE WHEN p.space IS NULL
+              THEN (SELECT MIN(x.space) FROM {t} x WHERE x.space >= ''
+                    AND x.tenant = (SELECT MIN(y.tenant) FROM {t} y WHERE y.tenant > p.tenant))
+              ELSE (SELECT MIN(x.space) FROM {t} x WHERE x.tenant = p.tenant AND x.space > p.space AND x.space >= '')
+         END
+  FROM p WHERE p.tenant IS NOT NULL AND p.n < ?)
+SELECT tenant, space FROM p WHERE space IS NOT NULL ORDER BY n"""
 # The distinct spaces of the sidecar by a loose scan of `sidecar_by_status`: one seek each.
 _SPACES_OF_ROWS = """WITH RECURSIVE s(space) AS (SELECT MIN(space) FROM sidecar UNION ALL
  SELECT (SELECT MIN(x.space) FROM sidecar x WHERE x.space > s.space) FROM s WHERE s.space IS NOT NULL)
@@ -471,6 +489,23 @@ class LifecycleSql:
                 *self._read("SELECT tenant, space FROM tenant_spaces")]
         return sorted({(str(r["tenant"]), str(r["space"])) for r in rows})
 
+    def known_spaces_page(self, start: tuple[str, str] | None, limit: int) -> list[tuple[str, str]]:
+        """The first `limit` pairs of `known_spaces` from `start` on (`start` itself included when
+        known; None: from the first): a page from each table by a bounded loose index scan
+        (`_PAIRS_FROM`), merged. Each table's first `limit` pairs from `start` hold every pair of
+        the union's first `limit`, so a walk by pages finds what `known_spaces` gives, at a cost
+        that follows `limit`, not the tenants (at 10,000 tenants `known_spaces` took 0.14-0.35 s
+        on SQLite and 0.48 s on PostgreSQL, at every tick of the orphan sweep)."""
+        if limit <= 0:
+            return []
+        tenant, space = start if start is not None else ("", "")
+        steps = 2 * limit + 1  # enough for `limit` pairs whatever their tenants (see _PAIRS_FROM)
+        rows = [*self._read(_PAIRS_FROM.format(t="sidecar") + " LIMIT ?", (tenant, tenant, space, steps, limit)),
+                *self._read(_PAIRS_FROM.format(t="cold_vectors") + " LIMIT ?", (tenant, tenant, space, steps, limit)),
+                *self._read("SELECT tenant, space FROM tenant_spaces WHERE (tenant, space) >= (?, ?) "
+                            "ORDER BY tenant, space LIMIT ?", (tenant, space, limit))]
+        return sorted({(str(r["tenant"]), str(r["space"])) for r in rows})[:limit]
+
     # Vectors and cold entries of content no document has, and cold copies of vectors that are
     # back: a page of `limit` keys per tick from a cursor the scheduler keeps (`sweep_cursor`),
     # as `prune_gone_rows`. A query over the whole table each tick, with a document lookup per
@@ -789,6 +824,11 @@ class LifecycleSql:
             return int(self._read("SELECT COUNT(*) AS n FROM docs WHERE tenant=?", (tenant,))[0]["n"])
         return int(self._read("SELECT COUNT(*) AS n FROM docs WHERE tenant=? AND collection=?",
                               (tenant, collection))[0]["n"])
+
+    def oldest_doc_at(self, tenant: str) -> float | None:
+        # one seek of docs_by_update (tenant, updated_at), not a walk over the tenant's documents
+        rows = self._read("SELECT MIN(updated_at) AS t FROM docs WHERE tenant=?", (tenant,))
+        return None if rows[0]["t"] is None else float(rows[0]["t"])
 
     # -- follower dead letters ------------------------------------------------------------------
 
