@@ -443,13 +443,28 @@ def _touch_policy(s: Settings) -> TouchPolicy:
                        auto_disagree_proxy_within=s.touch_auto_disagree_proxy_within)
 
 
+def _proxy_text(policy: EligibilityPolicy,
+                embed_fields: Mapping[str, Sequence[str]]) -> Callable[[StoredDoc], str | None]:
+    """What the touch proxy may read of a document: exactly the text its embed job would send
+    (services/worker/handlers.py `_eligible`): the collection's allowlist, the eligibility policy
+    (None for a document the job would not embed: it is never estimated) and redaction."""
+    def text(doc: StoredDoc) -> str | None:
+        allow = embed_fields.get(doc.key.collection)
+        allowed = list(allow) if allow is not None else None
+        d = policy.decide_doc(doc, allowed)
+        if d.action != "embed":
+            return None
+        fields = d.fields or allowed
+        return redact(doc_text(select_fields(doc.fields, fields), fields))[0]
+
+    return text
+
+
 def _touch_proxy(s: Settings, policy: EligibilityPolicy,
                  embed_fields: Mapping[str, Sequence[str]]) -> TouchProxy | None:
-    """The touch's free semantic proxy (VIBE_TOUCH_AUTO_DISAGREE_PROXY), reading of a document
-    only the text its embed job would send: the collection's allowlist, the eligibility policy
-    (a document the job would not embed is never estimated) and redaction, as
-    services/worker/handlers.py applies them. None (the lexical probe) when off, or when the
-    local model package is not installed or cannot be read."""
+    """The touch's free semantic proxy (VIBE_TOUCH_AUTO_DISAGREE_PROXY) over `_proxy_text`. None
+    (the disagree probe digs lexically, as before) when off, or when the local model package is
+    not installed or cannot be read: no download, no provider call."""
     from shared.adapters import static_proxy
 
     if not s.touch_auto_disagree_proxy:
@@ -463,17 +478,7 @@ def _touch_proxy(s: Settings, policy: EligibilityPolicy,
         log.warning("touch proxy: the local model could not be read; the disagree probe digs lexically",
                     extra={"error": repr(e)})
         return None
-
-    def text(doc: StoredDoc) -> str | None:
-        allow = embed_fields.get(doc.key.collection)
-        allowed = list(allow) if allow is not None else None
-        d = policy.decide_doc(doc, allowed)
-        if d.action != "embed":
-            return None
-        fields = d.fields or allowed
-        return redact(doc_text(select_fields(doc.fields, fields), fields))[0]
-
-    return TouchProxy(proxy, text)
+    return TouchProxy(proxy, _proxy_text(policy, embed_fields))
 
 
 def build(settings: Settings, embedder: Embedder | None = None, clock: Callable[[], float] | None = None) -> Container:

