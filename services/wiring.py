@@ -14,7 +14,7 @@ import importlib
 import logging
 import math
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
@@ -26,7 +26,7 @@ from services.planner.explain import ExplainCache
 from services.planner.planner import Planner, PlannerConfig
 from services.planner.promotion import PromotionPolicy
 from services.planner.query_cache import QueryVectorCache
-from services.planner.touch import TouchPolicy, TouchProxy
+from services.planner.touch import TouchPolicy
 from services.planner.usage import UsageRecorder
 from services.worker.backfill import BackfillLimits, Backfills
 from services.worker.handlers import BatchOutcome, EmbedHandler
@@ -47,7 +47,7 @@ from shared.config import Settings
 from shared.foreground import Foreground
 from shared.indexing import FilePosition, Followers, IndexFollower, StorePosition
 from shared.metrics import METRICS
-from shared.model import DocKey, EmbedJob, StoredDoc
+from shared.model import DocKey, EmbedJob
 from shared.policy.eligibility import EligibilityPolicy
 from shared.ports import (
     Budget,
@@ -60,8 +60,6 @@ from shared.ports import (
     VectorIndex,
 )
 from shared.spaces import SpaceDirectory, embedding_spaces
-from shared.text.hashing import doc_text
-from shared.text.redaction import redact, select_fields
 
 log = logging.getLogger("vibe.wiring")
 
@@ -438,47 +436,7 @@ def _touch_policy(s: Settings) -> TouchPolicy:
                        unstable_least=s.touch_unstable_least, follow_up=s.touch_follow_up,
                        auto_dig_step=s.touch_auto_dig_step, auto_disagree=s.touch_auto_disagree,
                        auto_disagree_probe_rounds=s.touch_auto_disagree_probe_rounds,
-                       auto_disagree_dig_step=s.touch_auto_disagree_dig_step,
-                       auto_disagree_proxy=s.touch_auto_disagree_proxy,
-                       auto_disagree_proxy_within=s.touch_auto_disagree_proxy_within)
-
-
-def _proxy_text(policy: EligibilityPolicy,
-                embed_fields: Mapping[str, Sequence[str]]) -> Callable[[StoredDoc], str | None]:
-    """What the touch proxy may read of a document: exactly the text its embed job would send
-    (services/worker/handlers.py `_eligible`): the collection's allowlist, the eligibility policy
-    (None for a document the job would not embed: it is never estimated) and redaction."""
-    def text(doc: StoredDoc) -> str | None:
-        allow = embed_fields.get(doc.key.collection)
-        allowed = list(allow) if allow is not None else None
-        d = policy.decide_doc(doc, allowed)
-        if d.action != "embed":
-            return None
-        fields = d.fields or allowed
-        return redact(doc_text(select_fields(doc.fields, fields), fields))[0]
-
-    return text
-
-
-def _touch_proxy(s: Settings, policy: EligibilityPolicy,
-                 embed_fields: Mapping[str, Sequence[str]]) -> TouchProxy | None:
-    """The touch's free semantic proxy (VIBE_TOUCH_AUTO_DISAGREE_PROXY) over `_proxy_text`. None
-    (the disagree probe digs lexically, as before) when off, or when the local model package is
-    not installed or cannot be read: no download, no provider call."""
-    from shared.adapters import static_proxy
-
-    if not s.touch_auto_disagree_proxy:
-        return None
-    if not static_proxy.available():
-        log.warning("touch proxy: the local model package is not installed; the disagree probe digs lexically")
-        return None
-    try:
-        proxy = static_proxy.shared()
-    except Exception as e:  # a damaged package: the lexical probe, as without one
-        log.warning("touch proxy: the local model could not be read; the disagree probe digs lexically",
-                    extra={"error": repr(e)})
-        return None
-    return TouchProxy(proxy, _proxy_text(policy, embed_fields))
+                       auto_disagree_dig_step=s.touch_auto_disagree_dig_step)
 
 
 def build(settings: Settings, embedder: Embedder | None = None, clock: Callable[[], float] | None = None) -> Container:
@@ -522,8 +480,7 @@ def build(settings: Settings, embedder: Embedder | None = None, clock: Callable[
     # A semantic leg waits for the vector index only.
     planner = Planner(cfg, store, lexical, vectors, emb, queue, budget, follower.of_vectors(), ExplainCache(),
                       QueryVectorCache.from_settings(settings), usage=usage, spaces=spaces, embedders=embedders,
-                      lexical_follower=follower.of_lexical(), foreground=foreground,
-                      proxy=_touch_proxy(settings, handler.policy, handler.embed_fields))
+                      lexical_follower=follower.of_lexical(), foreground=foreground)
     docs = DocumentService(store, follower, queue, handler.policy, settings.embed_fields, spaces,
                            settings.max_doc_bytes, lambda tenant: _eager(store, tenant),
                            settings.write_sync_wait_seconds,

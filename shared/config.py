@@ -306,11 +306,6 @@ class Settings(BaseSettings):
     touch_auto_disagree: bool = True
     touch_auto_disagree_probe_rounds: Annotated[int, Field(ge=0)] = 1
     touch_auto_disagree_dig_step: Annotated[int, Field(ge=0)] = 4
-    # ... and its probe picks by a free semantic proxy (shared/adapters/static_proxy.py, mapped onto
-    # the embedder's space by what is embedded) among the lexical top `_within`, instead of lexical
-    # depth (TouchPolicy.auto_disagree_proxy). Without the local model package: the lexical probe.
-    touch_auto_disagree_proxy: bool = False
-    touch_auto_disagree_proxy_within: Annotated[int, Field(ge=1)] = 100
 
     # --- hardening (issue 12): input bounds, adapters, MCP: helper C's block ---
     # ACL bounds (services/api/writes.py DocumentService._acl): each principal is one keyword term

@@ -32,9 +32,7 @@ from services.planner.strategy import choose_strategy
 from services.planner.touch import (
     AGREE_DEEP,
     AGREE_TOP,
-    READY,
     TouchPolicy,
-    TouchProxy,
     disagreement,
     memory_for,
     neighbour_query,
@@ -44,9 +42,6 @@ from services.planner.touch import (
     reach,
     switch_for,
     touch_state,
-)
-from services.planner.touch import (
-    COLD as COLD_STATE,
 )
 from services.planner.usage import OverBudget, UsageRecorder, embed_query_within_cap
 from shared.errors import ErrorCode, VibeError
@@ -222,11 +217,7 @@ class Planner:
         embedders: Callable[[str], Embedder] | None = None,
         lexical_follower: IndexFollower | None = None,
         foreground: Foreground | None = None,
-        proxy: TouchProxy | None = None,
     ):
-        # A free semantic stand-in for cold candidates (touch.TouchProxy): orders a "disagree"
-        # collection's probe (TouchPolicy.auto_disagree_proxy); None: the lexical probe.
-        self.proxy = proxy
         self.query_cache = query_cache or QueryVectorCache()
         # First answers are marked, so the in-process pipeline waits for them (shared/foreground.py).
         self.foreground = foreground or Foreground(0)
@@ -644,12 +635,8 @@ class ReadSession:
             reachable = reach(self._lexical_scores, [h.score for h in self.semantic.hits],
                               self.ranking[end - 1].score, cfg.semantic_weight, policy.reach_best)
         similar = self._similar_keys(lexical) if policy.similar and settled is not True else []
-        probe_order = None
-        if policy.proxy_probe and self.p.proxy is not None and self.semantic.vector is not None:
-            def probe_order() -> list[DocKey]:
-                return self._proxy_probe(policy.auto_disagree_proxy_within, sides)
         chosen = plan(policy, limit, lexical, page, state, self.p.budget.available(self.principal.tenant),
-                      reachable, similar, settled, probe_order)
+                      reachable, similar, settled)
         if memory is not None:
             memory.remember(qkey, page, chosen.probe)
         watched = [*page, *lexical[: chosen.depth]]
@@ -687,7 +674,7 @@ class ReadSession:
             return replace(policy, follow_up=True, dig_step=policy.auto_dig_step)
         if state == "disagree" and policy.auto_disagree:
             return replace(policy, follow_up=True, probe_rounds=policy.auto_disagree_probe_rounds,
-                           dig_step=policy.auto_disagree_dig_step, proxy_probe=policy.auto_disagree_proxy)
+                           dig_step=policy.auto_disagree_dig_step)
         return replace(policy, follow_up=False)
 
     def _observe_agreement(self) -> None:
@@ -728,29 +715,6 @@ class ReadSession:
             self._followed = True
             self._touch_adaptive()
             return bool(self.pending)
-
-    def _proxy_probe(self, within: int, sides: dict[DocKey, SidecarEntry]) -> list[DocKey]:
-        """The cold candidates among this query's lexical top `within`, the one the free proxy
-        (touch.TouchProxy) rates closest to the query vector first; [] until the proxy has
-        learned enough (then the probe digs lexically). The candidates are this query's own
-        lexical list, read with the caller's filter, and the proxy reads of each only the text its
-        embed job would send; it learns from the ones already embedded, with their stored vectors.
-        The sidecars it read join `sides`, so the touch queues what it picks. Read from the
-        query's lexical snapshot without extending `lexical_hits`, which fusion ranks."""
-        px, vec, found = self.p.proxy, self.semantic.vector, self._lexical_found
-        if px is None or vec is None or found is None:
-            return []
-        keys = found.keys(min(within, len(self._lexical_scores)))
-        got = self.p.store.sidecars([k for k in keys if k not in sides], self.space)
-        sides.update(got)
-        state = {k: touch_state(sides[k].status, COLD) for k in keys if k in sides}
-        docs = self.p.store.get_docs([k for k in keys if state.get(k) in (READY, COLD_STATE)])
-        ready = [docs[k] for k in keys if k in docs and state[k] == READY]
-        cold = [docs[k] for k in keys if k in docs and state[k] == COLD_STATE]
-        est = px.estimates(f"{self.principal.tenant}\x1f{self.space}", ready,
-                           lambda ks: self.p.store.vectors_for(ks, self.space), cold, vec)
-        # sorted() is stable, so equal estimates keep their lexical order
-        return sorted(est, key=lambda k: -est[k])
 
     def _similar_keys(self, lexical: list[DocKey]) -> list[DocKey]:
         """This query's lexical candidates ordered by likeness to the semantic leg's best hits

@@ -70,17 +70,11 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal, NamedTuple
 
-import numpy as np
-from numpy.typing import NDArray
-
 from services.planner.fusion import mean_spread
 from shared.model import DocKey, Hit, SemanticStatus, StoredDoc
-from shared.proxy_port import SemanticProxy
 from shared.text.hashing import doc_text
 
 Search = Callable[[str, int], list[Hit]]
-VectorsOf = Callable[[list[DocKey]], dict[DocKey, list[float]]]  # stored vectors of these documents
-ProbeOrder = Callable[[], Sequence[DocKey]]  # cold candidates, most promising first (computed only if asked)
 
 # What a candidate's sidecar says, as `plan` sees it.
 COLD, PENDING, READY, OTHER = "cold", "pending", "ready", "other"
@@ -153,13 +147,11 @@ class TouchPolicy:
     auto_disagree: bool = True
     auto_disagree_probe_rounds: int = 1  # the probe_rounds of a collection in "disagree"
     auto_disagree_dig_step: int = 4  # its dig step
-    # "disagree": the probe embeds the `auto_disagree_dig_step` cold candidates among the lexical
-    # top `auto_disagree_proxy_within` that a free semantic proxy (TouchProxy) rates closest to
-    # the query, instead of the next ones down the lexical list (there the semantic leg overrides
-    # the lexical order, so lexical depth says little of what it would lift). Off: the lexical dig.
-    auto_disagree_proxy: bool = False
-    auto_disagree_proxy_within: int = 100
-    proxy_probe: bool = False  # resolved per read: this read's dig is a proxy probe (set by the planner)
+    # Tried and left out: that probe picking, among the lexical top 100, the cold candidates a free
+    # proxy (MiniLM's static token embeddings ridge-mapped onto the embedder's space) rates closest
+    # to the query, at the lexical probe's spend (step 3). Its picks reach eager's page more often
+    # (26% against 20%), but the probe is ~7% of CISI's spend; held out, neither bar (README "Touch
+    # economics"; bench/results/touch-proxyprobe-*, code in touch-proxy-probe.patch).
 
     def reaches(self, touches: int) -> bool:
         """Whether `reach_best` bounds the dig of a query touched `touches` times before."""
@@ -382,16 +374,12 @@ def query_key(tenant: str, acl: Sequence[str], collection: str, text: str, limit
 
 def plan(policy: TouchPolicy, limit: int, lexical: Sequence[DocKey], page: Sequence[DocKey],
          state: Mapping[DocKey, str], available: int, reachable: int | None = None,
-         similar: Sequence[DocKey] = (), settled: bool | None = None,
-         probe_order: ProbeOrder | None = None) -> TouchPlan:
+         similar: Sequence[DocKey] = (), settled: bool | None = None) -> TouchPlan:
     """The cold candidates worth embedding for one query, best first (adaptive policy).
 
     `lexical` is the query's lexical candidate list, `page` its current fused first page,
     `state` what each candidate's sidecar says, `available` the tenant's budget tokens now,
-    `reachable` how deep a candidate could still reach the page (`reach`; None = unknown).
-    `probe_order` (a proxy's ranking of cold candidates, asked for only when the plan digs):
-    where it gives any, a dig embeds its first `dig_step` cold ones instead of going
-    `dig_step` further down the lexical list; where it gives none, the lexical dig."""
+    `reachable` how deep a candidate could still reach the page (`reach`; None = unknown)."""
     base = policy.depth(limit, len(lexical))
     room = policy.reserve * base
     if available < room:  # tight budget: shrink towards the page, never dig
@@ -409,17 +397,6 @@ def plan(policy: TouchPolicy, limit: int, lexical: Sequence[DocKey], page: Seque
         # lexical candidates saved 1.5% of Cranfield's spend for 0.0035 of its quality (seeds
         # 1-6, bench/results/touch-firstreach-*.json): rejected.
         depth = min(depth, max(limit, reachable))
-    probed: list[DocKey] = []
-    if dug and probe_order is not None:
-        # Exactly as many as the lexical dig would embed (after `reach`), so a proxy probe spends
-        # what the lexical one would, only on what the proxy rates closest to the query; the
-        # lexical depth then stays the base. No proxy ranking (too little learned): the lexical dig.
-        below = {*page, *lexical[:base]}
-        spend = sum(1 for k in lexical[base:depth] if k not in below and state.get(k, OTHER) == COLD)
-        if spend:
-            ranked = [k for k in probe_order() if k not in below and state.get(k, COLD) == COLD]
-            if ranked:
-                probed, depth = ranked[:spend], base
     # Under a tight budget a query seen for the first time (no page memory yet) embeds only its
     # page's best cold documents: most first-seen queries are never asked again (Zipf), and what
     # the bucket keeps goes to the ones that come back. Measured with bench.touch_sim (chosen on
@@ -431,10 +408,6 @@ def plan(policy: TouchPolicy, limit: int, lexical: Sequence[DocKey], page: Seque
     base_keys = {*page, *lexical[:min(depth, base)]}
     for k in [*page, *lexical[:depth]]:
         if k not in seen and state.get(k, OTHER) == COLD:
-            seen.add(k)
-            out.append(k)
-    for k in probed:
-        if k not in seen:
             seen.add(k)
             out.append(k)
     if available >= room and policy.similar > 0 and not settled and (settled is not None or policy.similar_first):
@@ -467,130 +440,3 @@ def neighbours(sources: Sequence[StoredDoc], search: Search, per_source: int, ex
         seen.update(fresh)
         out += fresh
     return out
-
-
-class ProxyMap:
-    """A ridge regression from a free proxy's vectors (shared/proxy_port.py) onto the real
-    embedding space, fitted on documents already embedded, one per scope (tenant + space: one
-    tenant's documents never shape another's estimates), bounded LRU over scopes.
-
-    It keeps only sufficient statistics (X'X and X'Y, ~2.4 MB a scope at 384 dimensions), so
-    learning is incremental, and solves again when what it learned grew by `refit` since the
-    last solve. Out of sample, with 10% of Cranfield embedded at random, the mapped proxy's
-    cosine to the query vector has Spearman 0.76 with the model's own cosine (CISI 0.70; the
-    raw proxy 0.45 / 0.41, BM25 0.41 / 0.31): bench/results/touch-proxy-offline.json."""
-
-    def __init__(self, ridge: float = 0.1, min_docs: int = 30, refit: float = 0.1, scopes: int = 32,
-                 remember: int = 200_000):
-        self.ridge, self.min_docs, self.refit = ridge, min_docs, refit
-        self.scopes, self.remember = scopes, remember
-        self._state: OrderedDict[str, _Fit] = OrderedDict()
-        self._lock = threading.Lock()
-
-    def _fit(self, scope: str) -> _Fit | None:
-        with self._lock:
-            fit = self._state.get(scope)
-            if fit is not None:
-                self._state.move_to_end(scope)
-            return fit
-
-    def known(self, scope: str, keys: Sequence[str]) -> set[str]:
-        fit = self._fit(scope)
-        return {k for k in keys if k in fit.seen} if fit is not None else set()
-
-    def learn(self, scope: str, keys: Sequence[str], proxy: NDArray[np.float32], vectors: NDArray[np.float32]) -> None:
-        """Add (proxy row, real vector) pairs; a key already learned is skipped."""
-        if not len(keys):
-            return
-        with self._lock:
-            fit = self._state.get(scope)
-            if fit is None or fit.xty.shape != (proxy.shape[1], vectors.shape[1]):
-                fit = self._state[scope] = _Fit(proxy.shape[1], vectors.shape[1])
-            self._state.move_to_end(scope)
-            while len(self._state) > self.scopes:
-                self._state.popitem(last=False)
-            rows = [i for i, k in enumerate(keys) if k not in fit.seen]
-            if not rows:
-                return
-            x, y = proxy[rows].astype(np.float64), vectors[rows].astype(np.float64)
-            fit.xtx += x.T @ x
-            fit.xty += x.T @ y
-            fit.count += len(rows)
-            for i in rows:
-                fit.seen[keys[i]] = None
-            while len(fit.seen) > self.remember:
-                fit.seen.popitem(last=False)
-
-    def estimate(self, scope: str, proxy: NDArray[np.float32], query: Sequence[float]) -> NDArray[np.float64] | None:
-        """Estimated cosine of each proxy row's document with the query vector; None until the
-        scope has learned `min_docs` documents (or for a vector of another dimension)."""
-        fit = self._fit(scope)
-        if fit is None or fit.count < self.min_docs or fit.xty.shape[1] != len(query):
-            return None
-        with self._lock:
-            m = fit.solved
-            if m is None or fit.count >= fit.solved_at * (1 + self.refit):
-                m = fit.solved = np.asarray(np.linalg.solve(fit.xtx + self.ridge * np.eye(fit.xtx.shape[0]), fit.xty),
-                                            dtype=np.float64)
-                fit.solved_at = fit.count
-        mapped = proxy.astype(np.float64) @ m
-        norms = np.linalg.norm(mapped, axis=1)
-        q = np.asarray(query, dtype=np.float64)
-        qn = float(np.linalg.norm(q)) or 1.0
-        return np.asarray((mapped @ q) / (np.where(norms > 0, norms, 1.0) * qn))
-
-
-@dataclass
-class _Fit:
-    d_in: int
-    d_out: int
-    xtx: NDArray[np.float64] = field(init=False)
-    xty: NDArray[np.float64] = field(init=False)
-    count: int = 0
-    seen: OrderedDict[str, None] = field(default_factory=OrderedDict)
-    solved: NDArray[np.float64] | None = None
-    solved_at: int = 0
-
-    def __post_init__(self) -> None:
-        self.xtx = np.zeros((self.d_in, self.d_in))
-        self.xty = np.zeros((self.d_in, self.d_out))
-
-
-@dataclass
-class TouchProxy:
-    """What the planner needs to estimate a cold candidate's semantic score for free: the proxy
-    (shared/proxy_port.py), the text the embedder would be given (`text`: the collection's
-    allowlist, eligibility and redaction, as the embed job applies them; None when the job
-    would not embed it), and the learned maps."""
-
-    proxy: SemanticProxy
-    text: Callable[[StoredDoc], str | None]
-    fits: ProxyMap = field(default_factory=ProxyMap)
-
-    def estimates(self, scope: str, ready: Sequence[StoredDoc], vectors: VectorsOf, cold: Sequence[StoredDoc],
-                  query: Sequence[float]) -> dict[DocKey, float]:
-        """Learn from the `ready` documents not learned yet (their stored vectors), then
-        estimate the cosine of each eligible `cold` document with `query`; {} until enough is
-        learned."""
-        known = self.fits.known(scope, [_proxy_key(d) for d in ready])
-        new = [d for d in ready if _proxy_key(d) not in known]
-        if new:
-            got = vectors([d.key for d in new])
-            rows = [(d, t) for d in new if d.key in got and (t := self.text(d)) is not None]
-            if rows:
-                keys = [_proxy_key(d) for d, _ in rows]
-                self.fits.learn(scope, keys, self.proxy.vectors([t for _, t in rows], keys),
-                                np.asarray([got[d.key] for d, _ in rows], dtype=np.float32))
-        todo = [(d, t) for d in cold if (t := self.text(d)) is not None]
-        if not todo:
-            return {}
-        keys = [_proxy_key(d) for d, _ in todo]
-        est = self.fits.estimate(scope, self.proxy.vectors([t for _, t in todo], keys), query)
-        if est is None:
-            return {}
-        return {d.key: float(e) for (d, _), e in zip(todo, est, strict=True)}
-
-
-def _proxy_key(doc: StoredDoc) -> str:
-    # the text depends on the collection's allowlist as well as on the content
-    return f"{doc.key.tenant}\x1f{doc.key.collection}\x1f{doc.content_hash}"
