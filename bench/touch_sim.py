@@ -15,7 +15,9 @@ other. The tenant budget is a token bucket on a simulated clock (queries arrive 
 Measures (as the issue defines them): final nDCG@10 over the distinct queries of the
 stream's second half, each at its latest answer, over eager hybrid on the same queries;
 the embedded fraction; and the oracle fraction (union of eager hybrid's first pages over
-the distinct queries served).
+the distinct queries served). Each stream's figures go to stderr (one JSON line) as it ends:
+progress on a long run, and what a run cut short measured; `--out` writes the means and each
+stream's values.
 """
 
 from __future__ import annotations
