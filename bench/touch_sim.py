@@ -15,7 +15,9 @@ other. The tenant budget is a token bucket on a simulated clock (queries arrive 
 Measures (as the issue defines them): final nDCG@10 over the distinct queries of the
 stream's second half, each at its latest answer, over eager hybrid on the same queries;
 the embedded fraction; and the oracle fraction (union of eager hybrid's first pages over
-the distinct queries served).
+the distinct queries served). Each stream's figures go to stderr (one JSON line) as it ends:
+progress on a long run, and what a run cut short measured; `--out` writes the means and each
+stream's values.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ import argparse
 import json
 import shutil
 import statistics
+import sys
 import tempfile
 import time
 from collections import Counter
@@ -310,8 +313,12 @@ def main() -> None:
         return
     for name, env in settings.items():
         for per_minute in [int(b) for b in a.budgets.split(",")]:
-            res = [replay(model, ds, env, zipf_stream(qids, a.length, int(s)), base, per_minute, a.qpm)
-                   for s in a.seeds.split(",")]
+            res = []
+            for s in a.seeds.split(","):
+                res.append(replay(model, ds, env, zipf_stream(qids, a.length, int(s)), base, per_minute, a.qpm))
+                # each stream as it ends, on stderr: progress, and what a long run that is cut short measured
+                print(json.dumps({"setting": name, "per_minute": per_minute, "seed": int(s), **res[-1]}),
+                      file=sys.stderr, flush=True)
             row = {"setting": name, "env": env, "per_minute": per_minute, "seeds": a.seeds}
             # how many streams took each sequence of "auto" states (e.g. unknown>agree)
             row["auto_states"] = dict(Counter(r.pop("auto_state") for r in res))

@@ -153,6 +153,11 @@ class TouchPolicy:
     auto_disagree: bool = True
     auto_disagree_probe_rounds: int = 1  # the probe_rounds of a collection in "disagree"
     auto_disagree_dig_step: int = 4  # its dig step
+    # Tried and left out: that probe picking, among the lexical top 100, the cold candidates a free
+    # proxy (MiniLM's static token embeddings ridge-mapped onto the embedder's space) rates closest
+    # to the query, at the lexical probe's spend (step 3). Its picks reach eager's page more often
+    # (26% against 20%), but the probe is ~7% of CISI's spend; held out, neither bar (README "Touch
+    # economics"; bench/results/touch-proxyprobe-*, code in touch-proxy-probe.patch).
 
     def reaches(self, touches: int) -> bool:
         """Whether `reach_best` bounds the dig of a query touched `touches` times before."""
