@@ -41,7 +41,6 @@ from bench.embed_server import CachedModel
 from bench.lazy import query_population, zipf_stream
 from bench.quality import COLLECTION, corpus_docs
 from services.planner.planner import COLD, ReadRequest
-from services.planner.touch import switch_for
 from services.wiring import Container, build
 from shared.adapters.memory_budget import MemoryBudget
 from shared.config import Settings
@@ -218,7 +217,7 @@ def replay(model: CachedModel, ds: Dataset, env: dict[str, Any], stream: list[st
     try:
         _ingest(c, ds)
         t = c.planner.cfg.touch
-        switch = switch_for(c.planner, t.auto_window)
+        switch = c.planner.follow_ups
         trail: list[str] = []  # the "auto" follow-up's states for the collection, in the order taken
         for i, qid in enumerate(stream):
             budget.advance(1 / qpm)

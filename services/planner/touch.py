@@ -523,22 +523,6 @@ class FollowUpSwitch:
             return len(self._seen)
 
 
-_SWITCHES: weakref.WeakKeyDictionary[object, FollowUpSwitch] = weakref.WeakKeyDictionary()
-
-
-def switch_for(owner: object, window: int = 100) -> FollowUpSwitch:
-    """The owner's follow-up switch: a planner's own (`Planner.follow_ups`, which the composition
-    root builds on the store of record), or else one per owner, in memory (as `memory_for`)."""
-    own = getattr(owner, "follow_ups", None)
-    if isinstance(own, FollowUpSwitch):
-        return own
-    with _MEMORIES_LOCK:
-        switch = _SWITCHES.get(owner)
-        if switch is None:
-            switch = _SWITCHES[owner] = FollowUpSwitch(window=window)
-        return switch
-
-
 def query_key(tenant: str, acl: Sequence[str], collection: str, text: str, limit: int) -> str:
     h = hashlib.sha256()
     for part in (tenant, collection, str(limit), *sorted(acl), "\x00", text):

@@ -623,7 +623,6 @@ def test_auto_follows_up_where_first_reads_agree_with_the_lexical_top_and_not_wh
     lexical top onto the page, so (the disagree branch off) its reads never do. Another tenant's
     "agree" starts off."""
     from services.planner.planner import ReadSession
-    from services.planner.touch import switch_for
     from services.wiring import build
     from shared.config import Settings
 
@@ -647,7 +646,7 @@ def test_auto_follows_up_where_first_reads_agree_with_the_lexical_top_and_not_wh
         def reads(who: Principal, col: str, word: str) -> list[list[int]]:
             return _first_reads(c, who, col, word, touches)
 
-        switch, below = switch_for(c.planner), c.planner.cfg.touch.auto_below
+        switch, below = c.planner.follow_ups, c.planner.cfg.touch.auto_below
         base, step = c.planner.cfg.touch.dig_step, c.planner.cfg.touch.auto_dig_step
         # "agree": once its third first read is counted, that read follows up (a second touch),
         # and from then on its touches dig auto_dig_step at a time
@@ -686,7 +685,6 @@ def test_auto_follows_up_a_disagreeing_collection_with_one_probing_round_and_sma
     `auto_disagree_probe_rounds` probing rounds and `auto_disagree_dig_step` steps; "agree" keeps
     `auto_dig_step` and the default probing rounds."""
     from services.planner.planner import ReadSession
-    from services.planner.touch import switch_for
     from services.wiring import build
     from shared.config import Settings
 
@@ -714,9 +712,9 @@ def test_auto_follows_up_a_disagreeing_collection_with_one_probing_round_and_sma
         assert t.auto_disagree  # on by default
         base, agree, disagree = (t.dig_step, t.probe_rounds), (t.auto_dig_step, t.probe_rounds), (4, 1)
         assert reads("disagree", "flap") == [[base], [base], [base, disagree], [disagree, disagree]]
-        assert switch_for(c.planner).state("t1", "disagree", 3, t.auto_below) == "disagree"
+        assert c.planner.follow_ups.state("t1", "disagree", 3, t.auto_below) == "disagree"
         assert reads("agree", "wing") == [[base], [base], [base, agree], [agree, agree]]
-        assert switch_for(c.planner).state("t1", "agree", 3, t.auto_below) == "agree"
+        assert c.planner.follow_ups.state("t1", "agree", 3, t.auto_below) == "agree"
     finally:
         c.stop()
 
@@ -726,7 +724,6 @@ def test_explicit_follow_up_ignores_the_switch_in_any_state(tmp_path: Path, foll
     """VIBE_TOUCH_FOLLOW_UP true/false: the policy as set, whatever the collection's switch says
     (no agree or disagree branch)."""
     from services.planner.planner import ReadRequest
-    from services.planner.touch import switch_for
     from services.wiring import build
     from shared.config import Settings
 
@@ -734,7 +731,7 @@ def test_explicit_follow_up_ignores_the_switch_in_any_state(tmp_path: Path, foll
                        touch_auto_disagree=True), _WordEmbedder())
     c.planner.cfg.touch = replace(c.planner.cfg.touch, auto_after=3)
     try:
-        switch = switch_for(c.planner)
+        switch = c.planner.follow_ups
         for value, col in ((1.0, "dis"), (-1.0, "agr")):
             for _ in range(5):
                 switch.observe("t1", col, value)
