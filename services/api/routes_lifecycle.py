@@ -64,7 +64,8 @@ def _collection(raw: object, required: bool) -> str | None:
     return raw
 
 
-def _iso(ts: float | None) -> str | None:
+def iso(ts: float | None) -> str | None:
+    """A store time as the API writes it (UTC, seconds); 0 or None: unknown."""
     if not ts:
         return None
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(ts))
@@ -124,7 +125,7 @@ async def delete_promote(request: Request, collection: str | None = Query(None, 
 
 
 def _mode_body(m: CollectionMode) -> dict[str, object]:
-    return {"collection": m.collection, "state": m.mode, "since": _iso(m.since), "reason": m.reason,
+    return {"collection": m.collection, "state": m.mode, "since": iso(m.since), "reason": m.reason,
             "manual": m.manual, "figures": m.figures}
 
 
@@ -151,8 +152,8 @@ async def get_scheduler(request: Request, p: Principal = Depends(require("admin"
     failed = await run_in_threadpool(c.store.last_tick_failures)
     cfg, s = c.lifecycle.cfg, c.settings
     return JSONResponse({
-        "intervalSeconds": s.scheduler_interval_seconds, "lastTickAt": _iso(last), "lastTickFailed": failed,
-        "lastChange": {"at": _iso(mine[0]), **mine[1]} if mine else None,
+        "intervalSeconds": s.scheduler_interval_seconds, "lastTickAt": iso(last), "lastTickFailed": failed,
+        "lastChange": {"at": iso(mine[0]), **mine[1]} if mine else None,
         "policy": {"promoteMinQueries": cfg.promotion.min_queries, "promoteMinHits": cfg.promotion.min_hits,
                    "promoteWindowSeconds": cfg.promotion.window_seconds,
                    "demoteIdleSeconds": cfg.promotion.demote_idle_seconds,
@@ -239,7 +240,7 @@ def _space_body(c: Container, tenant: str, info: SpaceInfo, tasks: list[Backfill
     task = next((t for t in reversed(tasks) if t.space == info.space and t.kind in ("migrate", "rehydrate")), None)
     out: dict[str, object] = {
         "space": info.space, "model": info.model_id, "dim": info.dim, "state": info.state,
-        "createdAt": _iso(info.created_at), "activatedAt": _iso(info.activated_at),
+        "createdAt": iso(info.created_at), "activatedAt": iso(info.activated_at),
     }
     if info.state == "building":
         out["scope"] = info.scope
@@ -249,8 +250,8 @@ def _space_body(c: Container, tenant: str, info: SpaceInfo, tasks: list[Backfill
     else:
         count, nbytes = cold.get(info.space, (0, 0))
         out["state"] = "retired"
-        out["retiredAt"] = _iso(info.retired_at)
-        out["retentionUntil"] = _iso(c.lifecycle.retention_until(info.retired_at))
+        out["retiredAt"] = iso(info.retired_at)
+        out["retentionUntil"] = iso(c.lifecycle.retention_until(info.retired_at))
         out["cold"] = {"vectors": count, "bytes": nbytes}
         out["retiring"] = _retiring_body(c, tenant, info.space)
         if info.state == "expiring":
@@ -431,7 +432,7 @@ def _retired_body(c: Container, tenant: str, space: str, now: float) -> dict[str
     count, nbytes = c.store.cold_by_space(tenant).get(space, (0, 0))
     return {"retired": space, "droppedSidecars": 0, "retiredToCold": retiring["moved"],
             "retiredToMove": retiring["toMove"], "retiredCold": {"vectors": count, "bytes": nbytes},
-            "retentionUntil": _iso(c.lifecycle.retention_until(now))}
+            "retentionUntil": iso(c.lifecycle.retention_until(now))}
 
 
 def reactivate(c: Container, tenant: str, space: str, active: str, building: list[str],
@@ -516,5 +517,5 @@ async def get_dead_letters(request: Request, p: Principal = Depends(require("adm
     finding 1): the documents were removed from that index; rewriting them retries."""
     rows = await run_in_threadpool(_c(request).store.dead_letters, p.tenant)
     for r in rows:
-        r["at"] = _iso(float(r["at"]))  # type: ignore[arg-type]
+        r["at"] = iso(float(r["at"]))  # type: ignore[arg-type]
     return JSONResponse({"deadLetters": rows})

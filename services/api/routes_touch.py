@@ -5,13 +5,13 @@ how. Scope `admin`; every answer is the key's tenant's alone."""
 from __future__ import annotations
 
 import re
-import time
 
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse
 
 from services.api.auth import require
+from services.api.routes_lifecycle import iso
 from services.api.schemas import AUTHENTICATED, FOLLOW_UP_COLLECTION, FollowUpView, errors, ok, query
 from services.wiring import Container
 from shared.errors import invalid
@@ -21,10 +21,6 @@ from shared.model import Principal
 router = APIRouter()
 MAX_PAGE = 1000
 _NAME = re.compile(FOLLOW_UP_COLLECTION["pattern"])
-
-
-def _iso(ts: float) -> str | None:
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(ts)) if ts else None
 
 
 @router.get("/semantic/touch", dependencies=AUTHENTICATED, responses={
@@ -50,6 +46,6 @@ async def get_touch(request: Request, after: str | None = Query(None, include_in
         "followUp": t.follow_up, "after": t.auto_after, "below": t.auto_below,
         "flushEvery": switch.flush_every, "refreshSeconds": switch.refresh_seconds,
         "collections": [{"collection": r.collection, "state": switch_state(r.reads, r.mean, t.auto_after, t.auto_below),
-                         "reads": r.reads, "mean": r.mean, "updatedAt": _iso(r.updated_at)} for r in rows],
+                         "reads": r.reads, "mean": r.mean, "updatedAt": iso(r.updated_at)} for r in rows],
         "next": rows[-1].collection if len(rows) == limit else None,
     })

@@ -32,9 +32,10 @@ def _row(r: Mapping[str, Any]) -> FollowUpRow:
 class TouchSwitchSql:
     """Mixin: the store class provides the lifecycle hooks (shared/adapters/lifecycle_sql.py)."""
 
+    # What the stores get from LifecycleSql (its placeholder rewrite `_sql`, which comes first
+    # in their bases) and give themselves (`_lc_tx`, `_lc_rows`, `_FOR_UPDATE`).
     clock: Callable[[], float]
-    _PH = "?"
-    _FOR_UPDATE = ""
+    _FOR_UPDATE: str
 
     def _lc_tx(self) -> AbstractContextManager[Any]:
         raise NotImplementedError
@@ -42,11 +43,11 @@ class TouchSwitchSql:
     def _lc_rows(self, sql: str, params: Sequence[object] = ()) -> Sequence[Mapping[str, Any]]:
         raise NotImplementedError
 
-    def _fu_sql(self, sql: str) -> str:
-        return sql if self._PH == "?" else sql.replace("?", self._PH)
+    def _sql(self, sql: str) -> str:
+        raise NotImplementedError
 
     def follow_up_row(self, tenant: str, collection: str) -> FollowUpRow | None:
-        rows = self._lc_rows(self._fu_sql(f"SELECT {_COLS} FROM touch_follow_up WHERE tenant=? AND collection=?"),
+        rows = self._lc_rows(self._sql(f"SELECT {_COLS} FROM touch_follow_up WHERE tenant=? AND collection=?"),
                              (tenant, collection))
         return _row(rows[0]) if rows else None
 
@@ -56,26 +57,26 @@ class TouchSwitchSql:
         with self._lc_tx() as conn:
             # The row exists before it is locked: two first flushes of a collection then queue on
             # the row instead of both inserting.
-            conn.execute(self._fu_sql("INSERT INTO touch_follow_up VALUES (?, ?, 0, 0.0, ?) ON CONFLICT DO NOTHING"),
+            conn.execute(self._sql("INSERT INTO touch_follow_up VALUES (?, ?, 0, 0.0, ?) ON CONFLICT DO NOTHING"),
                          (tenant, collection, now))
-            r = conn.execute(self._fu_sql(f"SELECT {_COLS} FROM touch_follow_up WHERE tenant=? AND collection=?"
+            r = conn.execute(self._sql(f"SELECT {_COLS} FROM touch_follow_up WHERE tenant=? AND collection=?"
                                           f"{self._FOR_UPDATE}"), (tenant, collection)).fetchone()
             before = _row(r)
             reads, mean = merged((before.reads, before.mean), flush, window)
-            conn.execute(self._fu_sql("UPDATE touch_follow_up SET reads=?, mean=?, updated_at=? "
+            conn.execute(self._sql("UPDATE touch_follow_up SET reads=?, mean=?, updated_at=? "
                                       "WHERE tenant=? AND collection=?"), (reads, mean, now, tenant, collection))
         # a row just made by this flush was no row before it
         return (before if before.reads else None), FollowUpRow(tenant, collection, reads, mean, now)
 
     def follow_up_rows(self, tenant: str, after: str = "", limit: int = 100) -> list[FollowUpRow]:
         """The tenant's rows by collection name, those after `after`, at most `limit`."""
-        return [_row(r) for r in self._lc_rows(self._fu_sql(
+        return [_row(r) for r in self._lc_rows(self._sql(
             f"SELECT {_COLS} FROM touch_follow_up WHERE tenant=? AND collection>? ORDER BY collection LIMIT ?"),
             (tenant, after, limit))]
 
     def follow_up_counts(self, after: int, below: float) -> dict[SwitchState, int]:
         """Rows per switch state over every tenant (shared.follow_up.switch_state)."""
-        rows = self._lc_rows(self._fu_sql(
+        rows = self._lc_rows(self._sql(
             "SELECT COALESCE(SUM(CASE WHEN reads < ? THEN 1 ELSE 0 END), 0) AS unknown,"
             " COALESCE(SUM(CASE WHEN reads >= ? AND mean < ? THEN 1 ELSE 0 END), 0) AS agree,"
             " COALESCE(SUM(CASE WHEN reads >= ? AND mean >= ? THEN 1 ELSE 0 END), 0) AS disagree"
