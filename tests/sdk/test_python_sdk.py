@@ -269,6 +269,14 @@ def test_admin_calls(admin: Client, loaded: str) -> None:
     assert admin.usage(loaded)["collection"] == loaded
     assert admin.evict(loaded, idle_seconds=3600)["collection"] == loaded
     assert admin.mismatch()["missingVectors"] == 0
+    # GET /semantic/touch: the page's parameters reach the server (a bad one is refused by name)
+    touch = admin.touch(limit=5)
+    assert touch["followUp"] in ("auto", True, False) and len(touch["collections"]) <= 5
+    assert admin.touch(after="zzzz")["collections"] == []  # nothing sorts after it
+    with pytest.raises(InvalidParams, match="after"):
+        admin.touch(after="not a name!")
+    with pytest.raises(InvalidParams, match="limit"):
+        admin.touch(limit=0)
     active = admin.spaces()["spaces"][0]["space"]
     with pytest.raises(Conflict):
         admin.create_space(active, "hash:v1@64")  # already the active space

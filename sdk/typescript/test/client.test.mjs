@@ -220,6 +220,14 @@ describe("admin", () => {
     }
     await rejectsWith(admin.activateSpace("no-such-space"), "not_found", 404);
     await rejectsWith(reader.spaces(), "forbidden", 403);
+    // GET /semantic/touch: the page's parameters reach the server (a bad one is refused)
+    const touch = await admin.touch({ limit: 5 });
+    assert.ok(["auto", true, false].includes(touch.followUp), JSON.stringify(touch));
+    assert.ok(touch.collections.length <= 5, JSON.stringify(touch));
+    assert.deepEqual((await admin.touch({ after: "zzzz" })).collections, []);
+    await rejectsWith(admin.touch({ after: "not a name!" }), "invalid_params", 400);
+    await rejectsWith(admin.touch({ limit: 0 }), "invalid_params", 400);
+    await rejectsWith(reader.touch(), "forbidden", 403);
   });
 });
 
