@@ -67,6 +67,7 @@ import math
 import threading
 import time
 import weakref
+import zlib
 from collections import OrderedDict
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -289,6 +290,7 @@ def memory_for(owner: object) -> PageMemory:
 # Cranfield 1.22 + 0.045 x deep, CISI 1.82 + 0.039 x deep; the line is their mean. Per stream,
 # the mean residual over the first 60 first reads is -0.65..-0.12 on Cranfield and -0.01..+0.36
 # on CISI (first 40: -0.72..-0.04 against -0.27..+0.27: not yet apart).
+IO_STRIPES = 64  # FollowUpSwitch's I/O locks: collections whose store calls may be in flight at once
 AGREE_TOP = 10  # the lexical and fused tops compared (whatever the request's page size)
 AGREE_DEEP = 60  # lexical ranks AGREE_TOP..AGREE_DEEP count as the neighbourhood below the top
 AGREE_DEEP_CAP = 30  # the count's growth flattens past this many embedded there
@@ -366,17 +368,29 @@ class FollowUpSwitch:
         self.clock = clock
         self._seen: OrderedDict[tuple[str, str], _Entry] = OrderedDict()
         self._lock = threading.Lock()  # the map: held for moments, never across a store call
-        # Held across a store call: loads, refreshes and observations (with their flushes) go one
-        # at a time, so a flush never races another flush or a rebase of the same entry. `state`
-        # takes it only to read a collection it has not seen (or not for `refresh_seconds`).
-        self._io = threading.RLock()
+        # Held across a store call, one lock per stripe of collections (`_io`): a collection's
+        # loads, refreshes and observations (with their flushes) go one at a time, so a flush
+        # never races another flush or a rebase of the same entry, while another collection's
+        # read does not wait behind this one's store call (a slow or hung store then delays only
+        # the reads of the collections it is asked about). `state` takes it only to read a
+        # collection it has not seen (or not for `refresh_seconds`).
+        self._ios = [threading.Lock() for _ in range(IO_STRIPES)]
+        # Entries dropped from memory with observations not yet written: flushed by the thread
+        # that dropped them once it holds no stripe (`_flush_dropped`), so no thread ever waits
+        # for a second stripe while it holds one.
+        self._dropped: list[tuple[tuple[str, str], _Entry]] = []
         self._counts: tuple[float, tuple[int, float], dict[SwitchState, int]] | None = None
+
+    def _io(self, key: tuple[str, str]) -> threading.Lock:
+        """The I/O lock of the collection's stripe (crc32: the same stripe in every process run,
+        unlike `hash` of a string)."""
+        return self._ios[zlib.crc32(f"{key[0]}\0{key[1]}".encode()) % IO_STRIPES]
 
     # -- reading ----------------------------------------------------------------------------
 
     def _entry(self, key: tuple[str, str]) -> _Entry:
         """The collection's entry, read from the store when not in memory or due a refresh.
-        Called with `_io` held."""
+        Called with the key's `_io` held."""
         now = self.clock()
         with self._lock:
             e = self._seen.get(key)
@@ -413,9 +427,21 @@ class FollowUpSwitch:
             over = []
             while len(self._seen) > self.size:
                 over.append(self._seen.popitem(last=False))
-        for k, old in over:  # a dropped collection's observations are not lost with it
-            if old.n and self.store is not None:
-                self._flush(k, old)
+            if self.store is not None:  # a dropped collection's observations are not lost with it
+                self._dropped.extend(over)  # `n` is read under the stripe: one may be counted still
+
+    def _flush_dropped(self) -> None:
+        """Write the observations of entries dropped from memory (`_insert`); called holding no
+        stripe. An observation that raced the drop was counted into the dropped entry under its
+        stripe, which this takes too: it is written with the rest."""
+        while True:
+            with self._lock:
+                if not self._dropped:
+                    return
+                key, e = self._dropped.pop()
+            with self._io(key):
+                if e.n:
+                    self._flush(key, e)
 
     def state(self, tenant: str, collection: str, after: int, below: float) -> SwitchState:
         """"unknown" before `after` observed first reads (or once dropped), then "agree" while the
@@ -428,10 +454,11 @@ class FollowUpSwitch:
         if seen is None or (self.store is not None and self.clock() - seen[2] >= self.refresh_seconds):
             if self.store is None:
                 return "unknown"
-            with self._io:
+            with self._io(key):
                 e = self._entry(key)
                 with self._lock:
                     seen = (e.reads, e.mean, e.at)
+            self._flush_dropped()
         return switch_state(seen[0], seen[1], after, below)
 
     def on(self, tenant: str, collection: str, after: int, below: float) -> bool:
@@ -447,7 +474,13 @@ class FollowUpSwitch:
         after = self.after if after is None else after
         below = self.below if below is None else below
         key = (tenant, collection)
-        with self._io:
+        try:
+            self._observe(key, value, after, below)
+        finally:
+            self._flush_dropped()
+
+    def _observe(self, key: tuple[str, str], value: float, after: int, below: float) -> None:
+        with self._io(key):
             e = self._entry(key)
             was = switch_state(e.reads, e.mean, after, below)
             with self._lock:
@@ -467,7 +500,7 @@ class FollowUpSwitch:
 
     def _flush(self, key: tuple[str, str], e: _Entry, after: int | None = None, below: float | None = None) -> None:
         """Write the entry's observations not yet written; it then stands on the merged row.
-        Called with `_io` held. A change of the stored state is counted here, once across
+        Called with the key's `_io` held. A change of the stored state is counted here, once across
         replicas: the transaction that makes it is the one that sees it."""
         assert self.store is not None
         flush = FollowUpFlush(e.base_reads, e.base_mean, e.reads, e.mean, e.n, e.total)
@@ -492,11 +525,13 @@ class FollowUpSwitch:
         that should show them)."""
         if self.store is None:
             return
-        with self._io:
-            with self._lock:
-                pending = [(k, e) for k, e in self._seen.items() if e.n]
-            for k, e in pending:
-                self._flush(k, e)
+        with self._lock:
+            pending = [(k, e) for k, e in self._seen.items() if e.n]
+        for k, e in pending:
+            with self._io(k):
+                if e.n:  # another thread may have written them meanwhile
+                    self._flush(k, e)
+        self._flush_dropped()
 
     # -- reporting --------------------------------------------------------------------------
 

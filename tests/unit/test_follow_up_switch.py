@@ -278,3 +278,68 @@ def test_a_store_away_fails_no_read_and_the_observations_wait_for_it(store: Sqli
     sw.observe("t", "c", -1.0)  # the next flush writes everything pending
     stored = real_row("t", "c")
     assert stored is not None and stored.reads == AFTER + 1
+
+
+def test_a_hung_store_call_holds_up_only_its_own_collection(store: SqliteStore) -> None:
+    """One collection's store call (a first load, a refresh, a flush) is in flight: reads of
+    other collections decide without waiting for it; reads of the same collection wait."""
+    import threading
+
+    from services.planner.touch import FollowUpSwitch as Switch
+
+    sw = switch(store, flush_every=1)
+    for _ in range(AFTER):
+        sw.observe("t", "b", -1.0)  # b's row is stored
+    fresh = switch(store, flush_every=1)
+    io = Switch._io
+    slow = "a"
+    other = next(c for c in ("b", "c", "d", "e") if io(fresh, ("t", c)) is not io(fresh, ("t", slow)))
+    if other != "b":  # b shares a's stripe: give the collection that does not a stored row too
+        for _ in range(AFTER):
+            sw.observe("t", other, -1.0)
+    entered, release = threading.Event(), threading.Event()
+    real_row = store.follow_up_row
+
+    def row(tenant: str, collection: str) -> object:
+        if collection == slow:
+            entered.set()
+            assert release.wait(30)
+        return real_row(tenant, collection)
+
+    store.follow_up_row = row  # type: ignore[assignment, method-assign]
+    results: dict[str, str] = {}
+    hung = threading.Thread(target=lambda: results.update(a=fresh.state("t", slow, AFTER, BELOW)))
+    hung.start()
+    try:
+        assert entered.wait(30)
+        done, same = threading.Event(), threading.Event()
+
+        def read_other() -> None:
+            results["o"] = fresh.state("t", other, AFTER, BELOW)
+            done.set()
+
+        def observe_slow() -> None:
+            fresh.observe("t", slow, -1.0)
+            same.set()
+
+        threading.Thread(target=read_other, daemon=True).start()
+        assert done.wait(10), "another collection's read waited behind a hung store call"
+        assert results["o"] == "agree"  # read from the store, not guessed
+        threading.Thread(target=observe_slow, daemon=True).start()
+        assert not same.wait(0.3)  # the same collection waits for its own load
+    finally:
+        release.set()
+        hung.join(30)
+    assert same.wait(30) and results["a"] == "unknown"
+    assert real_row("t", slow) is not None and real_row("t", slow).reads == 1  # type: ignore[union-attr]
+
+
+def test_a_dropped_collections_observations_are_written_by_the_thread_that_dropped_it(store: SqliteStore) -> None:
+    sw = switch(store, size=1, flush_every=100)
+    sw.observe("t", "a", -1.0)
+    sw.observe("t", "a", -1.0)
+    sw.state("t", "b", AFTER, BELOW)  # loads b, drops a: its two reads are written on the way out
+    row = store.follow_up_row("t", "a")
+    assert row is not None and row.reads == 2 and sw._dropped == []
+    sw.observe("t", "c", 1.0)  # drops b, which had nothing to write
+    assert store.follow_up_row("t", "b") is None and sw._dropped == []
