@@ -43,6 +43,7 @@ from shared.adapters.memory_queue import InProcessQueue
 from shared.adapters.sqlite_store import SqliteStore
 from shared.adapters.tantivy_lexical import TantivyLexicalIndex
 from shared.agent_ports import AuditLog, CitationRegistry, MaterialBudget, PreCallCheck, Reranker, TaskLedger
+from shared.backpressure import Backpressure
 from shared.config import Settings
 from shared.follow_up import SWITCH_STATES, SwitchState
 from shared.foreground import Foreground
@@ -505,7 +506,8 @@ def build(settings: Settings, embedder: Embedder | None = None, clock: Callable[
     planner = Planner(cfg, store, lexical, vectors, emb, queue, budget, follower.of_vectors(), ExplainCache(),
                       QueryVectorCache.from_settings(settings), usage=usage, spaces=spaces, embedders=embedders,
                       lexical_follower=follower.of_lexical(), foreground=foreground,
-                      follow_ups=build_follow_ups(settings, store, cfg.touch))
+                      follow_ups=build_follow_ups(settings, store, cfg.touch),
+                      backpressure=Backpressure(queue, settings.touch_backpressure_queue_depth, ttl=1.0))
     docs = DocumentService(store, follower, queue, handler.policy, settings.embed_fields, spaces,
                            settings.max_doc_bytes, lambda tenant: _eager(store, tenant),
                            settings.write_sync_wait_seconds,

@@ -263,8 +263,11 @@ class Settings(BaseSettings):
     # refills); what this buys is the burst reads can spend at once while a backfill runs.
     backfill_read_share: Annotated[float, Field(ge=0, le=0.95)] = 0.75
     backfill_interval_seconds: Annotated[float, Field(gt=0)] = 2.0
-    # Global backpressure: no backfill step while this many jobs wait in the queue.
+    # Global backpressure (shared/backpressure.py): no backfill step while this many jobs wait in
+    # the queue (every lane together), and no on-touch embedding while the touch's bound does:
+    # twice as deep by default, so backfills yield first and reads, which someone waits for, last.
     backpressure_queue_depth: Annotated[int, Field(ge=1)] = 20_000
+    touch_backpressure_queue_depth: Annotated[int, Field(ge=1)] = 40_000
     # Cost caps (V§12): embedding tokens per tenant per UTC day (0 = no cap) and the price used
     # for /semantic/usage estimates (None = 0.02 $/1M tokens for openai, 0 for local models).
     tenant_daily_tokens: Annotated[int, Field(ge=0)] = 0

@@ -44,6 +44,7 @@ from services.planner.touch import (
     touch_state,
 )
 from services.planner.usage import OverBudget, UsageRecorder, embed_query_within_cap
+from shared.backpressure import Backpressure
 from shared.errors import ErrorCode, VibeError
 from shared.filters import describe, matches
 from shared.foreground import Foreground
@@ -218,6 +219,7 @@ class Planner:
         lexical_follower: IndexFollower | None = None,
         foreground: Foreground | None = None,
         follow_ups: FollowUpSwitch | None = None,
+        backpressure: Backpressure | None = None,
     ):
         # The "auto" follow-up's switch: the composition root's, on the store of record (shared by
         # replicas, kept across restarts); else one in memory (a planner built directly).
@@ -225,6 +227,9 @@ class Planner:
         self.query_cache = query_cache or QueryVectorCache()
         # First answers are marked, so the in-process pipeline waits for them (shared/foreground.py).
         self.foreground = foreground or Foreground(0)
+        # Global backpressure (shared/backpressure.py): touches queue nothing while the job queue
+        # is this deep (none: a planner built directly never holds back).
+        self.backpressure = backpressure
         self.usage = usage
         # A tenant's active space (and one it is migrating to) and each space's own embedder:
         # a query vector is only ever compared with vectors of its own model (dim safety).
@@ -317,6 +322,7 @@ class ReadSession:
         self._vector_target: int | None = None  # log head the vector index must reach (refresh)
         self.queued_by_us = 0
         self.budget_limited = 0
+        self.backpressure_limited = 0  # cold candidates not queued: the job queue was too deep
         # A stream's steps after its first answer (complete_semantic, touch) run on whichever
         # thread gets them, and a reader that leaves hands the rest to the planner's finisher
         # (`Planner.finish_left`): one at a time, and the touch once.
@@ -586,6 +592,13 @@ class ReadSession:
         cap = self.p.cfg.per_query_max_embeds
         wanted = [e for e in cold if not _evicted(e)][:cap]
         free = [e for e in cold if _evicted(e)][:cap]
+        if (wanted or free) and self.p.backpressure is not None and self.p.backpressure.pressed():
+            # The workers or the provider are not keeping up: more jobs would only lengthen the
+            # wait of every read already waiting. Nothing is queued, not even a rehydration (it
+            # is a job too); the read answers with what is embedded and says why it does not warm.
+            self.backpressure_limited = len(wanted) + len(free)
+            METRICS.budget_denied.labels(budget="backpressure").inc(self.backpressure_limited)
+            return
         if wanted and self.semantic.reason == "budget":
             # The daily cap refused this query's own embedding a moment ago: the tenant's day is
             # spent, and each job would only be turned `deferred` by the worker. Queued anyway,
@@ -715,7 +728,8 @@ class ReadSession:
             # follow-up would spend it at once. (Nor is such a read counted for "auto": its
             # lexical top is not embedded, so its page cannot say how far the leg would move it.)
             room = policy.reserve * policy.depth(self.req.limit, len(self._lexical_scores))
-            if self.budget_limited or self.p.budget.available(self.principal.tenant) < room:
+            if (self.budget_limited or self.backpressure_limited
+                    or self.p.budget.available(self.principal.tenant) < room):
                 return False
             if policy.follow_up == "auto":
                 self._observe_agreement()
@@ -1035,6 +1049,8 @@ class ReadSession:
             msg = f"Warming up… {n} results are being indexed"
         elif self.budget_limited:
             msg = f"Embedding budget reached: {self.budget_limited} results wait for it"
+        elif self.backpressure_limited:
+            msg = f"Indexing is behind: {self.backpressure_limited} results wait until it catches up"
         else:
             msg = "Nothing to warm up"
         return {"queued": n, "message": msg}
@@ -1056,7 +1072,8 @@ class ReadSession:
             "semantic": {
                 "state": state, "reason": sem.reason, "hits": len(sem.hits),
                 "queued": self.queued_by_us, "pending": len(self.pending),
-                "budgetLimited": self.budget_limited, "resolved": dict(self.resolved),
+                "budgetLimited": self.budget_limited, "backpressureLimited": self.backpressure_limited,
+                "resolved": dict(self.resolved),
                 "tookMs": round(sem.took_ms, 3),
             },
             "followUp": self.follow_up_state,

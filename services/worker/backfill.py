@@ -19,6 +19,7 @@ import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
+from shared.backpressure import Backpressure
 from shared.metrics import METRICS
 from shared.model import BackfillTask, Decision, DocKey, EmbedJob, SemanticStatus, SidecarEntry, StoredDoc
 from shared.ports import Budget, JobQueue, StoreOfRecord
@@ -45,6 +46,7 @@ class Backfills:
         self.decide = decide
         self.limits = limits
         self.clock = clock
+        self.backpressure = Backpressure(queue, limits.backpressure)  # read at every run: once a tick
 
     def start(self, tenant: str, collection: str | None, space: str, kind: str, force: bool = False) -> BackfillTask:
         """A new task; an unfinished task for the same scope and space is replaced by it."""
@@ -59,7 +61,7 @@ class Backfills:
 
     def run(self) -> int:
         """One step of every running task; returns the jobs queued."""
-        if self._backpressure():
+        if self.backpressure.pressed():
             METRICS.budget_denied.labels(budget="backpressure").inc()
             return 0
         tasks = self.store.tasks(running_only=True)
@@ -86,13 +88,6 @@ class Backfills:
         log.info(f"backfill cancelled: {why}",
                  extra={"task": task.id, "kind": task.kind, "examined": task.examined, "queued": task.queued})
         return False
-
-    def _backpressure(self) -> bool:
-        try:
-            depth = self.queue.depth()
-        except Exception:  # noqa: BLE001 - a queue we cannot measure is not a reason to stop
-            return False
-        return sum(v for k, v in depth.items() if k != "unreachable") >= self.limits.backpressure
 
     def step(self, task: BackfillTask, eager: set[tuple[str, str]] | None = None) -> int:
         """One step of `task`; `eager`: the promoted collections (read from the store if None

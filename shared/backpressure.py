@@ -1,0 +1,57 @@
+"""Global backpressure from queue depth (V§12 "per-tenant rate limit + per-query ceiling + global
+backpressure"): whether the job queue, every lane together (waiting, running or retrying), holds
+at least `bound` jobs. A queue that deep means the workers or the provider are not keeping up
+(or are down): more jobs would only grow the lag every waiting read sees, so the paths that add
+jobs stop adding them until it drains. Backfills (promotion, reindex, migration, rehydration)
+stop at `VIBE_BACKPRESSURE_QUEUE_DEPTH`; on-touch embedding, which a reader waits for, only at
+`VIBE_TOUCH_BACKPRESSURE_QUEUE_DEPTH` (twice as deep by default), so backfills yield first."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+
+from shared.ports import JobQueue
+
+
+def queued_total(depth: dict[str, int]) -> int:
+    """Jobs in a `JobQueue.depth()` answer, every lane together (`unreachable` is a flag, not jobs)."""
+    return sum(v for k, v in depth.items() if k != "unreachable")
+
+
+class Backpressure:
+    """`pressed()`: the queue holds at least `bound` jobs. The depth is read at most every `ttl`
+    seconds (0: at every ask): a read path asks on every touch, and a Redis round trip per read
+    for a figure that moves by a batch at a time is not worth it. A queue that cannot be measured
+    is not a reason to stop: enqueueing then reports its own outage."""
+
+    def __init__(self, queue: JobQueue, bound: int, ttl: float = 0.0,
+                 clock: Callable[[], float] = time.monotonic):
+        self.queue = queue
+        self.bound = bound
+        self.ttl = ttl
+        self.clock = clock
+        self._lock = threading.Lock()
+        self._read: tuple[float, int] | None = None  # (when, total)
+
+    def total(self) -> int | None:
+        """The queue's jobs, as last read (None: it could not be measured)."""
+        now = self.clock()
+        with self._lock:
+            if self._read is not None and now - self._read[0] < self.ttl:
+                return self._read[1]
+        try:
+            depth = self.queue.depth()
+        except Exception:  # noqa: BLE001 - see the class docstring
+            return None
+        if depth.get("unreachable"):
+            return None
+        total = queued_total(depth)
+        with self._lock:
+            self._read = (now, total)
+        return total
+
+    def pressed(self) -> bool:
+        total = self.total()
+        return total is not None and total >= self.bound
