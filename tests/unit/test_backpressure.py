@@ -5,9 +5,7 @@ rehydration), and says why it does not warm; once the queue drains, touches queu
 
 from __future__ import annotations
 
-import math
 import threading
-import zlib
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -19,6 +17,7 @@ from shared.adapters.memory_queue import InProcessQueue
 from shared.backpressure import Backpressure, queued_total
 from shared.config import Settings
 from shared.model import DocKey, EmbedJob, Principal, SemanticStatus
+from tests.support.words import WordEmbedder
 
 ALICE = Principal("t1", ("user:alice",), frozenset({"read", "write", "admin"}))
 
@@ -70,28 +69,16 @@ def test_the_depth_is_read_at_most_every_ttl_seconds() -> None:
     assert not bp.pressed() and q.asked == 2
 
 
-class _HeldEmbedder:
+class _HeldEmbedder(WordEmbedder):
     """Bag-of-words vectors; document batches wait for `release` (queries never do), so the
     jobs a touch queued stay in the queue (in flight) while the test reads again."""
 
-    model_id = "words-32"
-    dim = 32
-
     def __init__(self) -> None:
         self.release = threading.Event()
-        self.texts = 0
 
     def embed(self, texts: Sequence[str]) -> list[list[float]]:
         assert self.release.wait(60)
-        self.texts += len(texts)
-        return [self.embed_query(t) for t in texts]
-
-    def embed_query(self, text: str) -> list[float]:
-        v = [0.0] * self.dim
-        for w in text.lower().split():
-            v[zlib.crc32(w.encode()) % self.dim] += 1.0
-        n = math.sqrt(sum(x * x for x in v)) or 1.0
-        return [x / n for x in v]
+        return super().embed(texts)
 
 
 def _denied() -> float:

@@ -4,10 +4,8 @@ failure reported (embedded once), never left as a pending `embedding_query`."""
 
 from __future__ import annotations
 
-import math
 import threading
-import zlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -19,38 +17,26 @@ from shared.adapters.memory_queue import InProcessQueue
 from shared.config import Settings
 from shared.model import DocKey, Principal, SemanticStatus
 from shared.ports import EmbedderError
+from tests.support.words import WordEmbedder as Words
 
 WORDS = "wing flutter supersonic boundary layer heat transfer shock wave"
 ALICE = Principal("t1", ("user:alice",), frozenset({"read", "write", "admin"}))
 ADMIN = Principal("t1", ("user:admin",), frozenset({"read", "write", "admin"}))
 
 
-class WordEmbedder:
-    """Deterministic bag-of-words vectors (a stand-in for the model); notes which thread embedded
-    each query and can be told to fail like an unreachable provider."""
-
-    model_id = "words-32"
-    dim = 32
+class WordEmbedder(Words):
+    """Bag-of-words vectors (tests/support/words.py); notes which thread embedded each query and
+    can be told to fail like an unreachable provider."""
 
     def __init__(self) -> None:
         self.query_threads: list[str] = []
         self.fail = False
 
-    def embed(self, texts: Sequence[str]) -> list[list[float]]:
-        return [self._vec(t) for t in texts]
-
     def embed_query(self, text: str) -> list[float]:
         self.query_threads.append(threading.current_thread().name)
         if self.fail:
             raise EmbedderError("provider unreachable", transient=False)
-        return self._vec(text)
-
-    def _vec(self, text: str) -> list[float]:
-        v = [0.0] * self.dim
-        for w in text.lower().split():
-            v[zlib.crc32(w.encode()) % self.dim] += 1.0
-        n = math.sqrt(sum(x * x for x in v)) or 1.0
-        return [x / n for x in v]
+        return super().embed_query(text)
 
 
 @pytest.fixture()

@@ -5,7 +5,6 @@ from __future__ import annotations
 import math
 import statistics
 import time
-import zlib
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -28,6 +27,7 @@ from services.planner.touch import (
     unstable,
 )
 from shared.model import DocKey, Principal, SemanticStatus
+from tests.support.words import WordEmbedder
 
 if TYPE_CHECKING:
     from services.wiring import Container
@@ -264,21 +264,7 @@ def test_page_memory_caps_the_probing_rounds_of_a_query() -> None:
     assert mem.settled("q", [*a[:9], a[21]], rounds=1) is True  # capped at one round
 
 
-class _WordEmbedder:
-    """Deterministic bag-of-words vectors: enough for a semantic leg to rank real hits."""
-
-    model_id = "words-32"
-    dim = 32
-
-    def embed(self, texts: Sequence[str]) -> list[list[float]]:
-        return [self.embed_query(t) for t in texts]
-
-    def embed_query(self, text: str) -> list[float]:
-        v = [0.0] * self.dim
-        for w in text.lower().split():
-            v[zlib.crc32(w.encode()) % self.dim] += 1.0
-        n = math.sqrt(sum(x * x for x in v)) or 1.0
-        return [x / n for x in v]
+_WordEmbedder = WordEmbedder  # tests/support/words.py
 
 
 WORDS = "wing flutter supersonic boundary layer heat transfer shock wave"
