@@ -178,23 +178,28 @@ def test_a_delete_while_a_rehydration_is_in_flight_never_resurfaces_the_document
     assert c.handler.cold is not None and c.handler.cold.get("t", SPACE, h) is None
 
 
+@pytest.mark.parametrize("how", ["rewrite", "delete-and-recreate"])
 def test_an_acl_revoke_while_a_rehydration_is_in_flight_never_shows_the_document_to_the_revoked_reader(
-        app: tuple[Container, CountingEmbedder], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        app: tuple[Container, CountingEmbedder], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, how: str) -> None:
     """The document is written again, same content, without bob among its readers, while the
-    worker holds its cold vector. The content is unchanged, so the rehydrated vector is committed
-    (without a provider call), but it lands for the new version only: the ANN point carries the
-    new ACL, in this process's index and in one rebuilt from the log, and bob finds the document
-    in no strategy while its owner does. The ANN checks search the index itself: a read re-checks
-    its page against the store (`_readable_top`) and would hide a stale point. Fails when the index
-    takes the ACL from anywhere but the stored document at apply time (tried: the follower upserting
-    each point with the document as it first saw it, before the revoke) and when a same-content
-    re-put is dropped as unchanged although its ACL differs (tried: `_unchanged` ignoring `acl`)."""
+    worker holds its cold vector (rewritten in place, or deleted and created again as a client
+    that revokes by re-creating does: its new row is `none` with no cold reference). The content
+    is unchanged, so the rehydrated vector is committed (without a provider call), but it lands
+    for the new version only: the ANN point carries the new ACL, in this process's index and in
+    one rebuilt from the log, and bob finds the document in no strategy while its owner does. The
+    ANN checks search the index itself: a read re-checks its page against the store
+    (`_readable_top`) and would hide a stale point. Fails when the index takes the ACL from
+    anywhere but the stored document at apply time (tried: the follower upserting each point with
+    the document as it first saw it, before the revoke) and when a same-content re-put is dropped
+    as unchanged although its ACL differs (tried: `_unchanged` ignoring `acl`)."""
     c, emb = app
     key = put(c, acl=("user:owner", "user:bob"))
     assert ids(c, BOB, "keyword") == {"a"}  # bob reads it before
     assert isinstance(c.queue, InProcessQueue) and c.queue.wait_idle(30)  # what that read's touch queued
     h, vec = evicted(c, key)
     with rehydration_held(c, emb, monkeypatch):
+        if how == "delete-and-recreate":
+            assert c.docs.delete(key)
         put(c, acl=("user:owner",))  # bob revoked
         assert c.store.get_doc(key).acl == ["user:owner"]  # type: ignore[union-attr]
 
