@@ -146,6 +146,16 @@ def rebuilt_from_log(c: Container, home: Path) -> EdgeVectorIndex:
     return index
 
 
+def ann_everywhere(c: Container, who: Principal, vec: list[float], home: Path) -> tuple[set[DocKey], set[DocKey]]:
+    """What the process's ANN index, and one rebuilt from the change log alone (in `home`, one
+    per principal), give `who` for `vec`."""
+    rebuilt = rebuilt_from_log(c, home / who.principals[0].replace(":", "-"))
+    try:
+        return ann_hits(c, c.vectors, who, vec), ann_hits(c, rebuilt, who, vec)
+    finally:
+        rebuilt.close()
+
+
 def test_a_delete_while_a_rehydration_is_in_flight_never_resurfaces_the_document(
         app: tuple[Container, CountingEmbedder], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The worker has loaded the job and read the cold vector when the document is deleted: its
@@ -165,12 +175,7 @@ def test_a_delete_while_a_rehydration_is_in_flight_never_resurfaces_the_document
     assert c.store.get_doc(key) is None and side(c, key) is None
     assert c.store.vector_for_hash("t", h, SPACE) is None and c.store.vectors_for([key], SPACE) == {}
     assert [(ch.op, ch.space) for ch in c.store.changes_since(head) if ch.key == key] == [("delete", None)]
-    assert ann_hits(c, c.vectors, OWNER, vec) == set()
-    rebuilt = rebuilt_from_log(c, tmp_path / "rebuilt")
-    try:
-        assert ann_hits(c, rebuilt, OWNER, vec) == set()
-    finally:
-        rebuilt.close()
+    assert ann_everywhere(c, OWNER, vec, tmp_path / "rebuilt") == (set(), set())
     for strategy in STRATEGIES:
         assert ids(c, OWNER, strategy) == set(), strategy
     c.lifecycle.tick()
@@ -206,14 +211,8 @@ def test_an_acl_revoke_while_a_rehydration_is_in_flight_never_shows_the_document
     s = side(c, key)
     assert (s.status, s.content_hash, s.cold_ref) == (S.READY, h, None)  # the new version's row
     assert c.store.vectors_for([key], SPACE) == {key: pytest.approx(vec, abs=1e-2)}
-    assert ann_hits(c, c.vectors, BOB, vec) == set()
-    assert ann_hits(c, c.vectors, OWNER, vec) == {key}
-    rebuilt = rebuilt_from_log(c, tmp_path / "rebuilt")
-    try:
-        assert ann_hits(c, rebuilt, BOB, vec) == set()
-        assert ann_hits(c, rebuilt, OWNER, vec) == {key}
-    finally:
-        rebuilt.close()
+    assert ann_everywhere(c, BOB, vec, tmp_path / "rebuilt") == (set(), set())
+    assert ann_everywhere(c, OWNER, vec, tmp_path / "rebuilt") == ({key}, {key})
     for strategy in STRATEGIES:
         assert ids(c, BOB, strategy) == set(), strategy
         assert ids(c, OWNER, strategy) == {"a"}, strategy
@@ -238,12 +237,7 @@ def test_an_edit_while_a_rehydration_is_in_flight_never_gets_the_old_contents_ve
     assert s.content_hash == new and s.status != S.READY and s.cold_ref is None
     assert c.store.vectors_for([key], SPACE) == {}
     assert c.store.vector_for_hash("t", old, SPACE) is None and c.store.vector_for_hash("t", new, SPACE) is None
-    assert ann_hits(c, c.vectors, OWNER, vec) == set()
-    rebuilt = rebuilt_from_log(c, tmp_path / "rebuilt")
-    try:
-        assert ann_hits(c, rebuilt, OWNER, vec) == set()
-    finally:
-        rebuilt.close()
+    assert ann_everywhere(c, OWNER, vec, tmp_path / "rebuilt") == (set(), set())
 
     inputs = emb.inputs
     embed_now(c, SPACE, key)  # its next touch: the new content goes to the provider

@@ -18,12 +18,12 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-import httpx
 import psycopg
 import pytest
 
 from tests.integration.distributed.conftest import RecordingProvider, celery_env, wait_for
 from tests.support.celery_worker import CeleryProcess, start_scheduler, start_worker
+from tests.support.prometheus_text import scrape as _scrape
 from tests.support.redis_server import RedisServer
 from tests.support.server import Served, free_port
 
@@ -43,20 +43,6 @@ def _wait(check: Callable[[], bool], timeout: float, what: str, state: Callable[
         wait_for(check, timeout, what)
     except AssertionError as e:
         raise AssertionError(f"{e}; at the timeout: {state()}") from None
-
-
-def _series(text: str) -> dict[str, float]:
-    """`name{labels}` → value, from the Prometheus text format."""
-    out = {}
-    for line in text.splitlines():
-        if line and not line.startswith("#"):
-            name, value = line.rsplit(" ", 1)
-            out[name] = float(value)
-    return out
-
-
-def _scrape(port: int) -> dict[str, float]:
-    return _series(httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=10).text)
 
 
 def _coverage(app: Served, collection: str) -> dict[str, Any]:

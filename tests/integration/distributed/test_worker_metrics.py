@@ -7,29 +7,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import httpx
 from celery import Celery
 
 from tests.integration.distributed.conftest import RecordingProvider, celery_env, wait_for
 from tests.support.celery_worker import celery_worker
+from tests.support.prometheus_text import scrape as _scrape
+from tests.support.prometheus_text import series as _series
 from tests.support.redis_server import RedisServer
 from tests.support.server import Served, free_port
 
 ADMIN = "k-admin-a"
-
-
-def _series(text: str) -> dict[str, float]:
-    """`name{labels}` → value, from the Prometheus text format."""
-    out = {}
-    for line in text.splitlines():
-        if line and not line.startswith("#"):
-            name, value = line.rsplit(" ", 1)
-            out[name] = float(value)
-    return out
-
-
-def _scrape(port: int) -> dict[str, float]:
-    return _series(httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=10).text)
 
 
 def _ready(app: Served, collection: str) -> int:
