@@ -25,6 +25,7 @@ from shared.errors import ErrorCode, VibeError, invalid
 from shared.filters import FilterError, parse_filter
 from shared.metrics import METRICS
 from shared.model import DocKey, Principal
+from shared.names import check_collection_name, check_field_name
 
 router = APIRouter()
 log = logging.getLogger("vibe.api")
@@ -48,6 +49,11 @@ def to_request(body: ReadBody, c: Container, offset: int = 0) -> ReadRequest:
         raise invalid(f"semantic.k must be at most {s.max_k}", field="semantic.k")
     if body.collection != "any" and not body.collection:
         raise invalid("collection must be a name or 'any'", field="collection")
+    check_collection_name(body.collection)  # before it reaches a store, a usage row or a metric
+    if query_doc is not None:
+        check_collection_name(query_doc[0], field="semantic.query.doc.collection")
+        for name in query_doc[2] or ():
+            check_field_name(name, field="semantic.query.doc.fields")
     # Accepted options are never ignored (issue #13). `global` (V§7.1, "cross-db search") is what
     # collection `any` does: every collection of the key's tenant (never another tenant's).
     if body.global_ and body.collection != "any":
@@ -201,7 +207,7 @@ async def _stream(c: Container, session: ReadSession, started: float, answer: Ca
             yield _event("semantic", await run_in_threadpool(answer))
         await run_in_threadpool(_after_first_answers, c, session.touch)
         if session.pending:
-            yield _event("warming", session.warming())
+            yield _event("warming", await run_in_threadpool(session.warming))  # re-checks: a store read
         async for chunk in _backfill(c, session, answer):
             yield chunk
         yield _event("done", await run_in_threadpool(answer, True))
@@ -242,7 +248,7 @@ async def _backfill(c: Container, session: ReadSession,
                 # off by default, so most streams end here without a thread hop)
                 if not c.planner.cfg.touch.follow_up or not await run_in_threadpool(session.follow_up):
                     break
-                yield _event("warming", session.warming())
+                yield _event("warming", await run_in_threadpool(session.warming))
                 continue
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(wake.wait(), POLL_SECONDS)
@@ -253,7 +259,7 @@ async def _backfill(c: Container, session: ReadSession,
                 METRICS.backfill_events.inc()
                 yield _event("semantic", await run_in_threadpool(answer))
             if len(session.pending) != before:
-                yield _event("warming", session.warming())
+                yield _event("warming", await run_in_threadpool(session.warming))
     finally:
         c.signal.unsubscribe(listener)
 

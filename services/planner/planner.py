@@ -275,7 +275,8 @@ class Planner:
     def search_filter(self, principal: Principal, collection: str,
                       where: tuple[FieldCondition, ...] = ()) -> SearchFilter:
         cols = None if collection == "any" else (collection,)
-        return SearchFilter(principal.tenant, cols, tuple(principal.readable_acl), where)
+        # an end-user token's own filter is ANDed to the request's, inside every engine query
+        return SearchFilter(principal.tenant, cols, tuple(principal.readable_acl), (*where, *principal.filter))
 
 
 def _evicted(side: SidecarEntry) -> bool:
@@ -942,9 +943,9 @@ class ReadSession:
     def _scope_key(self) -> str:
         """The collection plus the filter and the page: one query text under two filters, or
         its second page, is another page to remember (touch page memory keys on it)."""
-        if not self.req.where and not self.req.offset:
+        if not self.flt.where and not self.req.offset:
             return self.req.collection
-        return f"{self.req.collection}\x1f{describe(self.req.where)!r}\x1f{self.req.offset}"
+        return f"{self.req.collection}\x1f{describe(self.flt.where)!r}\x1f{self.req.offset}"
 
     @property
     def has_more(self) -> bool:
@@ -956,6 +957,9 @@ class ReadSession:
     def payload(self, final: bool = False) -> dict[str, object]:
         if final:
             self._full_semantic()  # `done` reports the whole candidate list
+        # A stream shows its page again at every event: each one is re-checked against the store
+        # (a document revoked between two events must not be in the next one, nor its fields).
+        self._shown_ok.clear()
         top = self._readable_top()
         shown = self._shown_scores(top)
         results = [self._result(f, s) for f, s in zip(top, shown, strict=True)]
@@ -1044,6 +1048,7 @@ class ReadSession:
                 r["__semantic"] = semantic_projection(sides.get(f.key), self.space)
 
     def warming(self) -> dict[str, object]:
+        self._drop_unreadable_pending()
         n = len(self.pending)
         if n:
             msg = f"Warming up… {n} results are being indexed"
@@ -1054,6 +1059,17 @@ class ReadSession:
         else:
             msg = "Nothing to warm up"
         return {"queued": n, "message": msg}
+
+    def _drop_unreadable_pending(self) -> None:
+        """Pending documents the caller may no longer read (an ACL revoked, a filter no longer
+        met since the touch) leave `pending`: neither a warming count nor the stream's wait may
+        follow a document the caller cannot see. A deleted one stays, for `refresh` to count."""
+        if not self.pending:
+            return
+        docs = self.p.store.get_docs(list(self.pending))
+        where = self.req.where
+        self.pending = {k for k in self.pending if k not in docs or (
+            docs[k].readable_by(self.principal) and (not where or matches(where, docs[k].fields)))}
 
     def diagnostics(self, final: bool = False) -> dict[str, object]:
         sem = self.semantic
