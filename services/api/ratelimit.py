@@ -2,7 +2,8 @@
 
 A token bucket per tenant in the API process (VIBE_PER_TENANT_REQUESTS_PER_SECOND, burst
 VIBE_PER_TENANT_REQUEST_BURST; rate 0 = off). It runs as a pure ASGI middleware in front of
-every route, `/mcp` included, and knows the tenant from the bearer key; a request without a
+every route, `/mcp` included, and knows the tenant from the bearer key (also from a
+`<task>@<key>` bearer); a request without a
 valid key passes through to the route, whose authentication answers 401. Over the rate:
 429 `rate_limited` with `Retry-After` (whole seconds until a token is there), and the
 request is not run.
@@ -24,7 +25,9 @@ from typing import Any
 import orjson
 
 from services.api.auth import KeyRing
+from services.mcp.runtime import split_identity
 from shared.errors import ErrorCode, VibeError
+from shared.model import Principal
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -73,12 +76,23 @@ class TenantRateLimit:
         self.keys = keys
         self.buckets = TokenBuckets(rate, burst, clock) if rate > 0 else None
 
+    def principal(self, token: str | None) -> Principal | None:
+        """Whose bucket a bearer draws on: its key's, also in the `<task>@<key>` form the MCP
+        tools accept (services/mcp/runtime.py): an identity prefix must not be a way around the
+        limit, so it is counted against the key's tenant whether or not the route accepts it."""
+        if not token:
+            return None
+        found = self.keys.lookup(token)
+        if found is None:
+            identity, key = split_identity(token)
+            found = self.keys.lookup(key) if identity is not None else None
+        return found
+
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if self.buckets is None or scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        token = bearer(scope)
-        principal = self.keys.lookup(token) if token else None
+        principal = self.principal(bearer(scope))
         wait = self.buckets.take(principal.tenant) if principal is not None else 0.0
         if wait <= 0:
             await self.app(scope, receive, send)

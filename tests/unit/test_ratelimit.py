@@ -41,3 +41,46 @@ def test_a_refused_request_spends_nothing() -> None:
 def test_defaults_are_generous() -> None:
     s = Settings()
     assert s.per_tenant_requests_per_second == 200 and s.per_tenant_request_burst >= 200
+
+
+def _statuses(bearers: list[str]) -> list[int]:
+    """The status of one request per bearer through the middleware (rate 1/s, burst 2, a clock
+    that never moves)."""
+    import asyncio
+
+    from services.api.auth import KeyRing
+    from services.api.ratelimit import TenantRateLimit
+    from shared.config import ApiKey
+
+    async def ok(scope: object, receive: object, send: object) -> None:
+        await send({"type": "http.response.start", "status": 200, "headers": []})  # type: ignore[operator]
+        await send({"type": "http.response.body", "body": b""})  # type: ignore[operator]
+
+    keys = KeyRing([ApiKey(key="k1", tenant="t", principals=["p"], scopes=["read"])])
+    limit = TenantRateLimit(ok, keys, rate=1.0, burst=2, clock=lambda: 5.0)
+    out: list[int] = []
+
+    async def one(token: str) -> None:
+        async def send(m: dict[str, object]) -> None:
+            if m["type"] == "http.response.start":
+                out.append(int(m["status"]))  # type: ignore[call-overload]
+
+        async def receive() -> dict[str, object]:
+            return {"type": "http.request", "body": b""}
+
+        scope = {"type": "http", "headers": [(b"authorization", f"Bearer {token}".encode())]}
+        await limit(scope, receive, send)
+
+    async def run() -> None:
+        for b in bearers:
+            await one(b)
+
+    asyncio.run(run())
+    return out
+
+
+def test_task_at_key_bearers_draw_on_their_keys_tenant() -> None:
+    # a fresh task name per request (the MCP `<task>@<key>` form) gets no fresh bucket
+    assert _statuses(["a@k1", "b@k1", "c@k1", "d@k1"]) == [200, 200, 429, 429]
+    assert _statuses(["k1", "x@k1", "k1"]) == [200, 200, 429]
+    assert _statuses(["x@nope", "y@nope", "z@nope"]) == [200, 200, 200]  # unknown: the route answers 401
