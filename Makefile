@@ -7,7 +7,7 @@ TORCH_CPU_INDEX := https://download.pytorch.org/whl/cpu
 NPM := $(shell command -v npm 2>/dev/null)
 NODE_STAMP := sdk/typescript/node_modules/.installed
 
-.PHONY: setup run test lint checks clean
+.PHONY: setup run test lint checks clean opensearch
 
 setup: $(STAMP) $(if $(NPM),$(NODE_STAMP))
 
@@ -43,6 +43,11 @@ test: setup
 lint: setup
 	$(BIN)/ruff check --no-cache shared services tests bench deploy sdk/python
 	$(BIN)/mypy
+
+# A real single-node OpenSearch 2.19 on 127.0.0.1:$${OPENSEARCH_PORT:-9200}, data in
+# $${OPENSEARCH_DATA:-data/opensearch}; built once from Maven Central (deploy/opensearch-dev).
+opensearch: setup
+	$(BIN)/python -m tests.support.opensearch_server
 
 checks: setup
 	$(BIN)/python ../shared/checks/contract

@@ -1,11 +1,14 @@
 from __future__ import annotations
 
+import contextlib
 import itertools
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from tests.support.opensearch_server import OpenSearchUnavailable, opensearch_node
 from tests.support.postgres_server import PostgresServer, find_bindir, postgres_server
 from tests.support.server import Served, served
 
@@ -35,3 +38,21 @@ _databases = itertools.count()
 def postgres_url(postgres: PostgresServer) -> str:
     """A fresh, empty database of the session's cluster: tests never see each other's rows."""
     return postgres.create_database(f"t{next(_databases)}")
+
+
+@pytest.fixture(scope="session")
+def opensearch_url() -> Iterator[str]:
+    """A real OpenSearch for the whole run: the server VIBE_OPENSEARCH_URL names, or a private
+    single-node one built from Maven Central (`deploy/opensearch-dev`, ~3 s to start). Without a
+    JDK or Maven its tests skip, unless VIBE_REQUIRE_OPENSEARCH=1 (CI) makes that an error."""
+    if url := os.environ.get("VIBE_OPENSEARCH_URL"):
+        yield url
+        return
+    with contextlib.ExitStack() as stack:
+        try:
+            node = stack.enter_context(opensearch_node())
+        except OpenSearchUnavailable as exc:
+            if os.environ.get("VIBE_REQUIRE_OPENSEARCH") == "1":
+                raise
+            pytest.skip(f"no OpenSearch node: {exc}")
+        yield node.url

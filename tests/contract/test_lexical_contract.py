@@ -1,15 +1,14 @@
 """LexicalIndex contract: every adapter must pass it.
 
-OpenSearch joins when VIBE_OPENSEARCH_URL points at a server (no server can run on the build
-machines); each test then works in its own index prefix and deletes it afterwards. Without the
-variable its cases are skipped with the reason shown by `pytest -rs`.
+OpenSearch runs on the session's private node (`opensearch_url` in tests/conftest.py: the
+Maven-built dev node, or the server VIBE_OPENSEARCH_URL names); each test works in its own index
+prefix and deletes it afterwards.
 """
 
 from __future__ import annotations
 
-import os
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -21,31 +20,26 @@ from shared.adapters.tantivy_lexical import TantivyLexicalIndex
 from shared.model import PUBLIC_PRINCIPAL, DocKey, StoredDoc
 from shared.ports import FieldCondition, LexicalIndex, SearchFilter
 
-OPENSEARCH_URL = os.environ.get("VIBE_OPENSEARCH_URL")
-NO_OPENSEARCH = "VIBE_OPENSEARCH_URL is not set: no OpenSearch server to run the lexical contract against"
-
-
-def _opensearch(_: Path, languages: LanguageMap = ENGLISH_ONLY) -> LexicalIndex:
+def _opensearch(url: str, languages: LanguageMap = ENGLISH_ONLY) -> OpenSearchLexicalIndex:
     from opensearchpy import OpenSearch
 
     # A prefix outside `vibe-lex-*`: a test never touches (or overlaps the template of) real indices.
     prefix = f"vibe-contract-{uuid.uuid4().hex[:12]}-"
-    return OpenSearchLexicalIndex(OpenSearch(hosts=[OPENSEARCH_URL], timeout=30), prefix=prefix, languages=languages)
+    return OpenSearchLexicalIndex(OpenSearch(hosts=[url], timeout=30), prefix=prefix, languages=languages)
 
 
-def _tantivy(root: Path, languages: LanguageMap = ENGLISH_ONLY) -> LexicalIndex:
+def _adapter(request: pytest.FixtureRequest, root: Path, languages: LanguageMap = ENGLISH_ONLY) -> LexicalIndex:
+    if request.param == "opensearch":
+        return _opensearch(request.getfixturevalue("opensearch_url"), languages)
     return TantivyLexicalIndex(root, languages=languages)
 
 
-Factory = Callable[..., LexicalIndex]
-ADAPTERS: dict[str, Factory] = {"tantivy": _tantivy, "opensearch": _opensearch}
-PARAMS = [pytest.param("tantivy"),
-          pytest.param("opensearch", marks=pytest.mark.skipif(not OPENSEARCH_URL, reason=NO_OPENSEARCH))]
+PARAMS = ["tantivy", "opensearch"]
 
 
 @pytest.fixture(params=PARAMS)
 def index(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[LexicalIndex]:
-    idx = ADAPTERS[request.param](tmp_path / "lex")
+    idx = _adapter(request, tmp_path / "lex")
     yield idx
     if isinstance(idx, OpenSearchLexicalIndex):
         idx.drop()
@@ -59,7 +53,7 @@ LANGS = LanguageMap.parse("en", {"fr": "french", "de": "german", "parts": "simpl
 
 @pytest.fixture(params=PARAMS)
 def multilingual(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[LexicalIndex]:
-    idx = ADAPTERS[request.param](tmp_path / "lex", LANGS)
+    idx = _adapter(request, tmp_path / "lex", LANGS)
     yield idx
     if isinstance(idx, OpenSearchLexicalIndex):
         idx.drop()
@@ -290,16 +284,14 @@ FOREIGN_TEXTS = ["Les chevaux de l'écurie galopaient vers les prés enneigés",
                  "Hästarna sprang över fälten; hestene løp; paardenrennen"]
 
 
-@pytest.mark.skipif(not OPENSEARCH_URL, reason=NO_OPENSEARCH)
-def test_opensearch_analyses_as_tantivy(tmp_path: Path) -> None:
+def test_opensearch_analyses_as_tantivy(opensearch_url: str) -> None:
     """Both profiles rank alike only if they see the same terms: the server's analyzer, from the
     index template, against tantivy's on fixed texts."""
     from shared.adapters.analysis import tantivy_analyzer
     from shared.adapters.opensearch_lexical import index_name
 
     every = LanguageMap.parse("en", {code: code for code in LANGUAGES})
-    idx = _opensearch(tmp_path, every)
-    assert isinstance(idx, OpenSearchLexicalIndex)
+    idx = _opensearch(opensearch_url, every)
     try:
         idx.apply([doc("t", "c", "1", "x", "y")], [])
         for lang in every.languages():
