@@ -15,6 +15,7 @@ import logging
 import math
 import threading
 from collections.abc import Callable
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
@@ -50,6 +51,7 @@ from shared.foreground import Foreground
 from shared.indexing import FilePosition, Followers, IndexFollower, StorePosition
 from shared.metrics import METRICS
 from shared.model import DocKey, EmbedJob
+from shared.model_specs import ModelSpec, local_allowlist, parse_model
 from shared.policy.eligibility import EligibilityPolicy
 from shared.ports import (
     Budget,
@@ -325,7 +327,8 @@ def build_store(settings: Settings, clock: Callable[[], float] | None = None) ->
 class SpaceEmbedders:
     """Each space's embedder (V§2.1: a space bundles its model), built on first use from the
     model id the space is bound to in the store, and kept. The configured space uses the
-    configured embedder. Only the provider kinds this deployment can reach are built."""
+    configured embedder. Only the provider kinds this deployment can reach are built, and only
+    models `shared.model_specs` accepts (bounded dimensions, listed local models)."""
 
     def __init__(self, settings: Settings, store: StoreOfRecord, default: Embedder,
                  wrap: Callable[[Embedder], Embedder] | None = None):
@@ -334,33 +337,87 @@ class SpaceEmbedders:
         self.default = default
         self.wrap = wrap
         self._built: dict[str, Embedder] = {}
+        self._by_model: dict[ModelSpec, Embedder] = {}
+        self._preparing: dict[ModelSpec, Future[Embedder]] = {}
         self._lock = threading.Lock()
 
     def __call__(self, space: str) -> Embedder:
         if space == self.settings.space:
             return self.default
         with self._lock:
-            if space not in self._built:
-                binding = self.store.space_binding(space)
-                if binding is None:
-                    raise LookupError(f"space {space!r} is not bound to a model")
-                self._built[space] = self.for_model(*binding)
-            return self._built[space]
+            if space in self._built:
+                return self._built[space]
+        binding = self.store.space_binding(space)
+        if binding is None:
+            raise LookupError(f"space {space!r} is not bound to a model")
+        emb = self.for_model(*binding)
+        with self._lock:
+            return self._built.setdefault(space, emb)
+
+    def spec(self, model: str, dim: int | None = None) -> ModelSpec:
+        """`model` checked by its text alone (ValueError: a message for the caller)."""
+        s = self.settings
+        return parse_model(model, dim, s.embedder, s.embed_dim, local_allowlist(s.embed_model, s.local_models))
 
     def for_model(self, model: str, dim: int | None = None) -> Embedder:
         """An embedder for a model id (`hash:v1@64`, `openai:<model>`, `local:<model>`) or a bare
-        model name for the configured provider kind."""
+        model name for the configured provider kind, built here (a worker, or a background
+        thread through `prepare`: a local model may load for minutes, exporting to ONNX)."""
+        spec = self.spec(model, dim)
+        fut = self._future(spec)
+        return fut.result()
+
+    def prepare(self, model: str, dim: int | None = None) -> Embedder | None:
+        """For a request thread: the model's embedder when it is quick to have (hash, a provider
+        probed once, a local model already loaded), else None while a background thread loads the
+        local model (ask again later). ValueError for a model `spec` refuses."""
+        spec = self.spec(model, dim)
+        fut = self._future(spec, background=spec.kind == "local")
+        return fut.result() if fut.done() or spec.kind != "local" else None
+
+    def _future(self, spec: ModelSpec, background: bool = False) -> Future[Embedder]:
+        """One build per model per process, shared by every caller (single flight)."""
+        with self._lock:
+            done = self._by_model.get(spec)
+            if done is not None:
+                fut: Future[Embedder] = Future()
+                fut.set_result(done)
+                return fut
+            fut = self._preparing.get(spec) or Future()
+            mine = spec not in self._preparing
+            self._preparing[spec] = fut
+        if mine:
+            if background:
+                threading.Thread(target=self._build_into, args=(spec, fut), name="model-build", daemon=True).start()
+            else:
+                self._build_into(spec, fut)
+        return fut
+
+    def _build_into(self, spec: ModelSpec, fut: Future[Embedder]) -> None:
+        try:
+            emb = self._build(spec)
+        except BaseException as e:  # noqa: BLE001 - handed to every waiter; the next call tries again
+            with self._lock:
+                self._preparing.pop(spec, None)
+            fut.set_exception(e)
+            return
+        with self._lock:
+            self._by_model[spec] = emb
+            self._preparing.pop(spec, None)
+        fut.set_result(emb)
+
+    def _build(self, spec: ModelSpec) -> Embedder:
         from shared.adapters.embedders import build_embedder
 
-        kind, _, name = model.partition(":") if ":" in model else (self.settings.embedder, "", model)
-        if kind == "hash":
-            size = int(name.rpartition("@")[2]) if "@" in name else (dim or self.settings.embed_dim)
-            update: dict[str, object] = {"embedder": "hash", "embed_dim": size}
-        elif kind in ("openai", "local"):
-            update = {"embedder": kind, "embed_model": name}
+        s = self.settings
+        if spec.kind == s.embedder and (spec.kind == "hash" and spec.dim == s.embed_dim
+                                        or spec.kind != "hash" and spec.name == s.embed_model):
+            return self.default  # the configured model, loaded once per process
+        if spec.kind == "hash":
+            update: dict[str, object] = {"embedder": "hash", "embed_dim": spec.dim}
         else:
-            raise ValueError(f"unknown model kind {kind!r}; use hash:, openai: or local:")
-        emb = build_embedder(self.settings.model_copy(update=update), dim)
+            update = {"embedder": spec.kind, "embed_model": spec.name}
+        emb = build_embedder(s.model_copy(update=update), spec.dim)
         return self.wrap(emb) if self.wrap is not None else emb
 
 

@@ -40,6 +40,9 @@ class Settings(BaseSettings):
     embed_model: str = "all-MiniLM-L6-v2"
     embed_dim: int = 384  # used by the hash embedder; real models report their own
     embed_batch_size: int = 32  # documents per pipeline batch (store writes, a provider call, a queue message)
+    # Local models (`local:<name>`) a tenant's space may use besides VIBE_EMBED_MODEL: names or
+    # paths the operator vouches for; anything else is refused by its text (shared/model_specs.py).
+    local_models: list[str] = Field(default_factory=list, max_length=100)
     # Documents per forward pass of the local model (onnxruntime or torch), within a pipeline
     # batch. Small passes pad less and keep activations in cache: with one document thread,
     # onnxruntime embeds 49.6 docs/s in passes of 4 against 38.0 in passes of 32, torch 50.0

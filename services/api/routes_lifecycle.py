@@ -45,6 +45,7 @@ from services.worker.backfill import progress, with_state
 from shared.costs import utc_day
 from shared.errors import ErrorCode, VibeError, invalid
 from shared.model import BackfillTask, CollectionMode, Principal, SemanticStatus, SpaceInfo
+from shared.model_specs import MAX_DIM
 from shared.ports import EmbedderError
 
 router = APIRouter()
@@ -320,12 +321,15 @@ def _start_migration(c: Container, tenant: str, space: str, model: str, dim: int
     if building and building != [space]:
         raise VibeError(ErrorCode.CONFLICT, f"a migration to {building[0]!r} is in progress; activate it first")
     try:
-        emb = c.embedders.for_model(model, dim)
-        model_id, size = emb.model_id, emb.dim
+        emb = c.embedders.prepare(model, dim)
     except (ValueError, RuntimeError, OSError) as e:
         raise invalid(f"cannot use model {model[:80]!r}: {str(e)[:160]}", field="model") from e
     except EmbedderError as e:
         raise VibeError(ErrorCode.EMBEDDER_UNAVAILABLE, f"the provider did not answer for {model[:80]!r}") from e
+    if emb is None:  # a local model loading (or exporting to ONNX) in the background, never in this thread
+        raise VibeError(ErrorCode.EMBEDDER_UNAVAILABLE, f"model {model[:80]!r} is being prepared on this server; "
+                        "try again in a minute", {"retryAfterSeconds": 30})
+    model_id, size = emb.model_id, emb.dim
     bound = c.store.bind_space(space, model_id, size)
     if bound != (model_id, size):  # dim safety (seed 000): a space never holds two models
         raise VibeError(ErrorCode.DIMENSION_MISMATCH,
@@ -367,10 +371,14 @@ async def post_space(request: Request, p: Principal = Depends(require("admin")))
         raise invalid("model must be a model name or id (hash:v1@64, openai:<model>, local:<model>)", field="model")
     if isinstance(dim, float) and dim.is_integer():
         dim = int(dim)  # JSON does not tell 8 from 8.0
-    if dim is not None and (isinstance(dim, bool) or not isinstance(dim, int) or not 1 <= dim <= 8192):
-        raise invalid("dim must be an integer from 1 to 8192", field="dim")
+    if dim is not None and (isinstance(dim, bool) or not isinstance(dim, int) or not 1 <= dim <= MAX_DIM):
+        raise invalid(f"dim must be an integer from 1 to {MAX_DIM}", field="dim")
     if scope not in ("all", "ready"):
         raise invalid("scope must be 'all' or 'ready'", field="scope")
+    try:  # by its text alone, before any lease or build (shared/model_specs.py)
+        _c(request).embedders.spec(model, dim)
+    except ValueError as e:
+        raise invalid(f"cannot use model {model[:80]!r}: {str(e)[:200]}", field="model") from e
     out = await run_in_threadpool(start_migration, _c(request), p.tenant, space, model, dim, scope)
     return JSONResponse(out, status_code=202)
 
