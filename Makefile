@@ -7,7 +7,7 @@ TORCH_CPU_INDEX := https://download.pytorch.org/whl/cpu
 NPM := $(shell command -v npm 2>/dev/null)
 NODE_STAMP := sdk/typescript/node_modules/.installed
 
-.PHONY: setup run test lint checks clean opensearch
+.PHONY: setup run test check lint checks clean opensearch
 
 setup: $(STAMP) $(if $(NPM),$(NODE_STAMP))
 
@@ -39,6 +39,12 @@ test: setup
 	$(BIN)/ruff check --no-cache shared services tests bench deploy sdk/python
 	$(BIN)/mypy
 	HF_HUB_OFFLINE=1 $(BIN)/pytest -q
+
+# The working loop: lint, types, and the unit tests (no servers, no browser, no model).
+check: setup
+	$(BIN)/ruff check --no-cache shared services tests bench deploy sdk/python
+	$(BIN)/mypy
+	HF_HUB_OFFLINE=1 $(BIN)/pytest -q -m "not model" tests/unit
 
 lint: setup
 	$(BIN)/ruff check --no-cache shared services tests bench deploy sdk/python
