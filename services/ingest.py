@@ -11,6 +11,8 @@ import httpx
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, ProgressColumn, Task, TextColumn, TimeRemainingColumn
 from rich.text import Text
 
+from shared.names import is_collection_name
+
 
 def _batches(file: Path, size: int) -> Iterator[list[dict[str, Any]]]:
     batch: list[dict[str, Any]] = []
@@ -42,6 +44,9 @@ class _Rate(ProgressColumn):
 
 
 def ingest_file(file: Path, collection: str, base: str, key: str, batch: int) -> dict[str, Any]:
+    if not is_collection_name(collection):  # refused before any file is read or request sent
+        raise SystemExit(f"invalid collection name {collection[:64]!r}: 1 to 128 characters of "
+                         "A-Z a-z 0-9 . _ -, starting with a letter or digit")
     total = _count_lines(file)
     accepted = rejected = 0
     errors: list[dict[str, Any]] = []

@@ -46,6 +46,7 @@ from shared.adapters.tantivy_lexical import TantivyLexicalIndex
 from shared.agent_ports import AuditLog, CitationRegistry, MaterialBudget, PreCallCheck, Reranker, TaskLedger
 from shared.backpressure import Backpressure
 from shared.config import Settings
+from shared.collection_settings import CollectionDirectory, EmbedFields, embed_fields_of
 from shared.follow_up import SWITCH_STATES, SwitchState
 from shared.foreground import Foreground
 from shared.indexing import FilePosition, Followers, IndexFollower, StorePosition
@@ -112,6 +113,9 @@ class Container:
     _agent_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def agent(self) -> AgentAdapters:
+    # Per-collection settings (shared/collection_settings.py); None only where a test builds a
+    # Container by hand: `collection_directory()` then makes one.
+    collections: CollectionDirectory | None = field(default=None, repr=False)
         """The agent tools' adapters (MCP over stdio and HTTP), built on first use so the
         processes that serve no tools (workers, CLI commands) never open their stores."""
         with self._agent_lock:
@@ -128,6 +132,15 @@ class Container:
 
     def close_agent(self) -> None:
         with self._agent_lock:
+    def collection_directory(self) -> CollectionDirectory:
+        if self.collections is None:
+            self.collections = build_collections(self.settings, self.store)
+        return self.collections
+
+    def filterable_fields(self, tenant: str, collection: str) -> frozenset[str] | None:
+        """The fields a collection's vector payload indexes may cover (None: not configured)."""
+        return self.collection_directory().filterable_fields(tenant, collection)
+
             agent, self._agent = self._agent, None
         if agent is not None:
             agent.close()
@@ -460,7 +473,7 @@ def build_handler(settings: Settings, store: StoreOfRecord, emb: Embedder,
     _check_space(store, settings.space, emb)
     policy = EligibilityPolicy(settings.index_policy)
     directory = SpaceDirectory(store, settings.space)
-    return EmbedHandler(store, emb, policy, settings.embed_fields, settings.job_max_attempts,
+    return EmbedHandler(store, emb, policy, EmbedFields(build_collections(settings, store)), settings.job_max_attempts,
                         build_cold(settings, store), settings.tenant_daily_tokens, store.clock,
                         embedders=SpaceEmbedders(settings, store, emb, wrap), default_space=settings.space,
                         live=lambda tenant: set(embedding_spaces(directory, tenant)))
@@ -493,8 +506,9 @@ def build_lifecycle(settings: Settings, store: StoreOfRecord, queue: JobQueue, b
                     cold: ColdStore | None = None) -> Lifecycle:
     """The scheduler's decisions, the same in `serve`'s thread and in Celery beat tasks."""
     limits = BackfillLimits(settings.backfill_step_docs, backfill_reserve(settings), settings.backpressure_queue_depth)
-    backfills = Backfills(store, queue, budget, lambda d: policy.decide_doc(d, settings.embed_fields.get(
-        d.key.collection)), limits, store.clock)
+    fields = EmbedFields(build_collections(settings, store))
+    backfills = Backfills(store, queue, budget, lambda d: policy.decide_doc(d, embed_fields_of(
+        fields, d.key.tenant, d.key.collection)), limits, store.clock)
     directory = SpaceDirectory(store, settings.space)
     return Lifecycle(lifecycle_config(settings), store, cold or build_cold(settings, store), backfills, store.clock,
                      after_change=after_change, spaces=directory.live, active=directory.active)
@@ -565,7 +579,8 @@ def build(settings: Settings, embedder: Embedder | None = None, clock: Callable[
                       lexical_follower=follower.of_lexical(), foreground=foreground,
                       follow_ups=build_follow_ups(settings, store, cfg.touch),
                       backpressure=Backpressure(queue, settings.touch_backpressure_queue_depth, ttl=1.0))
-    docs = DocumentService(store, follower, queue, handler.policy, settings.embed_fields, spaces,
+    collections = build_collections(settings, store)
+    docs = DocumentService(store, follower, queue, handler.policy, EmbedFields(collections), spaces,
                            settings.max_doc_bytes, lambda tenant: _eager(store, tenant),
                            settings.write_sync_wait_seconds,
                            (settings.acl_max_principal_bytes, settings.acl_max_bytes), budget)
@@ -583,7 +598,15 @@ def build(settings: Settings, embedder: Embedder | None = None, clock: Callable[
                                 reconcile, settings.reconcile_interval_seconds,
                                 backfills=embedded or settings.scheduler_enabled)
     return Container(settings, store, lexical, vectors, emb, follower, queue, planner, docs, handler, lifecycle,
-                     scheduler, spaces, embedders, home, signal)
+                     scheduler, spaces, embedders, home, signal, collections=collections)
+
+
+def build_collections(settings: Settings, store: StoreOfRecord) -> CollectionDirectory:
+    """Per-collection settings as every part of this process reads them (a short cache over the
+    store of record: a change made through another replica applies within the TTL)."""
+    languages = settings.language_map()
+    return CollectionDirectory(store, settings.embed_fields, lambda c: languages.of(c).code,
+                               settings.collection_settings_ttl_seconds)
 
 
 def _eager(store: StoreOfRecord, tenant: str) -> set[str]:

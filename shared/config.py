@@ -148,6 +148,14 @@ class Settings(BaseSettings):
     # included) on this port; None = off.
     metrics_port: int | None = None
     # A message a worker took but did not ack comes back after this long; it must exceed the
+    # Per-collection settings stored through `PUT /v1/collections/{c}/settings` win over the two
+    # above and over `embed_fields`; each process re-reads a tenant's rows after this many seconds
+    # (shared/collection_settings.py): the bound on how long another replica's change takes.
+    collection_settings_ttl_seconds: Annotated[float, Field(ge=0, le=60)] = 1.0
+    # Documents a collection delete removes per transaction (`DELETE /v1/collections/{c}`), and
+    # per `docs:deleteByFilter` call (the caller repeats the call while `more` is true).
+    collection_delete_page: Annotated[int, Field(ge=1, le=10_000)] = 500
+    delete_by_filter_max: Annotated[int, Field(ge=1, le=10_000)] = 1_000
     # longest batch plus the longest retry countdown, or a slow batch would run twice.
     celery_visibility_timeout: float = 3600.0
     celery_restore_interval: int = 10  # how often workers sweep for messages past the visibility timeout

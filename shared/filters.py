@@ -21,11 +21,11 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from shared.names import MAX_FIELD_CHARS  # one bound for documents and filters
 from shared.ports import FieldCondition, Scalar
 
 MAX_FIELDS = 16
 MAX_IN_VALUES = 100
-MAX_FIELD_CHARS = 64
 MAX_STRING_CHARS = 1024
 RANGE_OPS = ("gt", "gte", "lt", "lte")
 

@@ -28,6 +28,7 @@ from services.planner.planner import iso_ms, semantic_projection
 from services.wiring import Container
 from shared.errors import ErrorCode, VibeError
 from shared.model import DocKey, EmbedJob, Principal, SemanticStatus, SidecarEntry
+from shared.names import check_collection_name
 from shared.spaces import embedding_spaces
 
 router = APIRouter()
@@ -44,6 +45,7 @@ async def get_status(request: Request, collection: str = Query(description="the 
                      _id: str = Query(description="the document's id"),
                      p: Principal = Depends(require("admin"))) -> JSONResponse:
     c = _c(request)
+    check_collection_name(collection)
     key = DocKey(p.tenant, collection, _id)
     doc = await run_in_threadpool(c.store.get_doc, key)
     if doc is None:
@@ -62,6 +64,8 @@ async def get_coverage(request: Request, collection: str | None = Query(
                            None, description="one collection (default: every collection of the tenant)"),
                        p: Principal = Depends(require("admin"))) -> JSONResponse:
     c = _c(request)
+    if collection is not None:
+        check_collection_name(collection)
     space = await run_in_threadpool(c.spaces.active, p.tenant)
     cov = await run_in_threadpool(c.store.coverage, p.tenant, collection, space)
     out: dict[str, object] = {"collection": collection, "space": space, **cov}

@@ -10,13 +10,13 @@ A bulk write validates every document first and stores the valid ones in one tra
 from __future__ import annotations
 
 import json
-import re
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from services.core.reserved import is_reserved_collection
+from shared.collection_settings import embed_fields_of
 from shared.errors import ErrorCode, VibeError, invalid
 from shared.indexing import Follower
 from shared.metrics import METRICS
@@ -29,13 +29,13 @@ from shared.model import (
     SidecarEntry,
     StoredDoc,
 )
+from shared.names import check_collection_name, check_doc_fields
 from shared.policy.eligibility import EligibilityPolicy
 from shared.ports import Budget, DocumentStore, JobQueue
 from shared.spaces import FixedSpace, Spaces
 from shared.text.hashing import content_hash, doc_text
 from shared.text.redaction import select_fields
 
-COLLECTION_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
 RESERVED_COLLECTIONS = {"any"}
 KNOWN_META = {"_id", "_acl", "_vibe"}
 INTENTS = {"deny", "allow"}
@@ -58,7 +58,8 @@ class WriteResult:
 
 
 def check_collection(name: str) -> None:
-    if not COLLECTION_RE.fullmatch(name) or name in RESERVED_COLLECTIONS or is_reserved_collection(name):
+    check_collection_name(name)  # charset and length: shared/names.py, the one rule
+    if name in RESERVED_COLLECTIONS or is_reserved_collection(name):
         raise invalid(f"invalid collection name {name[:64]!r}", field="collection")
 
 
@@ -93,7 +94,7 @@ class DocumentService:
         follower: Follower,
         queue: JobQueue,
         policy: EligibilityPolicy,
-        embed_fields: dict[str, list[str]],
+        embed_fields: Mapping[str, list[str]],  # shared/collection_settings.py EmbedFields
         spaces: Spaces | str,
         max_doc_bytes: int,
         eager: Callable[[str], set[str]],
@@ -137,7 +138,8 @@ class DocumentService:
         acl = self._acl(body.get("_acl"), *self.acl_limits)
         vibe, intent = self._vibe(body.get("_vibe"))
         fields = {k: v for k, v in body.items() if k not in KNOWN_META}
-        allow = self.embed_fields.get(collection)
+        check_doc_fields(fields)  # each name becomes a facet token and a payload key
+        allow = embed_fields_of(self.embed_fields, principal.tenant, collection)
         chash = content_hash(doc_text(select_fields(fields, allow), allow))
         return StoredDoc(DocKey(principal.tenant, collection, doc_id), fields, acl, intent, chash,
                          self.store.clock(), vibe)
@@ -263,7 +265,7 @@ class DocumentService:
                 METRICS.budget_denied.labels(budget="tenant").inc(len(rows) - granted)
 
     def _transition(self, d: StoredDoc, old: SidecarEntry | None, eager: bool, space: str) -> SidecarEntry:
-        allow = self.embed_fields.get(d.key.collection)
+        allow = embed_fields_of(self.embed_fields, d.key.tenant, d.key.collection)
         text = doc_text(select_fields(d.fields, allow), allow)
         decision = self.policy.decide(d.key.collection, d.fields, d.intent, text, vibe=d.vibe)
         new = SidecarEntry(d.key, space, SemanticStatus.NONE, d.content_hash, updated_at=self.store.clock())

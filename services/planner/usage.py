@@ -11,7 +11,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from shared.costs import estimate_tokens, utc_day
+from shared.costs import billed_tokens, estimate_tokens, utc_day
 from shared.metrics import METRICS
 from shared.model import DocKey, UsageBatch
 from shared.ports import Embedder, LifecycleStore
@@ -47,11 +47,15 @@ def embed_query_within_cap(usage: UsageRecorder | None, emb: Embedder, tenant: s
     if usage is not None and charge is None:
         raise OverBudget(tenant)
     try:
-        return emb.embed_query(text)
+        with billed_tokens() as billed:
+            vec = emb.embed_query(text)
     except BaseException:
         if usage is not None:
             usage.release(charge)
         raise
+    if usage is not None and charge is not None and billed:
+        usage.rebill(charge, sum(billed))
+    return vec
 
 
 class UsageRecorder:
@@ -118,6 +122,22 @@ class UsageRecorder:
                 return charge
         self._count(tenant, collection, 1, charge.tokens)
         return charge
+
+    def rebill(self, charge: QueryCharge, billed: int) -> None:
+        """The provider reported what it billed for the query: the charge becomes that figure
+        (reserved in the ledger under a cap, else in the next flush), not the estimate."""
+        delta = billed - charge.tokens
+        if not delta:
+            return
+        charge.tokens = billed
+        if not charge.reserved:
+            self._count(charge.tenant, charge.collection, 0, delta)
+            return
+        assert self.ledger is not None
+        try:
+            self.ledger.charge_tokens(charge.tenant, charge.day, {charge.collection: (0, delta)}, 0, 0)
+        except Exception:  # noqa: BLE001 - the estimate stays counted
+            log.warning("query token correction failed", exc_info=True)
 
     def release(self, charge: QueryCharge | None) -> None:
         """A query embedding that failed gives its charge back (as a failed document batch does)."""

@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
-from shared.costs import estimate_tokens, utc_day
+from shared.collection_settings import embed_fields_of
+from shared.costs import billed_tokens, estimate_tokens, utc_day
 from shared.metrics import METRICS
 from shared.model import DocKey, EmbedJob, SemanticStatus, SidecarEntry, StoredDoc
 from shared.policy.eligibility import EligibilityPolicy
@@ -49,7 +50,7 @@ class EmbedHandler:
         store: DocumentStore,
         embedder: Embedder,
         policy: EligibilityPolicy,
-        embed_fields: dict[str, list[str]],
+        embed_fields: Mapping[str, list[str]],  # shared/collection_settings.py EmbedFields
         max_attempts: int,
         cold: ColdStore | None = None,
         daily_tokens: int = 0,
@@ -138,7 +139,7 @@ class EmbedHandler:
     def _eligible(self, work: list[_Work], out: BatchOutcome) -> list[_Work]:
         keep = []
         for w in work:
-            allow = self.embed_fields.get(w.doc.key.collection)
+            allow = embed_fields_of(self.embed_fields, w.doc.key.tenant, w.doc.key.collection)
             text = doc_text(select_fields(w.doc.fields, allow), allow)
             d = self.policy.decide(w.doc.key.collection, w.doc.fields, w.doc.intent, text, vibe=w.doc.vibe)
             if d.action == "embed":
@@ -224,6 +225,29 @@ class EmbedHandler:
                 log.warning("usage ledger write failed", exc_info=True)
             METRICS.provider_tokens.labels(kind="documents").inc(sum(estimate_tokens(w.text) for w in items))
 
+    def _bill(self, work: Sequence[_Work], billed: list[int]) -> None:
+        """Replace the estimate charged for `work` by what the provider reported it billed
+        (`usage.total_tokens`), shared out over the batch's documents by their estimates (one
+        batch may hold several tenants' documents): the daily cap and GET /semantic/usage then
+        count what is paid for, multibyte text included. No report: the estimate stands."""
+        if self.ledger is None or not billed or not work:
+            return
+        estimates = [estimate_tokens(w.text) for w in work]
+        scale = sum(billed) / max(1, sum(estimates))
+        delta: dict[str, dict[str, int]] = {}
+        for w, est in zip(work, estimates, strict=True):
+            cols = delta.setdefault(w.doc.key.tenant, {})
+            cols[w.doc.key.collection] = cols.get(w.doc.key.collection, 0) + round(est * scale) - est
+        day = utc_day(self.clock())
+        for tenant, cols in delta.items():
+            moved = {c: (0, d) for c, d in cols.items() if d}
+            if not moved:
+                continue
+            try:
+                self.ledger.charge_tokens(tenant, day, moved, 0, 0)
+            except Exception:  # noqa: BLE001 - the vectors are committed; the estimate stays counted
+                log.warning("usage correction failed", exc_info=True)
+
     def _refund(self, work: Sequence[_Work]) -> None:
         """A failed call gives its reservation back (its retry reserves again)."""
         if self.ledger is None:
@@ -242,7 +266,8 @@ class EmbedHandler:
         started = time.perf_counter()
         try:
             out.provider_calls += 1
-            vectors = embedder.embed([w.text for w in work])
+            with billed_tokens() as billed:
+                vectors = embedder.embed([w.text for w in work])
         except EmbedderError as e:
             if not e.transient and len(work) > 1:
                 # One document the provider refuses (too long, bad input) must not sink the
@@ -255,6 +280,7 @@ class EmbedHandler:
             return
         METRICS.embed_seconds.observe(time.perf_counter() - started)
         self._charge(work, 1)
+        self._bill(work, billed)
         good: list[tuple[_Work, list[float]]] = []
         wrong_dim: list[tuple[_Work, list[float]]] = []
         for w, vec in zip(work, vectors, strict=True):

@@ -26,6 +26,7 @@ from psycopg.rows import DictRow, dict_row
 from psycopg.types.json import Json
 from psycopg_pool import ConnectionPool
 
+from shared.adapters.collection_settings_sql import COLLECTION_SETTINGS_SCHEMA, CollectionSettingsSql
 from shared.adapters.lifecycle_sql import LIFECYCLE_SCHEMA, LifecycleSql
 from shared.adapters.store_reports import COLD_FLAG, KEEP_READY_SAME_CONTENT, coverage_report
 from shared.adapters.touch_switch_sql import TOUCH_SWITCH_SCHEMA, TouchSwitchSql
@@ -161,7 +162,7 @@ def _log(conn: Conn, rows: Sequence[tuple[DocKey, str, str | None]]) -> None:
                         [(k.tenant, k.collection, k.doc_id, op, space) for k, op, space in rows])
 
 
-class PostgresStore(LifecycleSql, TouchSwitchSql):
+class PostgresStore(LifecycleSql, TouchSwitchSql, CollectionSettingsSql):
     """DocumentStore and LifecycleStore over a PostgreSQL database, through a connection pool
     shared by threads."""
 
@@ -188,7 +189,8 @@ class PostgresStore(LifecycleSql, TouchSwitchSql):
             self._pool.wait(timeout=connect_timeout)  # fail at start-up, not at the first request
             with self._tx() as conn:
                 conn.execute("SELECT pg_advisory_xact_lock(%s)", (SCHEMA_LOCK,))
-                conn.execute(SCHEMA + LIFECYCLE_SCHEMA + TOUCH_SWITCH_SCHEMA)  # idempotent DDL
+                conn.execute(SCHEMA + LIFECYCLE_SCHEMA + TOUCH_SWITCH_SCHEMA
+                             + COLLECTION_SETTINGS_SCHEMA)  # idempotent DDL
         except BaseException:
             self._pool.close()
             raise

@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from shared.adapters.collection_settings_sql import COLLECTION_SETTINGS_SCHEMA, CollectionSettingsSql
 from shared.adapters.lifecycle_sql import LIFECYCLE_SCHEMA, LifecycleSql
 from shared.adapters.store_reports import COLD_FLAG, KEEP_READY_SAME_CONTENT, coverage_report
 from shared.adapters.touch_switch_sql import TOUCH_SWITCH_SCHEMA, TouchSwitchSql
@@ -130,7 +131,7 @@ def _from_blob(blob: bytes) -> list[float]:
     return np.frombuffer(blob, dtype=np.float32).tolist()
 
 
-class SqliteStore(LifecycleSql, TouchSwitchSql):
+class SqliteStore(LifecycleSql, TouchSwitchSql, CollectionSettingsSql):
     """DocumentStore and LifecycleStore over one SQLite file; one connection per thread."""
 
     def __init__(self, path: Path, clock: Callable[[], float] | None = None):
@@ -143,7 +144,8 @@ class SqliteStore(LifecycleSql, TouchSwitchSql):
         self._local = threading.local()
         self._all: list[sqlite3.Connection] = []
         self._lock = threading.Lock()
-        self._conn().executescript(SCHEMA + LIFECYCLE_SCHEMA + TOUCH_SWITCH_SCHEMA)  # commits by itself; idempotent DDL
+        self._conn().executescript(SCHEMA + LIFECYCLE_SCHEMA + TOUCH_SWITCH_SCHEMA
+                                   + COLLECTION_SETTINGS_SCHEMA)  # commits by itself; idempotent DDL
 
     # -- connections -------------------------------------------------------------------
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import threading
 import time
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -21,6 +22,10 @@ class OpenAIProtocolServer:
         self.texts: list[str] = []  # every input embedded, in arrival order
         self._failures: list[tuple[int, float | None]] = []
         self._hang = 0.0
+        # `usage.total_tokens` of an answer: one token per 4 UTF-8 bytes of each input (a byte-level
+        # BPE's floor is one per byte; English averages about four), or what a test sets per input
+        self.tokens_of: Callable[[str], int] = lambda t: max(1, -(-len(t.encode("utf-8", "surrogatepass")) // 4))
+        self.billed = 0  # tokens reported in all answers
         self._lock = threading.Lock()
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self.base_url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
@@ -65,8 +70,11 @@ class OpenAIProtocolServer:
             self.texts += texts
         data = [{"object": "embedding", "index": i, "embedding": v}
                 for i, v in reversed(list(enumerate(self.embedder.embed(texts))))]  # any order is legal
+        tokens = sum(self.tokens_of(t) for t in texts)
+        with self._lock:
+            self.billed += tokens
         return 200, {"object": "list", "data": data, "model": body.get("model"),
-                     "usage": {"prompt_tokens": 0, "total_tokens": 0}}, {}
+                     "usage": {"prompt_tokens": tokens, "total_tokens": tokens}}, {}
 
     def _handler(self) -> type[BaseHTTPRequestHandler]:
         outer = self

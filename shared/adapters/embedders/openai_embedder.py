@@ -17,6 +17,7 @@ from collections.abc import Sequence
 import numpy as np
 import openai
 
+from shared.costs import report_billed
 from shared.ports import EmbedderError
 
 
@@ -66,6 +67,9 @@ class OpenAIEmbedder:
             raise EmbedderError(f"provider answered {e.status_code}", _retry_after(e), transient) from e
         except (openai.APITimeoutError, openai.APIConnectionError) as e:
             raise EmbedderError(f"provider unreachable: {type(e).__name__}") from e
+        usage = getattr(resp, "usage", None)
+        if usage is not None and isinstance(getattr(usage, "total_tokens", None), int):
+            report_billed(usage.total_tokens)  # what the cap and usage count (shared/costs.py)
         data = sorted(resp.data, key=lambda d: d.index)
         if len(data) != len(texts):
             raise EmbedderError(f"provider returned {len(data)} vectors for {len(texts)} inputs")
