@@ -38,6 +38,7 @@ from shared.adapters.citations_sqlite import SqliteCitationRegistry
 from shared.adapters.cold_files import FileColdStore
 from shared.adapters.cold_packed import PackedColdStore
 from shared.adapters.edge_vectors import EdgeVectorIndex
+from shared.adapters.facets import FilterableFields, fixed_fields
 from shared.adapters.mcp_audit_sqlite import SqliteAuditLog, SqliteMaterialBudget, SqliteTaskLedger
 from shared.adapters.memory_budget import MemoryBudget
 from shared.adapters.memory_queue import InProcessQueue
@@ -45,11 +46,12 @@ from shared.adapters.sqlite_store import SqliteStore
 from shared.adapters.tantivy_lexical import TantivyLexicalIndex
 from shared.agent_ports import AuditLog, CitationRegistry, MaterialBudget, PreCallCheck, Reranker, TaskLedger
 from shared.backpressure import Backpressure
-from shared.config import Settings
 from shared.collection_settings import CollectionDirectory, EmbedFields, embed_fields_of
+from shared.config import Settings
 from shared.follow_up import SWITCH_STATES, SwitchState
 from shared.foreground import Foreground
 from shared.indexing import FilePosition, Followers, IndexFollower, StorePosition
+from shared.keys import KeyStore
 from shared.metrics import METRICS
 from shared.model import DocKey, EmbedJob
 from shared.model_specs import ModelSpec, local_allowlist, parse_model
@@ -111,11 +113,11 @@ class Container:
     scheduler_thread: bool = True
     _agent: AgentAdapters | None = field(default=None, repr=False)
     _agent_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
-
-    def agent(self) -> AgentAdapters:
     # Per-collection settings (shared/collection_settings.py); None only where a test builds a
     # Container by hand: `collection_directory()` then makes one.
     collections: CollectionDirectory | None = field(default=None, repr=False)
+
+    def agent(self) -> AgentAdapters:
         """The agent tools' adapters (MCP over stdio and HTTP), built on first use so the
         processes that serve no tools (workers, CLI commands) never open their stores."""
         with self._agent_lock:
@@ -130,8 +132,6 @@ class Container:
         row = next((r for r in self.store.tenant_spaces(tenant) if r.state == "active"), None)
         return row.model_id if row is not None else self.embedder.model_id
 
-    def close_agent(self) -> None:
-        with self._agent_lock:
     def collection_directory(self) -> CollectionDirectory:
         if self.collections is None:
             self.collections = build_collections(self.settings, self.store)
@@ -141,6 +141,8 @@ class Container:
         """The fields a collection's vector payload indexes may cover (None: not configured)."""
         return self.collection_directory().filterable_fields(tenant, collection)
 
+    def close_agent(self) -> None:
+        with self._agent_lock:
             agent, self._agent = self._agent, None
         if agent is not None:
             agent.close()
@@ -247,12 +249,16 @@ def _build_lexical(settings: Settings, home: Path | None = None) -> LexicalIndex
     return TantivyLexicalIndex((home or settings.data_dir) / "lexical", languages=settings.language_map())
 
 
-def _build_vectors(settings: Settings, home: Path | None = None) -> VectorIndex:
+def _build_vectors(settings: Settings, home: Path | None = None,
+                   filterable: FilterableFields | None = None) -> VectorIndex:
+    """`filterable`: the fields declared filterable per (tenant, collection), which alone get
+    payload indexes (default: VIBE_FILTERABLE_FIELDS everywhere)."""
     if settings.vectors == "qdrant":
         from shared.adapters.qdrant_vectors import QdrantVectorIndex
 
-        return QdrantVectorIndex.from_settings(settings)
-    return EdgeVectorIndex((home or settings.data_dir) / "vectors")
+        return QdrantVectorIndex.from_settings(settings, filterable)
+    return EdgeVectorIndex((home or settings.data_dir) / "vectors",
+                           filterable or fixed_fields(settings.filterable_fields), settings.max_payload_indexes)
 
 
 def _server(url: str | None) -> str:
@@ -335,6 +341,13 @@ def build_store(settings: Settings, clock: Callable[[], float] | None = None) ->
 
         return PostgresStore(settings.postgres_url, settings.postgres_pool_size, clock=clock)
     return SqliteStore(settings.data_dir / "vibe.sqlite3", clock=clock)
+
+
+def build_key_store(store: StoreOfRecord) -> KeyStore:
+    """API-made keys, in a table of the store of record (either store: shared/adapters/keys_sql.py)."""
+    from shared.adapters.keys_sql import SqlKeyStore
+
+    return SqlKeyStore(store)  # type: ignore[arg-type]  # both stores offer the lifecycle SQL hooks
 
 
 class SpaceEmbedders:

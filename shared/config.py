@@ -43,6 +43,12 @@ class Settings(BaseSettings):
     # Local models (`local:<name>`) a tenant's space may use besides VIBE_EMBED_MODEL: names or
     # paths the operator vouches for; anything else is refused by its text (shared/model_specs.py).
     local_models: list[str] = Field(default_factory=list, max_length=100)
+    # Fields whose numbers get a payload index in the vector collections every tenant shares
+    # (range filters on other fields stay exact, read from the payload; shared/adapters/facets.py),
+    # and at most this many such indexes per collection.
+    filterable_fields: list[str] = Field(default_factory=list, max_length=1000)
+    max_payload_indexes: Annotated[int, Field(ge=0, le=1000)] = 32
+    embed_batch_size: int = 32  # documents per pipeline batch (store writes, a provider call, a queue message)
     # Documents per forward pass of the local model (onnxruntime or torch), within a pipeline
     # batch. Small passes pad less and keep activations in cache: with one document thread,
     # onnxruntime embeds 49.6 docs/s in passes of 4 against 38.0 in passes of 32, torch 50.0

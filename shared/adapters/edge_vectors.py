@@ -90,8 +90,11 @@ def num_key(cond: FieldCondition) -> str:
 class EdgeVectorIndex:
     """VectorIndex port on qdrant-edge shards under `root/<space>`."""
 
-    def __init__(self, root: Path):
+    def __init__(self, root: Path, filterable: facets.FilterableFields | None = None,
+                 max_indexes: int = facets.MAX_PAYLOAD_INDEXES):
         self.root = root
+        self._filterable = filterable or facets.fixed_fields(())
+        self._max_indexes = max_indexes
         self._shards: dict[str, qe.EdgeShard] = {}
         self._dims: dict[str, int] = {}
         self._lock = threading.RLock()
@@ -153,7 +156,7 @@ class EdgeVectorIndex:
         points = [qe.Point(i, vec, pl) for i, (_, vec), pl in zip(ids, items, payloads, strict=True)]
         self._remember(zip(ids, (d.key for d, _ in items), strict=True))
         with self._lock:
-            self._index_numbers(space, shard, payloads)
+            self._index_numbers(space, shard, [d for d, _ in items])
             shard.update(qe.UpdateOperation.upsert_points(points))
 
     def _remember(self, pairs: Iterable[tuple[PointId, DocKey]]) -> None:
@@ -166,16 +169,21 @@ class EdgeVectorIndex:
                 continue
             keys[pid] = key
 
-    def _index_numbers(self, space: str, shard: qe.EdgeShard, payloads: Sequence[dict[str, object]]) -> None:
-        """A float payload index per numeric field, the first time this process sees it (range
-        filters then read an index; creating an existing one again changes nothing)."""
-        known = self._num_indexed.setdefault(space, set())
-        fresh: set[str] = set()
-        for pl in payloads:
-            num = pl.get("num")
-            if isinstance(num, dict):
-                fresh.update(k for k in num if k not in known)
-        for key in sorted(fresh):
+    def _index_numbers(self, space: str, shard: qe.EdgeShard, docs: Sequence[StoredDoc]) -> None:
+        """A float payload index per numeric field declared filterable (facets.FilterableFields),
+        at most `max_indexes` per shard, so range filters on them read an index. Built here, in
+        the follower's upsert (one shard per process, under its lock): the bound and the
+        declaration keep what any writer sends from costing every tenant an index build."""
+        known = self._num_indexed.get(space)
+        if known is None:  # what the shard already has (a restart must not count from zero)
+            known = {k[len("num."):] for k in shard.info().payload_schema if k.startswith("num.")}
+            self._num_indexed[space] = known
+        fresh = sorted(facets.index_keys(docs, self._filterable) - known)
+        room = max(0, self._max_indexes - len(known))
+        if len(fresh) > room:
+            log.warning("payload index bound reached", extra={"space": space, "skipped": len(fresh) - room,
+                                                              "max": self._max_indexes})
+        for key in fresh[:room]:
             shard.update(qe.UpdateOperation.create_field_index(f"num.{key}", qe.PayloadSchemaType.Float))
             known.add(key)
 

@@ -25,10 +25,11 @@ from __future__ import annotations
 import hashlib
 import math
 import struct
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from typing import Any
 
 from shared.filters import MAX_STRING_CHARS
+from shared.model import StoredDoc
 from shared.ports import FieldCondition, SearchFilter
 
 SEP = "\x1f"
@@ -124,6 +125,36 @@ def num_payload(fields: Mapping[str, Any]) -> dict[str, list[float]]:
     return out
 
 
+# (tenant, collection) -> the fields declared filterable there (the operator's
+# VIBE_FILTERABLE_FIELDS, and a collection's own `filterableFields`). Only their numbers get a
+# payload index in a vector collection that every tenant shares: an index per field any writer
+# sends (5,000 fields in one document made 5,000 indexes, built inside the write) made one
+# tenant's payloads every tenant's cost. Filters on other fields still hold inside the engine's
+# query, read from the point's payload without an index (slower on large shards, never wrong).
+FilterableFields = Callable[[str, str], Collection[str]]
+MAX_PAYLOAD_INDEXES = 32  # `num.*` indexes per vector collection at most (VIBE_MAX_PAYLOAD_INDEXES)
+
+
+def fixed_fields(names: Collection[str]) -> FilterableFields:
+    """The same declared fields for every tenant and collection (the operator's setting)."""
+    frozen = frozenset(names)
+    return lambda tenant, collection: frozen
+
+
+def index_keys(docs: Sequence[StoredDoc], filterable: FilterableFields) -> set[str]:
+    """The `num_payload` keys of these documents' numbers in fields declared filterable."""
+    out: set[str] = set()
+    declared: dict[tuple[str, str], Collection[str]] = {}
+    for d in docs:
+        where = (d.key.tenant, d.key.collection)
+        if where not in declared:
+            declared[where] = filterable(*where)
+        for name in declared[where]:
+            if not name.startswith("_") and any(_number(v) is not None for v in _scalars(d.fields.get(name))):
+                out.add(num_field(name))
+    return out
+
+
 def eq_tokens(cond: FieldCondition) -> list[str]:
     """Tokens any of which satisfies an `eq`/`in` condition (empty: nothing can match)."""
     return list(dict.fromkeys(t for v in cond.values if (t := _eq_token(cond.field, v)) is not None))
@@ -209,5 +240,6 @@ def unsatisfiable(flt: SearchFilter) -> bool:
     return any(key_bounds(c) is None if c.op == "range" else not eq_tokens(c) for c in flt.where)
 
 
-__all__: Sequence[str] = ("doc_tokens", "num_payload", "num_field", "eq_tokens", "key_bounds", "range_tokens",
+__all__: Sequence[str] = ("doc_tokens", "num_payload", "index_keys", "fixed_fields", "num_field",
+                          "eq_tokens", "key_bounds", "range_tokens",
                           "condition_tokens", "holds", "permits", "id_refs", "unsatisfiable", "sortable", "num_token")

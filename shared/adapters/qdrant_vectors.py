@@ -27,6 +27,7 @@ when they return.
 from __future__ import annotations
 
 import json
+import logging
 import threading
 from collections.abc import Iterator, Sequence
 
@@ -38,6 +39,8 @@ from shared.adapters.edge_vectors import _payload as payload  # same payload in 
 from shared.config import Settings
 from shared.model import DocKey, Hit, StoredDoc
 from shared.ports import SearchFilter
+
+log = logging.getLogger("vibe.vectors")
 
 COLLECTION_PREFIX = "vibe-"
 UPSERT_BATCH = 256  # points per request at most ...
@@ -96,18 +99,23 @@ def upsert_batches(items: Sequence[tuple[StoredDoc, list[float]]], max_points: i
 class QdrantVectorIndex:
     """VectorIndex port on qdrant-client: a server URL in production, local mode in tests."""
 
-    def __init__(self, client: QdrantClient, prefix: str = COLLECTION_PREFIX):
+    def __init__(self, client: QdrantClient, prefix: str = COLLECTION_PREFIX,
+                 filterable: facets.FilterableFields | None = None, max_indexes: int = facets.MAX_PAYLOAD_INDEXES):
         self.client = client
         self.prefix = prefix
+        self._filterable = filterable or facets.fixed_fields(())
+        self._max_indexes = max_indexes
         self._dims: dict[str, int] = {}  # spaces known to exist, with their dimension
         self._num_indexed: dict[str, set[str]] = {}  # per space: `num.*` keys given a float index here
         self._lock = threading.Lock()
 
     @classmethod
-    def from_settings(cls, settings: Settings) -> QdrantVectorIndex:
+    def from_settings(cls, settings: Settings, filterable: facets.FilterableFields | None = None) -> QdrantVectorIndex:
         if not settings.qdrant_url:
             raise RuntimeError("VIBE_VECTORS=qdrant needs VIBE_QDRANT_URL (e.g. http://qdrant:6333)")
-        return cls(QdrantClient(url=settings.qdrant_url, timeout=30))
+        return cls(QdrantClient(url=settings.qdrant_url, timeout=30),
+                   filterable=filterable or facets.fixed_fields(settings.filterable_fields),
+                   max_indexes=settings.max_payload_indexes)
 
     def collection(self, space: str) -> str:
         return self.prefix + space
@@ -120,9 +128,13 @@ class QdrantVectorIndex:
         name = self.collection(space)
         if not self.client.collection_exists(name):
             return False
-        params = self.client.get_collection(name).config.params.vectors
+        info = self.client.get_collection(name)
+        params = info.config.params.vectors
         assert isinstance(params, models.VectorParams), f"{name}: expected one unnamed vector"
         self._dims[space] = params.size
+        # the `num.*` indexes it has: the bound counts them (another process may have made them)
+        self._num_indexed.setdefault(space, set()).update(
+            k[len("num."):] for k in (info.payload_schema or {}) if k.startswith("num."))
         return True
 
     def ensure_space(self, space: str, dim: int) -> None:
@@ -159,19 +171,27 @@ class QdrantVectorIndex:
         name = self.collection(space)
         for batch in upsert_batches(items, UPSERT_BATCH, UPSERT_MAX_BYTES):
             points = [models.PointStruct(id=point_id(d.key), vector=vec, payload=payload(d)) for d, vec in batch]
-            self._index_numbers(space, points)
+            self._index_numbers(space, [d for d, _ in batch])
             self.client.upsert(name, points=points, wait=True)
 
-    def _index_numbers(self, space: str, points: Sequence[models.PointStruct]) -> None:
-        """A float payload index for each numeric field the first time this process sees it, so
-        range filters read an index, not every candidate's payload. Creating an existing index
-        again is a no-op on the server (a restarted process asks once per field)."""
-        known = self._num_indexed.setdefault(space, set())
-        fresh = {k for p in points for k in ((p.payload or {}).get("num") or {})} - known
-        for key in sorted(fresh):
+    def _index_numbers(self, space: str, docs: Sequence[StoredDoc]) -> None:
+        """A float payload index for each numeric field declared filterable
+        (facets.FilterableFields), at most `max_indexes` per collection, asked for without waiting:
+        the server builds it in the background while every tenant's requests go on (range
+        filters are exact meanwhile, read from the payload). Creating an existing index again is a
+        no-op on the server."""
+        with self._lock:
+            known = self._num_indexed.setdefault(space, set())
+            fresh = sorted(facets.index_keys(docs, self._filterable) - known)
+            room = max(0, self._max_indexes - len(known))
+            todo = fresh[:room]
+            known.update(todo)
+        if len(fresh) > room:
+            log.warning("payload index bound reached", extra={"space": space, "skipped": len(fresh) - room,
+                                                              "max": self._max_indexes})
+        for key in todo:
             self.client.create_payload_index(self.collection(space), f"num.{key}",
-                                             field_schema=models.PayloadSchemaType.FLOAT, wait=True)
-            known.add(key)
+                                             field_schema=models.PayloadSchemaType.FLOAT, wait=False)
 
     def delete(self, space: str, keys: Sequence[DocKey]) -> None:
         if not keys or not self._known(space):

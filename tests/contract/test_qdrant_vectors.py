@@ -89,7 +89,7 @@ def test_same_top_k_as_the_embedded_adapter(tmp_path: Path) -> None:
 
 def test_collection_per_space_with_cosine_tenant_index_and_per_tenant_graphs() -> None:
     spy = Spy(QdrantClient(location=":memory:"))
-    idx = QdrantVectorIndex(cast(QdrantClient, spy))
+    idx = QdrantVectorIndex(cast(QdrantClient, spy), filterable=facets.fixed_fields(["n", "absent"]))
     idx.upsert("core", _corpus(3, 8, seed=1))
     created = [(a, k) for n, a, k in spy.calls if n == "create_collection"]
     assert created == [(("vibe-core",), {
@@ -100,8 +100,10 @@ def test_collection_per_space_with_cosine_tenant_index_and_per_tenant_graphs() -
         ("tenant", models.KeywordIndexParams(type=models.KeywordIndexType.KEYWORD, is_tenant=True)),
         ("collection", models.PayloadSchemaType.KEYWORD), ("acl", models.PayloadSchemaType.KEYWORD),
         ("facet", models.PayloadSchemaType.KEYWORD),
-        # the corpus's one numeric field, under its hashed key, for range filters
+        # the corpus's one numeric field declared filterable, under its hashed key, for range filters
         (f"num.{facets.num_field('n')}", models.PayloadSchemaType.FLOAT)]
+    # asked for without waiting: the server builds it while every tenant's requests go on
+    assert [k["wait"] for n, _, k in spy.calls if n == "create_payload_index"][-1] is False
     spy.calls.clear()
     idx.upsert("core", _corpus(3, 8, seed=2))  # the space is known: no more setup calls
     assert [n for n, _, _ in spy.calls] == ["upsert"]
@@ -174,3 +176,23 @@ def test_delete_in_an_unknown_space_and_drop() -> None:
 def test_from_settings_needs_a_url() -> None:
     with pytest.raises(RuntimeError, match="VIBE_QDRANT_URL"):
         QdrantVectorIndex.from_settings(Settings(vectors="qdrant", qdrant_url=None))
+
+
+def test_only_declared_fields_get_payload_indexes_and_at_most_the_bound() -> None:
+    """A writer's document with 5,000 numeric fields used to make 5,000 payload indexes in the
+    collection every tenant shares, each created inside the write; now only fields declared
+    filterable get one, at most `max_indexes` per collection, and ranges on the others stay exact."""
+    spy = Spy(QdrantClient(location=":memory:"))
+    declared = {("t", "c"): {"f1", "f2", "f3", "f4", "f5"}}
+    idx = QdrantVectorIndex(cast(QdrantClient, spy), filterable=lambda t, c: declared.get((t, c), set()),
+                            max_indexes=3)
+    wide = StoredDoc(DocKey("t", "c", "wide"), {f"f{i}": i for i in range(5000)}, ["*"], None, "h", 0.0)
+    other = StoredDoc(DocKey("u", "c", "w2"), {f"f{i}": i for i in range(5000)}, ["*"], None, "h", 0.0)
+    idx.upsert("core", [(wide, [1.0, 0.0]), (other, [0.0, 1.0])])
+    nums = [a[1] for n, a, _ in spy.calls if n == "create_payload_index" and a[1].startswith("num.")]
+    assert len(nums) == 3 and set(nums) <= {f"num.{facets.num_field(f)}" for f in declared[("t", "c")]}
+    flt = SearchFilter("t", None, ("*",), (FieldCondition("f4321", "range", gte=4321, lte=4321),))
+    assert [h.key.doc_id for h in idx.search("core", flt, [1.0, 0.0], 5)] == ["wide"]
+    flt = SearchFilter("t", None, ("*",), (FieldCondition("f4321", "range", gt=4321),))
+    assert idx.search("core", flt, [1.0, 0.0], 5) == []
+    idx.close()

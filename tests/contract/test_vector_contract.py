@@ -271,3 +271,26 @@ def test_edge_search_is_exact_and_filtered_on_an_optimized_shard(tmp_path: Path)
     for d, v in fresh:
         assert idx.search("core", F("t0", ("public",), ("c0",)), v, 1)[0].key == d.key
     idx.close()
+
+
+def test_edge_indexes_only_declared_fields_within_the_bound_across_restarts(tmp_path: Path) -> None:
+    """Payload indexes in a shard every tenant shares: only for fields declared filterable, at
+    most `max_indexes` (counted from the shard after a restart), and ranges on undeclared fields
+    are still exact inside the query."""
+    from shared.adapters import facets
+
+    declared = ["f1", "f2", "f3"]
+    wide = mdoc("wide", {f"f{i}": i for i in range(5000)})
+    idx = EdgeVectorIndex(tmp_path / "vec", facets.fixed_fields(declared[:2]), max_indexes=2)
+    idx.upsert("core", [(wide, unit(1)), (mdoc("b", {"f1": 7, "f4999": 1}), unit(2))])
+    schema = idx._shard("core", None).info().payload_schema  # type: ignore[union-attr]
+    nums = {k for k in schema if k.startswith("num.")}
+    assert nums == {f"num.{facets.num_field(f)}" for f in declared[:2]}
+    r = lambda f, **b: {h.key.doc_id for h in idx.search("core", W(FieldCondition(f, "range", **b)), unit(1), 9)}  # noqa: E731
+    assert r("f4999", gte=4999) == {"wide"} and r("f4999", lte=1) == {"b"} and r("f1", gte=2) == {"b"}
+    idx.close()
+    again = EdgeVectorIndex(tmp_path / "vec", facets.fixed_fields(declared), max_indexes=2)
+    again.upsert("core", [(wide, unit(1))])  # f3 now declared, but the shard is at its bound
+    schema = again._shard("core", None).info().payload_schema  # type: ignore[union-attr]
+    assert {k for k in schema if k.startswith("num.")} == nums
+    again.close()
