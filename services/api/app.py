@@ -91,7 +91,8 @@ def create_app(container: Container, keys: KeyRing) -> FastAPI:
         mcp.close()
 
     app = FastAPI(title="vibe-semantic", version="0.1.0", lifespan=lifespan,
-                  swagger_ui_parameters={"persistAuthorization": True})
+                  # a key typed into /docs stays in that page only, never in the browser's storage
+                  swagger_ui_parameters={"persistAuthorization": False})
     app.state.container = container
     app.state.keys = keys
     app.add_exception_handler(VibeError, _vibe_error)

@@ -111,7 +111,7 @@ def _serve_metrics(settings: Settings) -> None:
     # The preflight's throw-away embedder published a breaker state from this (main) process,
     # which runs no task; left in place it would read as a live `closed` breaker forever.
     metrics_server.process_gone(os.getpid())
-    metrics_server.serve(settings.metrics_port)
+    metrics_server.serve(settings.metrics_port, settings.metrics_token)
     worker_process_shutdown.connect(_child_exited, weak=False)
 
 

@@ -15,11 +15,21 @@ single-process mode.
 from __future__ import annotations
 
 import atexit
+import hmac
+import json
 import os
 import shutil
 import sys
 import tempfile
+import threading
+from collections.abc import Iterable
 from pathlib import Path
+from socketserver import ThreadingMixIn
+from typing import TYPE_CHECKING, Any
+from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
+
+if TYPE_CHECKING:
+    from _typeshed.wsgi import StartResponse, WSGIApplication, WSGIEnvironment
 
 from shared.config import Settings
 
@@ -59,17 +69,52 @@ def enabled() -> bool:
     return _dir is not None
 
 
-def serve(port: int) -> None:
+def serve(port: int, token: str | None = None, addr: str = "0.0.0.0") -> WSGIServer:
     """Start the /metrics endpoint in the parent, before the pool forks (threads do not
-    survive a fork, so the children never run a second server)."""
-    from prometheus_client import CollectorRegistry, start_http_server
+    survive a fork, so the children never run a second server). With `token`
+    (VIBE_METRICS_TOKEN) only `Authorization: Bearer <token>` is answered, as the API's
+    /metrics does: the worker's port carries the same figures."""
+    from prometheus_client import CollectorRegistry, make_wsgi_app
 
     from services.worker.metrics_collector import WorkerCollector
 
     assert _dir is not None, "prepare() first"
     registry = CollectorRegistry()
     registry.register(WorkerCollector(_dir))
-    start_http_server(port, registry=registry)
+    httpd = make_server(addr, port, guarded(make_wsgi_app(registry), token), _ThreadingServer, _QuietHandler)
+    threading.Thread(target=httpd.serve_forever, name="vibe-worker-metrics", daemon=True).start()
+    return httpd
+
+
+_UNAUTHORIZED = json.dumps({"error": {
+    "code": "unauthorized", "message": "metrics need the metrics token (Authorization: Bearer ...)"}}).encode()
+
+
+def guarded(app: WSGIApplication, token: str | None) -> WSGIApplication:
+    """`app` behind the metrics token (None or empty: open, as before)."""
+    if not token:
+        return app
+    want = token.encode()
+
+    def check(environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
+        scheme, _, given = str(environ.get("HTTP_AUTHORIZATION", "")).partition(" ")
+        if scheme.lower() == "bearer" and hmac.compare_digest(given.strip().encode(), want):
+            return app(environ, start_response)
+        start_response("401 Unauthorized", [("Content-Type", "application/json"),
+                                            ("Content-Length", str(len(_UNAUTHORIZED))),
+                                            ("WWW-Authenticate", "Bearer")])
+        return [_UNAUTHORIZED]
+
+    return check
+
+
+class _ThreadingServer(ThreadingMixIn, WSGIServer):
+    daemon_threads = True
+
+
+class _QuietHandler(WSGIRequestHandler):
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the base class's name
+        """Scrapes are not worth a log line each."""
 
 
 def process_gone(pid: int) -> None:
