@@ -25,12 +25,17 @@ def serve() -> None:
     import uvicorn
 
     from services.api.app import create_app
-    from services.api.auth import KeyRing, dev_key
+    from services.api.auth import KeyRing, TokenSecretMissing, dev_key, token_secret
     from services.wiring import build
     from shared.logging import configure_logging
 
     settings = _settings()
     configure_logging(settings.debug)
+    try:
+        token_secret(settings)  # before the model loads: replicas must share the token secret
+    except TokenSecretMissing as e:
+        typer.echo(str(e), err=True)
+        raise typer.Exit(code=2) from None
     keys = list(settings.api_keys)
     if not keys:
         key = dev_key(settings.data_dir)
@@ -208,6 +213,87 @@ def rebuild_index(
     if failed:
         typer.echo(f"another process kept a shared index's lease for {wait:g} s; try again", err=True)
         raise typer.Exit(code=1)
+
+
+keys_app = typer.Typer(help="API-made keys in the store of record (as POST/GET/DELETE /v1/keys), by tenant.",
+                       no_args_is_help=True)
+app.add_typer(keys_app, name="keys")
+
+
+def _key_store():  # noqa: ANN202 - imports deferred so `--help` stays fast
+    from services.wiring import build_key_store, build_store
+
+    settings = _settings()
+    store = build_store(settings)
+    return settings, store, build_key_store(store)
+
+
+@keys_app.command("create")
+def keys_create(
+    tenant: str = typer.Option(..., "--tenant", "-t"),
+    name: str = typer.Option(..., "--name", "-n"),
+    principal: list[str] = typer.Option([], "--principal", "-p", help="repeat for each principal"),
+    cert: list[str] = typer.Option([], "--cert", help="repeat for each certificate (issuer:name)"),
+    scope: list[str] = typer.Option(["read"], "--scope", "-s", help="read | write | admin; repeat"),
+) -> None:
+    """Make a key; prints it as JSON with its secret `key`, shown this once."""
+    import time
+
+    from shared.keys import TooManyKeys, new_key
+
+    bad = sorted(set(scope) - {"read", "write", "admin"})
+    if bad or not scope:
+        raise typer.BadParameter("read, write or admin", param_hint="--scope")
+    if not tenant.strip() or not name.strip() or len(name) > 128:
+        raise typer.BadParameter("a non-empty tenant and a name of 1 to 128 characters")
+    settings, store, keys = _key_store()
+    try:
+        scopes = [s for s in ("read", "write", "admin") if s in scope]
+        record, secret = new_key(tenant, name, list(dict.fromkeys(principal)), list(dict.fromkeys(cert)), scopes,
+                                 time.time())
+        keys.create_key(record, settings.max_keys_per_tenant)
+    except TooManyKeys:
+        typer.echo(f"tenant {tenant!r} holds {settings.max_keys_per_tenant} keys (VIBE_MAX_KEYS_PER_TENANT)", err=True)
+        raise typer.Exit(code=1) from None
+    finally:
+        store.close()
+    typer.echo(json.dumps({**_key_json(record), "key": secret}))
+
+
+@keys_app.command("list")
+def keys_list(tenant: str = typer.Option(..., "--tenant", "-t")) -> None:
+    """The tenant's API-made keys, one JSON object a line, without secrets."""
+    _, store, keys = _key_store()
+    try:
+        for record in keys.keys_of(tenant):
+            typer.echo(json.dumps(_key_json(record)))
+    finally:
+        store.close()
+
+
+@keys_app.command("revoke")
+def keys_revoke(
+    key_id: str = typer.Argument(..., help="the key's id (key_...)"),
+    tenant: str = typer.Option(..., "--tenant", "-t"),
+) -> None:
+    """Delete a key; every API process refuses it and its tokens within VIBE_KEY_REFRESH_SECONDS."""
+    _, store, keys = _key_store()
+    try:
+        gone = keys.revoke_key(tenant, key_id)
+    finally:
+        store.close()
+    if not gone:
+        typer.echo(f"tenant {tenant!r} has no key {key_id!r}", err=True)
+        raise typer.Exit(code=1)
+    typer.echo(json.dumps({"revoked": key_id}))
+
+
+def _key_json(record) -> dict[str, object]:  # noqa: ANN001
+    import time
+
+    return {"id": record.id, "tenant": record.tenant, "name": record.name, "principals": list(record.principals),
+            "certs": list(record.certs), "scopes": list(record.scopes),
+            "createdAt": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(record.created_at))}
 
 
 bench_app = typer.Typer(help="Benchmarks over the HTTP API of a served instance (results in bench/results/).",

@@ -23,6 +23,7 @@ class ApiKey(BaseModel):
     tenant: str
     principals: list[str] = Field(default_factory=list)
     scopes: list[Literal["read", "write", "admin"]] = Field(default_factory=lambda: ["read"])  # type: ignore[arg-type]
+    certs: list[str] = Field(default_factory=list)  # certificates the key holds ("issuer:name")
 
 
 class Settings(BaseSettings):
@@ -378,6 +379,16 @@ class Settings(BaseSettings):
     # submitted, and new chunks stored (and embedded). Refused with `quota_exceeded`.
     extract_daily_chars_per_key: Annotated[int, Field(ge=1)] = 2_000_000
     extract_daily_chunks_per_key: Annotated[int, Field(ge=1)] = 10_000
+
+    # --- keys and end-user tokens (POST /v1/keys, POST /v1/tokens; docs/keys-and-tokens.md) ---
+    # HS256 secret that signs end-user tokens. None: embedded, a random one kept in
+    # DATA_DIR/token-secret (mode 0600); distributed, `serve` refuses to start (replicas must share it).
+    token_secret: str | None = Field(default=None, repr=False, min_length=32)
+    token_ttl_seconds: Annotated[int, Field(ge=1)] = 3600  # a token's life when `ttlSeconds` is not given
+    token_max_ttl_seconds: Annotated[int, Field(ge=1, le=86_400)] = 86_400  # the longest `ttlSeconds` accepted
+    max_keys_per_tenant: Annotated[int, Field(ge=1)] = 1000  # API-made keys (bootstrap keys not counted)
+    # How often an API process asks the store whether keys changed (a revocation reaches it within this)
+    key_refresh_seconds: Annotated[float, Field(gt=0, le=1)] = 0.5
 
     @field_validator("cors_origins", mode="before")
     @classmethod

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any, Literal, NamedTuple
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple
+
+if TYPE_CHECKING:
+    from shared.ports import FieldCondition
 
 # Every principal of a tenant may read a document stored without `_acl`.
 PUBLIC_PRINCIPAL = "*"
@@ -39,6 +42,11 @@ class Principal:
     tenant: str
     principals: tuple[str, ...]
     scopes: frozenset[str]
+    certs: frozenset[str] = frozenset()  # certificates held ("issuer:name"), carried for the certificate filter
+    key_id: str | None = None  # the key's id; for an end-user token, the id of the key that minted it
+    # An end-user token's `filter`: ANDed to every read made with it (engine queries and re-checks)
+    filter: tuple[FieldCondition, ...] = ()
+    via_token: bool = False  # an end-user token, not a key: it may not mint tokens or manage keys
 
     @property
     def readable_acl(self) -> list[str]:
@@ -47,6 +55,14 @@ class Principal:
 
     def may(self, scope: str) -> bool:
         return scope in self.scopes
+
+    def admits(self, fields: dict[str, Any]) -> bool:
+        """Whether a document's fields meet this caller's own filter (always, without one)."""
+        if not self.filter:
+            return True
+        from shared.filters import matches  # shared.filters imports the ports, which import this module
+
+        return matches(self.filter, fields)
 
 
 class DocKey(NamedTuple):
@@ -76,7 +92,7 @@ class StoredDoc:
     def readable_by(self, principal: Principal) -> bool:
         return principal.tenant == self.key.tenant and bool(
             set(self.acl) & set(principal.readable_acl)
-        )
+        ) and principal.admits(self.fields)
 
 
 @dataclass

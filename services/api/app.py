@@ -23,7 +23,16 @@ from prometheus_client import REGISTRY, Histogram
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import BaseRoute, Match, Route
 
-from services.api import routes_admin, routes_docs, routes_lifecycle, routes_read, routes_touch, routes_ui, schemas
+from services.api import (
+    routes_admin,
+    routes_docs,
+    routes_keys,
+    routes_lifecycle,
+    routes_read,
+    routes_touch,
+    routes_ui,
+    schemas,
+)
 from services.api.auth import KeyRing
 from services.api.nostore import NoStoreForKeyedRequests
 from services.api.ratelimit import ASGIApp, Message, Receive, Scope, Send, TenantRateLimit
@@ -80,6 +89,7 @@ async def _unexpected(_: Request, exc: Exception) -> JSONResponse:
 
 
 def create_app(container: Container, keys: KeyRing) -> FastAPI:
+    keys.bind(container)  # API-made keys and end-user tokens, from the store of record
     mcp = McpHttp(container, keys)
 
     @asynccontextmanager
@@ -102,7 +112,8 @@ def create_app(container: Container, keys: KeyRing) -> FastAPI:
     # Every documents route authenticates: declare the bearer scheme on them (schemas.AUTHENTICATED
     # never refuses; the other routers declare it per route, as some of theirs are open).
     app.include_router(routes_docs.router, dependencies=schemas.AUTHENTICATED)
-    for r in (routes_read.router, routes_admin.router, routes_lifecycle.router, routes_touch.router):
+    for r in (routes_read.router, routes_admin.router, routes_lifecycle.router, routes_touch.router,
+              routes_keys.router):
         app.include_router(r)
     app.include_router(routes_ui.router)  # the /ui page's static build: no key, no data
     app.router.routes.append(Route("/mcp", endpoint=mcp, methods=["GET", "POST", "DELETE"]))

@@ -259,7 +259,7 @@ class InnerVoice:
         return vec
 
     def candidates(self, p: Principal, prm: Params, qvec: list[float], collection: str, kg: bool) -> list[Cand]:
-        flt = SearchFilter(p.tenant, (collection,), tuple(p.readable_acl))
+        flt = SearchFilter(p.tenant, (collection,), tuple(p.readable_acl), p.filter)
         core.touch(self.c, p, collection, prm.query, self.c.lexical.search(flt, prm.query, 2 * prm.top_k))
         cap = min(3 * prm.top_k, self.cfg.max_candidates)
         hits: list[Hit] = core.exact_semantic(self.c, flt, qvec, 3 * cap)
