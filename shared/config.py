@@ -362,6 +362,12 @@ class Settings(BaseSettings):
     # Folders `reindex` may read: a JSON list, one path, or an os.pathsep-separated list. Empty
     # (the default) = reindex is off; the server's working directory is never a root by itself.
     mcp_reindex_roots: Annotated[list[Path], NoDecode] = Field(default_factory=list)
+    # Folders bound to one tenant each, `{"<tenant>": [paths]}` (JSON): only that tenant's keys
+    # reindex them (besides the shared VIBE_MCP_REINDEX_ROOTS), and no other tenant reaches
+    # them through a root that holds them (services/mcp/reindex.py `Roots`).
+    mcp_reindex_tenant_roots: dict[str, list[Path]] = Field(default_factory=dict)
+    # Background reindex jobs one tenant may have queued or running in a process (0 = no bound).
+    mcp_reindex_jobs_per_tenant: Annotated[int, Field(ge=0)] = 4
     mcp_reindex_max_paths: Annotated[int, Field(ge=1)] = 64  # locations per reindex call
     mcp_reindex_max_files: Annotated[int, Field(ge=1)] = 10_000  # files per reindex call
     mcp_max_path_chars: Annotated[int, Field(ge=1)] = 4096
@@ -437,6 +443,13 @@ class Settings(BaseSettings):
     def _no_nul_in_roots(cls, roots: list[Path]) -> list[Path]:
         if any("\x00" in str(r) for r in roots):
             raise ValueError("VIBE_MCP_REINDEX_ROOTS must not contain NUL characters")
+        return roots
+
+    @field_validator("mcp_reindex_tenant_roots", mode="after")
+    @classmethod
+    def _no_nul_in_tenant_roots(cls, roots: dict[str, list[Path]]) -> dict[str, list[Path]]:
+        if any("\x00" in str(r) for rs in roots.values() for r in rs):
+            raise ValueError("VIBE_MCP_REINDEX_TENANT_ROOTS must not contain NUL characters")
         return roots
 
     @model_validator(mode="after")

@@ -17,10 +17,6 @@ need a conditional write; see README "Security".)
 
 from __future__ import annotations
 
-import threading
-import zlib
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
 from typing import Any
 
 from fastapi import APIRouter, Depends, Path, Request
@@ -31,6 +27,8 @@ from services.api.auth import require
 from services.api.bodies import json_body, parse_model
 from services.api.schemas import COLLECTION_NAME, MgetAnswer, MgetIn, body, component, errors, ok
 from services.api.writes import WriteResult, check_collection, check_doc_id
+from services.core.overwrite import delete_checked, locked, put_checked
+from services.core.overwrite import refused as overwrite_refused
 from services.planner.planner import semantic_projection
 from services.wiring import Container
 from shared.errors import ErrorCode, VibeError, invalid
@@ -96,24 +94,6 @@ def _body(schema: dict[str, Any]) -> dict[str, Any]:
 COLLECTION = Path(json_schema_extra=_NAME)
 DOC_ID = Path(json_schema_extra=_DOC_ID)
 
-# The only answer a writer outside a document's ACL ever gets (PUT and bulk items).
-OVERWRITE_REFUSED = "this key may not overwrite this document"
-_STRIPES = [threading.Lock() for _ in range(256)]
-
-
-@contextmanager
-def _locked(keys: Sequence[DocKey]) -> Iterator[None]:
-    """Hold this process's locks of `keys` (striped; taken in a fixed order, so no deadlock)."""
-    stripes = sorted({zlib.crc32("\x1f".join(k).encode()) % len(_STRIPES) for k in keys})
-    held: list[threading.Lock] = []
-    try:
-        for i in stripes:
-            _STRIPES[i].acquire()
-            held.append(_STRIPES[i])
-        yield
-    finally:
-        for lock in reversed(held):
-            lock.release()
 
 
 def _guard(body: Any) -> None:
@@ -126,16 +106,8 @@ def _guard(body: Any) -> None:
         raise invalid("_vibe.semantic.intent must be 'deny' or 'allow'", field="_vibe.semantic.intent")
 
 
-def _refused() -> VibeError:
-    return VibeError(ErrorCode.FORBIDDEN, OVERWRITE_REFUSED)
-
-
 def _put_one(c: Container, p: Principal, doc: StoredDoc) -> str:
-    with _locked([doc.key]):
-        current = c.store.get_docs([doc.key]).get(doc.key)
-        if current is not None and not current.readable_by(p):
-            raise _refused()
-        [result] = c.docs.put([doc])
+    [result] = put_checked(c.store, c.docs, p, [doc])
     return result
 
 
@@ -204,7 +176,7 @@ def _bulk(c: Container, p: Principal, collection: str, items: list[Any]) -> list
     if not parsed:
         return results
     keys = list(dict.fromkeys(d.key for _, d in parsed))
-    with _locked(keys):
+    with locked(keys):
         stored = c.store.get_docs(keys)
         current: dict[DocKey, StoredDoc] = dict(stored)
         final: dict[DocKey, StoredDoc] = {}
@@ -212,7 +184,7 @@ def _bulk(c: Container, p: Principal, collection: str, items: list[Any]) -> list
         for r, doc in parsed:
             cur = current.get(doc.key)
             if cur is not None and not cur.readable_by(p):
-                refused = _refused()
+                refused = overwrite_refused()
                 r.status, r.error = refused.code.status, {"code": refused.code.code, "message": refused.message}
                 continue
             accepted.append((r, doc, doc.key not in final))
@@ -234,9 +206,8 @@ def _readable(c: Container, p: Principal, collection: str, doc_id: str) -> Any:
 
 def _delete_one(c: Container, p: Principal, collection: str, doc_id: str) -> None:
     """Unreadable looks absent: 404 either way, and nothing changes."""
-    with _locked([DocKey(p.tenant, collection, doc_id)]):
-        doc = _readable(c, p, collection, doc_id)
-        c.docs.delete(doc.key)
+    if not delete_checked(c.store, c.docs, p, DocKey(p.tenant, collection, doc_id)):
+        raise VibeError(ErrorCode.NOT_FOUND, "document not found")
 
 
 @router.get("/v1/collections/{collection}/docs/{doc_id:path}", responses={

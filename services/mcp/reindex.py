@@ -47,11 +47,13 @@ from typing import Any
 import blake3
 
 from services.core.documents import check_collection
+from services.core.overwrite import delete_checked, put_checked
 from services.mcp import core
 from services.mcp.chunking import markdown_chunks
 from services.mcp.errors import FEATURE_DISABLED, ToolFailure, invalid
 from services.mcp.scope import CHUNK_SEP, file_chunk_keys, file_heads, file_source
 from services.wiring import Container
+from shared.errors import ErrorCode, VibeError
 from shared.model import DocKey, Principal, StoredDoc
 
 SUFFIXES = {".md", ".markdown", ".txt"}
@@ -70,19 +72,45 @@ def inside(p: Path, roots: Sequence[Path]) -> bool:
     return any(p == r or r in p.parents for r in roots)
 
 
+@dataclass(frozen=True)
+class Roots:
+    """The folders one tenant's reindex may read: its own (VIBE_MCP_REINDEX_TENANT_ROOTS) and
+    the shared ones (VIBE_MCP_REINDEX_ROOTS), less every folder bound to another tenant inside
+    them: the deepest root around a path decides whose it is. So one tenant's key cannot index
+    another tenant's root, not even through a shared or own root that holds it."""
+
+    mine: tuple[Path, ...]
+    others: tuple[Path, ...] = ()
+
+    def __bool__(self) -> bool:
+        return bool(self.mine)
+
+    def allows(self, p: Path) -> bool:
+        around = [r for r in self.mine if p == r or r in p.parents]
+        if not around:
+            return False
+        deepest = max(around, key=lambda r: len(r.parts))
+        return not any((p == o or o in p.parents) and deepest in o.parents for o in self.others)
+
+
+def as_roots(roots: Roots | Sequence[Path]) -> Roots:
+    return roots if isinstance(roots, Roots) else Roots(tuple(roots))
+
+
 def _unknown(given: str) -> ToolFailure:
     """One answer for a path that does not exist and one the caller may not read."""
     return invalid(f"{given[:256]!r} is not a file or folder inside the allowed reindex roots")
 
 
-def check_locations(given: Sequence[str] | None, cwd: Path, roots: Sequence[Path]) -> list[Path]:
+def check_locations(given: Sequence[str] | None, cwd: Path, roots: Roots | Sequence[Path]) -> list[Path]:
     """Resolved locations, each an existing file or folder inside a root; None = the working
     directory (refused without naming it: a remote caller has no business knowing it)."""
+    roots = as_roots(roots)
     out = []
     for g in given if given is not None else [str(cwd)]:
         try:
             loc = (cwd / g).resolve()
-            ok = inside(loc, roots) and loc.exists()
+            ok = roots.allows(loc) and loc.exists()
         except (OSError, RuntimeError, ValueError):  # symlink loops, NUL bytes, unreadable parents
             ok = False
         if not ok and given is None:
@@ -111,14 +139,15 @@ def files_of(loc: Path, skip: Path, limit: int) -> list[Path]:
     return out
 
 
-def read_inside(f: Path, roots: Sequence[Path], skip: Path, max_bytes: int) -> bytes | None:
+def read_inside(f: Path, roots: Roots | Sequence[Path], skip: Path, max_bytes: int) -> bytes | None:
     """The file's bytes when it really lies inside a root (and outside the data dir), is a
     regular file and is at most `max_bytes`; None otherwise."""
+    roots = as_roots(roots)
     try:
         real = f.resolve(strict=True)
     except (OSError, RuntimeError):
         return None
-    if not inside(real, roots) or inside(real, [skip]):
+    if not roots.allows(real) or inside(real, [skip]):
         return None
     try:
         fd = os.open(real, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
@@ -131,7 +160,7 @@ def read_inside(f: Path, roots: Sequence[Path], skip: Path, max_bytes: int) -> b
         proc = Path(f"/proc/self/fd/{fd}")
         if proc.parent.is_dir():  # Linux: where the opened file really is, after any swap
             now = Path(os.readlink(proc))
-            if not inside(now, roots) or inside(now, [skip]):
+            if not roots.allows(now) or inside(now, [skip]):
                 return None
         chunks, size = [], 0
         while size <= max_bytes:
@@ -167,7 +196,7 @@ class Plan:
 
     collection: str
     listed: list[tuple[Path, list[Path]]]
-    roots: list[Path]
+    roots: Roots
     force: bool
     prune_missing: bool
     multi: bool  # `paths` was given: the answer lists `indexed_paths`
@@ -178,8 +207,14 @@ class Reindexer:
         self.c = c
         self.cwd = cwd or Path.cwd()
 
-    def roots(self) -> list[Path]:
-        return [r.resolve() for r in self.c.settings.mcp_reindex_roots]
+    def roots(self, tenant: str | None = None) -> Roots:
+        """`tenant`'s roots (None: the shared ones only)."""
+        s = self.c.settings
+        shared = [r.resolve() for r in s.mcp_reindex_roots]
+        bound = {t: [r.resolve() for r in rs] for t, rs in s.mcp_reindex_tenant_roots.items()}
+        mine = [*shared, *bound.get(tenant or "", [])] if tenant is not None else shared
+        others = [r for t, rs in bound.items() if t != tenant for r in rs if r not in mine]
+        return Roots(tuple(dict.fromkeys(mine)), tuple(dict.fromkeys(others)))
 
     def validate(self, path: str | None, paths: list[str] | None) -> list[str] | None:
         s = self.c.settings
@@ -194,12 +229,14 @@ class Reindexer:
         return given
 
     def plan(self, path: str | None, paths: list[str] | None, force: bool, collection: str | None,
-             prune_missing: bool = True) -> Plan:
-        """Everything that can refuse the call, before anything is written."""
-        roots = self.roots()
+             prune_missing: bool = True, tenant: str | None = None) -> Plan:
+        """Everything that can refuse the call, before anything is written. `tenant`: the
+        caller's, whose roots it may read (None: the shared roots only)."""
+        roots = self.roots(tenant)
         if not roots:
-            raise ToolFailure(FEATURE_DISABLED, "reindex is off on this server: set VIBE_MCP_REINDEX_ROOTS to the "
-                              "folders it may read (a JSON list, one path, or paths separated by "
+            raise ToolFailure(FEATURE_DISABLED, "reindex is off on this server for this tenant: set "
+                              "VIBE_MCP_REINDEX_ROOTS (shared) or VIBE_MCP_REINDEX_TENANT_ROOTS (per tenant) to "
+                              "the folders it may read (a JSON list, one path, or paths separated by "
                               f"{os.pathsep!r})")
         given = self.validate(path, paths)
         col = collection or self.c.settings.mcp_collection
@@ -214,7 +251,7 @@ class Reindexer:
 
     def run(self, p: Principal, path: str | None, paths: list[str] | None, force: bool,
             collection: str | None, prune_missing: bool = True) -> dict[str, Any]:
-        return self.execute(p, self.plan(path, paths, force, collection, prune_missing))
+        return self.execute(p, self.plan(path, paths, force, collection, prune_missing, p.tenant))
 
     def execute(self, p: Principal, plan: Plan) -> dict[str, Any]:
         col = plan.collection
@@ -245,10 +282,10 @@ class Reindexer:
             if not any(Path(src) == f or f in Path(src).parents for f in folders) or Path(src).exists():
                 continue
             for key in file_chunk_keys(head):
-                self.c.docs.delete(key)
+                delete_checked(self.c.store, self.c.docs, p, key)  # a chunk it may not read stays
             tally.pruned += 1
 
-    def _location(self, p: Principal, col: str, loc: Path, files: list[Path], roots: list[Path], force: bool,
+    def _location(self, p: Principal, col: str, loc: Path, files: list[Path], roots: Roots, force: bool,
                   tally: Tally) -> None:
         base = loc if loc.is_dir() else loc.parent
         skip = self.c.settings.data_dir.resolve()
@@ -260,13 +297,19 @@ class Reindexer:
             digest = blake3.blake3(raw).hexdigest()
             fid = file_id(f)
             old = self.c.store.get_doc(DocKey(p.tenant, col, f"{fid}{CHUNK_SEP}0"))
-            meta = old.fields.get("meta", {}) if old is not None else {}
+            meta = old.fields.get("meta", {}) if old is not None and old.readable_by(p) else {}
             if not force and meta.get("file_hash") == digest and meta.get("file") == str(f):
                 tally.skipped += 1
                 continue
             docs = self._docs(p, col, fid, str(f.relative_to(base)), raw.decode("utf-8", "replace"), digest,
                               str(f))
-            self._write(p, col, fid, docs, old)
+            try:
+                self._write(p, col, fid, docs, old)
+            except VibeError as e:
+                if e.code != ErrorCode.FORBIDDEN:
+                    raise
+                tally.skipped += 1  # chunks another writer stored for readers this key is not among
+                continue
             tally.indexed += 1
             tally.chunks += len(docs)
             tally.embedded += core.embed_now(self.c, docs)
@@ -281,8 +324,10 @@ class Reindexer:
             "meta": meta}) for ch in chunks]
 
     def _write(self, p: Principal, col: str, fid: str, docs: list[StoredDoc], old: StoredDoc | None) -> None:
+        """The file's chunks, under the HTTP API's overwrite rule (services/core/overwrite.py): a
+        chunk that exists and that this key may not read refuses the whole file (`forbidden`)."""
         if docs:
-            self.c.docs.put(docs)
-        before = int(old.fields.get("meta", {}).get("chunk_count", 0)) if old is not None else 0
-        for i in range(len(docs), before):  # the file shrank: its tail chunks go
-            self.c.docs.delete(DocKey(p.tenant, col, f"{fid}{CHUNK_SEP}{i}"))
+            put_checked(self.c.store, self.c.docs, p, docs)
+        before = int(old.fields.get("meta", {}).get("chunk_count", 0)) if old is not None and old.readable_by(p) else 0
+        for i in range(len(docs), before):  # the file shrank: its tail chunks go (those this key may read)
+            delete_checked(self.c.store, self.c.docs, p, DocKey(p.tenant, col, f"{fid}{CHUNK_SEP}{i}"))

@@ -41,7 +41,7 @@ class Tools:
         self.reindexer = Reindexer(c)
         self.key_info = KeyInfo(c, rt.secret, rt.budget, rt.tasks)
         self.voice = InnerVoice(c)
-        self.jobs = Jobs()
+        self.jobs = Jobs(c.settings.mcp_reindex_jobs_per_tenant)
 
     def search(self, p: Principal, query: str, top_k: int, mode: str, collection: str | None,
                scope: dict[str, Any] | None, conversation_id: str | None, db_path: str | None = None) -> dict[str, Any]:
@@ -71,10 +71,10 @@ class Tools:
 
     def reindex(self, p: Principal, path: str | None, paths: list[str] | None, force: bool,
                 collection: str | None, prune_missing: bool = True, background: bool = False) -> dict[str, Any]:
-        plan = self.reindexer.plan(path, paths, force, collection, prune_missing)  # refuses before queuing
+        plan = self.reindexer.plan(path, paths, force, collection, prune_missing, p.tenant)  # refuses before queuing
         if not background:
             return self.reindexer.execute(p, plan)
-        job = self.jobs.submit(owner_id(p), "reindex", lambda: self.reindexer.execute(p, plan))
+        job = self.jobs.submit(owner_id(p), "reindex", lambda: self.reindexer.execute(p, plan), p.tenant)
         return {**job, "background": True, "collection": plan.collection}
 
     def reindex_status(self, p: Principal, job_id: str) -> dict[str, Any]:
