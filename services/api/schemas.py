@@ -38,9 +38,10 @@ TEN_YEARS = 10 * 365 * 86400  # POST /semantic/evict idleSeconds
 # scheme. With auto_error=False it never refuses anything (it returns None when the header is
 # absent or not a bearer), so adding it to a route changes no answer.
 BEARER = HTTPBearer(auto_error=False, scheme_name="bearer", description=(
-    "An API key: `Authorization: Bearer <key>`. The key decides the tenant, the principals "
-    "(for document ACLs) and the scopes (`read`, `write`, `admin`). No or an unknown key: 401 "
-    "`unauthorized`; a key without the route's scope: 403 `forbidden`."))
+    "An API key or an end-user token (POST /v1/tokens): `Authorization: Bearer <key>`. The key decides "
+    "the tenant, the principals (for document ACLs) and the scopes (`read`, `write`, `admin`). No, an "
+    "unknown, a revoked or an expired key or token: 401 `unauthorized`; without the route's scope: 403 "
+    "`forbidden`."))
 AUTHENTICATED: list[DependsParam] = [Depends(BEARER)]
 SECURITY_NAME = "bearer"
 
@@ -67,7 +68,7 @@ class ErrorBody(BaseModel):
 
 _ERROR_TEXT = {
     400: "invalid_params: the request is malformed or out of bounds",
-    401: "unauthorized: no bearer key, or an unknown key",
+    401: "unauthorized: no bearer key, or an unknown, revoked or expired key or token",
     403: "forbidden: the key lacks the route's scope",
     404: "not_found",
     409: "conflict or dimension_mismatch: the request contradicts the current state",

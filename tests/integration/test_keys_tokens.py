@@ -200,6 +200,9 @@ def test_a_tokens_filter_is_anded_to_every_read(pair: tuple[Served, Served]) -> 
     token = _token(a, ADMIN, principals=["user:admin"], filter={"team": "red"})["token"]
     reds = {"r0", "r1", "r2", "secret"}
     assert _read_ids(b, token) == reds
+    # inside the engine's query, not after it: the candidates counted are the token's alone
+    r = b.read(token, collection="kb", q="orbit lantern", semantic={"strategy": "keyword"})
+    assert r.json()["diagnostics"]["lexical"]["candidates"] == len(reds)
     assert _read_ids(b, ADMIN) == reds | {"b0", "b1", "b2"}
     # the request's own filter is ANDed too, never widening the token's
     r = b.read(token, collection="kb", q="orbit lantern", filter={"team": "blue"})

@@ -92,6 +92,8 @@ def error_for(resp: httpx.Response) -> VibeError:
 def finish(call: Call[T], resp: httpx.Response) -> T:
     if not resp.is_success:
         raise error_for(resp)
+    if resp.status_code == 204:  # no body (DELETE /v1/keys/{id})
+        return call.parse(None)
     try:
         data = resp.json()
     except ValueError as e:
@@ -315,6 +317,26 @@ def create_space(space: str, model: str, dim: int | None, scope: str | None = No
 
 def activate_space(space: str, force: bool) -> Call[JSON]:
     return admin_post(f"/semantic/spaces/{seg(space)}/activate", {"force": force or None})
+
+
+# -- keys and end-user tokens (never repeated: a second call would make a second key or token) ---
+
+def create_key(name: str, principals: Sequence[str], scopes: Sequence[str], certs: Sequence[str] | None) -> Call[JSON]:
+    return admin_post("/v1/keys", {"name": name, "principals": list(principals), "scopes": list(scopes),
+                                   "certs": list(certs) if certs is not None else None})
+
+
+def revoke_key(key_id: str) -> Call[JSON]:
+    """Answered 204 without a body; revoking twice answers 404, so it is not retried either."""
+    return Call("DELETE", f"/v1/keys/{seg(key_id)}", lambda _: {"id": key_id, "revoked": True}, idempotent=False)
+
+
+def create_token(principals: Sequence[str] | None, certs: Sequence[str] | None, scopes: Sequence[str] | None,
+                 ttl_seconds: int | None, filter: Mapping[str, Any] | None) -> Call[JSON]:
+    return admin_post("/v1/tokens", {
+        "principals": list(principals) if principals is not None else None,
+        "certs": list(certs) if certs is not None else None, "scopes": list(scopes) if scopes is not None else None,
+        "ttlSeconds": ttl_seconds, "filter": dict(filter) if filter is not None else None})
 
 
 def client_headers(api_key: str | None, extra: Mapping[str, str] | None) -> dict[str, str]:

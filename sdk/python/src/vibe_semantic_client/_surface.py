@@ -117,6 +117,30 @@ class JsonCalls(Generic[R]):
         disagree), by name, a page at a time (`after`: the previous page's `next`)."""
         return self._json(core.admin_get("/semantic/touch", after=after, limit=limit))
 
+    # -- keys (scope `admin`) and end-user tokens (any key) -------------------------------------
+
+    def create_key(self, name: str, principals: Sequence[str], scopes: Sequence[str] = ("read",),
+                   certs: Sequence[str] | None = None) -> R:
+        """A new key of the tenant → `{id, key, name, principals, certs, scopes, createdAt}`; the
+        secret `key` is shown this once. Not retried."""
+        return self._json(core.create_key(name, principals, scopes, certs))
+
+    def list_keys(self) -> R:
+        """`{keys: [...]}`: the tenant's keys (bootstrap ones flagged), never a secret."""
+        return self._json(core.admin_get("/v1/keys"))
+
+    def revoke_key(self, key_id: str) -> R:
+        """Delete a key: it and every token it minted are refused by every process within a second.
+        `Forbidden` for a bootstrap key, `NotFound` for an unknown id. Not retried."""
+        return self._json(core.revoke_key(key_id))
+
+    def create_token(self, principals: Sequence[str] | None = None, certs: Sequence[str] | None = None,
+                     scopes: Sequence[str] | None = None, ttl_seconds: int | None = None,
+                     filter: Mapping[str, Any] | None = None) -> R:
+        """A signed, expiring token for one end user → `{token, expiresAt}`; pass it as the
+        `api_key` of another client. `filter` is ANDed to every read made with it. Not retried."""
+        return self._json(core.create_token(principals, certs, scopes, ttl_seconds, filter))
+
     def health(self) -> R:
         """`/healthz` (no key needed)."""
         return self._json(core.admin_get("/healthz"))
