@@ -25,6 +25,7 @@ from starlette.routing import BaseRoute, Match, Route
 
 from services.api import (
     routes_admin,
+    routes_collections,
     routes_docs,
     routes_keys,
     routes_lifecycle,
@@ -111,7 +112,9 @@ def create_app(container: Container, keys: KeyRing) -> FastAPI:
     app.add_exception_handler(Exception, _unexpected)
     # Every documents route authenticates: declare the bearer scheme on them (schemas.AUTHENTICATED
     # never refuses; the other routers declare it per route, as some of theirs are open).
-    app.include_router(routes_docs.router, dependencies=schemas.AUTHENTICATED)
+    # ... and checks the collection name of its path (shared/names.py) before anything reads it.
+    app.include_router(routes_docs.router, dependencies=[*schemas.AUTHENTICATED, *routes_collections.NAMED])
+    app.include_router(routes_collections.router)
     for r in (routes_read.router, routes_admin.router, routes_lifecycle.router, routes_touch.router,
               routes_keys.router):
         app.include_router(r)
