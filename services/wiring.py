@@ -45,7 +45,7 @@ from shared.adapters.memory_queue import InProcessQueue
 from shared.adapters.sqlite_store import SqliteStore
 from shared.adapters.tantivy_lexical import TantivyLexicalIndex
 from shared.agent_ports import AuditLog, CitationRegistry, MaterialBudget, PreCallCheck, Reranker, TaskLedger
-from shared.backpressure import Backpressure
+from shared.backpressure import Backpressure, TenantShare
 from shared.collection_settings import CollectionDirectory, EmbedFields, embed_fields_of
 from shared.config import Settings
 from shared.follow_up import SWITCH_STATES, SwitchState
@@ -518,7 +518,8 @@ def build_lifecycle(settings: Settings, store: StoreOfRecord, queue: JobQueue, b
                     policy: EligibilityPolicy, after_change: Callable[[], object] | None = None,
                     cold: ColdStore | None = None) -> Lifecycle:
     """The scheduler's decisions, the same in `serve`'s thread and in Celery beat tasks."""
-    limits = BackfillLimits(settings.backfill_step_docs, backfill_reserve(settings), settings.backpressure_queue_depth)
+    limits = BackfillLimits(settings.backfill_step_docs, backfill_reserve(settings), settings.backpressure_queue_depth,
+                            settings.tenant_queue_bound())
     fields = EmbedFields(build_collections(settings, store))
     backfills = Backfills(store, queue, budget, lambda d: policy.decide_doc(d, embed_fields_of(
         fields, d.key.tenant, d.key.collection)), limits, store.clock)
@@ -591,7 +592,8 @@ def build(settings: Settings, embedder: Embedder | None = None, clock: Callable[
                       QueryVectorCache.from_settings(settings), usage=usage, spaces=spaces, embedders=embedders,
                       lexical_follower=follower.of_lexical(), foreground=foreground,
                       follow_ups=build_follow_ups(settings, store, cfg.touch),
-                      backpressure=Backpressure(queue, settings.touch_backpressure_queue_depth, ttl=1.0))
+                      backpressure=Backpressure(queue, settings.touch_backpressure_queue_depth, ttl=1.0),
+                      tenant_share=TenantShare(queue, settings.tenant_queue_bound(), ttl=1.0))
     collections = build_collections(settings, store)
     docs = DocumentService(store, follower, queue, handler.policy, EmbedFields(collections), spaces,
                            settings.max_doc_bytes, lambda tenant: _eager(store, tenant),

@@ -4,7 +4,9 @@ at least `bound` jobs. A queue that deep means the workers or the provider are n
 (or are down): more jobs would only grow the lag every waiting read sees, so the paths that add
 jobs stop adding them until it drains. Backfills (promotion, reindex, migration, rehydration)
 stop at `VIBE_BACKPRESSURE_QUEUE_DEPTH`; on-touch embedding, which a reader waits for, only at
-`VIBE_TOUCH_BACKPRESSURE_QUEUE_DEPTH` (twice as deep by default), so backfills yield first."""
+`VIBE_TOUCH_BACKPRESSURE_QUEUE_DEPTH` (twice as deep by default), so backfills yield first.
+Below both, each tenant has its own share of the queue (`TenantShare`), so no tenant alone
+reaches the global bound."""
 
 from __future__ import annotations
 
@@ -55,3 +57,55 @@ class Backpressure:
     def pressed(self) -> bool:
         total = self.total()
         return total is not None and total >= self.bound
+
+
+class TenantShare:
+    """A per-tenant bound on queued jobs (`VIBE_TENANT_QUEUE_MAX`): one tenant's jobs, every lane
+    together (waiting, running or retrying), stay under `bound`. The global bound stops every
+    tenant's embedding once the whole queue is that deep; without a share below it, one tenant
+    (a rollback rehydrating a whole space, a burst of reads, a promotion) could fill the queue
+    alone and trip it for everyone. Rehydrations count too: they call no provider, but each is
+    a job that every other tenant's job waits behind. 0 = no bound.
+
+    `room(tenant)` is read at most every `ttl` seconds per tenant (a read path asks at every
+    touch); `took` adds what the caller just queued to the cached figure, so several reads
+    within one `ttl` cannot each spend the same room. A queue that cannot be measured gives
+    unbounded room: enqueueing then reports its own outage (as `Backpressure`)."""
+
+    def __init__(self, queue: JobQueue, bound: int, ttl: float = 0.0, clock: Callable[[], float] = time.monotonic):
+        self.queue = queue
+        self.bound = bound
+        self.ttl = ttl
+        self.clock = clock
+        self._lock = threading.Lock()
+        self._read: dict[str, tuple[float, int]] = {}  # tenant -> (when, jobs)
+
+    def room(self, tenant: str) -> int | None:
+        """How many more jobs `tenant` may queue now (None: no bound)."""
+        if self.bound <= 0:
+            return None
+        now = self.clock()
+        with self._lock:
+            seen = self._read.get(tenant)
+            if seen is not None and now - seen[0] < self.ttl:
+                return max(0, self.bound - seen[1])
+        try:
+            depth = self.queue.depth(tenant)
+        except Exception:  # noqa: BLE001 - see the class docstring
+            return None
+        if depth.get("unreachable"):
+            return None
+        jobs = queued_total(depth)
+        with self._lock:
+            if len(self._read) > 10_000:  # tenants come and go: never an unbounded map
+                self._read.clear()
+            self._read[tenant] = (now, jobs)
+        return max(0, self.bound - jobs)
+
+    def took(self, tenant: str, n: int) -> None:
+        if n <= 0 or self.bound <= 0:
+            return
+        with self._lock:
+            seen = self._read.get(tenant)
+            if seen is not None:
+                self._read[tenant] = (seen[0], seen[1] + n)

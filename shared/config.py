@@ -286,6 +286,13 @@ class Settings(BaseSettings):
     # twice as deep by default, so backfills yield first and reads, which someone waits for, last.
     backpressure_queue_depth: Annotated[int, Field(ge=1)] = 20_000
     touch_backpressure_queue_depth: Annotated[int, Field(ge=1)] = 40_000
+    # Jobs one tenant may have queued (every lane, rehydrations included) before its touches and
+    # backfills queue no more (shared/backpressure.py TenantShare): below the bounds above, so
+    # no tenant alone stops the others' embedding. None = a quarter of the backfill bound; 0 = off.
+    tenant_queue_max: Annotated[int, Field(ge=0)] | None = None
+
+    def tenant_queue_bound(self) -> int:
+        return self.backpressure_queue_depth // 4 if self.tenant_queue_max is None else self.tenant_queue_max
     # Cost caps (V§12): embedding tokens per tenant per UTC day (0 = no cap) and the price used
     # for /semantic/usage estimates (None = 0.02 $/1M tokens for openai, 0 for local models).
     tenant_daily_tokens: Annotated[int, Field(ge=0)] = 0

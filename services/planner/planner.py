@@ -44,7 +44,7 @@ from services.planner.touch import (
     touch_state,
 )
 from services.planner.usage import OverBudget, UsageRecorder, embed_query_within_cap
-from shared.backpressure import Backpressure
+from shared.backpressure import Backpressure, TenantShare
 from shared.errors import ErrorCode, VibeError
 from shared.filters import describe, matches
 from shared.foreground import Foreground
@@ -220,6 +220,7 @@ class Planner:
         foreground: Foreground | None = None,
         follow_ups: FollowUpSwitch | None = None,
         backpressure: Backpressure | None = None,
+        tenant_share: TenantShare | None = None,
     ):
         # The "auto" follow-up's switch: the composition root's, on the store of record (shared by
         # replicas, kept across restarts); else one in memory (a planner built directly).
@@ -230,6 +231,9 @@ class Planner:
         # Global backpressure (shared/backpressure.py): touches queue nothing while the job queue
         # is this deep (none: a planner built directly never holds back).
         self.backpressure = backpressure
+        # Each tenant's share of the job queue (none: unbounded), so no tenant alone fills it to
+        # the global bound above and stops every other tenant's touches.
+        self.tenant_share = tenant_share
         self.usage = usage
         # A tenant's active space (and one it is migrating to) and each space's own embedder:
         # a query vector is only ever compared with vectors of its own model (dim safety).
@@ -600,6 +604,15 @@ class ReadSession:
             self.backpressure_limited = len(wanted) + len(free)
             METRICS.budget_denied.labels(budget="backpressure").inc(self.backpressure_limited)
             return
+        room = self.p.tenant_share.room(self.principal.tenant) if self.p.tenant_share is not None else None
+        if room is not None and len(wanted) + len(free) > room:
+            # The tenant's own share of the queue is full: what does not fit waits, rehydrations
+            # included (each is a job others wait behind), and no other tenant's touches do.
+            cut = len(wanted) + len(free) - room
+            wanted = wanted[:room]
+            free = free[:room - len(wanted)]
+            self.backpressure_limited = cut
+            METRICS.budget_denied.labels(budget="tenant_queue").inc(cut)
         if wanted and self.semantic.reason == "budget":
             # The daily cap refused this query's own embedding a moment ago: the tenant's day is
             # spent, and each job would only be turned `deferred` by the worker. Queued anyway,
@@ -765,6 +778,8 @@ class ReadSession:
                                             only_from=COLD))
         jobs = [EmbedJob(e.key, space, e.content_hash) for e in entries if e.key in moved]
         self.p.queue.enqueue(jobs)
+        if self.p.tenant_share is not None:
+            self.p.tenant_share.took(self.principal.tenant, len(jobs))
         self.queued_by_us += len(jobs)  # a follow-up touch adds to the first
         self.pending |= moved
 
@@ -785,7 +800,7 @@ class ReadSession:
         if vec is None:
             side = self.p.store.sidecar(key, space)
             if side is not None and side.status in COLD:
-                self._enqueue([side])
+                self._spend([side])  # a touch's budget: the bucket, the cap, the queue shares
             denied = side is not None and side.status == SemanticStatus.DENIED
             self.semantic.state = "degraded"
             self.semantic.reason = "query_doc_denied" if denied else "query_doc_not_embedded"

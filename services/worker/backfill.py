@@ -5,7 +5,7 @@ embedding, and moves the cursor only past what it handled, so a restart resumes 
 
 A step spends only what the tenant's per-minute bucket holds beyond the reads' share
 (`BackfillLimits.reserve`: reads keep priority), and none while the queue is deeper than the
-backpressure bound. Restoring an evicted vector from the cold store calls no provider and takes
+backpressure bound; nor does it queue past the tenant's share of the queue (`tenant_jobs`). Restoring an evicted vector from the cold store calls no provider and takes
 nothing from the bucket. Documents a
 policy keeps from the provider (`denied`, `deferred`) are re-decided here, in the step, against
 the current policy: no job and no provider call for a decision that stays the same.
@@ -19,7 +19,7 @@ import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
-from shared.backpressure import Backpressure
+from shared.backpressure import Backpressure, TenantShare
 from shared.metrics import METRICS
 from shared.model import BackfillTask, Decision, DocKey, EmbedJob, SemanticStatus, SidecarEntry, StoredDoc
 from shared.ports import Budget, JobQueue, StoreOfRecord
@@ -35,6 +35,7 @@ class BackfillLimits:
     step_docs: int = 2000
     reserve: int = 50  # tokens of the per-minute bucket left for reads (one query's ceiling)
     backpressure: int = 20_000  # no step while this many jobs wait
+    tenant_jobs: int = 0  # a tenant's step queues nothing past this many of its jobs (0: no bound)
 
 
 class Backfills:
@@ -47,6 +48,7 @@ class Backfills:
         self.limits = limits
         self.clock = clock
         self.backpressure = Backpressure(queue, limits.backpressure)  # read at every run: once a tick
+        self.share = TenantShare(queue, limits.tenant_jobs)  # read at every step
 
     def start(self, tenant: str, collection: str | None, space: str, kind: str, force: bool = False) -> BackfillTask:
         """A new task; an unfinished task for the same scope and space is replaced by it."""
@@ -104,6 +106,9 @@ class Backfills:
         sides = self._sidecars(keys, docs, task.space)
         scoped = self._scoped(task, keys)
         room = max(0, self.budget.available(task.tenant) - self.limits.reserve)
+        # The tenant's share of the queue bounds every job of the step, rehydrations included: a
+        # rollback restoring a whole space calls no provider, but filled the queue alone.
+        jobs_room = self.share.room(task.tenant)
         todo: list[SidecarEntry] = []
         paid: list[SidecarEntry] = []  # the part of `todo` that calls the provider
         handled = len(keys)
@@ -112,6 +117,10 @@ class Backfills:
             if scoped is not None and k not in scoped:
                 continue  # a scoped migration leaves it to its first touch in the new space
             if doc is not None and side is not None and self._wants_embedding(task, doc, side, eager):
+                if jobs_room is not None and len(todo) >= jobs_room:
+                    handled = i  # the tenant's share is full: resume here once its jobs drain
+                    METRICS.budget_denied.labels(budget="tenant_queue").inc()
+                    break
                 if not self._rehydrates(task, side):
                     if len(paid) >= room:
                         handled = i  # out of budget: resume at this document next step
