@@ -15,12 +15,14 @@ Showing an older version the caller could and can still read is counted as `stal
 
 from __future__ import annotations
 
+import base64
 import json
 import random
 import re
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from tests.mcp.support import McpClient, http
 from tests.support.server import Served
@@ -78,8 +80,26 @@ class Leak:
         return f"[{self.variant}] {self.endpoint} as {self.key}: {self.doc}: {self.why}\n    request: {self.request}"
 
 
+def _exp(token: str) -> float:
+    """A token's `exp` claim (its payload is readable by anyone; only the signature is secret)."""
+    part = token.split(".")[1]
+    return float(json.loads(base64.urlsafe_b64decode(part + "=" * (-len(part) % 4)))["exp"])
+
+
 def readable(acl: frozenset[str], principals: tuple[str, ...]) -> bool:
     return "*" in acl or bool(acl & set(principals))
+
+
+class Reader(NamedTuple):
+    """Who a bearer reads as: a key's or a token's tenant and principals, and a token's filter
+    (`{"title": "<first> note"}`: only versions whose first word is `first`)."""
+
+    tenant: str
+    principals: tuple[str, ...]
+    first: str | None = None
+
+    def fits(self, v: Version) -> bool:
+        return self.first is None or v.words[0] == self.first
 
 
 class Oracle:
@@ -111,18 +131,20 @@ class Oracle:
             body["_acl"] = acl
         return v, body
 
-    def can_read(self, d: Doc, tenant: str, principals: tuple[str, ...]) -> bool:
-        return d.tenant == tenant and d.current is not None and readable(d.versions[d.current].acl, principals)
+    def can_read(self, d: Doc, tenant: str, principals: tuple[str, ...], first: str | None = None) -> bool:
+        return (d.tenant == tenant and d.current is not None and readable(d.versions[d.current].acl, principals)
+                and (first is None or d.versions[d.current].words[0] == first))
 
     def universe(self, tenant: str) -> list[Doc]:
         return [d for d in self.by_num.values() if d.tenant == tenant]
 
-    def count(self, tenant: str, principals: tuple[str, ...], collection: str, word: str | None) -> int:
+    def count(self, tenant: str, principals: tuple[str, ...], collection: str, word: str | None,
+              first: str | None = None) -> int:
         """Documents the caller may read in scope (containing `word`, when given)."""
         n = 0
         for d in self.universe(tenant):
             if (collection in ("any", d.collection) and d.current is not None
-                    and self.can_read(d, tenant, principals)
+                    and self.can_read(d, tenant, principals, first)
                     and (word is None or word in d.versions[d.current].words)):
                 n += 1
         return n
@@ -159,10 +181,54 @@ class Matrix:
         self.explains: list[tuple[str, str, Doc]] = []  # (key, explainId, doc)
         self.conversations: dict[str, list[tuple[str, int]]] = {}  # key -> [(conversation, n)]
         self.tasks = 0
+        # Every bearer that reads, keys of VIBE_API_KEYS and (after `credentials`) API-made keys
+        # and end-user tokens; `alias` names each in reports and in texts the harness writes
+        # (a token is long and holds dots); `dead`: revoked and expired ones, refused everywhere.
+        self.readers: dict[str, Reader] = {k: Reader(t, ps) for k, (t, ps) in READERS.items()}
+        self.alias: dict[str, str] = {k: k for k in READERS}
+        self.dead: dict[str, str] = {}  # bearer -> alias
+        self.dead_after = 0.0  # time.time() from which every dead bearer must be refused
 
     # -- set-up and writes ---------------------------------------------------------
 
+    def _made_key(self, tenant: str, principals: list[str]) -> dict[str, Any]:
+        r = self.w.call("POST", "/v1/keys", WRITER[tenant], {"name": "matrix", "principals": principals,
+                                                             "scopes": ["read"]})
+        assert r.status_code == 201, r.text
+        return dict(r.json())
+
+    def _minted(self, minter: str, **body: Any) -> dict[str, Any]:
+        r = self.w.call("POST", "/v1/tokens", minter, body)
+        assert r.status_code == 201, r.text
+        return dict(r.json())
+
+    def credentials(self) -> None:
+        """API-made keys and end-user tokens as readers (made on the writer process, used on the
+        reader), and dead ones: a revoked key, a token it minted, an expired token."""
+        made = self._made_key("ta", ["user:u5", "group:g1"])
+        live = {
+            "m-made": (made["key"], Reader("ta", ("user:u5", "group:g1"))),
+            "m-made-tok": (self._minted(made["key"], principals=["group:g1"])["token"], Reader("ta", ("group:g1",))),
+            "m-u3-tok": (self._minted("m-u3")["token"], self.readers["m-u3"]),  # the key's own principals
+            "m-filter-tok": (self._minted(WRITER["ta"], principals=["user:u6", "group:g2"],
+                                          filter={"title": f"{WORDS[0]} note"})["token"],
+                             Reader("ta", ("user:u6", "group:g2"), WORDS[0])),
+            "m-b-tok": (self._minted(WRITER["tb"], principals=["user:u1"])["token"], Reader("tb", ("user:u1",))),
+        }
+        for alias, (bearer, who) in live.items():
+            self.readers[bearer] = who
+            self.alias[bearer] = alias
+        doomed = self._made_key("ta", ["user:u1", "group:g1"])
+        expiring = self._minted("m-u1", ttlSeconds=1)
+        self.dead = {doomed["key"]: "m-revoked", self._minted(doomed["key"])["token"]: "m-revoked-tok",
+                     expiring["token"]: "m-expired"}
+        r = self.w.call("DELETE", f"/v1/keys/{doomed['id']}", WRITER["ta"])
+        assert r.status_code == 204, r.text
+        # revocation reaches every process within VIBE_KEY_REFRESH_SECONDS (at most 1 s); `exp` is whole seconds
+        self.dead_after = max(time.time() + 1.0, _exp(expiring["token"]) + 0.1)
+
     def setup(self, per_collection: dict[str, int]) -> None:
+        self.credentials()
         for tenant, n in per_collection.items():
             for col in COLLECTIONS:
                 r = self.w.call("POST", "/semantic/promote", WRITER[tenant], {"collection": col})
@@ -171,8 +237,9 @@ class Matrix:
                 if tenant == "ta":
                     docs.append(self.o.add(tenant, col, "ta-only"))
                 self._bulk(tenant, col, docs)
-        for key in READERS:
+        for key in self.readers:
             self.mcp[key] = http(self.r.base, key)
+        time.sleep(max(0.0, self.dead_after - time.time()))
 
     def close(self) -> None:
         for c in self.mcp.values():
@@ -224,6 +291,7 @@ class Matrix:
     # -- checks --------------------------------------------------------------------
 
     def _leak(self, endpoint: str, key: str, doc: str, why: str, request: Any) -> None:
+        key = self.alias.get(key) or self.dead.get(key) or key
         self.stats.leaks.append(Leak(self.stats.variant, endpoint, key, doc, why,
                                      json.dumps(request)[:600] if not isinstance(request, str) else request))
 
@@ -233,8 +301,9 @@ class Matrix:
 
     def check_shown(self, endpoint: str, key: str, shown: set[tuple[str, str]], text: str, request: Any) -> None:
         """`shown`: (collection, id) pairs the answer names; `text`: all of it, for tokens."""
-        tenant, principals = READERS.get(key) or (("ta", ("svc:writer",)) if key == "m-writer"
-                                                  else ("tb", ("svc:writer",)))
+        who = self.readers.get(key) or (Reader("ta", ("svc:writer",)) if key == "m-writer"
+                                        else Reader("tb", ("svc:writer",)))
+        tenant, principals, first = who
         universe = self.o.universe(tenant)
         self.stats.calls += 1
         self._case(endpoint, len(universe))
@@ -244,7 +313,7 @@ class Matrix:
             if d is None or (col, doc_id) not in known:
                 self._leak(endpoint, key, f"{col}/{doc_id}", "names a document this tenant's writes never made",
                            request)
-            elif not self.o.can_read(d, tenant, principals):
+            elif not self.o.can_read(d, tenant, principals, first):
                 state = "deleted" if d.current is None else f"acl={sorted(d.versions[d.current].acl)}"
                 self._leak(endpoint, key, f"{tenant}/{col}/{doc_id}", f"unreadable document shown ({state})", request)
         for m in TOKEN.finditer(text):
@@ -253,8 +322,8 @@ class Matrix:
             if d is None or v not in d.versions:
                 self._leak(endpoint, key, m.group(0), "unknown content token", request)
                 continue
-            ver_ok = readable(d.versions[v].acl, principals) and d.tenant == tenant
-            if not ver_ok or not self.o.can_read(d, tenant, principals):
+            ver_ok = readable(d.versions[v].acl, principals) and d.tenant == tenant and who.fits(d.versions[v])
+            if not ver_ok or not self.o.can_read(d, tenant, principals, first):
                 why = ("content of a version this caller could never read" if not ver_ok
                        else "content of a document it can no longer read")
                 self._leak(endpoint, key, f"{d.tenant}/{d.collection}/{d.doc_id}@v{v}", why, request)
@@ -280,15 +349,15 @@ class Matrix:
 
     def _check_payload(self, endpoint: str, key: str, payload: dict[str, Any], col: str, word: str,
                        body: dict[str, Any]) -> None:
-        tenant, principals = READERS[key]
+        tenant, principals, first = self.readers[key]
         results = payload.get("results") or []
         self.check_shown(endpoint, key, {(str(x["collection"]), str(x["id"])) for x in results},
                          json.dumps(payload), body)
-        in_scope = self.o.count(tenant, principals, col, None)
+        in_scope = self.o.count(tenant, principals, col, None, first)
         diag = payload.get("diagnostics") or {}
         lex = (diag.get("lexical") or {}).get("candidates")
         self.check_count(endpoint, key, "diagnostics.lexical.candidates", lex,
-                         self.o.count(tenant, principals, col, word), body)
+                         self.o.count(tenant, principals, col, word, first), body)
         sem = diag.get("semantic") or {}
         for name in ("hits", "pending"):
             self.check_count(endpoint, key, f"diagnostics.semantic.{name}", sem.get(name), in_scope, body)
@@ -311,14 +380,14 @@ class Matrix:
         for event, data in self.r.stream(key, **body):
             assert event != "error", data
             if event == "warming":
-                _, principals = READERS[key]
+                tenant, principals, first = self.readers[key]
                 self.check_count("read.sse.warming", key, "warming.queued", data.get("queued"),
-                                 self.o.count(READERS[key][0], principals, col, None), body)
+                                 self.o.count(tenant, principals, col, None, first), body)
                 continue
             self._check_payload(f"read.sse.{event}", key, data, col, word, body)
 
     def get_doc(self, key: str) -> None:
-        tenant, principals = READERS[key]
+        tenant, principals, first = self.readers[key]
         # ids of both tenants: the same ids exist in each
         d = self.rng.choice(list(self.o.by_num.values()))
         path = f"/v1/collections/{d.collection}/docs/{d.doc_id}"
@@ -329,7 +398,7 @@ class Matrix:
         mine = self.o.docs.get((tenant, d.collection, d.doc_id))
         shown = {(d.collection, d.doc_id)} if r.status_code == 200 else set()
         self.check_shown("get", key, shown, r.text if r.status_code == 200 else "", f"GET {path}")
-        if r.status_code == 404 and mine is not None and self.o.can_read(mine, tenant, principals):
+        if r.status_code == 404 and mine is not None and self.o.can_read(mine, tenant, principals, first):
             pass  # a miss, not a leak
         if r.status_code == 200 and f"zq{mine.num if mine else -1}x" not in r.text:
             self._leak("get", key, path, "answered 200 with another document's content", f"GET {path}")
@@ -338,8 +407,8 @@ class Matrix:
         if not self.explains:
             return
         owner, eid, d = self.rng.choice(self.explains)
-        asker = owner if self.rng.random() < 0.5 else self.rng.choice(list(READERS))
-        tenant, principals = READERS[asker]
+        asker = owner if self.rng.random() < 0.5 else self.rng.choice(list(self.readers))
+        tenant = self.readers[asker].tenant
         r = self.r.call("GET", f"/v1/explain/{eid}", asker)
         assert r.status_code in (200, 404), r.text
         shown = set()
@@ -392,7 +461,7 @@ class Matrix:
         args: dict[str, Any] = {"query": self.rng.choice(WORDS), "top_k": 50, "collection": col,
                                 "mode": self.rng.choice(["lexical", "semantic", "hybrid"])}
         if self.rng.random() < 0.5:
-            conv = f"conv-{key}-{self.rng.randrange(3)}"
+            conv = f"conv-{self.alias[key]}-{self.rng.randrange(3)}"
             args["conversation_id"] = conv
         body = self._tool(key, "search", args)
         if body is None:
@@ -408,7 +477,7 @@ class Matrix:
         body = self._tool(key, "inner_voice.retrieve", args)
         if body is None:
             return
-        tenant, principals = READERS[key]
+        tenant, principals, first = self.readers[key]
         shown = set()
         for s in body.get("snippets") or []:
             kind, _, doc_id = str(s["id"]).partition(":")
@@ -417,7 +486,7 @@ class Matrix:
         diag = body.get("diagnostics") or {}
         for name, col in (("kg_candidates", "kg"), ("thought_candidates", "thoughts")):
             self.check_count("mcp.inner_voice", key, f"diagnostics.{name}", diag.get(name),
-                             self.o.count(tenant, principals, col, None), args)
+                             self.o.count(tenant, principals, col, None, first), args)
 
     def mcp_extract(self, key: str) -> None:
         """Each call's materials carry tokens of (key, task); contexts may hold only this
@@ -425,7 +494,8 @@ class Matrix:
         task = self.rng.randrange(3)
         self.tasks += 1
         word = self.rng.choice(WORDS)
-        mats = "\n\n".join(f"{word} {self.rng.choice(WORDS)} material mtok{key}q{task}n{self.tasks}{i}."
+        name = self.alias[key]
+        mats = "\n\n".join(f"{word} {self.rng.choice(WORDS)} material mtok{name}q{task}n{self.tasks}{i}."
                            for i in range(3))
         args = {"query": word, "materials": mats, "topK": 20, "task_id": f"task-{task}"}
         body = self._tool(key, "extract_key_info", args)
@@ -436,11 +506,11 @@ class Matrix:
         result = body.get("result")
         assert isinstance(result, list), f"extract_key_info answered without a result list: {sorted(body)}"
         text = json.dumps(result)
-        own = [m for m in MATERIAL.finditer(text) if m.group(1) == key and m.group(2) == str(task)]
+        own = [m for m in MATERIAL.finditer(text) if m.group(1) == name and m.group(2) == str(task)]
         foreign = [m.group(0) for m in MATERIAL.finditer(text) if m not in own and not (
-            m.group(1) == key and m.group(2) == str(task))]
+            m.group(1) == name and m.group(2) == str(task))]
         self.stats.calls += 1
-        self._case("mcp.extract_key_info", len(self.o.universe(READERS[key][0])) + 1)
+        self._case("mcp.extract_key_info", len(self.o.universe(self.readers[key].tenant)) + 1)
         for f in foreign:
             self._leak("mcp.extract_key_info", key, f, "another key's or task's material", {"tool": "extract", **args})
         stripped = MATERIAL.sub("", text)
@@ -462,9 +532,32 @@ class Matrix:
             loc = entry.get("locator") or {}
             shown.add((str(loc.get("collection")), str(loc.get("id"))))
         req = {"tool": "citations.resolve", "conversation_id": conv, "numbers": numbers, "registered_by": owner}
-        if asker != owner and shown and READERS[asker] != READERS[owner]:
+        if asker != owner and shown and self.readers[asker] != self.readers[owner]:
             self._leak("mcp.citations", asker, conv, "resolved another key's conversation", req)
         self.check_shown("mcp.citations", asker, shown, json.dumps(body), req)
+
+    def dead_bearer(self) -> None:
+        """A revoked key, a token it minted, or an expired token, on a read path: 401, and nothing shown."""
+        bearer = self.rng.choice(list(self.dead))
+        col, word = self.rng.choice(COLLECTIONS), self.rng.choice(WORDS)
+        calls = {
+            "dead.read.json": ("POST", "/v1/read", {"collection": col, "q": word}, {"Accept": "application/json"}),
+            "dead.read.sse": ("POST", "/v1/read", {"collection": col, "q": word}, {"Accept": "text/event-stream"}),
+            "dead.get": ("GET", f"/v1/collections/{col}/docs/d0", None, {}),
+            "dead.mcp": ("POST", "/mcp", {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
+                "name": "search", "arguments": {"query": word, "collection": col}}},
+                {"Accept": "application/json, text/event-stream"}),
+        }
+        endpoint = self.rng.choice(list(calls))
+        method, path, body, headers = calls[endpoint]
+        r = self.r.call(method, path, bearer, body, headers=headers)
+        self.stats.calls += 1
+        self._case(endpoint, 1)
+        if r.status_code != 401:
+            self._leak(endpoint, bearer, f"HTTP {r.status_code}", "a revoked or expired bearer was not refused",
+                       f"{method} {path}")
+        else:
+            self.check_shown(endpoint, bearer, set(), r.text, f"{method} {path}")
 
     # -- the run -------------------------------------------------------------------
 
@@ -478,5 +571,8 @@ class Matrix:
             for _ in range(mutations):
                 self.mutate()
             for _ in range(reads):
-                self.rng.choice(eps)(self.rng.choice(list(READERS)))
+                if self.dead and self.rng.random() < 0.08:
+                    self.dead_bearer()
+                else:
+                    self.rng.choice(eps)(self.rng.choice(list(self.readers)))
         return self.stats

@@ -1,6 +1,8 @@
 """Permission matrix (issue #12): >= 10,000 randomized (principal x document x endpoint)
 cases over every read path of the HTTP API and the MCP tools, with ACL changes, deletes and
 re-creations interleaved, against an oracle of what each key may read (tests/security/matrix.py).
+The readers include API-made keys and end-user tokens (one with a filter), made on the writing
+process; revoked and expired ones must be refused on every path.
 
 Two variants: one API process; and two API processes on one data dir, writes to one and reads
 from the other once the write has returned. `VIBE_MATRIX_ROUNDS` (default 45) and
@@ -60,7 +62,9 @@ def test_permission_matrix_two_processes_on_postgres(tmp_path: Path, postgres_ur
     """The documented multi-process set-up: two API processes on one PostgreSQL store, each
     with its own embedded indexes following the store's change log. Writes to one, reads
     (HTTP and MCP) from the other once the write returned."""
-    env = {**ENV, "VIBE_STORE": "postgres", "VIBE_POSTGRES_URL": postgres_url, "VIBE_POSTGRES_POOL_SIZE": "4"}
+    # separate data dirs: the replicas share the token secret as the distributed profile's must
+    env = {**ENV, "VIBE_STORE": "postgres", "VIBE_POSTGRES_URL": postgres_url, "VIBE_POSTGRES_POOL_SIZE": "4",
+           "VIBE_TOKEN_SECRET": "matrix-token-secret-" + "x" * 32}
     with served(tmp_path / "a", env=env, keys=KEYS) as w, served(tmp_path / "b", env=env, keys=KEYS) as r:
         stats = _run(w, r, "two processes, PostgreSQL")
     assert stats.cases >= MIN_CASES
