@@ -18,7 +18,9 @@ first search (`PlannerConfig.short_first_page`) relies on exact top-k lists.
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
+import os
 import threading
 import uuid
 from collections.abc import Iterable, Sequence
@@ -41,6 +43,9 @@ PointId = int | uuid.UUID | str
 # The edge shards' own layout on top of that: 3 numbers points by `edge_point_id` (integers).
 EDGE_SCHEMA_VERSION = 3
 _NS = uuid.UUID("6f1c1f64-8a51-4d8e-9b0e-5a0c1a2b3c4d")
+# Between a space's name and a dimension other than its first (`EdgeVectorIndex._place`); space
+# names never hold it (services/api/routes_lifecycle.py SPACE_RE).
+DIM_SEP = "~"
 
 
 def _key_text(key: DocKey) -> str:
@@ -120,20 +125,56 @@ class EdgeVectorIndex:
             self._stamp.empty_and_stamp()
         log.info("vector index reset", extra={"schema_version": EDGE_SCHEMA_VERSION})
 
-    def _shard(self, space: str, dim: int | None) -> qe.EdgeShard | None:
+    def _shard(self, name: str, dim: int | None) -> qe.EdgeShard | None:
+        """The shard `name` (a space, or a space's other dimension: `_place`), created with
+        `dim` dimensions when missing and `dim` is given."""
         with self._lock:
-            shard = self._shards.get(space)
+            shard = self._shards.get(name)
             if shard is not None:
                 return shard
-            path = self.root / space
+            path = self.root / name
             if path.exists() and any(path.iterdir()):
                 shard = qe.EdgeShard.load(str(path))
             elif dim is None:
                 return None
             else:
                 shard = self._create(path, dim)
-            self._shards[space] = shard
+                self._dims[name] = dim
+            self._shards[name] = shard
             return shard
+
+    def _dim_of(self, name: str) -> int | None:
+        """The dimension of shard `name` on disk (None: no such shard)."""
+        if name not in self._dims:
+            try:
+                cfg = json.loads((self.root / name / "edge_config.json").read_text())
+            except (OSError, ValueError):
+                return None
+            self._dims[name] = int(cfg["vectors"][""]["size"])
+        return self._dims[name]
+
+    def _place(self, space: str, dim: int, create: bool) -> str | None:
+        """The shard of `space`'s vectors of `dim` dimensions. Space names are per tenant, so two
+        tenants' `core@v2` may hold different models: the space's shard holds its first
+        dimension and any other goes to `<space>~<dim>` (every search filters by tenant, so models
+        of one dimension can share a shard). None: no such shard and `create` is false."""
+        with self._lock:
+            plain = self._dim_of(space)
+            if plain == dim:
+                return space
+            other = f"{space}{DIM_SEP}{dim}"
+            if plain is not None or self._dim_of(other) is not None:
+                return other if create or self._dim_of(other) is not None else None
+            return space if create else None
+
+    def _names(self, space: str) -> list[str]:
+        """Every shard of `space`, whatever its dimension."""
+        prefix = f"{space}{DIM_SEP}"
+        try:
+            others = [e.name for e in os.scandir(self.root) if e.name.startswith(prefix) and e.is_dir()]
+        except FileNotFoundError:
+            others = []
+        return [space, *sorted(others)]
 
     @staticmethod
     def _create(path: Path, dim: int) -> qe.EdgeShard:
@@ -147,16 +188,23 @@ class EdgeVectorIndex:
         return shard
 
     def upsert(self, space: str, items: Sequence[tuple[StoredDoc, list[float]]]) -> None:
-        if not items:
-            return
-        shard = self._shard(space, len(items[0][1]))
+        by_dim: dict[int, list[tuple[StoredDoc, list[float]]]] = {}
+        for item in items:  # tenants' spaces of one name may differ in dimension (`_place`)
+            by_dim.setdefault(len(item[1]), []).append(item)
+        for dim, group in by_dim.items():
+            name = self._place(space, dim, create=True)
+            assert name is not None
+            self._upsert(name, group)
+
+    def _upsert(self, name: str, items: Sequence[tuple[StoredDoc, list[float]]]) -> None:
+        shard = self._shard(name, len(items[0][1]))
         assert shard is not None
         payloads = [_payload(d) for d, _ in items]
         ids = [edge_point_id(d.key) for d, _ in items]
         points = [qe.Point(i, vec, pl) for i, (_, vec), pl in zip(ids, items, payloads, strict=True)]
         self._remember(zip(ids, (d.key for d, _ in items), strict=True))
         with self._lock:
-            self._index_numbers(space, shard, [d for d, _ in items])
+            self._index_numbers(name, shard, [d for d, _ in items])
             shard.update(qe.UpdateOperation.upsert_points(points))
 
     def _remember(self, pairs: Iterable[tuple[PointId, DocKey]]) -> None:
@@ -188,14 +236,17 @@ class EdgeVectorIndex:
             known.add(key)
 
     def delete(self, space: str, keys: Sequence[DocKey]) -> None:
-        shard = self._shard(space, None)
-        if shard is None or not keys:
+        if not keys:
             return
-        with self._lock:
-            ids: list[PointId] = [edge_point_id(k) for k in keys]
-            shard.update(qe.UpdateOperation.delete_points(ids))
-            for i in ids:
-                self._keys.pop(i, None)
+        ids: list[PointId] = [edge_point_id(k) for k in keys]
+        for name in self._names(space):  # the point is in whichever shard its tenant's dimension chose
+            shard = self._shard(name, None)
+            if shard is None:
+                continue
+            with self._lock:
+                shard.update(qe.UpdateOperation.delete_points(ids))
+        for i in ids:
+            self._keys.pop(i, None)
 
     @staticmethod
     def _filter(flt: SearchFilter, only: Sequence[DocKey] | None) -> qe.Filter:
@@ -226,7 +277,8 @@ class EdgeVectorIndex:
         limit: int,
         only: Sequence[DocKey] | None = None,
     ) -> list[Hit]:
-        shard = self._shard(space, None)
+        name = self._place(space, len(vector), create=False)
+        shard = None if name is None else self._shard(name, None)
         if shard is None or limit <= 0 or (only is not None and not only) or facets.unsatisfiable(flt):
             return []
         req = qe.QueryRequest(limit=limit, query=qe.Query.Nearest(vector), filter=self._filter(flt, only),
@@ -253,8 +305,8 @@ class EdgeVectorIndex:
         return found
 
     def count(self, space: str) -> int:
-        shard = self._shard(space, None)
-        return 0 if shard is None else int(shard.info().points_count)
+        shards = [self._shard(name, None) for name in self._names(space)]
+        return sum(int(shard.info().points_count) for shard in shards if shard is not None)
 
     def flush(self) -> None:
         with self._lock:
@@ -267,3 +319,4 @@ class EdgeVectorIndex:
                 shard.flush()
                 shard.close()
             self._shards.clear()
+            self._dims.clear()

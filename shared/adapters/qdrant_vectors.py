@@ -18,8 +18,10 @@ WAL, optimizer threads), so 10k tenants as 10k shards would cost far more than o
 A large tenant can later be moved to a dedicated shard key ("tiered multitenancy") without
 changing this port.
 
-Collections are created on the first upsert of a space with that vector's dimension; a
-collection that exists with another dimension is refused (dim safety, seed 000). Upserts and
+Collections are created on the first upsert of a space with that vector's dimension. Space
+names are per tenant, so one name may hold vectors of several dimensions: the first has the
+space's collection, each other one `<space>~<dim>` (`_place`); searches filter by tenant, so
+only one tenant's model is ever compared within a collection (dim safety, seed 000). Upserts and
 deletes wait for the server to apply them (`wait=True`): the port promises search visibility
 when they return.
 """
@@ -34,7 +36,7 @@ from collections.abc import Iterator, Sequence
 from qdrant_client import QdrantClient, models
 
 from shared.adapters import facets
-from shared.adapters.edge_vectors import SCHEMA_VERSION, num_key, point_id
+from shared.adapters.edge_vectors import DIM_SEP, SCHEMA_VERSION, num_key, point_id
 from shared.adapters.edge_vectors import _payload as payload  # same payload in both profiles
 from shared.config import Settings
 from shared.model import DocKey, Hit, StoredDoc
@@ -107,7 +109,7 @@ class QdrantVectorIndex:
         self._max_indexes = max_indexes
         self._dims: dict[str, int] = {}  # spaces known to exist, with their dimension
         self._num_indexed: dict[str, set[str]] = {}  # per space: `num.*` keys given a float index here
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()
 
     @classmethod
     def from_settings(cls, settings: Settings, filterable: facets.FilterableFields | None = None) -> QdrantVectorIndex:
@@ -138,8 +140,8 @@ class QdrantVectorIndex:
         return True
 
     def ensure_space(self, space: str, dim: int) -> None:
-        """Create the space's collection and payload indexes unless they exist; refuse a
-        dimension that differs from the existing one."""
+        """Create the collection `space` (a space, or a space's other dimension: `_place`) and its
+        payload indexes unless they exist; refuse a dimension that differs from the existing one."""
         with self._lock:
             if not self._known(space):
                 self._create(space, dim)
@@ -158,21 +160,51 @@ class QdrantVectorIndex:
         except Exception:
             if not self.client.collection_exists(name):  # not a lost race with another process
                 raise
+            if self._known(space):  # the winner's collection, with the winner's dimension
+                return
         tenant = models.KeywordIndexParams(type=models.KeywordIndexType.KEYWORD, is_tenant=True)
         self.client.create_payload_index(name, "tenant", field_schema=tenant, wait=True)
         for field in ("collection", "acl", "facet"):
             self.client.create_payload_index(name, field, field_schema=models.PayloadSchemaType.KEYWORD, wait=True)
         self._dims[space] = dim
 
+    def _place(self, space: str, dim: int, create: bool) -> str | None:
+        """The collection of `space`'s vectors of `dim` dimensions. Space names are per tenant,
+        so two tenants' `core@v2` may hold different models: the space's collection holds its
+        first dimension and any other goes to `<space>~<dim>` (every search filters by tenant, so
+        models of one dimension can share a collection). None: none exists and `create` is false."""
+        other = f"{space}{DIM_SEP}{dim}"
+        with self._lock:
+            if self._known(space) and self._dims[space] == dim:
+                return space
+            if self._known(other):
+                return other
+            if not create:
+                return None
+            if not self._known(space):
+                self._create(space, dim)
+                if self._dims[space] == dim:
+                    return space
+            self.ensure_space(other, dim)
+            return other
+
+    def _names(self, space: str) -> list[str]:
+        """Every collection of `space`, whatever its dimension (listed: another process may have
+        made one since)."""
+        plain, variants = self.collection(space), self.collection(f"{space}{DIM_SEP}")
+        return [n[len(self.prefix):] for n in self._ours() if n == plain or n.startswith(variants)]
+
     def upsert(self, space: str, items: Sequence[tuple[StoredDoc, list[float]]]) -> None:
-        if not items:
-            return
-        self.ensure_space(space, len(items[0][1]))
-        name = self.collection(space)
-        for batch in upsert_batches(items, UPSERT_BATCH, UPSERT_MAX_BYTES):
-            points = [models.PointStruct(id=point_id(d.key), vector=vec, payload=payload(d)) for d, vec in batch]
-            self._index_numbers(space, [d for d, _ in batch])
-            self.client.upsert(name, points=points, wait=True)
+        by_dim: dict[int, list[tuple[StoredDoc, list[float]]]] = {}
+        for item in items:  # tenants' spaces of one name may differ in dimension (`_place`)
+            by_dim.setdefault(len(item[1]), []).append(item)
+        for dim, group in by_dim.items():
+            name = self._place(space, dim, create=True)
+            assert name is not None
+            for batch in upsert_batches(group, UPSERT_BATCH, UPSERT_MAX_BYTES):
+                points = [models.PointStruct(id=point_id(d.key), vector=vec, payload=payload(d)) for d, vec in batch]
+                self._index_numbers(name, [d for d, _ in batch])
+                self.client.upsert(self.collection(name), points=points, wait=True)
 
     def _index_numbers(self, space: str, docs: Sequence[StoredDoc]) -> None:
         """A float payload index for each numeric field declared filterable
@@ -194,10 +226,11 @@ class QdrantVectorIndex:
                                              field_schema=models.PayloadSchemaType.FLOAT, wait=False)
 
     def delete(self, space: str, keys: Sequence[DocKey]) -> None:
-        if not keys or not self._known(space):
+        if not keys:
             return
         selector = models.PointIdsList(points=[point_id(k) for k in keys])
-        self.client.delete(self.collection(space), points_selector=selector, wait=True)
+        for name in self._names(space):  # the point is in whichever collection its tenant's dimension chose
+            self.client.delete(self.collection(name), points_selector=selector, wait=True)
 
     def search(
         self,
@@ -207,10 +240,13 @@ class QdrantVectorIndex:
         limit: int,
         only: Sequence[DocKey] | None = None,
     ) -> list[Hit]:
-        if limit <= 0 or (only is not None and not only) or facets.unsatisfiable(flt) or not self._known(space):
+        if limit <= 0 or (only is not None and not only) or facets.unsatisfiable(flt):
+            return []
+        name = self._place(space, len(vector), create=False)
+        if name is None:
             return []
         resp = self.client.query_points(
-            self.collection(space), query=vector, query_filter=search_filter(flt, only), limit=limit,
+            self.collection(name), query=vector, query_filter=search_filter(flt, only), limit=limit,
             with_payload=KEY_PAYLOAD,
         )
         hits = []
@@ -220,9 +256,7 @@ class QdrantVectorIndex:
         return hits
 
     def count(self, space: str) -> int:
-        if not self._known(space):
-            return 0
-        return int(self.client.count(self.collection(space), exact=True).count)
+        return sum(int(self.client.count(self.collection(name), exact=True).count) for name in self._names(space))
 
     def _ours(self) -> list[str]:
         return [c.name for c in self.client.get_collections().collections if c.name.startswith(self.prefix)]
@@ -248,9 +282,10 @@ class QdrantVectorIndex:
     def drop(self, space: str) -> None:
         """Delete the space's collection (tests, and a rebuild from the document store)."""
         with self._lock:
-            self.client.delete_collection(self.collection(space))
-            self._dims.pop(space, None)
-            self._num_indexed.pop(space, None)
+            for name in self._names(space) or [space]:
+                self.client.delete_collection(self.collection(name))
+                self._dims.pop(name, None)
+                self._num_indexed.pop(name, None)
 
     def close(self) -> None:
         self.client.close()

@@ -152,15 +152,23 @@ def test_point_size_estimate_is_an_upper_bound() -> None:
     assert _request_bytes([point]) <= qv.point_bytes(doc, vec)
 
 
-def test_a_space_keeps_its_dimension(tmp_path: Path) -> None:
+def test_a_space_keeps_its_dimension_and_another_dimension_gets_its_own_collection(tmp_path: Path) -> None:
+    """Space names are per tenant: tenant u's `core` of 16 dimensions must neither be refused nor
+    land in the 8-dimension collection of the other tenants' `core`."""
     idx = QdrantVectorIndex(QdrantClient(path=str(tmp_path / "q")))
     idx.upsert("core", _corpus(2, 8, seed=4))
-    with pytest.raises(ValueError, match="8-dim"):
-        idx.upsert("core", _corpus(2, 16, seed=4))
+    u = StoredDoc(DocKey("u", "c", "d0"), {}, ["*"], None, "h", 0.0)
+    idx.upsert("core", [(u, [1.0] + [0.0] * 15)])
     idx.close()
     reopened = QdrantVectorIndex(QdrantClient(path=str(tmp_path / "q")))  # another process, later
-    with pytest.raises(ValueError, match="8-dim"):
-        reopened.upsert("core", _corpus(2, 16, seed=4))
+    names = sorted(c.name for c in reopened.client.get_collections().collections)
+    assert names == ["vibe-core", "vibe-core~16"]
+    assert reopened.client.get_collection("vibe-core").config.params.vectors.size == 8  # type: ignore[union-attr]
+    assert reopened.count("core") == 3
+    mine = reopened.search("core", SearchFilter("u", None, ("*",)), [1.0] + [0.0] * 15, 5)
+    assert [h.key for h in mine] == [u.key]
+    assert reopened.search("core", SearchFilter("u", None, ("*",)), [1.0] * 8, 5) == []
+    reopened.delete("core", [u.key])
     assert reopened.count("core") == 2
     reopened.close()
 

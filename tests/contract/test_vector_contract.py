@@ -113,6 +113,24 @@ def test_upsert_replaces_payload_and_delete_removes(index: VectorIndex) -> None:
     assert index.search("core", F(acl=("g:x",)), unit(3), 5) == []
 
 
+def test_one_space_name_of_two_tenants_with_two_dimensions(index: VectorIndex, tmp_path: Path) -> None:
+    """Space names are per tenant: tenant a's `core@v2` (16 dimensions) and tenant b's `core@v2`
+    (8) live side by side; neither sees, overwrites nor deletes the other's vectors."""
+    a = [(doc("a", "c", str(i)), unit(i)) for i in range(5)]
+    b = [(doc("b", "c", str(i)), unit(i, dim=8)) for i in range(5)]
+    index.upsert("core@v2", a)
+    index.upsert("core@v2", b + [(doc("a", "c", "x"), unit(9))])  # one follower batch, both dimensions
+    hits = index.search("core@v2", F("a"), unit(3), 10)
+    assert hits[0].key == DocKey("a", "c", "3") and {h.key.tenant for h in hits} == {"a"} and len(hits) == 6
+    hits = index.search("core@v2", F("b"), unit(3, dim=8), 10)
+    assert hits[0].key == DocKey("b", "c", "3") and {h.key.tenant for h in hits} == {"b"} and len(hits) == 5
+    assert index.search("core@v2", F("b"), unit(3), 10) == []  # b has no 16-dimension vectors
+    index.delete("core@v2", [DocKey("b", "c", "3"), DocKey("a", "c", "4")])
+    assert DocKey("b", "c", "3") not in {h.key for h in index.search("core@v2", F("b"), unit(3, dim=8), 10)}
+    assert len(index.search("core@v2", F("a"), unit(3), 10)) == 5
+    assert index.count("core@v2") == 9  # type: ignore[attr-defined]
+
+
 def test_unknown_space_is_empty(index: VectorIndex) -> None:
     assert index.search("nope", F(), unit(1), 5) == []
 
