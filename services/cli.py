@@ -404,6 +404,21 @@ def bench_scale(
     main(docs, queries, chunk)
 
 
+@bench_app.command("lexical-legs")
+def bench_lexical_legs(
+    docs: int = typer.Option(100_000, "--docs", min=1000),
+    rounds: int = typer.Option(3, "--rounds", min=1, help="interleaved passes over the queries"),
+    queries: int = typer.Option(0, "--queries", min=0, help="the first N of the collection's queries (0: all)"),
+    quick: bool = typer.Option(False, "--quick", help="10k documents, 2 rounds, 40 queries: under 2 minutes"),
+) -> None:
+    """The lexical leg on OpenSearch (a private node) against tantivy, both served: first events, keyword answers,
+    ingest until searchable."""
+    _bench_importable()
+    from bench.lexical_legs import main
+
+    main(docs, rounds, queries, quick=quick)
+
+
 @bench_app.command("throughput")
 def bench_throughput(
     docs: int = typer.Option(512, "--docs", min=64),
