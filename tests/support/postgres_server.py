@@ -50,10 +50,14 @@ def _run_as() -> dict[str, Any]:
 
 
 class PostgresServer:
-    def __init__(self, bindir: Path):
+    def __init__(self, bindir: Path, root: Path | None = None, port: int | None = None):
+        """`root`: a folder kept across stop() and start() (the process cluster's data, initdb
+        only the first time); by default a temp dir removed by stop()."""
         self.bindir = bindir
-        self.port = free_port()
-        self.root = Path(tempfile.mkdtemp(prefix="vibe-pg-"))
+        self.port = port or free_port()
+        self.keep = root is not None
+        self.root = root or Path(tempfile.mkdtemp(prefix="vibe-pg-"))
+        self.root.mkdir(parents=True, exist_ok=True)
         self.datadir = self.root / "data"
         self.log_path = self.root / "postgres.log"
         self.proc: subprocess.Popen[bytes] | None = None
@@ -65,6 +69,9 @@ class PostgresServer:
         return f"postgresql://{SUPERUSER}@127.0.0.1:{self.port}/{dbname}"
 
     def start(self) -> PostgresServer:
+        if (self.datadir / "PG_VERSION").exists():  # a kept cluster: start it again
+            self.launch()
+            return self
         subprocess.run([str(self.bindir / "initdb"), "-D", str(self.datadir), "-U", SUPERUSER, "--auth=trust",
                         "-E", "UTF8", "--locale=C", "--no-sync"],
                        check=True, capture_output=True, cwd=self.root, **self._as)
@@ -103,11 +110,12 @@ class PostgresServer:
         return self.url(name)
 
     def stop(self) -> None:
-        """Fast shutdown (SIGINT), then the temp dir goes."""
+        """Fast shutdown (SIGINT), then the temp dir goes (a kept root stays)."""
         if self.proc is not None:
             end_process(self.proc, signal.SIGINT, grace=15)
             self.proc = None
-        shutil.rmtree(self.root, ignore_errors=True)
+        if not self.keep:
+            shutil.rmtree(self.root, ignore_errors=True)
 
 
 @contextlib.contextmanager

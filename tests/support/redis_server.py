@@ -9,7 +9,7 @@ import contextlib
 import shutil
 import subprocess
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import redis
@@ -18,7 +18,7 @@ from tests.support.server import end_process, free_port
 
 
 class RedisServer:
-    def __init__(self, workdir: Path, port: int | None = None):
+    def __init__(self, workdir: Path, port: int | None = None, extra_args: Sequence[str] = ()):
         binary = shutil.which("redis-server")
         if binary is None:
             raise RuntimeError("redis-server is not installed (apt-get install -y redis-server)")
@@ -26,12 +26,15 @@ class RedisServer:
         self.port = port or free_port()
         self.url = f"redis://127.0.0.1:{self.port}/0"
         self.workdir = workdir
+        # after the defaults, so they win (redis takes the last value of an option): e.g. the
+        # compose file's `--appendonly yes` for the process cluster (tests/support/cluster.py)
+        self.extra_args = list(extra_args)
         workdir.mkdir(parents=True, exist_ok=True)
         self.proc: subprocess.Popen[bytes] | None = None
 
     def start(self) -> RedisServer:
         args = [self.binary, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-                "--dir", str(self.workdir), "--protected-mode", "no"]
+                "--dir", str(self.workdir), "--protected-mode", "no", *self.extra_args]
         log = (self.workdir / f"redis-{self.port}.log").open("ab")
         self.proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         self._wait_ready()

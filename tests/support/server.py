@@ -55,8 +55,8 @@ class Served:
     outside its contract (none today)."""
 
     def __init__(self, data_dir: Path, env: dict[str, str] | None = None, keys: list[dict[str, Any]] | None = None,
-                 validate: bool = True, repo: Path = REPO):
-        self.port = free_port()
+                 validate: bool = True, repo: Path = REPO, port: int | None = None):
+        self.port = port or free_port()  # a fixed port: a restarted replica keeps its address
         self.base = f"http://127.0.0.1:{self.port}"
         self.contract = OpenApiResponses(self.base)
         self.validate = validate
