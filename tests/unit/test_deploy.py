@@ -109,7 +109,7 @@ def test_every_vibe_variable_is_a_settings_field(compose: dict[str, Any]) -> Non
 
 
 def _settings_for(service: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> Settings:
-    given = {"VIBE_API_KEYS": '[{"key":"k","tenant":"t","scopes":["read"]}]'}
+    given = {"VIBE_API_KEYS": '[{"key":"k","tenant":"t","scopes":["read"]}]', "VIBE_TOKEN_SECRET": "s" * 32}
     for var in [v for v in os.environ if v.startswith("VIBE_")]:
         monkeypatch.delenv(var)
     for var, raw in _env(service).items():
