@@ -223,18 +223,130 @@ def _stages(text: str) -> list[list[str]]:
     return stages
 
 
+def _named_stages(text: str) -> dict[str, tuple[str, list[str]]]:
+    """Stage name (`FROM base AS name`; unnamed: its index) -> (base, instructions after FROM)."""
+    out: dict[str, tuple[str, list[str]]] = {}
+    for i, stage in enumerate(_stages(text)):
+        words = stage[0].split()
+        name = words[3] if len(words) >= 4 and words[2].upper() == "AS" else str(i)
+        out[name] = (words[1], stage[1:])
+    return out
+
+
+def _lineage(stages: dict[str, tuple[str, list[str]]], name: str) -> list[str]:
+    """A stage's instructions after those of the stages it is built FROM, in build order."""
+    base, lines = stages[name]
+    return (_lineage(stages, base) if base in stages else []) + lines
+
+
+def _copies_source(line: str) -> bool:
+    """COPY of the project's code from the build context (not pyproject.toml, not another stage)."""
+    if not line.upper().startswith("COPY ") or "--from" in line:
+        return False
+    return any(src.rstrip("/") in ("shared", "services", ".") for src in line.split()[1:-1])
+
+
+def _installs(line: str) -> bool:
+    return line.upper().startswith("RUN ") and "pip install" in line
+
+
 def test_dockerfile_is_multi_stage_and_runs_as_non_root() -> None:
     stages = _stages((DEPLOY / "Dockerfile").read_text())
     assert len(stages) >= 2
     users = [ln.split()[1] for ln in stages[-1] if ln.upper().startswith("USER ")]
     assert users and users[-1] not in ("root", "0") and not users[-1].startswith("0:")
-    build = stages[0]
-    torch = next(i for i, ln in enumerate(build) if "torch==2.13.0" in ln)
-    package = next(i for i, ln in enumerate(build) if re.search(r"pip install \.$", ln))
-    assert torch < package and "download.pytorch.org/whl/cpu" in build[torch]
     for ln in (ln for st in stages for ln in st if ln.upper().startswith("COPY ") and "--from" not in ln):
         for src in ln.split()[1:-1]:
             assert (REPO / src).exists(), f"COPY source {src} is missing"
+
+
+def test_dockerfile_installs_dependencies_in_a_layer_a_code_edit_keeps() -> None:
+    """Every dependency is installed before the first COPY of the code, from pyproject.toml alone,
+    in the lineage of the stage the runtime takes its virtualenv from; after the code only the
+    project itself is installed (`--no-deps`). Docker reuses every layer above the first one whose
+    input changed, so a code edit then rebuilds seconds of work, not the dependencies."""
+    stages = _named_stages((DEPLOY / "Dockerfile").read_text())
+    runtime = list(stages)[-1]
+    venv_from = [ln.split("--from=")[1].split()[0] for ln in stages[runtime][1]
+                 if "--from=" in ln and "/opt/venv " in ln]
+    assert venv_from, "the runtime stage copies /opt/venv from a build stage"
+    lines = _lineage(stages, venv_from[0])
+    first_code = next(i for i, ln in enumerate(lines) if _copies_source(ln))
+    before, after = lines[:first_code], lines[first_code:]
+    torch = next(i for i, ln in enumerate(before) if "torch==2.13.0" in ln)
+    assert "download.pytorch.org/whl/cpu" in before[torch]
+    deps = [ln for ln in before if _installs(ln) and "-r " in ln]
+    assert deps and torch < before.index(deps[0]), "the dependencies, after torch's CPU build, before the code"
+    copied = [src for ln in before if ln.upper().startswith("COPY ") for src in ln.split()[1:-1]]
+    assert copied == ["pyproject.toml"], f"only pyproject.toml feeds the dependency layer, not {copied}"
+    assert [ln for ln in after if _installs(ln)] == ["RUN pip install --no-deps ."]
+
+
+def test_dockerfile_requirements_list_is_pyprojects_dependencies() -> None:
+    """The dependency layer's one-line requirements generator, run here on the real pyproject.toml
+    (no Docker engine to build with): it must list exactly [project].dependencies."""
+    import tomllib
+
+    text = re.sub(r"\\\n", " ", (DEPLOY / "Dockerfile").read_text())
+    code = re.search(r'RUN python -c "([^"]+)"\s*>\s*(\S+)', text)
+    assert code is not None, "RUN python -c \"...\" > requirements file"
+    assert f"pip install -r {code.group(2)}" in text
+    # As the shell passes it: inside "..." the backslash before n stays, so Python sees the escape.
+    listed = subprocess.run([sys.executable, "-c", code.group(1)], cwd=REPO, capture_output=True, text=True, check=True)
+    expected = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["dependencies"]
+    assert listed.stdout.split("\n")[:-1] == expected
+
+
+def test_the_image_exports_the_model_once_at_build_time() -> None:
+    """A stage exports the default local model with `onnx_export --prebuild` into the path the
+    runtime looks in first (onnx_export.PREBUILT_ROOT under the venv); the runtime copies it;
+    that stage copies no services/ code (a services edit does not export again), and is built
+    over the same dependency stage as the runtime's venv (the cache key names their versions)."""
+    from shared.adapters.embedders import onnx_export as ox
+
+    stages = _named_stages((DEPLOY / "Dockerfile").read_text())
+    exporting = [n for n, (_, lines) in stages.items() if any("onnx_export --prebuild" in ln for ln in lines)]
+    assert len(exporting) == 1
+    name = exporting[0]
+    base, lines = stages[name]
+    default = Settings.model_fields["embed_model"].default
+    assert f"ARG EMBED_MODEL={default}" in lines
+    assert not any(ln.upper().startswith("COPY ") and "services" in ln for ln in _lineage(stages, name))
+    prebuilt = "/opt/venv/" + str(ox.PREBUILT_ROOT.relative_to(sys.prefix))
+    runtime = stages[list(stages)[-1]][1]
+    assert f"COPY --from={name} {prebuilt} {prebuilt}" in runtime
+    venv_from = next(ln.split("--from=")[1].split()[0] for ln in runtime if "/opt/venv /opt/venv" in ln)
+    assert stages[venv_from][0] == base, "the export and the runtime's venv share one dependency stage"
+    # Every app service runs the image's default model unless the operator names another.
+    for svc in APP_SERVICES:
+        assert not _env(_services(dict(_load(REPO / "docker-compose.yml")))[svc]).get("VIBE_EMBED_MODEL")
+
+
+def test_a_prebuilt_export_is_what_every_process_loads(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """entry_dir prefers a complete prebuilt entry to the data dir's, and locking it writes
+    nothing (it is read-only in the image); an incomplete one (no manifest) is ignored."""
+    from shared.adapters.embedders import onnx_export as ox
+
+    model_dir = tmp_path / "model"
+    model_dir.mkdir()
+    (model_dir / "config.json").write_text("{}")
+    root = tmp_path / "prebuilt"
+    monkeypatch.setattr(ox, "PREBUILT_ROOT", root)
+    cache = tmp_path / "data" / "models"
+    own = ox.entry_dir(cache, "m", model_dir)
+    assert own.parent == cache
+    prebuilt = root / own.name
+    prebuilt.mkdir(parents=True)
+    assert ox.entry_dir(cache, "m", model_dir) == own  # no manifest yet: an export in progress
+    (prebuilt / "manifest.json").write_text("{}")
+    assert ox.entry_dir(cache, "m", model_dir) == prebuilt
+    root.chmod(0o555)
+    try:
+        with ox.locked(prebuilt):
+            pass
+    finally:
+        root.chmod(0o755)
+    assert sorted(p.name for p in root.iterdir()) == [prebuilt.name]
 
 
 def test_dockerignore_keeps_the_context_small() -> None:

@@ -24,6 +24,17 @@ fused graph a short query takes 2.41 against 2.71 ms (int8 query graphs, interle
 calls each) and documents embed at the same rate (21.4 vs 21.3 docs/s on one thread, 42.7 vs
 39.2 on two); vectors within cosine 0.9999999 of the traced graph's. A model the optimizer
 does not fuse keeps the traced graph: the check against torch decides either way.
+
+Prebuilt entries: `python -m shared.adapters.embedders.onnx_export --prebuild MODEL` (run by
+deploy/Dockerfile at image build time) writes the entry, verified and with its int8 query graph,
+under `PREBUILT_ROOT` inside the installation (`<sys.prefix>/share/vibe-semantic/onnx`), beside
+the very libraries its cache key names. `entry_dir` prefers such an entry to the data dir's, so
+every container of the image (API, each worker process, `--scale worker=N`, on any host) loads
+the one export instead of exporting at its start (~40 s of torch and its memory per worker, and a
+private copy per container: workers mount no data dir). A prebuilt entry is read-only: it is
+used without the lock, and one that fails its check is not re-exported (the runtime falls back
+to torch, logged). Another model, or other library versions, find no prebuilt entry and are
+exported into the data dir as before.
 """
 
 from __future__ import annotations
@@ -119,8 +130,17 @@ def cache_key(model_name: str, model_dir: Path) -> str:
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
+# Inside the installation (the image's /opt/venv), not the data dir: a volume would keep an old
+# export across image rebuilds, and a worker mounts none.
+PREBUILT_ROOT = Path(sys.prefix) / "share" / "vibe-semantic" / "onnx"
+
+
 def entry_dir(cache_root: Path, model_name: str, model_dir: Path) -> Path:
-    return cache_root / f"{Path(model_name).name}-{cache_key(model_name, model_dir)}"
+    """The prebuilt entry of this exact (model, weights, versions) when the installation has one
+    (complete: its manifest is written last), else the entry under `cache_root`."""
+    name = f"{Path(model_name).name}-{cache_key(model_name, model_dir)}"
+    prebuilt = PREBUILT_ROOT / name
+    return prebuilt if (prebuilt / "manifest.json").is_file() else cache_root / name
 
 
 def sha256_of(path: Path) -> str:
@@ -135,6 +155,9 @@ def sha256_of(path: Path) -> str:
 def locked(entry: Path) -> Iterator[None]:
     """Processes sharing a data dir (API, worker pool children) export one at a time; the
     others then find the finished entry."""
+    if entry.parent == PREBUILT_ROOT and (entry / "manifest.json").is_file():
+        yield  # complete and never written at run time (root-owned in the image): nothing to wait for
+        return
     entry.parent.mkdir(parents=True, exist_ok=True)
     with (entry.parent / f"{entry.name}.lock").open("a") as f:
         fcntl.flock(f, fcntl.LOCK_EX)
@@ -286,5 +309,24 @@ def export(model_name: str, entry: Path, fused: bool = True) -> None:
     os.replace(mtmp, entry / "manifest.json")  # last: an entry with a manifest is complete
 
 
+def prebuild(model_name: str) -> Path:
+    """Export `model_name` into PREBUILT_ROOT (in this process: torch is fine at build time), then
+    load it as a server does, which verifies it against torch's probe vectors and derives the int8
+    query graph, so nothing is left to write at run time. Raises when either is not usable."""
+    from shared.adapters.embedders.local_embedder import model_path
+    from shared.adapters.embedders.onnx_embedder import load
+
+    entry = PREBUILT_ROOT / f"{Path(model_name).name}-{cache_key(model_name, model_path(model_name))}"
+    if read_manifest(entry) is None:
+        export(model_name, entry)
+    emb = load(model_name, PREBUILT_ROOT, query_weights="int8")
+    if emb.query_file != entry / QUERY_INT8_FILE:
+        raise RuntimeError(f"the int8 query graph of {model_name!r} did not verify")
+    return entry
+
+
 if __name__ == "__main__":
-    export(sys.argv[1], Path(sys.argv[2]), fused="--traced" not in sys.argv[3:])
+    if sys.argv[1] == "--prebuild":
+        print(prebuild(sys.argv[2]))
+    else:
+        export(sys.argv[1], Path(sys.argv[2]), fused="--traced" not in sys.argv[3:])
