@@ -193,7 +193,7 @@ def rebuild_index(
                 homes.append(home)
                 if not (home / "index.seq").exists() and not (home / "lexical").exists():
                     break
-                lexical = _build_lexical(settings, home) if "lexical" in own else None
+                lexical = _build_lexical(settings, home, store) if "lexical" in own else None
                 vectors = _build_vectors(settings, home) if "vectors" in own else None
                 live = SpaceDirectory(store, settings.space).live
                 follower = IndexFollower(store, lexical, vectors, FilePosition(home / "index.seq"), settings.space,

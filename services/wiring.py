@@ -46,7 +46,7 @@ from shared.adapters.sqlite_store import SqliteStore
 from shared.adapters.tantivy_lexical import TantivyLexicalIndex
 from shared.agent_ports import AuditLog, CitationRegistry, MaterialBudget, PreCallCheck, Reranker, TaskLedger
 from shared.backpressure import Backpressure, TenantShare
-from shared.collection_settings import CollectionDirectory, EmbedFields, embed_fields_of
+from shared.collection_settings import CollectionDirectory, EmbedFields, embed_fields_of, stored_languages
 from shared.config import Settings
 from shared.follow_up import SWITCH_STATES, SwitchState
 from shared.foreground import Foreground
@@ -241,12 +241,17 @@ def release_index_home(home: Path) -> None:
             f.close()
 
 
-def _build_lexical(settings: Settings, home: Path | None = None) -> LexicalIndex:
+def _build_lexical(settings: Settings, home: Path | None = None, store: StoreOfRecord | None = None,
+                   collections: CollectionDirectory | None = None) -> LexicalIndex:
+    """`store`: each collection's stored language (PUT .../settings) decides where it is indexed."""
+    languages = settings.language_map()
+    if store is not None:
+        languages = stored_languages(languages, collections or build_collections(settings, store))
     if settings.lexical == "opensearch":
         from shared.adapters.opensearch_lexical import OpenSearchLexicalIndex
 
-        return OpenSearchLexicalIndex.from_settings(settings)
-    return TantivyLexicalIndex((home or settings.data_dir) / "lexical", languages=settings.language_map())
+        return OpenSearchLexicalIndex.from_settings(settings, languages)
+    return TantivyLexicalIndex((home or settings.data_dir) / "lexical", languages=languages)
 
 
 def _build_vectors(settings: Settings, home: Path | None = None,
@@ -308,7 +313,7 @@ def build_shared_follower(settings: Settings, index: Literal["lexical", "vectors
     if name is None:
         return None
     store = build_store(settings)
-    lexical = _build_lexical(settings) if index == "lexical" else None
+    lexical = _build_lexical(settings, store=store) if index == "lexical" else None
     vectors = _build_vectors(settings) if index == "vectors" else None
     return IndexFollower(store, lexical, vectors, StorePosition(store, name), settings.space)
 
@@ -556,7 +561,8 @@ def build(settings: Settings, embedder: Embedder | None = None, clock: Callable[
 
     store = build_store(settings, clock)
     home = claim_index_home(settings.data_dir)
-    lexical = _build_lexical(settings, home)
+    collections = build_collections(settings, store)
+    lexical = _build_lexical(settings, home, store, collections)
     vectors = _build_vectors(settings, home)
     emb = embedder or build_embedder(settings)
     handler = build_handler(settings, store, emb)
@@ -594,7 +600,6 @@ def build(settings: Settings, embedder: Embedder | None = None, clock: Callable[
                       follow_ups=build_follow_ups(settings, store, cfg.touch),
                       backpressure=Backpressure(queue, settings.touch_backpressure_queue_depth, ttl=1.0),
                       tenant_share=TenantShare(queue, settings.tenant_queue_bound(), ttl=1.0))
-    collections = build_collections(settings, store)
     docs = DocumentService(store, follower, queue, handler.policy, EmbedFields(collections), spaces,
                            settings.max_doc_bytes, lambda tenant: _eager(store, tenant),
                            settings.write_sync_wait_seconds,

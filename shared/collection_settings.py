@@ -17,11 +17,16 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
+
+from shared.text.languages import LanguageMap
 
 if TYPE_CHECKING:
     from shared.ports import CollectionStore
+
+
+FRESH_SECONDS = 0.05
 
 
 @dataclass(frozen=True)
@@ -50,11 +55,14 @@ class CollectionDirectory:
         self._cache: dict[str, tuple[float, dict[str, CollectionSettings]]] = {}
         self._lock = threading.Lock()
 
-    def rows(self, tenant: str) -> dict[str, CollectionSettings]:
+    def rows(self, tenant: str, fresh: bool = False) -> dict[str, CollectionSettings]:
+        """`fresh`: at most `FRESH_SECONDS` old, for where a document is indexed (a change made
+        through another replica must not leave documents in the previous language's index for
+        a whole `ttl`)."""
         now = self.clock()
         with self._lock:
             hit = self._cache.get(tenant)
-        if hit is not None and now - hit[0] < self.ttl:
+        if hit is not None and now - hit[0] < (min(self.ttl, FRESH_SECONDS) if fresh else self.ttl):
             return hit[1]
         rows = self.store.collection_settings(tenant)
         with self._lock:
@@ -63,8 +71,8 @@ class CollectionDirectory:
             self._cache[tenant] = (now, rows)
         return rows
 
-    def row(self, tenant: str, collection: str) -> CollectionSettings | None:
-        return self.rows(tenant).get(collection)
+    def row(self, tenant: str, collection: str, fresh: bool = False) -> CollectionSettings | None:
+        return self.rows(tenant, fresh).get(collection)
 
     def forget(self, tenant: str) -> None:
         """This process's own change is seen by its next call at once (others: within `ttl`)."""
@@ -117,3 +125,16 @@ def embed_fields_of(fields: Mapping[str, Sequence[str]], tenant: str, collection
         return fields.of(tenant, collection)
     found = fields.get(collection)
     return None if found is None else list(found)
+
+
+
+def stored_languages(base: LanguageMap, directory: CollectionDirectory) -> LanguageMap:
+    """`base` (VIBE_DEFAULT_LANGUAGE, VIBE_COLLECTION_LANGUAGES) with each collection's stored
+    language on top, for the lexical indexes. Where a document is indexed reads settings at most
+    `FRESH_SECONDS` old (a batch of writes reads them once); a search reads them as cached."""
+
+    def resolve(tenant: str, collection: str, now: bool) -> str | None:
+        row = directory.row(tenant, collection, fresh=now)
+        return row.language if row is not None else None
+
+    return replace(base, resolve=resolve)

@@ -84,8 +84,9 @@ MAX_ID_BYTES = 512  # OpenSearch's limit on `_id`
 HIGHLIGHT = {"pre_tags": ["<b>"], "post_tags": ["</b>"], "encoder": "html", "require_field_match": False}
 KEY_FIELDS = ["collection", "doc_id"]
 # The template's `_meta.schema_version`; the embedded adapter's number, since both change
-# together (fields and analysis). Another number on the server: the follower rebuilds.
-SCHEMA_VERSION = 5
+# together (fields and analysis; 6: Dutch stems with Lucene's Kraaij-Pohlmann stemmer, the token
+# bound counted as before). Another number on the server: the follower rebuilds.
+SCHEMA_VERSION = 6
 
 
 class OpenSearchBulkError(RuntimeError):
@@ -176,7 +177,7 @@ def text_fields(d: StoredDoc) -> tuple[str, str]:
 
 def source(d: StoredDoc, languages: LanguageMap = ENGLISH_ONLY) -> dict[str, Any]:
     title, body = text_fields(d)
-    k, lang = d.key, languages.of(d.key.collection)
+    k, lang = d.key, languages.for_doc(d.key.tenant, d.key.collection)
     return {"tenant": k.tenant, "collection": k.collection, "doc_id": k.doc_id, "acl": list(d.acl),
             lang.field("title"): title, lang.field("body"): body, "facet": facets.doc_tokens(d.fields, trie=False)}
 
@@ -212,7 +213,7 @@ def bm25_query(flt: SearchFilter, text: str, extra: Sequence[dict[str, Any]] = (
     # every permitted document would match with score 0. `match` analyses the text with each
     # field's analyzer: once per language of the collections searched, as tantivy's query.
     should = [{"match": {lang.field(field): {"query": text, "boost": boost}}}
-              for lang in languages.in_scope(flt.collections) for field, boost in FIELD_BOOSTS.items()]
+              for lang in languages.in_scope(flt.collections, flt.tenant) for field, boost in FIELD_BOOSTS.items()]
     return {"bool": {"should": should, "minimum_should_match": 1, "filter": [*filter_clauses(flt), *extra]}}
 
 
@@ -228,7 +229,7 @@ def search_body(flt: SearchFilter, text: str, limit: int, languages: LanguageMap
 
 def highlighted_fields(flt: SearchFilter, languages: LanguageMap) -> list[tuple[str, str]]:
     """(title field, body field) of each language searched, English's first when in scope."""
-    return [(lang.field("title"), lang.field("body")) for lang in languages.in_scope(flt.collections)]
+    return [(lang.field("title"), lang.field("body")) for lang in languages.in_scope(flt.collections, flt.tenant)]
 
 
 def highlight_body(flt: SearchFilter, text: str, ids: Sequence[str],
@@ -329,11 +330,11 @@ class OpenSearchLexicalIndex:
         self._indices: set[str] = set()  # created (or found) by this process
 
     @classmethod
-    def from_settings(cls, settings: Settings) -> OpenSearchLexicalIndex:
+    def from_settings(cls, settings: Settings, languages: LanguageMap | None = None) -> OpenSearchLexicalIndex:
         if not settings.opensearch_url:
             raise RuntimeError("VIBE_LEXICAL=opensearch needs VIBE_OPENSEARCH_URL (e.g. http://opensearch:9200)")
         client = OpenSearch(hosts=[settings.opensearch_url], timeout=30, max_retries=3, retry_on_timeout=True)
-        return cls(client, languages=settings.language_map())
+        return cls(client, languages=languages or settings.language_map())
 
     def _ensure_index(self, tenant: str) -> None:
         name = index_name(tenant, self.prefix)

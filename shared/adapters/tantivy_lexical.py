@@ -199,9 +199,15 @@ class TantivyLexicalIndex:
     def apply(self, docs: Sequence[StoredDoc], deletes: Sequence[DocKey]) -> None:
         by_index: dict[tuple[str, Language], tuple[list[StoredDoc], list[DocKey]]] = {}
         for d in docs:
-            by_index.setdefault((d.key.tenant, self.languages.of(d.key.collection)), ([], []))[0].append(d)
+            tc = (d.key.tenant, d.key.collection)
+            lang = langs[tc] if tc in langs else langs.setdefault(tc, self.languages.for_doc(*tc))
+            by_index.setdefault((d.key.tenant, lang), ([], []))[0].append(d)
+        # A delete goes to every language's index of the tenant: the collection's language may be
+        # another by now (its settings go with a deleted collection), and a missing term is a no-op.
         for k in deletes:
-            by_index.setdefault((k.tenant, self.languages.of(k.collection)), ([], []))[1].append(k)
+            for lang in self.languages.languages():
+                if (k.tenant, lang) in by_index or self._tenant(k.tenant, lang, create=False) is not None:
+                    by_index.setdefault((k.tenant, lang), ([], []))[1].append(k)
         for (tenant, lang), (ds, dels) in by_index.items():
             idx = self._tenant(tenant, lang, create=True)
             assert idx is not None
@@ -229,6 +235,7 @@ class TantivyLexicalIndex:
         The text is analysed in the index's language (OpenSearch's `match` does the same with
         each language's fields)."""
         terms = self.terms(text, idx.lang)
+        langs: dict[tuple[str, str], Language] = {}  # one settings read per collection of the batch
         if not terms:
             return None
         schema = idx.schema
@@ -268,7 +275,7 @@ class TantivyLexicalIndex:
     def _searched(self, flt: SearchFilter, text: str) -> list[tuple[_TenantIndex, Query]]:
         """The tenant's index of each language in the filter's scope that exists, with its query."""
         out = []
-        for lang in self.languages.in_scope(flt.collections):
+        for lang in self.languages.in_scope(flt.collections, flt.tenant):
             idx = self._tenant(flt.tenant, lang, create=False)
             query = self._query(idx, flt, text) if idx is not None else None
             if idx is not None and query is not None:
@@ -307,7 +314,7 @@ class TantivyLexicalIndex:
                 continue
             if not facets.permits(flt, d.key.ref, d.fields):
                 continue
-            lang_gens = gens.get(self.languages.of(d.key.collection))
+            lang_gens = gens.get(self.languages.for_doc(d.key.tenant, d.key.collection, fresh=False))
             if lang_gens is None:  # its language's index holds nothing of this tenant
                 continue
             title, body = _text_fields(d)

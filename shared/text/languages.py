@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from shared.text import stopwords
@@ -72,6 +72,11 @@ class LanguageMap:
 
     default: Language = ENGLISH
     collections: Mapping[str, Language] = field(default_factory=dict)
+    # A collection's stored setting (shared/collection_settings.py): (tenant, collection, fresh)
+    # -> a language code or None. Only languages of the map itself are honoured (the indexes
+    # have analyzers and fields for those alone), and it never enters the stamp: a setting
+    # changes where a collection's documents go, not the index's layout.
+    resolve: Callable[[str, str, bool], str | None] | None = field(default=None, compare=False, repr=False)
 
     @classmethod
     def parse(cls, default: str = "en", collections: Mapping[str, str] | None = None) -> LanguageMap:
@@ -80,16 +85,27 @@ class LanguageMap:
     def of(self, collection: str) -> Language:
         return self.collections.get(collection, self.default)
 
+    def for_doc(self, tenant: str, collection: str, fresh: bool = True) -> Language:
+        """The language of a tenant's collection: its stored setting when it has one (`fresh`:
+        read now, as where a document is indexed; else as recently cached, as a search does)."""
+        code = self.resolve(tenant, collection, fresh) if self.resolve is not None else None
+        if code is not None:
+            for lang in self.languages():
+                if lang.code == code:
+                    return lang
+        return self.of(collection)
+
     def languages(self) -> list[Language]:
         """Every language in use, the default first: the index's fields and analyzers."""
         rest = sorted({lang.code: lang for lang in self.collections.values()}.values(), key=lambda x: x.code)
         return list({lang.code: lang for lang in [self.default, *rest]}.values())
 
-    def in_scope(self, collections: Sequence[str] | None) -> list[Language]:
+    def in_scope(self, collections: Sequence[str] | None, tenant: str | None = None) -> list[Language]:
         """The languages a search over `collections` (None: all of the tenant's) must query."""
         if collections is None:
             return self.languages()
-        return list({lang.code: lang for lang in map(self.of, collections)}.values())
+        found = (self.for_doc(tenant, c, fresh=False) if tenant is not None else self.of(c) for c in collections)
+        return list({lang.code: lang for lang in found}.values())
 
     def stamp(self) -> str:
         """What an index built with this map must record beside its schema version: empty for

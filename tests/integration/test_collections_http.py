@@ -203,7 +203,7 @@ def test_names_are_bounded_at_every_door(app: Served, call: tuple[str, str, Any]
 
 def test_a_settings_change_reaches_another_api_process_within_the_ttl(tmp_path: Path) -> None:
     data = tmp_path / "data"
-    env = {"VIBE_COLLECTION_SETTINGS_TTL_SECONDS": "0.5"}
+    env = {"VIBE_COLLECTION_SETTINGS_TTL_SECONDS": "0.5", "VIBE_COLLECTION_LANGUAGES": '{"names": "simple"}'}
     with served(data, env=env) as a, served(data, env=env) as b:
         pair = [{"_id": "x", "title": "Same title", "body": "one body"},
                 {"_id": "y", "title": "Same title", "body": "another body"}]
@@ -220,3 +220,31 @@ def test_a_settings_change_reaches_another_api_process_within_the_ttl(tmp_path: 
 
         assert _until(honoured, timeout=10)
         assert b.call("GET", "/v1/collections/emb/settings", "k-admin-a").json()["embedFields"] == ["title"]
+
+        # the language set through `a` decides how `b` indexes and searches the collection
+        assert a.call("PUT", "/v1/collections/lang/settings", "k-admin-a", {"language": "simple"}).status_code == 200
+        assert b.put("k-admin-a", "lang", "w", {"title": "Running shoes"}).status_code == 201
+        assert _until(lambda: _found(b, "lang", "running") == ["w"], timeout=10)
+        assert _found(b, "lang", "run") == []  # not stemmed: analysed as `simple` in b too
+
+
+def _found(app: Served, collection: str, q: str) -> list[str]:
+    out = app.read("k-admin-a", collection=collection, q=q, semantic={"strategy": "keyword"}).json()
+    return [h["id"] for h in out["results"]]
+
+
+def test_a_stored_language_decides_how_a_collection_is_analysed(app: Served) -> None:
+    doc = {"title": "Running shoes", "body": "the quick runners"}
+    assert app.put("k-admin-a", "words-en", "w", doc).status_code == 201
+    assert _found(app, "words-en", "run") == ["w"]  # English stems: running -> run
+    r = app.call("PUT", "/v1/collections/words/settings", "k-admin-a", {"language": "simple"})
+    assert r.status_code == 200 and r.json()["language"] == "simple"
+    assert app.put("k-admin-a", "words", "w", doc).status_code == 201
+    assert _found(app, "words", "run") == []  # `simple`: no stemming
+    assert _found(app, "words", "running") == ["w"]
+    listed = {c["name"]: c for c in app.call("GET", "/v1/collections", "k-admin-a").json()["collections"]}
+    assert listed["words"]["language"] == "simple" and listed["words-en"]["language"] == "en"
+    # deleted with its collection: the documents leave the `simple` index too
+    assert app.call("DELETE", "/v1/collections/words", "k-admin-a").status_code == 200
+    assert app.put("k-admin-a", "words", "w2", {"title": "Walking"}).status_code == 201
+    assert _found(app, "words", "running") == [] and _found(app, "words", "walk") == ["w2"]  # English again

@@ -30,7 +30,8 @@ OPTIONAL_AUTH = {("GET", "/metrics")}  # a bearer only with VIBE_METRICS_TOKEN
 # The success statuses each handler answers (JSONResponse(status_code=...)); the rest answer 200.
 SUCCESS = {("PUT", "/v1/collections/{collection}/docs/{doc_id}"): {"200", "201"},
            ("POST", "/semantic/reindex"): {"202"}, ("POST", "/semantic/spaces"): {"202"},
-           ("POST", "/v1/keys"): {"201"}, ("POST", "/v1/tokens"): {"201"}, ("DELETE", "/v1/keys/{key_id}"): {"204"}}
+           ("POST", "/v1/keys"): {"201"}, ("POST", "/v1/tokens"): {"201"}, ("DELETE", "/v1/keys/{key_id}"): {"204"},
+           ("DELETE", "/v1/collections/{collection}"): {"200", "202"}}
 NO_CONTENT = {("DELETE", "/v1/keys/{key_id}")}  # 204: no body to declare
 # Bodies read with `json_body` that may be empty (no Content-Length: `{}`).
 OPTIONAL_BODY = {("POST", "/semantic/reindex"), ("POST", "/semantic/spaces/{space}/activate")}
