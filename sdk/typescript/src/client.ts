@@ -8,7 +8,7 @@ import type {
   Activated, Backfills, BulkAnswer, BulkDoc, BulkItem, Coverage, CreateSpaceBody, DeadLetters, DeleteAnswer,
   DocFields, Evicted, EvictBody, Explanation, GotDoc, Health, Lag, MgetAnswer, Migrating, Mismatch, Promoted,
   Demoted, Promotions, PutAnswer, SchedulerView, QueueDepth, ReadAnswer, ReadBody, ReadEvent, ReindexBody, Reindexing,
-  DocStatus, FollowUpView, Spaces, Usage,
+  DocStatus, FollowUpView, Spaces, Usage, KeyBody, KeyCreated, Keys, TokenBody, TokenCreated,
 } from "./types.js";
 
 export type FetchLike = (input: string, init: RequestInit) => Promise<Response>;
@@ -270,6 +270,35 @@ export class Client {
   touch(page: { after?: string; limit?: number } = {}, options: CallOptions = {}): Promise<FollowUpView> {
     const path = "/semantic/touch" + query({ after: page.after, limit: page.limit?.toString() });
     return this.json({ method: "GET", path, idempotent: true, ...options });
+  }
+
+  // -- keys (scope `admin`) and end-user tokens (any key); never retried: a second call makes a second one --
+
+  /** A new key of the tenant; its secret `key` is in this answer only. */
+  createKey(body: KeyBody, options: CallOptions = {}): Promise<KeyCreated> {
+    return this.json({ method: "POST", path: "/v1/keys", body, idempotent: false, ...options });
+  }
+
+  /** The tenant's keys (bootstrap ones flagged), never a secret. */
+  listKeys(options: CallOptions = {}): Promise<Keys> {
+    return this.json({ method: "GET", path: "/v1/keys", idempotent: true, ...options });
+  }
+
+  /** Revoke a key: it and its tokens are refused everywhere within a second (204, no body). */
+  async revokeKey(id: string, options: CallOptions = {}): Promise<void> {
+    const [response, scope] = await this.send({ method: "DELETE", path: `/v1/keys/${seg(id)}`, idempotent: false,
+                                                ...options });
+    try {
+      await response.arrayBuffer();
+    } finally {
+      scope.end();
+    }
+  }
+
+  /** A signed, expiring token for one end user (use it as another client's `apiKey`); `filter` is
+   * ANDed to every read made with it. */
+  createToken(body: TokenBody = {}, options: CallOptions = {}): Promise<TokenCreated> {
+    return this.json({ method: "POST", path: "/v1/tokens", body, idempotent: false, ...options });
   }
 
   health(options: CallOptions = {}): Promise<Health> {

@@ -60,6 +60,78 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/collections": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** List Collections */
+        get: operations["list_collections_v1_collections_get"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/collections/{collection}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /** Delete Collection */
+        delete: operations["delete_collection_v1_collections__collection__delete"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/collections/{collection}/docs:deleteByFilter": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Delete By Filter */
+        post: operations["delete_by_filter_v1_collections__collection__docs_deleteByFilter_post"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/collections/{collection}/settings": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Get Settings */
+        get: operations["get_settings_v1_collections__collection__settings_get"];
+        /**
+         * Put Settings
+         * @description Only the keys sent change; `null` returns a setting to the deployment's default.
+         */
+        put: operations["put_settings_v1_collections__collection__settings_put"];
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/read": {
         parameters: {
             query?: never;
@@ -449,6 +521,70 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/keys": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Get Keys */
+        get: operations["get_keys_v1_keys_get"];
+        put?: never;
+        /**
+         * Post Key
+         * @description A new key of the caller's tenant, with scopes within the caller's own. 409 `conflict`
+         *     when the tenant holds VIBE_MAX_KEYS_PER_TENANT keys already.
+         */
+        post: operations["post_key_v1_keys_post"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/keys/{key_id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /**
+         * Delete Key
+         * @description 403 `forbidden` (details.reason `bootstrap_key`) for a key of VIBE_API_KEYS; 404 for an
+         *     id the tenant has no key of (another tenant's keys look absent).
+         */
+        delete: operations["delete_key_v1_keys__key_id__delete"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/tokens": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Post Token
+         * @description Admin keys may name any principals and certificates of their tenant; other keys only
+         *     their own (403 `forbidden` otherwise). Scopes are within the key's own either way.
+         */
+        post: operations["post_token_v1_tokens_post"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
 }
 export type webhooks = Record<string, never>;
 export interface components {
@@ -536,6 +672,68 @@ export interface components {
             /** Bytes */
             bytes: number;
         };
+        /** CollectionDeleted */
+        CollectionDeleted: {
+            /** Collection */
+            collection: string;
+            /**
+             * State
+             * @enum {string}
+             */
+            state: "deleted" | "deleting";
+            /**
+             * Deleted
+             * @description documents removed by this process's deletion so far
+             */
+            deleted: number;
+            /**
+             * Remaining
+             * @description documents of the collection still stored
+             */
+            remaining: number;
+        };
+        /** CollectionItem */
+        CollectionItem: {
+            /** Name */
+            name: string;
+            /**
+             * Documents
+             * @description documents in the collection (admin keys only)
+             */
+            documents?: number | null;
+            /**
+             * Language
+             * @description the lexical analysis language (ISO code, or `simple`)
+             */
+            language: string;
+            /**
+             * Eager
+             * @description embedded on write (promoted); see /semantic/promote
+             */
+            eager: boolean;
+            /**
+             * Embedfields
+             * @description the fields whose text is embedded (null: every field)
+             */
+            embedFields: string[] | null;
+            /**
+             * Filterablefields
+             * @description fields with vector payload indexes (null: default)
+             */
+            filterableFields: string[] | null;
+        } & {
+            [key: string]: unknown;
+        };
+        /** CollectionList */
+        CollectionList: {
+            /** Collections */
+            collections: components["schemas"]["CollectionItem"][];
+            /**
+             * Next
+             * @description pass as `after` for the next page (null: this was the last)
+             */
+            next: string | null;
+        };
         /** CollectionMode */
         CollectionMode: {
             /** Collection */
@@ -560,6 +758,24 @@ export interface components {
             } | null;
         } & {
             [key: string]: unknown;
+        };
+        /** CollectionSettingsAnswer */
+        CollectionSettingsOut: {
+            /** Collection */
+            collection: string;
+            /** Language */
+            language: string;
+            /** Embedfields */
+            embedFields: string[] | null;
+            /** Filterablefields */
+            filterableFields: string[] | null;
+            /** Eager */
+            eager: boolean;
+            /**
+             * Updatedat
+             * @description when the stored settings last changed (null: never set)
+             */
+            updatedAt: number | null;
         };
         /** Coverage */
         Coverage: {
@@ -633,6 +849,28 @@ export interface components {
         DeadLetters: {
             /** Deadletters */
             deadLetters: components["schemas"]["DeadLetter"][];
+        };
+        /** DeletedByFilter */
+        DeletedByFilter: {
+            /** Collection */
+            collection: string;
+            /** Deleted */
+            deleted: number;
+            /**
+             * Examined
+             * @description documents looked at by this call
+             */
+            examined: number;
+            /**
+             * More
+             * @description true: call again with `after` to go on
+             */
+            more: boolean;
+            /**
+             * After
+             * @description where the next call goes on
+             */
+            after: string | null;
         };
         /** Demoted */
         Demoted: {
@@ -900,6 +1138,54 @@ export interface components {
              * @description with include.semantic
              */
             __semantic?: components["schemas"]["SemanticState"];
+        };
+        /** KeyCreated */
+        KeyCreated: {
+            /** Id */
+            id: string;
+            /**
+             * Key
+             * @description the secret: shown this once, stored only hashed
+             */
+            key: string;
+            /** Name */
+            name: string;
+            /** Principals */
+            principals: string[];
+            /** Certs */
+            certs: string[];
+            /** Scopes */
+            scopes: string[];
+            /** Createdat */
+            createdAt: string;
+        };
+        /** KeyView */
+        KeyView: {
+            /** Id */
+            id: string;
+            /** Name */
+            name: string;
+            /** Principals */
+            principals: string[];
+            /** Certs */
+            certs: string[];
+            /** Scopes */
+            scopes: string[];
+            /**
+             * Createdat
+             * @description null for a bootstrap key
+             */
+            createdAt: string | null;
+            /**
+             * Bootstrap
+             * @description a key of VIBE_API_KEYS: listed, never deletable through the API
+             */
+            bootstrap: boolean;
+        };
+        /** Keys */
+        Keys: {
+            /** Keys */
+            keys: components["schemas"]["KeyView"][];
         };
         /** Lag */
         Lag: {
@@ -1330,6 +1616,16 @@ export interface components {
             /** Spaces */
             spaces: components["schemas"]["Space"][];
         };
+        /** TokenCreated */
+        TokenCreated: {
+            /**
+             * Token
+             * @description use as `Authorization: Bearer <token>` wherever a key is
+             */
+            token: string;
+            /** Expiresat */
+            expiresAt: string;
+        };
         /** Usage */
         Usage: {
             /** Collection */
@@ -1493,7 +1789,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description unauthorized: no bearer key, or an unknown key */
+            /** @description unauthorized: no bearer key, or an unknown, revoked or expired key or token */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -1603,7 +1899,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description unauthorized: no bearer key, or an unknown key */
+            /** @description unauthorized: no bearer key, or an unknown, revoked or expired key or token */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -1691,7 +1987,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description unauthorized: no bearer key, or an unknown key */
+            /** @description unauthorized: no bearer key, or an unknown, revoked or expired key or token */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -1794,7 +2090,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description unauthorized: no bearer key, or an unknown key */
+            /** @description unauthorized: no bearer key, or an unknown, revoked or expired key or token */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -1891,7 +2187,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description unauthorized: no bearer key, or an unknown key */
+            /** @description unauthorized: no bearer key, or an unknown, revoked or expired key or token */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -1902,6 +2198,481 @@ export interface operations {
             };
             /** @description forbidden: the key lacks the route's scope */
             403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description payload_too_large */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description rate_limited: over the tenant's request rate (see `Retry-After`) */
+            429: {
+                headers: {
+                    /** @description whole seconds until a request will be admitted */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description internal_error */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description any other client error, with the same error body */
+            "4XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    list_collections_v1_collections_get: {
+        parameters: {
+            query?: {
+                /** @description a name: the page after it */
+                after?: string;
+                limit?: number;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description the tenant's collections */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["CollectionList"];
+                };
+            };
+            /** @description invalid_params: the request is malformed or out of bounds */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description unauthorized: no bearer key, or an unknown, revoked or expired key or token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description forbidden: the key lacks the route's scope */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description rate_limited: over the tenant's request rate (see `Retry-After`) */
+            429: {
+                headers: {
+                    /** @description whole seconds until a request will be admitted */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description internal_error */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description any other client error, with the same error body */
+            "4XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    delete_collection_v1_collections__collection__delete: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                collection: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description the collection is gone */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["CollectionDeleted"];
+                };
+            };
+            /** @description deleting: progress so far */
+            202: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["CollectionDeleted"];
+                };
+            };
+            /** @description invalid_params: the request is malformed or out of bounds */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description unauthorized: no bearer key, or an unknown, revoked or expired key or token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description forbidden: the key lacks the route's scope */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description rate_limited: over the tenant's request rate (see `Retry-After`) */
+            429: {
+                headers: {
+                    /** @description whole seconds until a request will be admitted */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description internal_error */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description any other client error, with the same error body */
+            "4XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    delete_by_filter_v1_collections__collection__docs_deleteByFilter_post: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                collection: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    /**
+                     * Filter
+                     * @description the /v1/read filter grammar; {} matches every readable document
+                     */
+                    filter: {
+                        [key: string]: unknown;
+                    };
+                    /**
+                     * Limit
+                     * @description documents to delete at most (default and bound: VIBE_DELETE_BY_FILTER_MAX)
+                     */
+                    limit?: number | null;
+                    /**
+                     * After
+                     * @description the `after` of the previous answer
+                     */
+                    after?: string | null;
+                };
+            };
+        };
+        responses: {
+            /** @description the matching readable documents deleted (a bounded page) */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["DeletedByFilter"];
+                };
+            };
+            /** @description invalid_params: the request is malformed or out of bounds */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description unauthorized: no bearer key, or an unknown, revoked or expired key or token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description forbidden: the key lacks the route's scope */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description payload_too_large */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description rate_limited: over the tenant's request rate (see `Retry-After`) */
+            429: {
+                headers: {
+                    /** @description whole seconds until a request will be admitted */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description internal_error */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description any other client error, with the same error body */
+            "4XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    get_settings_v1_collections__collection__settings_get: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                collection: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description the collection's settings as every process applies them */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["CollectionSettingsOut"];
+                };
+            };
+            /** @description invalid_params: the request is malformed or out of bounds */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description unauthorized: no bearer key, or an unknown, revoked or expired key or token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description forbidden: the key lacks the route's scope */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description rate_limited: over the tenant's request rate (see `Retry-After`) */
+            429: {
+                headers: {
+                    /** @description whole seconds until a request will be admitted */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description internal_error */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description any other client error, with the same error body */
+            "4XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    put_settings_v1_collections__collection__settings_put: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                collection: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    /**
+                     * Language
+                     * @description null: the deployment's default for it
+                     */
+                    language?: string | null;
+                    /**
+                     * Embedfields
+                     * @description null: VIBE_EMBED_FIELDS or every field
+                     */
+                    embedFields?: string[] | null;
+                    /**
+                     * Filterablefields
+                     * @description null: the vector index's default
+                     */
+                    filterableFields?: string[] | null;
+                    /**
+                     * Eager
+                     * @description the promotion state (as /semantic/promote)
+                     */
+                    eager?: boolean | null;
+                };
+            };
+        };
+        responses: {
+            /** @description the settings now stored */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["CollectionSettingsOut"];
+                };
+            };
+            /** @description invalid_params: the request is malformed or out of bounds */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description unauthorized: no bearer key, or an unknown, revoked or expired key or token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description forbidden: the key lacks the route's scope */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description conflict or dimension_mismatch: the request contradicts the current state */
+            409: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -2095,7 +2866,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description unauthorized: no bearer key, or an unknown key */
+            /** @description unauthorized: no bearer key, or an unknown, revoked or expired key or token */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -2182,7 +2953,7 @@ export interface operations {
                     "application/json": components["schemas"]["Explanation"];
                 };
             };
-            /** @description unauthorized: no bearer key, or an unknown key */
+            /** @description unauthorized: no bearer key, or an unknown, revoked or expired key or token */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -2272,7 +3043,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description unauthorized: no bearer key, or an unknown key */
+            /** @description unauthorized: no bearer key, or an unknown, revoked or expired key or token */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -2351,7 +3122,7 @@ export interface operations {
                     "application/json": components["schemas"]["Coverage"];
                 };
             };
-            /** @description unauthorized: no bearer key, or an unknown key */
+            /** @description unauthorized: no bearer key, or an unknown, revoked or expired key or token */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -2418,7 +3189,7 @@ export interface operations {
                     "application/json": components["schemas"]["QueueDepth"];
                 };
             };
-            /** @description unauthorized: no bearer key, or an unknown key */
+            /** @description unauthorized: no bearer key, or an unknown, revoked or expired key or token */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -2485,7 +3256,7 @@ export interface operations {
                     "application/json": components["schemas"]["Lag"];
                 };
             };
-            /** @description unauthorized: no bearer key, or an unknown key */
+            /** @description unauthorized: no bearer key, or an unknown, revoked or expired key or token */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -2552,7 +3323,7 @@ export interface operations {
                     "application/json": components["schemas"]["Mismatch"];
                 };
             };
-            /** @description unauthorized: no bearer key, or an unknown key */
+            /** @description unauthorized: no bearer key, or an unknown, revoked or expired key or token */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -2695,7 +3466,7 @@ export interface operations {
                     "text/plain": string;
                 };
             };
-            /** @description unauthorized: no bearer key, or an unknown key */
+            /** @description unauthorized: no bearer key, or an unknown, revoked or expired key or token */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -2769,7 +3540,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description unauthorized: no bearer key, or an unknown key */
+            /** @description unauthorized: no bearer key, or an unknown, revoked or expired key or token */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -2873,7 +3644,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description unauthorized: no bearer key, or an unknown key */
+            /** @description unauthorized: no bearer key, or an unknown, revoked or expired key or token */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -2961,7 +3732,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description unauthorized: no bearer key, or an unknown key */
+            /** @description unauthorized: no bearer key, or an unknown, revoked or expired key or token */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -3028,7 +3799,7 @@ export interface operations {
                     "application/json": components["schemas"]["Promotions"];
                 };
             };
-            /** @description unauthorized: no bearer key, or an unknown key */
+            /** @description unauthorized: no bearer key, or an unknown, revoked or expired key or token */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -3095,7 +3866,7 @@ export interface operations {
                     "application/json": components["schemas"]["SchedulerView"];
                 };
             };
-            /** @description unauthorized: no bearer key, or an unknown key */
+            /** @description unauthorized: no bearer key, or an unknown, revoked or expired key or token */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -3162,7 +3933,7 @@ export interface operations {
                     "application/json": components["schemas"]["Backfills"];
                 };
             };
-            /** @description unauthorized: no bearer key, or an unknown key */
+            /** @description unauthorized: no bearer key, or an unknown, revoked or expired key or token */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -3253,7 +4024,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description unauthorized: no bearer key, or an unknown key */
+            /** @description unauthorized: no bearer key, or an unknown, revoked or expired key or token */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -3343,7 +4114,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description unauthorized: no bearer key, or an unknown key */
+            /** @description unauthorized: no bearer key, or an unknown, revoked or expired key or token */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -3410,7 +4181,7 @@ export interface operations {
                     "application/json": components["schemas"]["Spaces"];
                 };
             };
-            /** @description unauthorized: no bearer key, or an unknown key */
+            /** @description unauthorized: no bearer key, or an unknown, revoked or expired key or token */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -3510,7 +4281,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description unauthorized: no bearer key, or an unknown key */
+            /** @description unauthorized: no bearer key, or an unknown, revoked or expired key or token */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -3626,7 +4397,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description unauthorized: no bearer key, or an unknown key */
+            /** @description unauthorized: no bearer key, or an unknown, revoked or expired key or token */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -3729,7 +4500,7 @@ export interface operations {
                     "application/json": components["schemas"]["DeadLetters"];
                 };
             };
-            /** @description unauthorized: no bearer key, or an unknown key */
+            /** @description unauthorized: no bearer key, or an unknown, revoked or expired key or token */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -3810,7 +4581,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description unauthorized: no bearer key, or an unknown key */
+            /** @description unauthorized: no bearer key, or an unknown, revoked or expired key or token */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -3821,6 +4592,394 @@ export interface operations {
             };
             /** @description forbidden: the key lacks the route's scope */
             403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description rate_limited: over the tenant's request rate (see `Retry-After`) */
+            429: {
+                headers: {
+                    /** @description whole seconds until a request will be admitted */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description internal_error */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description any other client error, with the same error body */
+            "4XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    get_keys_v1_keys_get: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description the tenant's keys, bootstrap ones first; never a secret */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Keys"];
+                };
+            };
+            /** @description unauthorized: no bearer key, or an unknown, revoked or expired key or token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description forbidden: the key lacks the route's scope */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description rate_limited: over the tenant's request rate (see `Retry-After`) */
+            429: {
+                headers: {
+                    /** @description whole seconds until a request will be admitted */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description internal_error */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description any other client error, with the same error body */
+            "4XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    post_key_v1_keys_post: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    /**
+                     * Name
+                     * @description a label for people; no control characters
+                     */
+                    name: string;
+                    /**
+                     * Principals
+                     * @description principals (document ACL entries) the key reads as
+                     */
+                    principals: string[];
+                    /**
+                     * Certs
+                     * @description certificates held (`issuer:name`)
+                     */
+                    certs?: string[] | null;
+                    /**
+                     * Scopes
+                     * @description within the creating key's own scopes
+                     */
+                    scopes: ("read" | "write" | "admin")[];
+                };
+            };
+        };
+        responses: {
+            /** @description the key; its secret `key` is never shown again */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["KeyCreated"];
+                };
+            };
+            /** @description invalid_params: the request is malformed or out of bounds */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description unauthorized: no bearer key, or an unknown, revoked or expired key or token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description forbidden: the key lacks the route's scope */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description conflict or dimension_mismatch: the request contradicts the current state */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description payload_too_large */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description rate_limited: over the tenant's request rate (see `Retry-After`) */
+            429: {
+                headers: {
+                    /** @description whole seconds until a request will be admitted */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description internal_error */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description any other client error, with the same error body */
+            "4XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    delete_key_v1_keys__key_id__delete: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                key_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description revoked: every API process answers 401 to the key and to every token it minted within VIBE_KEY_REFRESH_SECONDS */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description unauthorized: no bearer key, or an unknown, revoked or expired key or token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description forbidden: the key lacks the route's scope */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description not_found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description rate_limited: over the tenant's request rate (see `Retry-After`) */
+            429: {
+                headers: {
+                    /** @description whole seconds until a request will be admitted */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description internal_error */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description any other client error, with the same error body */
+            "4XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    post_token_v1_tokens_post: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    /**
+                     * Principals
+                     * @description default: the key's own; an admin key may name any principals of its tenant, another key only its own
+                     */
+                    principals?: string[] | null;
+                    /**
+                     * Certs
+                     * @description default: the key's own; the same rule as principals
+                     */
+                    certs?: string[] | null;
+                    /**
+                     * Scopes
+                     * @description default ["read"]; within the key's own scopes
+                     */
+                    scopes?: ("read" | "write" | "admin")[];
+                    /**
+                     * Ttlseconds
+                     * @description default VIBE_TOKEN_TTL_SECONDS (3600), at most VIBE_TOKEN_MAX_TTL_SECONDS (86400)
+                     */
+                    ttlSeconds?: number | null;
+                    /**
+                     * Filter
+                     * @description ANDed to every read made with the token (the grammar of /v1/read `filter`)
+                     */
+                    filter?: null | {
+                        [key: string]: string | number | boolean | {
+                            eq: string | number | boolean;
+                        } | {
+                            in: (string | number | boolean)[];
+                        } | {
+                            gt?: number;
+                            gte?: number;
+                            lt?: number;
+                            lte?: number;
+                        };
+                    };
+                };
+            };
+        };
+        responses: {
+            /** @description a signed token for one end user */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["TokenCreated"];
+                };
+            };
+            /** @description invalid_params: the request is malformed or out of bounds */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description unauthorized: no bearer key, or an unknown, revoked or expired key or token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description forbidden: the key lacks the route's scope */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description payload_too_large */
+            413: {
                 headers: {
                     [name: string]: unknown;
                 };

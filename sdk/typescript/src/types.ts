@@ -75,6 +75,13 @@ export type Spaces = Schemas["Spaces"];
 export type Health = Schemas["Health"];
 export type Evicted = Schemas["Evicted"];
 export type EvictBody = In<"/semantic/evict", "post">;
+/** `POST /v1/keys`'s body and answer (the secret `key` is in this answer only). */
+export type KeyBody = In<"/v1/keys", "post">;
+export type KeyCreated = Schemas["KeyCreated"];
+export type Keys = Schemas["Keys"];
+/** `POST /v1/tokens`'s body and answer. */
+export type TokenBody = In<"/v1/tokens", "post">;
+export type TokenCreated = Schemas["TokenCreated"];
 export type Migrating = Schemas["Migrating"];
 export type CreateSpaceBody = In<"/semantic/spaces", "post">;
 export type Activated = Schemas["Activated"];

@@ -231,6 +231,30 @@ describe("admin", () => {
   });
 });
 
+describe("keys and end-user tokens", () => {
+  test("createKey, listKeys, createToken (a filtered token reads within its filter), revokeKey", async () => {
+    const coll = COLL + "-kt";
+    await admin.put(coll, "red", { team: "red", title: "lantern red" });
+    await admin.put(coll, "blue", { team: "blue", title: "lantern blue" });
+    const made = await admin.createKey({ name: "ts bot", principals: ["user:bot"], scopes: ["read"] });
+    assert.ok(made.key.startsWith("vsk_"));
+    const listed = await admin.listKeys();
+    assert.ok(listed.keys.some((k) => k.id === made.id && !k.bootstrap));
+    assert.ok(!JSON.stringify(listed).includes(made.key));
+    const bot = new Client({ baseUrl: BASE, apiKey: made.key });
+    const minted = await bot.createToken({ filter: { team: "red" }, ttlSeconds: 600 });
+    await rejectsWith(bot.createToken({ principals: ["user:admin"] }), "forbidden", 403);
+    const user = new Client({ baseUrl: BASE, apiKey: minted.token });
+    const answer = await user.read({ collection: coll, q: "lantern", semantic: { strategy: "keyword" } });
+    assert.deepEqual(answer.results.map((r) => r.id), ["red"]);
+    await admin.revokeKey(made.id);
+    await rejectsWith(admin.revokeKey(made.id), "not_found", 404);
+    await rejectsWith(new Client({ baseUrl: BASE, apiKey: made.key, retries: 0 }).listKeys(), "unauthorized", 401);
+    const boot = listed.keys.find((k) => k.bootstrap);
+    await rejectsWith(admin.revokeKey(boot.id), "forbidden", 403);
+  });
+});
+
 describe("retries against a stand-in (429 and 503 with Retry-After)", () => {
   let server;
   let url;
