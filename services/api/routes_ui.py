@@ -13,6 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from fastapi import APIRouter
+from fastapi.openapi.docs import get_swagger_ui_html
 from fastapi.responses import Response
 
 from shared.errors import ErrorCode, VibeError
@@ -58,3 +59,36 @@ async def page() -> Response:
 @router.get("/ui/{name}")
 async def asset(name: str) -> Response:
     return _file(name)
+
+
+# /docs (Swagger UI) from this server's own copy of swagger-ui-dist (vendored into the same
+# committed build by build_ui.mjs): no CDN, so the page works offline, and no third-party
+# script runs on a page where an operator types a key. The key typed there is not kept in the
+# browser's storage (persistAuthorization off).
+DOCS_FILES = {
+    "swagger-ui-bundle.js": "text/javascript; charset=utf-8",
+    "swagger-ui.css": "text/css; charset=utf-8",
+    "favicon-32x32.png": "image/png",
+}
+DOCS_HEADERS = {"Cache-Control": "no-store", "X-Content-Type-Options": "nosniff", "Referrer-Policy": "no-referrer",
+                "X-Frame-Options": "DENY"}
+
+
+@router.get("/docs")
+async def docs() -> Response:
+    html = get_swagger_ui_html(openapi_url="/openapi.json", title="vibe-semantic - Swagger UI",
+                               swagger_js_url="/docs/swagger-ui-bundle.js", swagger_css_url="/docs/swagger-ui.css",
+                               swagger_favicon_url="/docs/favicon-32x32.png",
+                               swagger_ui_parameters={"persistAuthorization": False})
+    html.headers.update(DOCS_HEADERS)
+    return html
+
+
+@router.get("/docs/{name}")
+async def docs_asset(name: str) -> Response:
+    media = DOCS_FILES.get(name)
+    path = UI_DIR / name
+    if media is None or not path.is_file():
+        raise VibeError(ErrorCode.NOT_FOUND, "no such file" if media is None else
+                        "the /docs assets are missing (cd sdk/typescript && npm ci && npm run build:ui)")
+    return Response(path.read_bytes(), media_type=media, headers=DOCS_HEADERS)

@@ -59,6 +59,26 @@ try {
   assert.ok(seen.every((ids) => !ids.includes("secret")), JSON.stringify(seen));
   assert.equal(await page.$$eval("#coverage *, #promotions *, #queue *", (els) => els.length), 0);
   console.log("ok - reader again: the admin's results and admin answers were cleared");
+
+  // a link carrying another key, opened in this tab (which keeps the reader's key in its
+  // sessionStorage): asked first; declined, the reader's key stays and the link's query runs with it
+  const link = `${BASE}/ui?collection=acl&q=quarterly%20report&strategy=keyword#key=${encodeURIComponent(ADMIN)}`;
+  await page.goto("about:blank");
+  await page.goto(link);
+  await page.waitForSelector("#key-offer:not([hidden])");
+  assert.equal(await page.evaluate(() => location.hash), ""); // out of the address bar at once
+  assert.equal(await page.getAttribute("#results", "data-phase"), "idle"); // nothing runs before the answer
+  await page.click("#key-offer-keep");
+  await done();
+  assert.deepEqual(await shown(), ["public"]);
+  // accepted: the link's key is used from then on
+  await page.goto("about:blank");
+  await page.goto(link);
+  await page.waitForSelector("#key-offer:not([hidden])");
+  await page.click("#key-offer-use");
+  await done();
+  assert.deepEqual(await shown(), ["public", "secret"]);
+  console.log("ok - a link's key replaces the tab's key only when the user says so");
 } finally {
   await browser.close();
 }

@@ -34,18 +34,3 @@ def test_the_worker_metrics_port_asks_for_the_token(tmp_path: Path, monkeypatch:
         httpd.shutdown()
         httpd.server_close()
 
-
-def test_docs_keep_no_key_in_browser_storage(tmp_path: Path) -> None:
-    from fastapi.testclient import TestClient
-
-    from services.api.app import create_app
-    from services.api.auth import KeyRing
-    from services.wiring import build
-    from shared.config import Settings
-
-    c = build(Settings(data_dir=tmp_path / "data", embedder="hash", scheduler_enabled=False))
-    try:
-        page = TestClient(create_app(c, KeyRing([]))).get("/docs").text
-        assert '"persistAuthorization": true' not in page.replace("True", "true")
-    finally:
-        c.store.close()

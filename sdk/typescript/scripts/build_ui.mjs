@@ -1,6 +1,6 @@
 // Builds the /ui page (services/api/ui/src → services/api/ui/dist): esbuild bundles app.ts with
 // the SDK's source (one ES module, no runtime fetches elsewhere), index.html and style.css are
-// copied. The build is committed so `make run` needs no Node; tests/e2e/test_ui_browser.py
+// copied, and so are swagger-ui-dist's bundle, stylesheet and icon for /docs. The build is committed so `make run` needs no Node; tests/e2e/test_ui_browser.py
 // rebuilds into a temporary directory and checks the committed one is identical.
 //   node scripts/build_ui.mjs [outdir]
 import { copyFile, mkdir } from "node:fs/promises";
@@ -29,4 +29,10 @@ await build({
   nodePaths: [resolve(here, "../node_modules")],
 });
 for (const f of ["index.html", "style.css"]) await copyFile(join(ui, "src", f), join(out, f));
+// /docs serves Swagger UI from these copies (services/api/routes_ui.py), never from a CDN
+const swagger = resolve(here, "../node_modules/swagger-ui-dist");
+for (const f of ["swagger-ui-bundle.js", "swagger-ui.css", "favicon-32x32.png"]) {
+  await copyFile(join(swagger, f), join(out, f));
+}
+await copyFile(join(swagger, "LICENSE"), join(out, "swagger-ui.LICENSE")); // Apache-2.0: travels with the copy
 console.log(`built ${out}`);

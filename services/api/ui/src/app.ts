@@ -5,8 +5,9 @@
  *
  * The key: typed by the user or given as `#key=K` in the URL fragment (never sent to the server
  * in a URL: the fragment stays in the browser and is removed from the address bar at once), then
- * kept in memory and sessionStorage (this tab only). `/ui?collection=C&q=Q&strategy=S#key=K` runs
- * the query on load. */
+ * kept in memory and sessionStorage (this tab only). A link's key never replaces the one a tab
+ * already uses without asking (`offerKey`). `/ui?collection=C&q=Q&strategy=S#key=K` runs the
+ * query on load. */
 
 import { Client, VibeError } from "../../../../sdk/typescript/src/index.js";
 import type { Hit, ReadAnswer, ReadBody, Strategy, Warming } from "../../../../sdk/typescript/src/index.js";
@@ -444,21 +445,49 @@ function showTab(name: "search" | "admin"): void {
 
 // -- start -------------------------------------------------------------------------------
 
+function storedKey(): string | null {
+  try {
+    return sessionStorage.getItem(KEY_STORE);
+  } catch {
+    return null;
+  }
+}
+
+/** A `#key=` link opened in a tab that already uses another key: asked, never swapped silently.
+ * A link is anyone's to craft, and a silent swap would have the user search (and type queries)
+ * under a stranger's tenant without noticing. Resolves true when the link's key was taken. */
+function offerKey(offered: string): Promise<boolean> {
+  const box = $("key-offer");
+  box.hidden = false;
+  document.body.dataset.keyOffer = "open";
+  return new Promise((done) => {
+    const answer = (take: boolean) => () => {
+      box.hidden = true;
+      document.body.dataset.keyOffer = take ? "taken" : "kept";
+      $("key-offer-use").onclick = null;
+      $("key-offer-keep").onclick = null;
+      if (take) setKey(offered);
+      done(take);
+    };
+    $("key-offer-use").onclick = answer(true);
+    $("key-offer-keep").onclick = answer(false);
+  });
+}
+
 function start(): void {
   const fragment = new URLSearchParams(location.hash.slice(1));
-  const fromFragment = fragment.get("key");
+  const fromFragment = fragment.get("key")?.trim() || null;
+  const stored = storedKey();
+  let decided: Promise<boolean> | null = null;
   if (fromFragment) {
-    setKey(fromFragment);
     // out of the address bar and the history entry: a copied link or a screenshot never shows it
     history.replaceState(null, "", location.pathname + location.search);
+  }
+  if (fromFragment && stored && stored !== fromFragment) {
+    setKey(stored);
+    decided = offerKey(fromFragment);
   } else {
-    let stored: string | null = null;
-    try {
-      stored = sessionStorage.getItem(KEY_STORE);
-    } catch {
-      stored = null;
-    }
-    setKey(stored ?? "");
+    setKey(fromFragment ?? stored ?? "");
   }
 
   const params = new URLSearchParams(location.search);
@@ -497,7 +526,9 @@ function start(): void {
   $("admin-demote").addEventListener("click", () => void changePromotion(false));
 
   document.body.dataset.ready = "true";
-  if (q && client) search(true);
+  // a link's query runs once the key question is answered, under the key then in use
+  if (decided) void decided.then(() => { if (q && client) search(true); });
+  else if (q && client) search(true);
 }
 
 start();
