@@ -319,6 +319,27 @@ def activate_space(space: str, force: bool) -> Call[JSON]:
     return admin_post(f"/semantic/spaces/{seg(space)}/activate", {"force": force or None})
 
 
+# -- collections ------------------------------------------------------------------------------
+
+def collection_path(collection: str, rest: str = "") -> str:
+    return f"/v1/collections/{seg(collection)}{rest}"
+
+
+def delete_collection(collection: str) -> Call[JSON]:
+    """Repeating it reports progress (202 `deleting`) or resumes an interrupted delete: idempotent."""
+    return Call("DELETE", collection_path(collection), _json)
+
+
+def delete_by_filter(collection: str, filter: Mapping[str, Any], limit: int | None, after: str | None) -> Call[JSON]:
+    body = {"filter": dict(filter), "limit": limit, "after": after}
+    return Call("POST", collection_path(collection, "/docs:deleteByFilter"), _json,
+                json={k: v for k, v in body.items() if v is not None}, idempotent=False)
+
+
+def put_collection_settings(collection: str, settings: Mapping[str, Any]) -> Call[JSON]:
+    return Call("PUT", collection_path(collection, "/settings"), _json, json=dict(settings))
+
+
 # -- keys and end-user tokens (never repeated: a second call would make a second key or token) ---
 
 def create_key(name: str, principals: Sequence[str], scopes: Sequence[str], certs: Sequence[str] | None) -> Call[JSON]:

@@ -117,6 +117,34 @@ class JsonCalls(Generic[R]):
         disagree), by name, a page at a time (`after`: the previous page's `next`)."""
         return self._json(core.admin_get("/semantic/touch", after=after, limit=limit))
 
+    # -- collections -----------------------------------------------------------------------------
+
+    def list_collections(self, after: str | None = None, limit: int | None = None) -> R:
+        """`{collections: [{name, language, eager, embedFields, filterableFields, documents?}], next}`:
+        the tenant's collections by name (`documents` for admin keys only); `after`: the previous `next`."""
+        return self._json(core.admin_get("/v1/collections", after=after, limit=limit))
+
+    def delete_collection(self, collection: str) -> R:
+        """Remove the collection and everything kept for it (admin). `{state: "deleted"|"deleting",
+        deleted, remaining}`: while `deleting`, call again to follow (or resume) it."""
+        return self._json(core.delete_collection(collection))
+
+    def delete_by_filter(self, collection: str, filter: Mapping[str, Any], limit: int | None = None,
+                         after: str | None = None) -> R:
+        """Delete the documents of `filter` (the read filter grammar) this key may read, a bounded
+        number per call → `{deleted, examined, more, after}`; while `more`, call again with `after`.
+        Not retried."""
+        return self._json(core.delete_by_filter(collection, filter, limit, after))
+
+    def collection_settings(self, collection: str) -> R:
+        """`{language, embedFields, filterableFields, eager, updatedAt}` (admin)."""
+        return self._json(core.admin_get(core.collection_path(collection, "/settings")))
+
+    def put_collection_settings(self, collection: str, **settings: Any) -> R:
+        """Change the settings named (`language`, `embedFields`, `filterableFields`, `eager`; None:
+        back to the deployment's default); the others stay (admin)."""
+        return self._json(core.put_collection_settings(collection, settings))
+
     # -- keys (scope `admin`) and end-user tokens (any key) -------------------------------------
 
     def create_key(self, name: str, principals: Sequence[str], scopes: Sequence[str] = ("read",),
