@@ -9,6 +9,7 @@ import type {
   DocFields, Evicted, EvictBody, Explanation, GotDoc, Health, Lag, MgetAnswer, Migrating, Mismatch, Promoted,
   Demoted, Promotions, PutAnswer, SchedulerView, QueueDepth, ReadAnswer, ReadBody, ReadEvent, ReindexBody, Reindexing,
   DocStatus, FollowUpView, Spaces, Usage, KeyBody, KeyCreated, Keys, TokenBody, TokenCreated,
+  CollectionList, CollectionDeleted, DeleteByFilterBody, DeletedByFilter, CollectionSettingsBody, CollectionSettings,
 } from "./types.js";
 
 export type FetchLike = (input: string, init: RequestInit) => Promise<Response>;
@@ -270,6 +271,37 @@ export class Client {
   touch(page: { after?: string; limit?: number } = {}, options: CallOptions = {}): Promise<FollowUpView> {
     const path = "/semantic/touch" + query({ after: page.after, limit: page.limit?.toString() });
     return this.json({ method: "GET", path, idempotent: true, ...options });
+  }
+
+  // -- collections ------------------------------------------------------------------------
+
+  /** The tenant's collections by name with their settings (`documents` for admin keys only). */
+  listCollections(page: { after?: string; limit?: number } = {}, options: CallOptions = {}): Promise<CollectionList> {
+    const path = "/v1/collections" + query({ after: page.after, limit: page.limit?.toString() });
+    return this.json({ method: "GET", path, idempotent: true, ...options });
+  }
+
+  /** Remove a collection (admin): `state` "deleted", or "deleting" with progress (call again to follow). */
+  deleteCollection(collection: string, options: CallOptions = {}): Promise<CollectionDeleted> {
+    return this.json({ method: "DELETE", path: `/v1/collections/${seg(collection)}`, idempotent: true, ...options });
+  }
+
+  /** Delete the readable documents of a filter, a bounded page a call (`more`: call again with `after`). */
+  deleteByFilter(collection: string, body: DeleteByFilterBody, options: CallOptions = {}): Promise<DeletedByFilter> {
+    return this.json({ method: "POST", path: `/v1/collections/${seg(collection)}/docs:deleteByFilter`, body,
+                       idempotent: false, ...options });
+  }
+
+  collectionSettings(collection: string, options: CallOptions = {}): Promise<CollectionSettings> {
+    return this.json({ method: "GET", path: `/v1/collections/${seg(collection)}/settings`, idempotent: true,
+                       ...options });
+  }
+
+  /** Change the settings named (null: back to the default); the others stay (admin). */
+  putCollectionSettings(collection: string, body: CollectionSettingsBody,
+                        options: CallOptions = {}): Promise<CollectionSettings> {
+    return this.json({ method: "PUT", path: `/v1/collections/${seg(collection)}/settings`, body, idempotent: true,
+                       ...options });
   }
 
   // -- keys (scope `admin`) and end-user tokens (any key); never retried: a second call makes a second one --

@@ -89,3 +89,10 @@ export type Mismatch = Schemas["Mismatch"];
 export type Backfills = Schemas["Backfills"];
 export type DeadLetters = Schemas["DeadLetters"];
 export type FollowUpView = Schemas["FollowUpView"];
+/** Collections: the list, a delete's progress, delete by filter, settings. */
+export type CollectionList = Schemas["CollectionList"];
+export type CollectionDeleted = Schemas["CollectionDeleted"];
+export type DeleteByFilterBody = In<"/v1/collections/{collection}/docs:deleteByFilter", "post">;
+export type DeletedByFilter = Schemas["DeletedByFilter"];
+export type CollectionSettingsBody = In<"/v1/collections/{collection}/settings", "put">;
+export type CollectionSettings = Schemas["CollectionSettingsOut"];

@@ -255,6 +255,28 @@ describe("keys and end-user tokens", () => {
   });
 });
 
+describe("collections", () => {
+  test("listCollections, deleteByFilter, settings, deleteCollection", async () => {
+    const coll = COLL + "-c";
+    await admin.bulk(coll, [1, 2, 3, 4].map((i) => ({ _id: `n${i}`, title: `note ${i}`, kind: i % 2 ? "draft" : "final" })));
+    const listed = await admin.listCollections();
+    assert.equal(listed.collections.find((c) => c.name === coll).documents, 4);
+    const seen = (await reader.listCollections()).collections.find((c) => c.name === coll);
+    assert.equal(seen.documents, undefined); // counts for admin keys only
+    await rejectsWith(reader.deleteByFilter(coll, { filter: { kind: "draft" } }), "forbidden", 403);
+    const deleted = await admin.deleteByFilter(coll, { filter: { kind: "draft" } });
+    assert.equal(deleted.deleted, 2);
+    assert.equal(deleted.more, false);
+    const settings = await admin.putCollectionSettings(coll, { embedFields: ["title"] });
+    assert.deepEqual(settings.embedFields, ["title"]);
+    assert.deepEqual((await admin.collectionSettings(coll)).embedFields, ["title"]);
+    await rejectsWith(admin.putCollectionSettings(coll, { language: "klingon" }), "invalid_params", 400);
+    const gone = await admin.deleteCollection(coll);
+    assert.equal(gone.state, "deleted");
+    assert.equal(gone.remaining, 0);
+  });
+});
+
 describe("retries against a stand-in (429 and 503 with Retry-After)", () => {
   let server;
   let url;
