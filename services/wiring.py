@@ -599,11 +599,11 @@ def build(settings: Settings, embedder: Embedder | None = None, clock: Callable[
                       lexical_follower=follower.of_lexical(), foreground=foreground,
                       follow_ups=build_follow_ups(settings, store, cfg.touch),
                       backpressure=Backpressure(queue, settings.touch_backpressure_queue_depth, ttl=1.0),
-                      tenant_share=TenantShare(queue, settings.tenant_queue_bound(), ttl=1.0))
+                      tenant_share=(share := TenantShare(queue, settings.tenant_queue_bound(), ttl=1.0)))
     docs = DocumentService(store, follower, queue, handler.policy, EmbedFields(collections), spaces,
                            settings.max_doc_bytes, lambda tenant: _eager(store, tenant),
                            settings.write_sync_wait_seconds,
-                           (settings.acl_max_principal_bytes, settings.acl_max_bytes), budget)
+                           (settings.acl_max_principal_bytes, settings.acl_max_bytes), budget, share)
     embedded = settings.queue != "celery"
     # The embedded profile's reconciler runs on the scheduler thread (the distributed one is a
     # Celery beat task, services/worker/reconciler.py).

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from services.core.reserved import is_reserved_collection
+from shared.backpressure import TenantShare
 from shared.collection_settings import embed_fields_of
 from shared.errors import ErrorCode, VibeError, invalid
 from shared.indexing import Follower
@@ -101,6 +102,7 @@ class DocumentService:
         sync_wait: float = 0.0,
         acl_limits: tuple[int, int] = (512, 65_536),
         budget: Budget | None = None,
+        share: TenantShare | None = None,
     ):
         self.store = store
         self.follower = follower
@@ -111,6 +113,7 @@ class DocumentService:
         self.space = self.spaces.default
         self.acl_limits = acl_limits  # (bytes per principal, bytes in all): VIBE_ACL_MAX_*
         self.budget = budget  # the tenant's per-minute embedding bucket
+        self.share = share  # the tenant's share of the job queue (shared/backpressure.py TenantShare)
         self.max_doc_bytes = max_doc_bytes
         # The tenant's eager collections, read from the store at every write: a promotion made
         # by any replica or by the scheduler applies to the next write everywhere.
@@ -246,23 +249,31 @@ class DocumentService:
         return same
 
     def _within_budget(self, sidecars: list[SidecarEntry], old: dict[str, dict[DocKey, SidecarEntry]]) -> None:
-        """Eager embedding spends the tenant's per-minute bucket like every other path (V§12);
-        what it does not grant stays `none` and the scheduler's backfill of the eager collection
-        embeds it as the bucket refills. The write itself is never refused for cost."""
-        if self.budget is None:
+        """Eager embedding spends the tenant's per-minute bucket and its share of the job queue
+        like every other path (V§12); what they do not grant stays `none` and the scheduler's
+        backfill of the eager collection embeds it as the bucket refills. The write itself is never refused for cost."""
+        if self.budget is None and self.share is None:
             return
         fresh: dict[str, list[SidecarEntry]] = {}
         for s in sidecars:
             if s.status == SemanticStatus.QUEUED and _needs_job(s, old[s.space].get(s.key)):
                 fresh.setdefault(s.key.tenant, []).append(s)
         for tenant, rows in fresh.items():
-            granted = self.budget.take(tenant, len(rows))
-            if granted < len(rows) and not self.budget.reachable():
-                continue  # the bucket cannot be asked (Redis away): stay queued, as every write then does
+            # the tenant's share of the queue first (bulks into an eager collection filled it
+            # alone), so no bucket tokens are taken for jobs that are not queued
+            room = self.share.room(tenant) if self.share is not None else None
+            wanted = len(rows) if room is None else min(len(rows), room)
+            if wanted < len(rows):
+                METRICS.budget_denied.labels(budget="tenant_queue").inc(len(rows) - wanted)
+            granted = self.budget.take(tenant, wanted) if self.budget is not None else wanted
+            if granted < wanted and self.budget is not None and not self.budget.reachable():
+                granted = wanted  # the bucket cannot be asked (Redis away): stay queued, as every write then does
+            elif granted < wanted:
+                METRICS.budget_denied.labels(budget="tenant").inc(wanted - granted)
             for s in rows[granted:]:
                 s.status = SemanticStatus.NONE
-            if granted < len(rows):
-                METRICS.budget_denied.labels(budget="tenant").inc(len(rows) - granted)
+            if self.share is not None:
+                self.share.took(tenant, granted)
 
     def _transition(self, d: StoredDoc, old: SidecarEntry | None, eager: bool, space: str) -> SidecarEntry:
         allow = embed_fields_of(self.embed_fields, d.key.tenant, d.key.collection)

@@ -11,7 +11,7 @@ from services.planner.planner import ReadRequest
 from services.wiring import build
 from shared.backpressure import queued_total
 from shared.config import Settings
-from shared.model import EmbedJob, Principal, SemanticStatus
+from shared.model import CollectionMode, DocKey, EmbedJob, Principal, SemanticStatus
 
 ANN = Principal("ta", ("user:ann",), frozenset({"read", "write", "admin"}))
 BEA = Principal("tb", ("user:bea",), frozenset({"read", "write", "admin"}))
@@ -46,5 +46,23 @@ def test_a_rehydrating_tenant_stops_at_its_share_and_another_tenant_still_queues
         assert sum(s.status == SemanticStatus.QUEUED for s in sides.values()) == SHARE  # the rest wait
         # the task resumes where its share stopped it, once its jobs drain
         assert c.store.tasks("ta", running_only=True)
+    finally:
+        c.store.close()
+
+
+def test_bulk_writes_into_an_eager_collection_stop_at_the_share(tmp_path: Path) -> None:
+    c = build(Settings(data_dir=tmp_path / "data", embedder="hash", scheduler_enabled=False,
+                       tenant_queue_max=SHARE, per_tenant_per_min=1_000_000))
+    try:
+        now = c.store.clock()
+        for tenant in ("ta", "tb"):
+            c.store.set_collection_mode(CollectionMode(tenant, "e", "eager", now, "manual", True))
+        c.docs.put([c.docs.parse(ANN, "e", f"d{i}", _body(i)) for i in range(50)])  # one bulk at its bound
+        c.docs.put([c.docs.parse(ANN, "e", f"x{i}", _body(i)) for i in range(20)])  # and another
+        assert queued_total(c.queue.depth("ta")) == SHARE
+        sides = c.store.sidecars([DocKey("ta", "e", f"d{i}") for i in range(50)], c.settings.space)
+        assert sum(s.status == SemanticStatus.NONE for s in sides.values()) == 50 - SHARE  # the backfill's
+        c.docs.put([c.docs.parse(BEA, "e", f"d{i}", _body(i)) for i in range(5)])
+        assert queued_total(c.queue.depth("tb")) == 5  # the other tenant's eager writes still queue
     finally:
         c.store.close()
