@@ -13,6 +13,9 @@
    keyword searches (limit 500, the planner's candidate depth) with no metadata filter and with
    eq / in / range / id allow-list filters, and their ratio to the unfiltered search measured in
    the same run.
+   With `--opensearch URL` (or `auto`: a private node from deploy/opensearch-dev), the
+   distributed profile's adapter (OpenSearchLexicalIndex, the same analysis in the index template)
+   ranks the same documents beside it: both profiles must rank alike (within 0.01 nDCG@10).
 3. Languages in one tenant (issue #15 item 3). Each set's nDCG@10 alone and beside a French
    collection ten times its size (the other set's texts, `VIBE_COLLECTION_LANGUAGES`): a
    language's BM25 statistics must not move with another language's documents.
@@ -23,11 +26,13 @@ Writes bench/results/lexical-<timestamp>.json and .md.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import random
 import tempfile
 import time
+import uuid
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -65,6 +70,40 @@ def shipped(ds: Dataset, root: Path, beside: Sequence[StoredDoc] = (),
         idx.apply(docs[i:i + 5000], [])
     flt = SearchFilter("t", ("c",), (PUBLIC_PRINCIPAL,))
     return lambda q: [h.key.doc_id for h in idx.search(flt, q, DEPTH)]
+
+
+@contextlib.contextmanager
+def on_opensearch(ds: Dataset, url: str) -> Iterator[Ranker]:
+    """The distributed profile's adapter on a real server, as the read path calls it; its
+    indices (a private prefix) are deleted afterwards."""
+    from opensearchpy import OpenSearch
+
+    from shared.adapters.opensearch_lexical import OpenSearchLexicalIndex
+
+    idx = OpenSearchLexicalIndex(OpenSearch(hosts=[url], timeout=120), prefix=f"vibe-bench-{uuid.uuid4().hex[:8]}-",
+                                 refresh="true")
+    try:
+        docs = _stored(ds)
+        for i in range(0, len(docs), 1000):
+            idx.apply(docs[i:i + 1000], [])
+        flt = SearchFilter("t", ("c",), (PUBLIC_PRINCIPAL,))
+        yield lambda q: [h.key.doc_id for h in idx.search(flt, q, DEPTH)]
+    finally:
+        idx.drop()
+        idx.close()
+
+
+@contextlib.contextmanager
+def opensearch_url(arg: str | None) -> Iterator[str | None]:
+    """`--opensearch`: a server's URL, `auto` for a private dev node (deploy/opensearch-dev), or
+    nothing (no OpenSearch rows)."""
+    if arg != "auto":
+        yield arg
+        return
+    from tests.support.opensearch_server import opensearch_node
+
+    with opensearch_node() as node:
+        yield node.url
 
 
 FRENCH_BESIDE = analysis.LanguageMap.parse("en", {"fr": "french"})
@@ -156,14 +195,19 @@ ABLATION: dict[str, dict[str, Any]] = {  # Cranfield only: how the shipped choic
 }
 
 
-def quality(data: Path, tuning: str, held_out: str) -> dict[str, Any]:
+OPENSEARCH_ROW = "shipped, OpenSearch 2.19 (distributed profile)"
+
+
+def quality(data: Path, tuning: str, held_out: str, opensearch: str | None = None) -> dict[str, Any]:
     out: dict[str, Any] = {"tuned_on": tuning, "held_out": held_out, "sets": {}}
     for name in (tuning, held_out):
         ds = load(data / name)
         with tempfile.TemporaryDirectory() as tmp:
-            rows: dict[str, Any] = {"shipped (vibe-semantic)": score(ds, shipped(ds, Path(tmp) / "lex")),
-                    "previous analysis": score(ds, variant(ds, **PREVIOUS)),
-                    "bm25s": score(ds, bm25s_ranker(ds))}
+            rows: dict[str, Any] = {"shipped (vibe-semantic)": score(ds, shipped(ds, Path(tmp) / "lex"))}
+        if opensearch:
+            with on_opensearch(ds, opensearch) as rank:
+                rows[OPENSEARCH_ROW] = score(ds, rank)
+        rows |= {"previous analysis": score(ds, variant(ds, **PREVIOUS)), "bm25s": score(ds, bm25s_ranker(ds))}
         if name == tuning:
             rows["ablation"] = {label: score(ds, variant(ds, **cfg)) for label, cfg in ABLATION.items()}
         out["sets"][name] = {"docs": len(ds.corpus), "queries": len(ds.judged_queries()), **rows}
@@ -313,8 +357,11 @@ def _markdown(doc: dict[str, Any]) -> str:
     return "\n".join(parts)
 
 
-def main(data: Path, docs: int, tuning: str = "cranfield", held_out: str = "cisi") -> Path:
-    doc = {"name": "lexical", "machine": harness.machine(), "quality": quality(data, tuning, held_out),
+def main(data: Path, docs: int, tuning: str = "cranfield", held_out: str = "cisi",
+         opensearch: str | None = None) -> Path:
+    with opensearch_url(opensearch) as url:
+        measured = quality(data, tuning, held_out, url)
+    doc = {"name": "lexical", "machine": harness.machine(), "quality": measured,
            "filters": filters_at_scale(data, docs) if docs else None,
            "cost": analysis_cost(data, docs) if docs else None,
            "languages": mixed_languages(data, [tuning, held_out]),
@@ -329,5 +376,7 @@ if __name__ == "__main__":
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--data", type=Path, default=Path(__file__).resolve().parents[2] / "shared" / "data")
     ap.add_argument("--docs", type=int, default=100_000, help="synthetic corpus size for the filter timings (0: skip)")
+    ap.add_argument("--opensearch", default=None,
+                    help="also rank through the OpenSearch adapter: a server URL, or `auto` for a private dev node")
     args = ap.parse_args()
-    main(args.data, args.docs)
+    main(args.data, args.docs, opensearch=args.opensearch)

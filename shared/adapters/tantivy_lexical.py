@@ -23,6 +23,7 @@ Why tantivy: 0.33 ms for a filtered BM25 query at 100k documents on this machine
 from __future__ import annotations
 
 import hashlib
+import html
 import logging
 import re
 import threading
@@ -43,10 +44,11 @@ from shared.text.hashing import doc_text
 log = logging.getLogger("vibe.tantivy")
 
 # What the files under `root` were written with: the fields (2: `facet`, the metadata filter
-# tokens; 3: `all`; 5: no `body`) and the analysis (4: shared/adapters/analysis.py). A different number means
+# tokens; 3: `all`; 5: no `body`) and the analysis (4: shared/adapters/analysis.py; 6: İ folded and the token
+# bound in UTF-16 units, as OpenSearch). A different number means
 # the index cannot answer as this code expects, so the follower rebuilds it from the store
 # (shared/indexing.py `_ensure_schema`).
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 # Each query term is scored in `title` and `all` (title and body) with these weights; the choice
 # and its measurements: shared/adapters/analysis.py.
 FIELD_BOOSTS = analysis.FIELD_BOOSTS
@@ -120,9 +122,38 @@ def _text_fields(d: StoredDoc) -> tuple[str, str]:
 
 
 def _to_tantivy(d: StoredDoc) -> tantivy.Document:
-    title, body = _text_fields(d)
+    title, body = (analysis.tantivy_text(t) for t in _text_fields(d))
     return tantivy.Document(key=d.key.ref, collection=d.key.collection, acl=list(d.acl), title=title,
                             all=[title, body], facet=facets.doc_tokens(d.fields, trie=True))
+
+
+def _snippet_html(gen: tantivy.SnippetGenerator, field: str, text: str) -> str:
+    """The field's snippet as HTML. tantivy analyses (and so highlights) the text as indexed,
+    `analysis.tantivy_text`; where that differs from what the document says (an İ, a token over
+    the length bound), the snippet is rendered from the document's own text at the same character
+    offsets, escaped as tantivy escapes."""
+    seen = analysis.tantivy_text(text)
+    snippet = gen.snippet_from_doc(tantivy.Document(**{field: seen}))
+    return str(snippet.to_html()) if seen == text else render_snippet(snippet, seen, text)
+
+
+def render_snippet(snippet: tantivy.Snippet, seen: str, text: str) -> str:
+    """`snippet` (of `seen`) as HTML of `text`, a text of the same length in characters."""
+    frag = snippet.fragment_range()
+    if frag.start == frag.end:
+        return ""
+    raw = seen.encode()
+
+    def char_at(byte: int) -> int:
+        return len(raw[:byte].decode())
+
+    out, at = [], char_at(frag.start)
+    for h in snippet.highlighted():
+        start, end = char_at(frag.start + h.start), char_at(frag.start + h.end)
+        out += [html.escape(text[at:start]), "<b>", html.escape(text[start:end]), "</b>"]
+        at = end
+    out.append(html.escape(text[at:char_at(frag.end)]))
+    return "".join(out)
 
 
 class _Addressed:
@@ -168,7 +199,7 @@ class TantivyLexicalIndex:
         self.root = root
         self.max_writers = max_writers
         self.languages = languages
-        self.analyzers = {lang: analysis.tantivy_analyzer(lang) for lang in languages.languages()}
+        self.analyzers = {lang: analysis.TantivyAnalyzer(lang) for lang in languages.languages()}
         self._tenants: dict[tuple[str, Language], _TenantIndex] = {}
         self._writers: OrderedDict[tuple[str, Language], None] = OrderedDict()  # open writers, LRU
         self._lock = threading.Lock()
@@ -193,7 +224,7 @@ class TantivyLexicalIndex:
                 path = self.root / (tenant_dirname(tenant) + lang.suffix)  # English: the name it always had
                 if not create and not path.exists():
                     return None
-                idx = self._tenants[tenant, lang] = _TenantIndex(path, lang, self.analyzers[lang])
+                idx = self._tenants[tenant, lang] = _TenantIndex(path, lang, self.analyzers[lang].engine)
             return idx
 
     def apply(self, docs: Sequence[StoredDoc], deletes: Sequence[DocKey]) -> None:
@@ -318,8 +349,7 @@ class TantivyLexicalIndex:
             if lang_gens is None:  # its language's index holds nothing of this tenant
                 continue
             title, body = _text_fields(d)
-            tdoc, bdoc = tantivy.Document(title=title), tantivy.Document(all=body)
-            snippets = [lang_gens[0].snippet_from_doc(tdoc).to_html(), lang_gens[1].snippet_from_doc(bdoc).to_html()]
+            snippets = [_snippet_html(lang_gens[0], "title", title), _snippet_html(lang_gens[1], "all", body)]
             if any(snippets):
                 out[d.key] = [s for s in snippets if s]
         return out
