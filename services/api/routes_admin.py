@@ -72,7 +72,7 @@ async def get_coverage(request: Request, collection: str | None = Query(
     if collection is not None:
         modes = await run_in_threadpool(c.store.collection_modes, p.tenant)
         out["eager"] = any(m.collection == collection and m.mode == "eager" for m in modes)
-        out["language"] = c.settings.language_map().of(collection).code
+        out["language"] = c.collection_directory().language(p.tenant, collection)  # a stored setting first
     out["storage"] = await run_in_threadpool(c.store.storage_report, p.tenant)
     return JSONResponse(out)
 

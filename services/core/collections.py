@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from shared.filters import matches
 from shared.model import DocKey, Principal
@@ -34,8 +34,6 @@ class Deletion:
     deleted: int = 0
     done: bool = False
     running: bool = False
-    error: str | None = None
-    lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
 
 class CollectionDeleter:
@@ -54,20 +52,22 @@ class CollectionDeleter:
     def delete(self, tenant: str, collection: str) -> Deletion:
         """Remove up to `REQUEST_PAGES` pages now; if more is left, go on in a thread. Returns the
         progress as it stands when the request answers."""
+        key = (tenant, collection)
         with self._lock:
-            job = self._jobs.get((tenant, collection))
-            if job is None or job.done or not job.running:
-                job = Deletion(tenant, collection, deleted=job.deleted if job and not job.done else 0)
-                self._jobs[(tenant, collection)] = job
-            elif job.running:
-                return job  # this process is on it already
-            job.running = True
+            was = self._jobs.get(key)
+            if was is not None and was.running:
+                return was  # this process's thread is on it
+            # a deletion this process left (another process held the lease, or a page failed)
+            job = self._jobs[key] = Deletion(tenant, collection, was.deleted if was else 0, running=True)
         try:
             self._run(job, REQUEST_PAGES)
         except BaseException:
             job.running = False
             raise
-        if not job.done and job.running:
+        if job.done:
+            with self._lock:
+                self._jobs.pop(key, None)
+        elif job.running:
             threading.Thread(target=self._background, args=(job,), name=f"collection-delete-{collection[:32]}",
                              daemon=True).start()
         return job
@@ -75,10 +75,13 @@ class CollectionDeleter:
     def _background(self, job: Deletion) -> None:
         try:
             self._run(job, None)
-        except Exception as e:  # noqa: BLE001 - kept for the next DELETE to report and resume
+        except Exception:  # noqa: BLE001 - the next DELETE resumes it
             log.warning("collection delete failed", extra={"collection": job.collection}, exc_info=True)
-            job.error = type(e).__name__
             job.running = False
+        if job.done:
+            with self._lock:
+                if self._jobs.get((job.tenant, job.collection)) is job:
+                    del self._jobs[(job.tenant, job.collection)]
 
     def _run(self, job: Deletion, pages: int | None) -> None:
         """Pages under the collection's lease; leaves `running` False when another process holds
@@ -110,10 +113,6 @@ class CollectionDeleter:
                 self.cold.delete(tenant, space, content_hash)
             except Exception:  # noqa: BLE001 - the orphan sweep removes it later
                 log.warning("cold copy not deleted", exc_info=True)
-
-    def progress(self, tenant: str, collection: str) -> Deletion | None:
-        with self._lock:
-            return self._jobs.get((tenant, collection))
 
 
 @dataclass
