@@ -17,8 +17,9 @@ from pydantic import BaseModel, ConfigDict, Field
 from services.api.auth import KeyRing, require
 from services.api.bodies import json_body
 from services.api.routes_lifecycle import iso
-from services.api.schemas import AUTHENTICATED, FILTER, _as, body, errors, ok
+from services.api.schemas import _NOT_BLANK, AUTHENTICATED, FILTER, _as, body, errors, ok
 from services.wiring import Container
+from shared.config import Settings
 from shared.errors import ErrorCode, VibeError, invalid
 from shared.filters import FilterError, parse_filter
 from shared.keys import KeyRecord, KeyStore, TooManyKeys, new_key
@@ -28,25 +29,44 @@ router = APIRouter()
 
 MAX_NAME_CHARS = 128
 MAX_PRINCIPALS = 100  # principals (and certificates) one key or token may hold
+# A principal longer than VIBE_ACL_MAX_PRINCIPAL_BYTES matches no document ACL (those are bounded), so
+# it is only bounded here, in characters, as the declaration can say it.
+MAX_PRINCIPAL_CHARS = 512
 MAX_BODY_BYTES = 65_536
 SCOPES = ("read", "write", "admin")
+MAX_TTL: int = Settings.model_fields["token_max_ttl_seconds"].default  # declared with its default
 
 
 # -- declarations (what the handlers accept and answer; they validate nothing) -----------------
 
-_NAME = Field(min_length=1, max_length=MAX_NAME_CHARS, description="a label for people; no control characters")
-_PRINCIPALS = Field(max_length=MAX_PRINCIPALS, description="principals (document ACL entries) the key reads as")
-_CERTS = Field(default=None, max_length=MAX_PRINCIPALS, description="certificates held (`issuer:name`)")
+
+
+def _text_schema(max_chars: int, description: str) -> dict[str, Any]:
+    """A string the handlers' `_text` accepts: not blank, no control characters."""
+    return {"type": "string", "minLength": 1, "maxLength": max_chars, "description": description,
+            "allOf": [{"pattern": _NOT_BLANK}, {"pattern": "^[^\x00-\x1f\x7f]*$"}]}
+
+
+def _list_schema(description: str, nullable: bool) -> dict[str, Any]:
+    listed = {"type": "array", "maxItems": MAX_PRINCIPALS, "description": description,
+              "items": _text_schema(MAX_PRINCIPAL_CHARS, "one entry")}
+    return {"anyOf": [listed, {"type": "null"}], "description": description} if nullable else listed
+
+
+def _scopes_schema(description: str, nullable: bool) -> dict[str, Any]:
+    listed = {"type": "array", "minItems": 1, "items": {"enum": list(SCOPES)}, "description": description}
+    return {"anyOf": [listed, {"type": "null"}], "description": description} if nullable else listed
 
 
 class KeyIn(BaseModel):
     model_config = ConfigDict(title="KeyRequest", extra="forbid")
-    name: str = _NAME
-    principals: list[str] = _PRINCIPALS
-    certs: list[str] | None = _CERTS
-    scopes: list[str] = Field(min_length=1, max_length=3, json_schema_extra=_as({
-        "type": "array", "minItems": 1, "items": {"enum": list(SCOPES)},
-        "description": "within the creating key's own scopes"}))
+    name: str = Field(json_schema_extra=_as(_text_schema(MAX_NAME_CHARS, "a label for people")))
+    principals: list[str] = Field(json_schema_extra=_as(_list_schema(
+        "principals (document ACL entries) the key reads as", nullable=False)))
+    certs: list[str] | None = Field(default=None, json_schema_extra=_as(_list_schema(
+        "certificates held (`issuer:name`)", nullable=True)))
+    scopes: list[str] = Field(json_schema_extra=_as(_scopes_schema("within the creating key's own scopes",
+                                                                   nullable=False)))
 
 
 class KeyView(BaseModel):
@@ -75,15 +95,15 @@ class Keys(BaseModel):
 
 class TokenIn(BaseModel):
     model_config = ConfigDict(title="TokenRequest", extra="forbid")
-    principals: list[str] | None = Field(default=None, max_length=MAX_PRINCIPALS, description=(
-        "default: the key's own; an admin key may name any principals of its tenant, another key only its own"))
-    certs: list[str] | None = Field(default=None, max_length=MAX_PRINCIPALS, description=(
-        "default: the key's own; the same rule as principals"))
-    scopes: list[str] | None = Field(default=None, json_schema_extra=_as({
-        "type": "array", "items": {"enum": list(SCOPES)},
-        "description": "default [\"read\"]; within the key's own scopes"}))
-    ttlSeconds: int | None = Field(default=None, ge=1, description="default VIBE_TOKEN_TTL_SECONDS (3600), at most "
-                                                                   "VIBE_TOKEN_MAX_TTL_SECONDS (86400)")
+    principals: list[str] | None = Field(default=None, json_schema_extra=_as(_list_schema(
+        "default: the key's own; an admin key may name any principals of its tenant, another key only its own",
+        nullable=True)))
+    certs: list[str] | None = Field(default=None, json_schema_extra=_as(_list_schema(
+        "default: the key's own; the same rule as principals", nullable=True)))
+    scopes: list[str] | None = Field(default=None, json_schema_extra=_as(_scopes_schema(
+        "default [\"read\"]; within the key's own scopes", nullable=True)))
+    ttlSeconds: int | None = Field(default=None, ge=1, le=MAX_TTL, description=(
+        "default VIBE_TOKEN_TTL_SECONDS (3600), at most VIBE_TOKEN_MAX_TTL_SECONDS (86400)"))
     filter: dict[str, Any] | None = Field(default=None, json_schema_extra=_as({
         **FILTER, "description": "ANDed to every read made with the token (the grammar of /v1/read `filter`)"}))
 
@@ -104,13 +124,10 @@ def _text(value: Any, name: str, max_chars: int) -> str:
     return value
 
 
-def _strings(raw: Any, name: str, max_bytes: int) -> list[str]:
+def _strings(raw: Any, name: str) -> list[str]:
     if not isinstance(raw, list) or len(raw) > MAX_PRINCIPALS:
         raise invalid(f"{name} must be a list of at most {MAX_PRINCIPALS} strings", field=name)
-    out = [_text(v, name, max_bytes) for v in raw]
-    if any(len(v.encode("utf-8", "surrogatepass")) > max_bytes for v in out):
-        raise invalid(f"each of {name} must be at most {max_bytes} bytes", field=name)
-    return list(dict.fromkeys(out))
+    return list(dict.fromkeys(_text(v, name, MAX_PRINCIPAL_CHARS) for v in raw))
 
 
 def _scopes(raw: Any) -> list[str]:
@@ -166,10 +183,9 @@ async def post_key(request: Request, p: Principal = Depends(require("admin"))) -
     for name in ("name", "principals", "scopes"):
         if name not in raw:
             raise invalid(f"{name} is required", field=name)
-    limit = c.settings.acl_max_principal_bytes
     name = _text(raw["name"], "name", MAX_NAME_CHARS)
-    principals = _strings(raw["principals"], "principals", limit)
-    certs = _strings(raw.get("certs") or [], "certs", limit)
+    principals = _strings(raw["principals"], "principals")
+    certs = _strings(raw["certs"], "certs") if raw.get("certs") is not None else []
     scopes = _scopes(raw["scopes"])
     _within(scopes, p.scopes, "scopes")
     record, secret = new_key(p.tenant, name, principals, certs, scopes, time.time())
@@ -226,12 +242,14 @@ async def post_token(request: Request, p: Principal = Depends(require(None))) ->
     c: Container = request.app.state.container
     s = c.settings
     raw = await _object(request, {"principals", "certs", "scopes", "ttlSeconds", "filter"})
-    limit = s.acl_max_principal_bytes
-    principals = _strings(raw["principals"], "principals", limit) if "principals" in raw else list(p.principals)
-    certs = _strings(raw["certs"], "certs", limit) if raw.get("certs") is not None else sorted(p.certs)
+    principals = _strings(raw["principals"], "principals") if raw.get("principals") is not None \
+        else list(p.principals)
+    certs = _strings(raw["certs"], "certs") if raw.get("certs") is not None else sorted(p.certs)
     scopes = _scopes(raw["scopes"]) if raw.get("scopes") is not None else ["read"]
     ttl = raw.get("ttlSeconds")
     ttl = s.token_ttl_seconds if ttl is None else ttl
+    if isinstance(ttl, float) and ttl.is_integer():  # JSON's 600.0 is the integer 600
+        ttl = int(ttl)
     if isinstance(ttl, bool) or not isinstance(ttl, int) or not 1 <= ttl <= s.token_max_ttl_seconds:
         raise invalid(f"ttlSeconds must be a whole number from 1 to {s.token_max_ttl_seconds}", field="ttlSeconds")
     try:
