@@ -59,7 +59,6 @@ from shared.policy.eligibility import EligibilityPolicy
 from shared.ports import (
     Budget,
     ColdStore,
-    DocumentStore,
     Embedder,
     JobQueue,
     LexicalIndex,
@@ -197,10 +196,19 @@ class Container:
         self.close_agent()
 
 
-def _check_space(store: DocumentStore, space: str, emb: Embedder) -> None:
+def _check_space(store: StoreOfRecord, space: str, emb: Embedder) -> None:
     """Dim safety (seed 000) across restarts: a space's vectors are only ever compared with
-    vectors of the same model and dimension."""
+    vectors of the same model and dimension. Only the operator's own use of the name counts: a
+    binding that tenants' spaces of that name wrote while names were global is released
+    (`release_space_binding`), so no tenant's row can keep a process from starting."""
     model_id, dim = store.bind_space(space, emb.model_id, emb.dim)
+    if (model_id, dim) != (emb.model_id, emb.dim) and store.release_space_binding(space, model_id, dim):
+        log.info("space binding of tenants' spaces released", extra={"space": space, "model": model_id})
+        model_id, dim = store.bind_space(space, emb.model_id, emb.dim)
+    others = [r.tenant for r in store.tenant_spaces() if r.space == space and r.model_id != emb.model_id]
+    if others:  # the configured name serves them with the configured model from now on
+        log.warning("tenants have a space of the configured name with another model",
+                    extra={"space": space, "tenants": len(others)})
     if (model_id, dim) != (emb.model_id, emb.dim):
         raise RuntimeError(
             f"space {space!r} holds vectors of {model_id} ({dim} dims) but the configured embedder is "
@@ -367,23 +375,25 @@ class SpaceEmbedders:
         self.store = store
         self.default = default
         self.wrap = wrap
-        self._built: dict[str, Embedder] = {}
         self._by_model: dict[ModelSpec, Embedder] = {}
         self._preparing: dict[ModelSpec, Future[Embedder]] = {}
         self._lock = threading.Lock()
 
-    def __call__(self, space: str) -> Embedder:
+    def __call__(self, space: str, tenant: str | None = None) -> Embedder:
+        """The embedder of the tenant's space `space` (space names are per tenant: two tenants'
+        `core@v2` may hold two models), read from its row at each call (a space removed and made
+        again may have another model); the configured space is the operator's model for every
+        tenant. Without a tenant: the space's binding in `spaces` (the operator's)."""
         if space == self.settings.space:
             return self.default
-        with self._lock:
-            if space in self._built:
-                return self._built[space]
-        binding = self.store.space_binding(space)
+        store = self.store
+        binding = store.space_binding(space) if tenant is None else store.tenant_space_binding(tenant, space)
         if binding is None:
             raise LookupError(f"space {space!r} is not bound to a model")
-        emb = self.for_model(*binding)
-        with self._lock:
-            return self._built.setdefault(space, emb)
+        try:
+            return self.for_model(*binding)
+        except ValueError as e:  # a model no longer allowed here (VIBE_LOCAL_MODELS changed)
+            raise LookupError(f"space {space!r}: {e}") from e
 
     def spec(self, model: str, dim: int | None = None) -> ModelSpec:
         """`model` checked by its text alone (ValueError: a message for the caller)."""
@@ -563,7 +573,7 @@ def build(settings: Settings, embedder: Embedder | None = None, clock: Callable[
     home = claim_index_home(settings.data_dir)
     collections = build_collections(settings, store)
     lexical = _build_lexical(settings, home, store, collections)
-    vectors = _build_vectors(settings, home)
+    vectors = _build_vectors(settings, home, declared_filterable(settings, collections))
     emb = embedder or build_embedder(settings)
     handler = build_handler(settings, store, emb)
     follower = _build_followers(settings, store, lexical, vectors, home)
@@ -619,6 +629,17 @@ def build(settings: Settings, embedder: Embedder | None = None, clock: Callable[
                                 backfills=embedded or settings.scheduler_enabled)
     return Container(settings, store, lexical, vectors, emb, follower, queue, planner, docs, handler, lifecycle,
                      scheduler, spaces, embedders, home, signal, collections=collections)
+
+
+def declared_filterable(settings: Settings, collections: CollectionDirectory) -> FilterableFields:
+    """The fields that get payload indexes in the shared vector index: the operator's
+    VIBE_FILTERABLE_FIELDS and the collection's own `filterableFields`."""
+    operator = frozenset(settings.filterable_fields)
+
+    def fields(tenant: str, collection: str) -> frozenset[str]:
+        own = collections.filterable_fields(tenant, collection)
+        return operator | own if own else operator
+    return fields
 
 
 def build_collections(settings: Settings, store: StoreOfRecord) -> CollectionDirectory:

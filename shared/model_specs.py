@@ -19,6 +19,7 @@ from __future__ import annotations
 import re
 from collections.abc import Collection
 from dataclasses import dataclass
+from pathlib import PurePath
 from typing import Literal
 
 # The bound the spaces API puts on `dim`, also for dimensions spelled in the model id.
@@ -58,16 +59,25 @@ def parse_model(model: str, dim: int | None, default_kind: str, default_dim: int
     if kind == "hash":
         return _hash(name, dim, default_dim)
     if kind == "local":
-        if name not in local_allowed:
+        listed = _listed(name, local_allowed)
+        if listed is None:
             # decided by the text alone: says nothing of which folders or models the server has
             raise ValueError(f"local model {name[:80]!r} is not allowed here; the operator lists the local "
                              "models spaces may use in VIBE_LOCAL_MODELS")
-        return ModelSpec("local", name, dim)
+        return ModelSpec("local", listed, dim)
     if kind == "openai":
         if not _PROVIDER_NAME.match(name):
             raise ValueError("an openai model name is 1-128 letters, digits, '.', '_', ':', '/', '@' or '-'")
         return ModelSpec("openai", name, dim)
     raise ValueError(f"unknown model kind {kind[:20]!r}; use hash:, openai: or local:")
+
+
+def _listed(name: str, allowed: Collection[str]) -> str | None:
+    """The listed model `name` names: itself, or the listed path whose last part it is (a local
+    model's id keeps only that part: `local:<folder name>`, as a space's row records it)."""
+    if name in allowed:
+        return name
+    return next((a for a in sorted(allowed) if PurePath(a).name == name and name), None)
 
 
 def _hash(name: str, dim: int | None, default_dim: int) -> ModelSpec:

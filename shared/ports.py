@@ -488,6 +488,14 @@ class LifecycleStore(Protocol):
     def space_binding(self, space: str) -> tuple[str, int] | None:
         """The (model id, dimension) a space was first bound to (DocumentStore.bind_space)."""
 
+    def tenant_space_binding(self, tenant: str, space: str) -> tuple[str, int] | None:
+        """The (model id, dimension) of the tenant's own space of that name (space names are
+        per tenant; `space_binding` is the operator's configured spaces')."""
+
+    def release_space_binding(self, space: str, model_id: str, dim: int) -> bool:
+        """Forget the binding of `space` to (model id, dim) when only tenants' spaces of that name
+        account for it (a binding written while space names were global); False otherwise."""
+
     def drop_space_vectors(self, tenant: str, space: str) -> int:
         """A space's vectors, sidecar rows and cold entries go (the change log drops their
         points); the caller deletes the cold files first (`cold_hashes`)."""

@@ -296,6 +296,15 @@ async def get_spaces(request: Request, p: Principal = Depends(require("admin")))
     return JSONResponse(await run_in_threadpool(list_spaces, _c(request), p.tenant))
 
 
+def _binding(c: Container, tenant: str, space: str) -> tuple[str, int] | None:
+    """What a tenant's space of this name holds: the configured space is the operator's model
+    for every tenant; any other name is the tenant's own (two tenants may both have `core@v2`,
+    with different models), bound by the tenant's row once it has one."""
+    if space == c.settings.space:
+        return c.embedder.model_id, c.embedder.dim
+    return c.store.tenant_space_binding(tenant, space)
+
+
 def start_migration(c: Container, tenant: str, space: str, model: str, dim: int | None,
                     scope: str = "all") -> dict[str, object]:
     """`_start_migration` under a per-tenant lease: two requests at once (two replicas) both
@@ -330,15 +339,15 @@ def _start_migration(c: Container, tenant: str, space: str, model: str, dim: int
         raise VibeError(ErrorCode.EMBEDDER_UNAVAILABLE, f"model {model[:80]!r} is being prepared on this server; "
                         "try again in a minute", {"retryAfterSeconds": 30})
     model_id, size = emb.model_id, emb.dim
-    bound = c.store.bind_space(space, model_id, size)
-    if bound != (model_id, size):  # dim safety (seed 000): a space never holds two models
+    bound = _binding(c, tenant, space)
+    if bound is not None and bound != (model_id, size):  # dim safety (seed 000): a space never holds two models
         raise VibeError(ErrorCode.DIMENSION_MISMATCH,
                         f"space {space!r} holds vectors of {bound[0]} ({bound[1]} dims), not {model_id} ({size} dims)")
     now = c.store.clock()
     if not any(r.space == active for r in c.store.tenant_spaces(tenant)):
         # the configured space, recorded now: with the time it was listed with (it served
         # before this migration; recorded as `now`, `createdAt` became the migration's start)
-        current = c.embedders(active)
+        current = c.embedders(active, tenant)
         since = _serving_since(c, tenant)
         since = now if since is None else since
         c.store.put_tenant_space(SpaceInfo(tenant, active, current.model_id, current.dim, "active", since, since))
@@ -457,17 +466,19 @@ def reactivate(c: Container, tenant: str, space: str, active: str, building: lis
     info = rows[space]
     if info.state == "expiring":
         raise VibeError(ErrorCode.CONFLICT, f"{space!r} is past its retention and being removed")
-    try:
-        emb = c.embedders(space)
+    try:  # the configured space is the operator's model; a local one loads in the background, not here
+        emb = c.embedder if space == c.settings.space else c.embedders.prepare(info.model_id, info.dim)
     except (LookupError, ValueError, RuntimeError, OSError) as e:
         raise VibeError(ErrorCode.CONFLICT, f"cannot use the model of {space!r} ({info.model_id[:80]}): "
                         f"{str(e)[:160]}") from e
     except EmbedderError as e:
         raise VibeError(ErrorCode.EMBEDDER_UNAVAILABLE,
                         f"the provider did not answer for {info.model_id[:80]!r}") from e
-    bound = c.store.space_binding(space)
+    if emb is None:
+        raise VibeError(ErrorCode.EMBEDDER_UNAVAILABLE, f"the model of {space!r} is being prepared on this server; "
+                        "try again in a minute", {"retryAfterSeconds": 30})
     held = (info.model_id, info.dim)
-    if (emb.model_id, emb.dim) != held or (bound is not None and bound != held):
+    if (emb.model_id, emb.dim) != held:
         raise VibeError(ErrorCode.DIMENSION_MISMATCH,
                         f"space {space!r} holds vectors of {info.model_id} ({info.dim} dims), but its model now gives "
                         f"{emb.model_id} ({emb.dim} dims)")

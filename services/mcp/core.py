@@ -25,7 +25,7 @@ def cosine(a: Sequence[float], b: Sequence[float]) -> float:
 
 def space_embedder(c: Container, tenant: str) -> Embedder:
     """The embedder of the tenant's active space (a migrated tenant reads its new model)."""
-    return c.embedders(c.spaces.active(tenant))
+    return c.embedders(c.spaces.active(tenant), tenant)
 
 
 def embed_query(c: Container, emb: Embedder, tenant: str, collection: str, text: str) -> list[float]:

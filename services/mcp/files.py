@@ -65,7 +65,7 @@ def index_status(c: Container, p: Principal, collection: str | None) -> dict[str
         files.update(k.doc_id.split(CHUNK_SEP)[0] for k in mine)
         sides = c.store.sidecars(mine, space)
         embeddings += sum(1 for s in sides.values() if s.status == SemanticStatus.READY)
-    emb = c.embedders(space)
+    emb = c.embedders(space, p.tenant)
     return {"collection": col, "files": len(files), "chunks": chunks, "embeddings": embeddings,
             "embedding_backend": emb.model_id.partition(":")[0] or c.settings.embedder,
             "embedding_model": emb.model_id, "space": space}

@@ -215,7 +215,7 @@ class Planner:
         query_cache: QueryVectorCache | None = None,
         usage: UsageRecorder | None = None,
         spaces: Spaces | None = None,
-        embedders: Callable[[str], Embedder] | None = None,
+        embedders: Callable[[str, str | None], Embedder] | None = None,
         lexical_follower: IndexFollower | None = None,
         foreground: Foreground | None = None,
         follow_ups: FollowUpSwitch | None = None,
@@ -260,10 +260,11 @@ class Planner:
         if not session.touched and not session.failed:
             FINISHER.submit(finish)
 
-    def embedder_for(self, space: str) -> Embedder | None:
+    def embedder_for(self, space: str, tenant: str | None = None) -> Embedder | None:
+        """The embedder of the tenant's space (space names are per tenant)."""
         if self.embedder is None or self.embedders is None or space == self.cfg.space:
             return self.embedder
-        return self.embedders(space)
+        return self.embedders(space, tenant)
 
     def open(self, principal: Principal, req: ReadRequest, streaming: bool = False) -> ReadSession:
         """Plan and rank at once. When streaming, the caller sends the first answer before
@@ -351,7 +352,8 @@ class ReadSession:
         # p50, an A/A run's spread ±1.3).
         self.strategy, self.strategy_reason = choose_strategy(self.req, text, self.p.embedder is not None)
         waits = self.strategy == "semantic" or (self.strategy == "hybrid" and not defer_query_embedding)
-        embedded = (waits and bool(text) and not self._is_doc_query() and self.p.embedder_for(self.space) is not None
+        embedded = (waits and bool(text) and not self._is_doc_query()
+                    and self.p.embedder_for(self.space, self.principal.tenant) is not None
                     and self._cached_query_vector() is None)
         # A streamed semantic answer shows vector hits only: its lexical leg, which the touch and
         # the usage statistics need, runs after the first event (complete_semantic), so the first
@@ -809,13 +811,13 @@ class ReadSession:
     def _cached_query_vector(self, space: str | None = None) -> list[float] | None:
         if self._is_doc_query():
             return self._doc_vector(space or self.space)
-        emb = self.p.embedder_for(space or self.space)
+        emb = self.p.embedder_for(space or self.space, self.principal.tenant)
         if emb is None:
             return None
         return self.p.query_cache.get(self.principal.tenant, emb.model_id, self._query_text(), self.flt.acl)
 
     def _query_vector(self, space: str | None = None) -> list[float] | None:
-        emb = self.p.embedder_for(space or self.space)
+        emb = self.p.embedder_for(space or self.space, self.principal.tenant)
         if emb is None:
             self.semantic.state, self.semantic.reason = "degraded", "no_embedder"
             return None
@@ -1097,7 +1099,7 @@ class ReadSession:
             "strategyReason": self.strategy_reason,
             "fusion": self.p.cfg.fusion if self.strategy == "hybrid" else None,
             "space": self.space,
-            "model": (emb.model_id if (emb := self.p.embedder_for(self.space)) else None),
+            "model": (emb.model_id if (emb := self.p.embedder_for(self.space, self.principal.tenant)) else None),
             "buildingSpaces": list(self.building),
             "lexical": {"candidates": len(self._lexical_scores), "tookMs": round(self.lexical_ms, 3)},
             "semantic": {

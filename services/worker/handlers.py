@@ -55,7 +55,7 @@ class EmbedHandler:
         cold: ColdStore | None = None,
         daily_tokens: int = 0,
         clock: Callable[[], float] = time.time,
-        embedders: Callable[[str], Embedder] | None = None,
+        embedders: Callable[[str, str | None], Embedder] | None = None,
         default_space: str | None = None,
         live: Callable[[str], set[str]] | None = None,
     ):
@@ -81,21 +81,35 @@ class EmbedHandler:
             group = self._live(space, group, out)
             if not group:
                 continue
-            try:
-                embedder = self.embedder_for(space)
-            except LookupError as e:  # a space retired or never bound: nothing to embed it with
-                log.warning("no embedder for space", extra={"space": space, "error": str(e)[:200]})
-                for j in group:
-                    self.store.record_failure(j.key, space, "unknown_space", final=True)
-                    out.changed.append(j.key)
-                continue
-            work = self._load(group)
-            work = self._eligible(work, out)
-            work = self._reuse_stored_vectors(work, out, embedder)
-            work = self._within_daily_cap(work, out)
-            if work:
-                self._embed(work, out, embedder)
+            for embedder, part in self._by_model(space, group, out):
+                work = self._load(part)
+                work = self._eligible(work, out)
+                work = self._reuse_stored_vectors(work, out, embedder)
+                work = self._within_daily_cap(work, out)
+                if work:
+                    self._embed(work, out, embedder)
         return out
+
+    def _by_model(self, space: str, jobs: list[EmbedJob], out: BatchOutcome) -> list[tuple[Embedder, list[EmbedJob]]]:
+        """The jobs by the embedder of their tenant's space: space names are per tenant, so one
+        name may mean two models; tenants of one model still share a batch."""
+        found: dict[str, Embedder | None] = {}
+        groups: dict[int, tuple[Embedder, list[EmbedJob]]] = {}
+        for j in jobs:
+            tenant = j.key.tenant
+            if tenant not in found:
+                try:
+                    found[tenant] = self.embedder_for(space, tenant)
+                except LookupError as e:  # a space retired or never bound: nothing to embed it with
+                    log.warning("no embedder for space", extra={"space": space, "error": str(e)[:200]})
+                    found[tenant] = None
+            emb = found[tenant]
+            if emb is None:
+                self.store.record_failure(j.key, space, "unknown_space", final=True)
+                out.changed.append(j.key)
+                continue
+            groups.setdefault(id(emb), (emb, []))[1].append(j)
+        return list(groups.values())
 
     def _live(self, space: str, jobs: list[EmbedJob], out: BatchOutcome) -> list[EmbedJob]:
         """Jobs of a space their tenant no longer reads or builds (retired by a cut-over while
@@ -113,10 +127,10 @@ class EmbedHandler:
         gone = set(dead)
         return [j for j in jobs if j.key not in gone]
 
-    def embedder_for(self, space: str) -> Embedder:
+    def embedder_for(self, space: str, tenant: str | None = None) -> Embedder:
         if self.embedders is None or space == self.default_space:
             return self.embedder
-        return self.embedders(space)
+        return self.embedders(space, tenant)
 
     def _load(self, jobs: Sequence[EmbedJob]) -> list[_Work]:
         """Drop jobs that no longer apply: duplicates, document gone, content changed, ready."""

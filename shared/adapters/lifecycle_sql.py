@@ -854,6 +854,25 @@ class LifecycleSql:
         rows = self._read("SELECT model_id, dim FROM spaces WHERE space=?", (space,))
         return (str(rows[0]["model_id"]), int(rows[0]["dim"])) if rows else None
 
+    def tenant_space_binding(self, tenant: str, space: str) -> tuple[str, int] | None:
+        rows = self._read("SELECT model_id, dim FROM tenant_spaces WHERE tenant=? AND space=?", (tenant, space))
+        return (str(rows[0]["model_id"]), int(rows[0]["dim"])) if rows else None
+
+    def release_space_binding(self, space: str, model_id: str, dim: int) -> bool:
+        """While space names were global, a tenant's migration bound the name in `spaces` too, and
+        that row then kept the operator from configuring the name (VIBE_SPACE) with another model.
+        Such a row is told from the operator's own by the tenants who use the space without a row
+        of their own: only the configured space serves them, so any of their sidecar rows in the
+        space means the operator bound it, and it stays. Otherwise, when some tenant's space
+        accounts for the binding, it goes (those tenants' spaces keep their model in their rows)."""
+        with self._lc_tx() as conn:
+            cur = self._x(conn, "DELETE FROM spaces WHERE space=? AND model_id=? AND dim=? AND EXISTS "
+                                "(SELECT 1 FROM tenant_spaces t WHERE t.space=? AND t.model_id=? AND t.dim=?) "
+                                "AND NOT EXISTS (SELECT 1 FROM sidecar s WHERE s.space=? AND NOT EXISTS "
+                                "(SELECT 1 FROM tenant_spaces t WHERE t.tenant=s.tenant AND t.space=s.space))",
+                          (space, model_id, dim, space, model_id, dim, space))
+            return bool(cur.rowcount)
+
     def put_tenant_space(self, info: SpaceInfo) -> None:
         with self._lc_tx() as conn:
             self._put_space(conn, info)

@@ -102,9 +102,11 @@ def test_dimension_mismatch_and_unfinished_activation_are_refused(api: OpenAIPro
         assert app.bulk("k-admin-a", "r", DOCS).status_code == 200
         r = app.call("POST", "/semantic/spaces", "k-admin-b", {"space": "small", "model": "hash:v1@16"})
         assert r.status_code == 202 and r.json()["dim"] == 16
-        r = app.call("POST", "/semantic/spaces", "k-admin-a", {"space": "small", "model": "openai:test-embed-v2"})
+        # a space holds one model: the tenant's own space of that name (names are per tenant)
+        r = app.call("POST", "/semantic/spaces", "k-admin-b", {"space": "small", "model": "hash:v1@8"})
         assert r.status_code == 409 and r.json()["error"]["code"] == "dimension_mismatch"
-        assert "core" in spaces(app) and "small" not in spaces(app)  # refused: nothing changed
+        assert spaces(app, "k-admin-b")["small"]["dim"] == 16  # refused: nothing changed
+        assert "core" in spaces(app) and "small" not in spaces(app)
         api.hang(3.0)  # the provider is slow: the migration cannot finish at once
         try:
             assert app.call("POST", "/semantic/spaces", "k-admin-a",

@@ -37,6 +37,8 @@ def test_a_local_model_must_be_listed_and_the_refusal_says_nothing_of_the_disk(t
     (tmp_path / "exists").mkdir()
     assert spec("local:all-MiniLM-L6-v2") == ModelSpec("local", "all-MiniLM-L6-v2", None)
     assert spec(f"local:{tmp_path}/exists", allowed=(f"{tmp_path}/exists",)).name == f"{tmp_path}/exists"
+    # a space's row keeps `local:<folder name>` (the model id): it names the listed path again
+    assert spec("local:exists", allowed=(f"{tmp_path}/exists",)).name == f"{tmp_path}/exists"
     messages = []
     for name in (f"{tmp_path}/exists", f"{tmp_path}/missing", "/etc", "../../root"):
         with pytest.raises(ValueError) as e:
