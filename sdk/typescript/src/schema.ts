@@ -4709,19 +4709,19 @@ export interface operations {
                 "application/json": {
                     /**
                      * Name
-                     * @description a label for people; no control characters
+                     * @description a label for people
                      */
-                    name: string;
+                    name: string & (unknown & unknown);
                     /**
                      * Principals
                      * @description principals (document ACL entries) the key reads as
                      */
-                    principals: string[];
+                    principals: (string & (unknown & unknown))[];
                     /**
                      * Certs
                      * @description certificates held (`issuer:name`)
                      */
-                    certs?: string[] | null;
+                    certs?: (string & (unknown & unknown))[] | null;
                     /**
                      * Scopes
                      * @description within the creating key's own scopes
@@ -4906,17 +4906,17 @@ export interface operations {
                      * Principals
                      * @description default: the key's own; an admin key may name any principals of its tenant, another key only its own
                      */
-                    principals?: string[] | null;
+                    principals?: (string & (unknown & unknown))[] | null;
                     /**
                      * Certs
                      * @description default: the key's own; the same rule as principals
                      */
-                    certs?: string[] | null;
+                    certs?: (string & (unknown & unknown))[] | null;
                     /**
                      * Scopes
                      * @description default ["read"]; within the key's own scopes
                      */
-                    scopes?: ("read" | "write" | "admin")[];
+                    scopes?: ("read" | "write" | "admin")[] | null;
                     /**
                      * Ttlseconds
                      * @description default VIBE_TOKEN_TTL_SECONDS (3600), at most VIBE_TOKEN_MAX_TTL_SECONDS (86400)
