@@ -23,12 +23,14 @@ the last one. The chunks alternate which server goes first, so the load of the m
 shared with other work) falls on both alike; each chunk is a paired sample.
 
 Reads, in `--rounds` rounds (each a fresh order of the queries), per query both servers in
-alternating order: the first SSE event of a keyword and of a hybrid read (stream closed at that
-event, next query at once, as bench latency's back-to-back figure), and the complete keyword
-answer as one JSON body. Same-run baselines: `/healthz` round trip per server and the raw adapter
-query (the same filtered BM25 top 500 in this process: TantivyLexicalIndex on the server's index,
-OpenSearchLexicalIndex on the node). Medians, quartiles and p95 over all samples; the spread of the
-per-round medians; the OpenSearch/tantivy ratio of medians and the median of the per-query ratios.
+alternating order, one pass per kind: the first SSE event of a keyword and of a hybrid read
+(stream closed at that event, next query at once: bench latency's back-to-back figure); a keyword
+stream read to its `done` event, the next query after it (its first event "one at a time", and
+`done`, the complete answer); the complete keyword answer as one JSON body. Same-run baselines:
+`/healthz` round trip per server and the raw adapter query (the same filtered BM25 top 500 in this
+process: TantivyLexicalIndex on the server's index, OpenSearchLexicalIndex on the node). Medians,
+quartiles and p95 over all samples; the spread of the per-round medians; the OpenSearch/tantivy
+ratio of medians and the median of the per-query ratios.
 
 The timing client does not check answers against /openapi.json (tests/support/server.py does by
 default): that check's jsonschema validation would sit inside the clock. Raw results go to
@@ -42,6 +44,7 @@ import argparse
 import os
 import random
 import shutil
+import signal
 import statistics
 import subprocess
 import tempfile
@@ -56,10 +59,11 @@ import orjson
 from bench import report
 from bench.datasets import load
 from bench.harness import machine
+from bench.latency import timed_stream
 from bench.peers import with_distractors
 from bench.scale import ENV
 from bench.spine import first_event_ms
-from shared.ports import SearchFilter
+from shared.ports import LexicalIndex, SearchFilter
 from tests.support.opensearch_server import OpenSearchNode, get_json
 from tests.support.server import KEYS, REPO, Served, served
 
@@ -69,7 +73,7 @@ COLLECTION = "syn"  # bench.spine.first_event_ms reads this collection
 FILTER = SearchFilter("ta", (COLLECTION,), ("*", "user:alice", "group:eng"))  # what the server asks for k-alice
 CANDIDATES = 500  # Settings.lexical_candidates: the BM25 depth the read path asks the leg for
 DATA = REPO.parent / "shared" / "data" / "cranfield"
-QUICK = {"docs": 10_000, "rounds": 2, "queries": 40}
+QUICK = {"docs": 10_000, "rounds": 2, "queries": 20}
 
 
 def corpus(n: int, data: Path) -> tuple[list[dict[str, Any]], list[str]]:
@@ -169,31 +173,41 @@ def _timed(call: Callable[[], object]) -> float:
     return (time.perf_counter() - t0) * 1000
 
 
-MEASURES = ("keyword_first_ms", "hybrid_first_ms", "keyword_json_ms", "engine_ms", "healthz_ms")
+MEASURES = ("keyword_first_ms", "keyword_alone_first_ms", "keyword_done_ms", "keyword_json_ms", "hybrid_first_ms",
+            "engine_ms", "healthz_ms")
+
+
+def _stream(s: Served, q: str) -> dict[str, float]:
+    """A keyword stream read to its `done`, the next query after it (bench latency's "alone")."""
+    t = timed_stream(s, q, "keyword")
+    return {"keyword_alone_first_ms": t["first_ms"], "keyword_done_ms": t["done_ms"]}
 
 
 def reads(servers: dict[str, Served], raw: dict[str, Callable[[str], object]], queries: list[str],
           rounds: int) -> list[dict[str, Any]]:
     """Per round and measure, {arm: samples in query order}: both arms answer the same query back
-    to back, the arm that goes first alternating by query and by round."""
-    passes: dict[str, Callable[[str, str], float]] = {
-        "keyword_first_ms": lambda arm, q: first_event_ms(servers[arm], q, "keyword"),
-        "hybrid_first_ms": lambda arm, q: first_event_ms(servers[arm], q, "hybrid"),
-        "keyword_json_ms": lambda arm, q: json_answer_ms(servers[arm], q),
-        "engine_ms": lambda arm, q: _timed(lambda: raw[arm](q)),
-        "healthz_ms": lambda arm, q: healthz_ms(servers[arm]),
-    }
+    to back, the arm that goes first alternating by query and by round. One pass per row of
+    `passes`, each over every query, so a pass's requests follow only their own kind."""
+    passes: list[Callable[[str, str], dict[str, float]]] = [
+        # Back to back, each stream closed at its first event: the previous query's tail (its
+        # touch and the rest of its stream) runs beside the next query, as in bench latency.
+        lambda arm, q: {"keyword_first_ms": first_event_ms(servers[arm], q, "keyword")},
+        lambda arm, q: _stream(servers[arm], q),
+        lambda arm, q: {"keyword_json_ms": json_answer_ms(servers[arm], q)},
+        lambda arm, q: {"hybrid_first_ms": first_event_ms(servers[arm], q, "hybrid")},
+        lambda arm, q: {"engine_ms": _timed(lambda: raw[arm](q))},
+        lambda arm, q: {"healthz_ms": healthz_ms(servers[arm])},
+    ]
     out = []
     for r in range(rounds):
         order = queries[:]
         random.Random(100 + r).shuffle(order)
         res: dict[str, Any] = {"load_before": os.getloadavg()}
-        for measure, run in passes.items():
-            samples: dict[str, list[float]] = {a: [] for a in ARMS}
+        for run in passes:
             for j, q in enumerate(order):
                 for arm in ARMS if (j + r) % 2 == 0 else ARMS[::-1]:
-                    samples[arm].append(round(run(arm, q), 3))
-            res[measure] = samples
+                    for measure, ms in run(arm, q).items():
+                        res.setdefault(measure, {a: [] for a in ARMS})[arm].append(round(ms, 3))
         res["load_after"] = os.getloadavg()
         print(f"round {r + 1}/{rounds}: " + "; ".join(
             f"{m} " + "/".join(f"{statistics.median(res[m][a]):.2f}" for a in ARMS) for m in MEASURES), flush=True)
@@ -242,6 +256,68 @@ def summarise_ingest(chunks: dict[str, list[dict[str, float]]]) -> dict[str, Any
     return out
 
 
+def opensearch_took(url: str, queries: list[str]) -> dict[str, Any]:
+    """Where a raw OpenSearch query's time goes: the node's own `took` (query + fetch phases) and
+    the client's time, for the read path's depth (500: the top 500 ids with their key doc values)
+    and for a page (10), per query alternating which goes first."""
+    from opensearchpy import OpenSearch
+
+    from shared.adapters.opensearch_lexical import index_name, search_body
+
+    client = OpenSearch(hosts=[url], timeout=30)
+    index = index_name(FILTER.tenant)
+    out: dict[str, dict[str, list[float]]] = {str(n): {"took_ms": [], "client_ms": []} for n in (CANDIDATES, 10)}
+    for j, q in enumerate(queries):
+        for n in (CANDIDATES, 10) if j % 2 == 0 else (10, CANDIDATES):
+            t0 = time.perf_counter()
+            resp = client.search(index=index, body=search_body(FILTER, q, n), routing=FILTER.tenant)
+            out[str(n)]["client_ms"].append((time.perf_counter() - t0) * 1000)
+            out[str(n)]["took_ms"].append(float(resp["took"]))
+    client.close()
+    return {n: {k: summary(v) for k, v in m.items()} for n, m in out.items()}
+
+
+ADAPTER_ARMS = ("tantivy", "opensearch wait_for", "opensearch no refresh")
+
+
+def adapter_ingest(docs: list[dict[str, Any]], chunk: int, chunks: int, url: str, root: Path) -> dict[str, Any]:
+    """Where the served ingest's time goes, at the adapter level: the same chunks applied in this
+    process (no HTTP, no store) to tantivy, to OpenSearch as the server does (`refresh=wait_for`:
+    each bulk request returns after the next scheduled refresh, 1 s apart) and to OpenSearch with
+    `refresh=false` plus one explicit refresh at the end (searchable only then). Arms alternate
+    per chunk; each on its own index."""
+    from opensearchpy import OpenSearch
+
+    from shared.adapters.opensearch_lexical import OpenSearchLexicalIndex
+    from shared.adapters.tantivy_lexical import TantivyLexicalIndex
+    from shared.model import DocKey, StoredDoc
+
+    client = OpenSearch(hosts=[url], timeout=60)
+    legs: dict[str, LexicalIndex] = {"tantivy": TantivyLexicalIndex(root / "adapter-tantivy"),
+            "opensearch wait_for": OpenSearchLexicalIndex(client, prefix="bench-wait-", refresh="wait_for"),
+            "opensearch no refresh": OpenSearchLexicalIndex(client, prefix="bench-norefresh-", refresh="false")}
+    took: dict[str, list[float]] = {a: [] for a in ADAPTER_ARMS}
+    for i, start in enumerate(range(0, min(len(docs), chunk * chunks), chunk)):
+        part = [StoredDoc(DocKey("ta", COLLECTION, str(d["_id"])), {"title": d["title"], "text": d["text"]},
+                          list(d["_acl"]), None, str(d["_id"]), 0.0) for d in docs[start:start + chunk]]
+        for arm in ADAPTER_ARMS if i % 2 == 0 else ADAPTER_ARMS[::-1]:
+            t0 = time.perf_counter()
+            legs[arm].apply(part, [])
+            took[arm].append(time.perf_counter() - t0)
+    t0 = time.perf_counter()
+    client.indices.refresh(index="bench-norefresh-*")
+    final_refresh = time.perf_counter() - t0
+    n = min(len(docs), chunk * chunks)
+    out: dict[str, Any] = {"docs": n, "chunk": chunk, "final_refresh_s": round(final_refresh, 3)}
+    for arm in ADAPTER_ARMS:
+        total = sum(took[arm]) + (final_refresh if arm == "opensearch no refresh" else 0.0)
+        out[arm] = {"docs_per_s": round(n / total, 1), "chunk_s": summary(took[arm]),
+                    "samples_s": [round(x, 4) for x in took[arm]]}
+    for leg in legs.values():
+        leg.close()
+    return out
+
+
 def _commit() -> str:
     return subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"], capture_output=True,
                           text=True).stdout.strip()
@@ -258,11 +334,18 @@ def _tantivy_mb(data_dir: Path) -> float:
     return round(sum(p.stat().st_size for p in (data_dir / "lexical").rglob("*") if p.is_file()) / 1e6, 1)
 
 
+def _interrupt(*_: object) -> None:
+    raise KeyboardInterrupt
+
+
 def main(docs: int, rounds: int, queries: int = 0, chunk: int = 2000, data: Path = DATA, heap: str = "1g",
-         quick: bool = False) -> Path:
+         quick: bool = False, adapter_chunks: int = 10) -> Path:
     if quick:
-        docs, rounds, queries = QUICK["docs"], QUICK["rounds"], QUICK["queries"]
+        docs, rounds, queries, adapter_chunks = QUICK["docs"], QUICK["rounds"], QUICK["queries"], 2
     started = time.perf_counter()
+    # `kill` ends the run like Ctrl-C, through the finally blocks: the node and both servers run in
+    # sessions of their own and would outlive a plain SIGTERM (a background job ignores SIGINT).
+    signal.signal(signal.SIGTERM, _interrupt)
     all_docs, qs = corpus(docs, data)
     qs = qs[:queries] if queries else qs
     print(f"encoding {len(all_docs):,} documents' request bodies (not timed)", flush=True)
@@ -288,21 +371,30 @@ def main(docs: int, rounds: int, queries: int = 0, chunk: int = 2000, data: Path
                     json_answer_ms(servers[arm], q)
                     raw[arm](q)
             measured = reads(servers, raw, qs, rounds)
+            took = opensearch_took(node.url, qs)
+            print("OpenSearch took p50 ms (top 500 / top 10):", took[str(CANDIDATES)]["took_ms"]["p50"],
+                  took["10"]["took_ms"]["p50"], flush=True)
+            adapter = adapter_ingest(all_docs, chunk, adapter_chunks, node.url, root)
+            print("adapter ingest:", {a: adapter[a]["docs_per_s"] for a in ADAPTER_ARMS}, flush=True)
     finally:
         shutil.rmtree(root, ignore_errors=True)
     doc = {"name": "lexical-legs", "machine": machine(), "commit": _commit(), "docs": len(all_docs),
            "dataset": f"{data.name} + distractors", "queries": len(qs), "rounds": rounds, "chunk": chunk,
            "quick": quick, "env": ENV, "opensearch_heap": heap, "facts": facts,
-           "ingest": summarise_ingest(ingested), "reads": summarise_reads(measured),
+           "ingest": summarise_ingest(ingested), "reads": summarise_reads(measured), "adapter_ingest": adapter,
+           "opensearch_took": took,
            "load_average": {"before": load0, "after": os.getloadavg()},
            "seconds": round(time.perf_counter() - started, 1),
            "samples": {"ingest": ingested, "rounds": measured}}
     return report.write(doc, markdown(doc))
 
 
-LABELS = {"keyword_first_ms": "first SSE event, keyword", "hybrid_first_ms": "first SSE event, hybrid",
-          "keyword_json_ms": "complete keyword answer (JSON)", "engine_ms": "raw adapter query (top 500, in process)",
-          "healthz_ms": "`/healthz` round trip"}
+LABELS = {"keyword_first_ms": "keyword: first SSE event, back to back",
+          "keyword_alone_first_ms": "keyword: first SSE event, one at a time",
+          "keyword_done_ms": "keyword: `done` event (complete answer, SSE)",
+          "keyword_json_ms": "keyword: complete answer as JSON",
+          "hybrid_first_ms": "hybrid: first SSE event, back to back",
+          "engine_ms": "raw adapter query (top 500, in process)", "healthz_ms": "`/healthz` round trip"}
 
 
 def read_rows(doc: dict[str, Any]) -> list[list[Any]]:
@@ -334,6 +426,17 @@ def ingest_rows(doc: dict[str, Any]) -> list[list[Any]]:
     return rows
 
 
+ADAPTER_HEAD = ["adapter, in process", "docs/s (until searchable)", "per chunk s p50 (p25–p75)"]
+
+
+def adapter_rows(doc: dict[str, Any]) -> list[list[Any]]:
+    a = doc["adapter_ingest"]
+    end = f" + one refresh at the end ({a['final_refresh_s']} s)"
+    return [[arm + (end if arm == "opensearch no refresh" else ""), a[arm]["docs_per_s"],
+             f"{a[arm]['chunk_s']['p50']} ({a[arm]['chunk_s']['p25']}–{a[arm]['chunk_s']['p75']})"]
+            for arm in ADAPTER_ARMS]
+
+
 def markdown(doc: dict[str, Any]) -> str:
     i = doc["ingest"]
     load = doc["load_average"]
@@ -345,7 +448,12 @@ def markdown(doc: dict[str, Any]) -> str:
             + f"\nIngest, bulks of {doc['chunk']}, chunks alternating which server goes first; OpenSearch ÷ tantivy "
               f"until the last is found: **{i['ratio_searchable']}**, per chunk (paired) "
               f"{i['paired_chunk_rate_ratio_p50']}.\n\n"
-            + report.table(INGEST_HEAD, ingest_rows(doc)))
+            + report.table(INGEST_HEAD, ingest_rows(doc))
+            + f"\nThe same first {doc['adapter_ingest']['docs']:,} documents applied by the adapters alone, chunks "
+              "alternating:\n\n" + report.table(ADAPTER_HEAD, adapter_rows(doc))
+            + "\nThe raw OpenSearch query, the node's own `took` against the client's time (p50 ms): "
+            + "; ".join(f"top {n}: took {v['took_ms']['p50']}, client {v['client_ms']['p50']}"
+                        for n, v in doc["opensearch_took"].items()) + ".\n")
 
 
 if __name__ == "__main__":

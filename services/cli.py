@@ -409,7 +409,7 @@ def bench_lexical_legs(
     docs: int = typer.Option(100_000, "--docs", min=1000),
     rounds: int = typer.Option(3, "--rounds", min=1, help="interleaved passes over the queries"),
     queries: int = typer.Option(0, "--queries", min=0, help="the first N of the collection's queries (0: all)"),
-    quick: bool = typer.Option(False, "--quick", help="10k documents, 2 rounds, 40 queries: under 2 minutes"),
+    quick: bool = typer.Option(False, "--quick", help="10k documents, 2 rounds, 20 queries: under 2 minutes"),
 ) -> None:
     """The lexical leg on OpenSearch (a private node) against tantivy, both served: first events, keyword answers,
     ingest until searchable."""
