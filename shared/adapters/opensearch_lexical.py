@@ -77,11 +77,16 @@ BULK_MAX_BYTES = 5 * 1_048_576
 # The API bounds principals below this (VIBE_ACL_MAX_PRINCIPAL_BYTES <= 1024).
 ACL_IGNORE_ABOVE = 1024
 MAX_ID_BYTES = 512  # OpenSearch's limit on `_id`
+# Highlights look at most this far into a field: past `index.highlight.max_analyzed_offset`
+# (1,000,000 characters by default) OpenSearch refuses the whole highlight request instead, so one
+# long document (VIBE_MAX_DOC_BYTES allows 1 MiB) failed every read whose page held it.
+HIGHLIGHT_MAX_CHARS = 999_999
 # The embedded adapter's markup; `encoder: html` escapes the document's own text (`<`, `&`,
 # quotes) around the tags, as tantivy's snippets do: a highlight is HTML a page may render.
 # `require_field_match: false`: the query scores `title` and `all`, and `body` is highlighted with
 # its terms too.
-HIGHLIGHT = {"pre_tags": ["<b>"], "post_tags": ["</b>"], "encoder": "html", "require_field_match": False}
+HIGHLIGHT = {"pre_tags": ["<b>"], "post_tags": ["</b>"], "encoder": "html", "require_field_match": False,
+             "max_analyzer_offset": HIGHLIGHT_MAX_CHARS}
 KEY_FIELDS = ["collection", "doc_id"]
 # The template's `_meta.schema_version`; the embedded adapter's number, since both change
 # together (fields and analysis; 6: Dutch stems with Lucene's Kraaij-Pohlmann stemmer, the token

@@ -142,6 +142,18 @@ def test_highlights_escape_the_documents_html(index: LexicalIndex) -> None:
     assert any("&amp;" in s for s in snippets)
 
 
+def test_a_very_long_document_is_highlighted_and_never_fails_the_read(index: LexicalIndex) -> None:
+    """A body past OpenSearch's `index.highlight.max_analyzed_offset` (1,000,000 characters; a
+    document may take 1 MiB) is highlighted where the term occurs early, and the other documents
+    of the page still get theirs: the server used to refuse the whole highlight request."""
+    long = doc("t", "c", "long", "Rotor", "rotor icing report " + "padding " * 130_000)
+    short = doc("t", "c", "short", "Rotor", "icing on the blade")
+    index.apply([long, short], [])
+    hl = index.highlights(flt(), "icing", [long, short])
+    assert set(hl) == {long.key, short.key}
+    assert "<b>icing</b>" in " ".join(hl[long.key]).lower()
+
+
 def test_many_tenants_keep_few_writers_open(tmp_path: Path) -> None:
     idx = TantivyLexicalIndex(tmp_path / "lex", max_writers=2)
     for t in ("a", "b", "c", "a"):

@@ -275,7 +275,7 @@ def test_highlight_request_carries_the_filter_and_only_permitted_ids() -> None:
                        {"terms": {"collection": ["a"]}}, {"ids": {"values": ["a/1", "a/4"]}}],
         }},
         "highlight": {"pre_tags": ["<b>"], "post_tags": ["</b>"], "encoder": "html", "require_field_match": False,
-                      "fields": {
+                      "max_analyzer_offset": 999_999, "fields": {
             "title": {"number_of_fragments": 0}, "body": {"fragment_size": 150, "number_of_fragments": 1}}},
     }
     assert "post_filter" not in _keys_anywhere(call.body)
