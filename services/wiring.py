@@ -395,6 +395,22 @@ class SpaceEmbedders:
         except ValueError as e:  # a model no longer allowed here (VIBE_LOCAL_MODELS changed)
             raise LookupError(f"space {space!r}: {e}") from e
 
+    def if_ready(self, space: str, tenant: str | None = None) -> Embedder | None:
+        """`__call__` for reads: None (the leg answers degraded, lexically) instead of loading a
+        local model in the read's thread, which a background thread then loads; None too for a
+        space with no usable model."""
+        if space == self.settings.space:
+            return self.default
+        store = self.store
+        try:
+            binding = store.space_binding(space) if tenant is None else store.tenant_space_binding(tenant, space)
+            if binding is None:
+                return None
+            return self.prepare(*binding)
+        except (LookupError, ValueError, RuntimeError, OSError):
+            log.warning("no embedder for a read", extra={"space": space}, exc_info=True)
+            return None
+
     def spec(self, model: str, dim: int | None = None) -> ModelSpec:
         """`model` checked by its text alone (ValueError: a message for the caller)."""
         s = self.settings
@@ -605,7 +621,8 @@ def build(settings: Settings, embedder: Embedder | None = None, clock: Callable[
     assert isinstance(embedders, SpaceEmbedders)
     # A semantic leg waits for the vector index only.
     planner = Planner(cfg, store, lexical, vectors, emb, queue, budget, follower.of_vectors(), ExplainCache(),
-                      QueryVectorCache.from_settings(settings), usage=usage, spaces=spaces, embedders=embedders,
+                      QueryVectorCache.from_settings(settings), usage=usage, spaces=spaces,
+                      embedders=embedders.if_ready,  # a read never loads a model (`if_ready`)
                       lexical_follower=follower.of_lexical(), foreground=foreground,
                       follow_ups=build_follow_ups(settings, store, cfg.touch),
                       backpressure=Backpressure(queue, settings.touch_backpressure_queue_depth, ttl=1.0),

@@ -215,7 +215,7 @@ class Planner:
         query_cache: QueryVectorCache | None = None,
         usage: UsageRecorder | None = None,
         spaces: Spaces | None = None,
-        embedders: Callable[[str, str | None], Embedder] | None = None,
+        embedders: Callable[[str, str | None], Embedder | None] | None = None,
         lexical_follower: IndexFollower | None = None,
         foreground: Foreground | None = None,
         follow_ups: FollowUpSwitch | None = None,

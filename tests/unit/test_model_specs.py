@@ -11,6 +11,7 @@ import pytest
 from services.wiring import SpaceEmbedders, build_store
 from shared.adapters.embedders.hash_embedder import HashEmbedder
 from shared.config import Settings
+from shared.model import SpaceInfo
 from shared.model_specs import MAX_DIM, ModelSpec, parse_model
 from shared.ports import Embedder
 
@@ -87,5 +88,30 @@ def test_a_request_never_loads_a_local_model_itself(tmp_path: Path, monkeypatch:
         assert slow.threads == ["model-build"]  # built once, on the background thread
         with pytest.raises(ValueError):
             embedders.prepare("local:not-listed")
+    finally:
+        store.close()
+
+
+def test_a_read_never_loads_its_tenants_local_model_itself(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Another replica's first read of a space whose local model it has not loaded yet answers
+    without it (the planner degrades to lexical) while a background thread loads it."""
+    settings = Settings(data_dir=tmp_path, embedder="hash", embed_dim=8, local_models=["/models/e5"])
+    store = build_store(settings)
+    try:
+        store.put_tenant_space(SpaceInfo("ta", "core@v2", "local:e5", 12, "active", 1.0, 1.0))
+        embedders = SpaceEmbedders(settings, store, HashEmbedder(8))
+        slow = SlowModel()
+        monkeypatch.setattr(embedders, "_build", slow)
+        assert embedders.if_ready("core@v2", "ta") is None
+        assert embedders.if_ready("core@v2", "tb") is None  # tb has no such space
+        assert embedders.if_ready("core", "ta") is embedders.default
+        slow.release.set()
+        got = None
+        for _ in range(300):
+            if (got := embedders.if_ready("core@v2", "ta")) is not None:
+                break
+            threading.Event().wait(0.05)
+        assert got is not None and slow.threads == ["model-build"]
+        assert embedders("core@v2", "ta") is got  # a worker gets the same, loaded once
     finally:
         store.close()
