@@ -131,11 +131,16 @@ class MadeKeys:
             return self._snap
         with self._lock:
             if self.clock() - self._checked >= self.refresh:
-                gen = self.store.key_generation()
-                if gen != self._snap.generation:
-                    records = self.store.all_keys()
-                    self._snap = _Snapshot(gen, {r.secret_hash: _of_record(r) for r in records},
-                                           {r.id: r for r in records})
+                try:
+                    gen = self.store.key_generation()
+                    if gen != self._snap.generation:
+                        records = self.store.all_keys()
+                        self._snap = _Snapshot(gen, {r.secret_hash: _of_record(r) for r in records},
+                                               {r.id: r for r in records})
+                except Exception:
+                    # The store is away: nothing can be revoked meanwhile (revocations are store
+                    # writes), so the last snapshot still holds; bootstrap keys never needed it.
+                    log.warning("keys not refreshed from the store", exc_info=True)
                 self._checked = self.clock()
         return self._snap
 
