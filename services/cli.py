@@ -431,6 +431,18 @@ def bench_throughput(
     main(docs, pipeline_docs)
 
 
+@bench_app.command("noisy-tenant")
+def bench_noisy_tenant(
+    rounds: int = typer.Option(40, "--rounds", min=5, help="tenant B's write+read rounds per phase"),
+    noise_threads: int = typer.Option(1, "--noise-threads", min=1, help="tenant A's threads of each kind"),
+) -> None:
+    """Tenant B's read and write p50/p95 with tenant A idle vs noisy (admin actions at their limits), as ratios."""
+    _bench_importable()
+    from bench.noisy_tenant import main
+
+    main(rounds, noise_threads)
+
+
 @bench_app.command("perf-report")
 def bench_perf_report() -> None:
     """bench/results/performance.md and its plots from the newest latency/throughput/scale/peers results."""
