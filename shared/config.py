@@ -40,7 +40,6 @@ class Settings(BaseSettings):
     embedder: Literal["local", "openai", "hash"] = "local"
     embed_model: str = "all-MiniLM-L6-v2"
     embed_dim: int = 384  # used by the hash embedder; real models report their own
-    embed_batch_size: int = 32  # documents per pipeline batch (store writes, a provider call, a queue message)
     # Local models (`local:<name>`) a tenant's space may use besides VIBE_EMBED_MODEL: names or
     # paths the operator vouches for; anything else is refused by its text (shared/model_specs.py).
     local_models: list[str] = Field(default_factory=list, max_length=100)
