@@ -5,10 +5,11 @@ embedding, and moves the cursor only past what it handled, so a restart resumes 
 
 A step spends only what the tenant's per-minute bucket holds beyond the reads' share
 (`BackfillLimits.reserve`: reads keep priority), and none while the queue is deeper than the
-backpressure bound; nor does it queue past the tenant's share of the queue (`tenant_jobs`). Restoring an evicted vector from the cold store calls no provider and takes
-nothing from the bucket. Documents a
-policy keeps from the provider (`denied`, `deferred`) are re-decided here, in the step, against
-the current policy: no job and no provider call for a decision that stays the same.
+backpressure bound; nor does it queue past the tenant's share of the queue (`tenant_jobs`).
+Restoring an evicted vector from the cold store calls no provider and takes nothing from the
+bucket (but does take a place in that share). Documents a policy keeps from the provider
+(`denied`, `deferred`) are re-decided here, in the step, against the current policy: no job and
+no provider call for a decision that stays the same.
 """
 
 from __future__ import annotations
