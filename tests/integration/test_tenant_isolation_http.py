@@ -118,6 +118,9 @@ def test_a_document_with_the_most_numeric_fields_costs_other_tenants_nothing(tmp
     env = {**ENV, "VIBE_FILTERABLE_FIELDS": '["year"]'}
     with served(tmp_path / "data", env=env) as app:
         assert app.bulk("k-admin-b", "r", B_DOCS).status_code == 200
+        # the collection declares one field of its own, besides the operator's `year`
+        r = app.call("PUT", "/v1/collections/w/settings", "k-admin-a", {"filterableFields": ["n7"]})
+        assert r.status_code == 200, r.text
         wide: dict[str, Any] = {f"n{i}": i for i in range(MAX_DOC_FIELDS - 3)}
         wide.update({"title": "Glacier survey", "body": "ice core sample survey of the glacier", "year": 2020})
         assert app.put("k-admin-a", "w", "wide", wide).status_code in (200, 201)
@@ -135,4 +138,4 @@ def test_a_document_with_the_most_numeric_fields_costs_other_tenants_nothing(tmp
         b_still_answers(app, "b-later")
     shard = tmp_path / "data" / "vectors" / "core"
     indexed = EdgeShard.load(str(shard)).info().payload_schema
-    assert {k for k in indexed if k.startswith("num.")} == {f"num.{num_field('year')}"}
+    assert {k for k in indexed if k.startswith("num.")} == {f"num.{num_field(f)}" for f in ("year", "n7")}
