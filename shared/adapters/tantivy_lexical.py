@@ -229,6 +229,7 @@ class TantivyLexicalIndex:
 
     def apply(self, docs: Sequence[StoredDoc], deletes: Sequence[DocKey]) -> None:
         by_index: dict[tuple[str, Language], tuple[list[StoredDoc], list[DocKey]]] = {}
+        langs: dict[tuple[str, str], Language] = {}  # one settings read per collection of the batch
         for d in docs:
             tc = (d.key.tenant, d.key.collection)
             lang = langs[tc] if tc in langs else langs.setdefault(tc, self.languages.for_doc(*tc))
@@ -266,7 +267,6 @@ class TantivyLexicalIndex:
         The text is analysed in the index's language (OpenSearch's `match` does the same with
         each language's fields)."""
         terms = self.terms(text, idx.lang)
-        langs: dict[tuple[str, str], Language] = {}  # one settings read per collection of the batch
         if not terms:
             return None
         schema = idx.schema
