@@ -55,7 +55,7 @@ def field_name_problem(name: object) -> str | None:
     """Why `name` is not a valid field name (None: it is)."""
     if not isinstance(name, str) or not name or len(name) > MAX_FIELD_CHARS:
         return f"field names must be 1 to {MAX_FIELD_CHARS} characters"
-    if any(ord(ch) < 0x20 or ord(ch) == 0x7F for ch in name):
+    if any(ord(ch) < 0x20 for ch in name):
         return "field names must not contain control characters"
     return None
 

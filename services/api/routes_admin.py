@@ -11,6 +11,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from services.api.auth import require
 from services.api.schemas import (
+    ANY_COLLECTION_NAME,
     AUTHENTICATED,
     METRICS_TEXT,
     OPTIONAL_BEARER,
@@ -41,7 +42,8 @@ def _c(request: Request) -> Container:
 
 @router.get("/semantic/status", dependencies=AUTHENTICATED, responses={
     **ok(DocStatus, "the document's `__semantic` in the active space and its lifecycle"), **errors(400, 404)})
-async def get_status(request: Request, collection: str = Query(description="the document's collection"),
+async def get_status(request: Request, collection: str = Query(description="the document's collection",
+                                                                pattern=ANY_COLLECTION_NAME),
                      _id: str = Query(description="the document's id"),
                      p: Principal = Depends(require("admin"))) -> JSONResponse:
     c = _c(request)
@@ -61,7 +63,8 @@ async def get_status(request: Request, collection: str = Query(description="the 
 @router.get("/semantic/coverage", dependencies=AUTHENTICATED, responses={
     **ok(Coverage, "documents per semantic state in the active space"), **errors()})
 async def get_coverage(request: Request, collection: str | None = Query(
-                           None, description="one collection (default: every collection of the tenant)"),
+                           None, description="one collection (default: every collection of the tenant)",
+                           pattern=ANY_COLLECTION_NAME),
                        p: Principal = Depends(require("admin"))) -> JSONResponse:
     c = _c(request)
     if collection is not None:

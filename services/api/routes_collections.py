@@ -15,7 +15,7 @@
 from __future__ import annotations
 
 import threading
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi.concurrency import run_in_threadpool
@@ -24,8 +24,9 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from services.api.auth import require
 from services.api.bodies import json_body, optional_object
+from services.api.routes_docs import COLLECTION
 from services.api.routes_lifecycle import _start_backfill
-from services.api.schemas import AUTHENTICATED, body, errors, ok
+from services.api.schemas import AUTHENTICATED, FILTER, _as, body, errors, ok
 from services.api.writes import check_collection
 from services.core.collections import CollectionDeleter, Deletion, delete_matching
 from services.core.overwrite import locked
@@ -35,8 +36,8 @@ from shared.collection_settings import CollectionSettings
 from shared.errors import ErrorCode, VibeError, invalid
 from shared.filters import FilterError, parse_filter
 from shared.model import DocKey, Principal
-from shared.names import check_collection_name, check_field_list
-from shared.text.languages import language
+from shared.names import MAX_FIELD_CHARS, MAX_SETTINGS_FIELDS, check_collection_name, check_field_list
+from shared.text.languages import LANGUAGES, language
 
 router = APIRouter(dependencies=AUTHENTICATED)
 MAX_LIST = 1000
@@ -85,9 +86,15 @@ class CollectionDeleted(BaseModel):
     remaining: int = Field(description="documents of the collection still stored")
 
 
+# shared/names.py's field rule, `_` reserved: what `embedFields` and `filterableFields` name
+_FIELD = Annotated[str, Field(min_length=1, max_length=MAX_FIELD_CHARS, pattern="^[^_\x00-\x1f][^\x00-\x1f]*$")]
+_FIELDS = Annotated[list[_FIELD], Field(max_length=MAX_SETTINGS_FIELDS)]
+_LANGUAGE_NAMES = sorted({n for code, lang in LANGUAGES.items() for n in (code, lang.name)})
+
+
 class DeleteByFilterIn(BaseModel):
     model_config = ConfigDict(title="DeleteByFilterRequest", extra="forbid")
-    filter: dict[str, Any] = Field(description="the /v1/read filter grammar; {} matches every readable document")
+    filter: dict[str, Any] | None = Field(json_schema_extra=_as(FILTER))
     limit: int | None = Field(default=None, ge=1, description="documents to delete at most (default and bound: "
                                                                 "VIBE_DELETE_BY_FILTER_MAX)")
     after: str | None = Field(default=None, max_length=256, description="the `after` of the previous answer")
@@ -104,9 +111,11 @@ class DeletedByFilter(BaseModel):
 
 class CollectionSettingsIn(BaseModel):
     model_config = ConfigDict(title="CollectionSettingsRequest", extra="forbid")
-    language: str | None = Field(default=None, description="null: the deployment's default for it")
-    embedFields: list[str] | None = Field(default=None, description="null: VIBE_EMBED_FIELDS or every field")
-    filterableFields: list[str] | None = Field(default=None, description="null: the vector index's default")
+    language: Literal[tuple(_LANGUAGE_NAMES)] | None = Field(  # type: ignore[valid-type]
+        default=None, description="null: the deployment's default for it; 409 when this deployment's keyword "
+                                  "indexes do not analyse it, or when the collection has documents")
+    embedFields: _FIELDS | None = Field(default=None, description="null: VIBE_EMBED_FIELDS or every field")
+    filterableFields: _FIELDS | None = Field(default=None, description="null: the vector index's default")
     eager: bool | None = Field(default=None, description="the promotion state (as /semantic/promote)")
 
 
@@ -180,7 +189,7 @@ async def list_collections(request: Request, after: str = Query("", max_length=1
 @router.delete("/v1/collections/{collection}", dependencies=NAMED, responses={
     **ok(CollectionDeleted, "the collection is gone"), **ok(CollectionDeleted, "deleting: progress so far", 202),
     **errors(400)})
-async def delete_collection(request: Request, collection: str,
+async def delete_collection(request: Request, collection: str = COLLECTION,
                             p: Principal = Depends(require("admin"))) -> JSONResponse:
     c = _c(request)
     check_collection(collection)
@@ -206,7 +215,7 @@ def _delete_keys(c: Container, keys: list[DocKey], still: Any) -> int:
              openapi_extra=body(DeleteByFilterIn),
              responses={**ok(DeletedByFilter, "the matching readable documents deleted (a bounded page)"),
                         **errors(400, 413)})
-async def delete_by_filter(request: Request, collection: str,
+async def delete_by_filter(request: Request, collection: str = COLLECTION,
                            p: Principal = Depends(require("write"))) -> JSONResponse:
     c = _c(request)
     check_collection(collection)
@@ -216,7 +225,7 @@ async def delete_by_filter(request: Request, collection: str,
     except Exception as e:  # noqa: BLE001 - pydantic's message, as a 400
         raise invalid(str(e).splitlines()[0] if str(e) else "invalid body") from None
     try:
-        where = parse_filter(parsed.filter)
+        where = parse_filter(parsed.filter or {})
     except FilterError as e:
         raise invalid(str(e), field="filter") from None
     cap = c.settings.delete_by_filter_max
@@ -235,8 +244,10 @@ def _settings_body(c: Container, tenant: str, collection: str) -> dict[str, Any]
 
 @router.get("/v1/collections/{collection}/settings", dependencies=NAMED, responses={
     **ok(CollectionSettingsOut, "the collection's settings as every process applies them"), **errors(400)})
-async def get_settings(request: Request, collection: str, p: Principal = Depends(require("admin"))) -> JSONResponse:
+async def get_settings(request: Request, collection: str = COLLECTION,
+                       p: Principal = Depends(require("admin"))) -> JSONResponse:
     c = _c(request)
+    check_collection(collection)
     return JSONResponse(await run_in_threadpool(_settings_body, c, p.tenant, collection))
 
 
@@ -252,9 +263,10 @@ def _language(c: Container, tenant: str, collection: str, raw: object) -> str | 
     except ValueError as e:
         raise invalid(str(e), field="language") from None
     known = [lang.code for lang in c.settings.language_map().languages()]
-    if code not in known:
-        raise invalid(f"language {code!r} is not analysed by this deployment's lexical indexes; one of: "
-                      f"{', '.join(known)} (VIBE_DEFAULT_LANGUAGE, VIBE_COLLECTION_LANGUAGES)", field="language")
+    if code not in known:  # a language, but this deployment's indexes have no analyzer for it
+        raise VibeError(ErrorCode.CONFLICT, f"language {code!r} is not analysed by this deployment's keyword "
+                        f"indexes; one of: {', '.join(known)} (add it to VIBE_COLLECTION_LANGUAGES first)",
+                        {"field": "language"})
     if code != c.collection_directory().language(tenant, collection) and c.store.collection_doc_count(tenant,
                                                                                                      collection):
         raise VibeError(ErrorCode.CONFLICT, "the collection has documents: its language changes only while it is "
@@ -284,9 +296,11 @@ def _put_settings(c: Container, p: Principal, collection: str, raw: dict[str, An
     return _settings_body(c, p.tenant, collection)
 
 
-@router.put("/v1/collections/{collection}/settings", dependencies=NAMED, openapi_extra=body(CollectionSettingsIn),
+@router.put("/v1/collections/{collection}/settings", dependencies=NAMED,
+            openapi_extra=body(CollectionSettingsIn, required=False),
             responses={**ok(CollectionSettingsOut, "the settings now stored"), **errors(400, 409, 413)})
-async def put_settings(request: Request, collection: str, p: Principal = Depends(require("admin"))) -> JSONResponse:
+async def put_settings(request: Request, collection: str = COLLECTION,
+                       p: Principal = Depends(require("admin"))) -> JSONResponse:
     """Only the keys sent change; `null` returns a setting to the deployment's default."""
     c = _c(request)
     check_collection(collection)

@@ -33,6 +33,7 @@ from services.planner.planner import semantic_projection
 from services.wiring import Container
 from shared.errors import ErrorCode, VibeError, invalid
 from shared.model import DocKey, Principal, StoredDoc
+from shared.names import MAX_DOC_FIELDS
 
 router = APIRouter()
 
@@ -61,12 +62,14 @@ _ACL: dict[str, Any] = {"type": "array", "minItems": 1, "maxItems": 1000,
                        "the tenant. At most 512 UTF-8 bytes each and 65,536 in all (VIBE_ACL_MAX_*)"}
 _VIBE: dict[str, Any] = {"type": "object", "properties": {"semantic": {"type": "object", "properties": {
     "intent": {"enum": ["deny", "allow"]}}}}}
-_FIELD_NAME: dict[str, Any] = {"pattern": r"^([^_]|_acl$|_vibe$)"}
+# shared/names.py: 1 to 64 characters without control characters, at most 1000 fields a document
+_FIELD_NAME: dict[str, Any] = {"pattern": r"^(_acl|_vibe|[^_\x00-\x1f][^\x00-\x1f]{0,63})$"}
 _DOC: dict[str, Any] = {"type": "object", "properties": {"_acl": _ACL, "_vibe": _VIBE}, "propertyNames": _FIELD_NAME,
+        "maxProperties": MAX_DOC_FIELDS,
         "description": "the document's JSON fields (no other field may start with '_'; no string may hold "
                        "U+0000) plus optional `_acl` and `_vibe`"}
 _BULK_DOC: dict[str, Any] = {**_DOC, "required": ["_id"], "properties": {"_id": _DOC_ID, "_acl": _ACL, "_vibe": _VIBE},
-             "propertyNames": {"pattern": r"^([^_]|_acl$|_vibe$|_id$)"}}
+             "propertyNames": {"pattern": r"^(_acl|_vibe|_id|[^_\x00-\x1f][^\x00-\x1f]{0,63})$"}}
 _WRITTEN: dict[str, Any] = {"type": "object", "required": ["_id", "collection", "result"], "properties": {
     "_id": {"type": "string"}, "collection": {"type": "string"}, "result": {"enum": ["created", "updated"]}}}
 _DELETED: dict[str, Any] = {**_WRITTEN, "properties": {**_WRITTEN["properties"], "result": {"const": "deleted"}}}

@@ -145,6 +145,8 @@ def query(name: str, schema: dict[str, Any], required: bool, description: str) -
 # services/api/writes.py check_collection: the name matches in full, is not `any` and does not
 # start with the reserved `mcp-task-` (any case).
 COLLECTION_NAME: dict[str, Any] = {
+# shared/names.py's rule alone (reads, admin queries); COLLECTION_NAME adds what writes refuse.
+ANY_COLLECTION_NAME = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$"
     "type": "string", "pattern": r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$",
     "not": {"anyOf": [{"const": "any"}, {"pattern": "^[Mm][Cc][Pp]-[Tt][Aa][Ss][Kk]-"}]},
     "description": "a collection name: a letter or digit, then up to 127 letters, digits, '_', '.' or '-' "
@@ -178,9 +180,10 @@ def _name_field(description: str, nullable: bool = False) -> Any:
 
 class QueryDocIn(BaseModel):
     model_config = ConfigDict(extra="forbid", title="QueryDoc")
-    collection: str
+    collection: str = Field(pattern=ANY_COLLECTION_NAME)
     id: str = Field(alias="_id")
-    fields: list[str] | None = None
+    fields: list[Annotated[str, Field(min_length=1, max_length=MAX_FIELD_CHARS,
+                                      pattern="^[^\x00-\x1f]*$")]] | None = None
 
 
 class QueryTextIn(BaseModel):
@@ -266,7 +269,7 @@ class ReadIn(BaseModel):
     """POST /v1/read (readOnce, DESIGN.md §5)."""
 
     model_config = ConfigDict(extra="forbid", title="ReadRequest", json_schema_extra=_READ_NOT_EMPTY)
-    collection: str = Field(default="any", min_length=1, description="a collection name, or `any`")
+    collection: str = Field(default="any", pattern=ANY_COLLECTION_NAME, description="a collection name, or `any`")
     q: str = Field(default="", max_length=MAX_QUERY_CHARS)
     semantic: SemanticIn = Field(default_factory=SemanticIn)
     limit: int = Field(default=20, ge=1, le=MAX_LIMIT, description="results per page")

@@ -34,7 +34,8 @@ SUCCESS = {("PUT", "/v1/collections/{collection}/docs/{doc_id}"): {"200", "201"}
            ("DELETE", "/v1/collections/{collection}"): {"200", "202"}}
 NO_CONTENT = {("DELETE", "/v1/keys/{key_id}")}  # 204: no body to declare
 # Bodies read with `json_body` that may be empty (no Content-Length: `{}`).
-OPTIONAL_BODY = {("POST", "/semantic/reindex"), ("POST", "/semantic/spaces/{space}/activate")}
+OPTIONAL_BODY = {("POST", "/semantic/reindex"), ("POST", "/semantic/spaces/{space}/activate"),
+                 ("PUT", "/v1/collections/{collection}/settings")}
 
 
 @pytest.fixture(scope="module")
