@@ -2426,10 +2426,19 @@ export interface operations {
                 "application/json": {
                     /**
                      * Filter
-                     * @description the /v1/read filter grammar; {} matches every readable document
+                     * @description metadata conditions on top-level document fields, all of which must hold: `{"field": value}` (equals), `{"field": {"in": [...]}}` (any of up to 100 values), `{"field": {"gte": 1, "lt": 5}}` (a numeric range). A field holding a list matches when any element does; strings, numbers and booleans only equal their own kind. Applied inside every engine's query together with the ACL, before the top-k. At most 16 fields; names not starting with '_'.
                      */
-                    filter: {
-                        [key: string]: unknown;
+                    filter: null | {
+                        [key: string]: string | number | boolean | {
+                            eq: string | number | boolean;
+                        } | {
+                            in: (string | number | boolean)[];
+                        } | {
+                            gt?: number;
+                            gte?: number;
+                            lt?: number;
+                            lte?: number;
+                        };
                     };
                     /**
                      * Limit
@@ -2608,14 +2617,14 @@ export interface operations {
             };
             cookie?: never;
         };
-        requestBody: {
+        requestBody?: {
             content: {
                 "application/json": {
                     /**
                      * Language
-                     * @description null: the deployment's default for it
+                     * @description null: the deployment's default for it; 409 when this deployment's keyword indexes do not analyse it, or when the collection has documents
                      */
-                    language?: string | null;
+                    language?: ("da" | "danish" | "de" | "dutch" | "en" | "english" | "es" | "fr" | "french" | "german" | "it" | "italian" | "nl" | "no" | "norwegian" | "portuguese" | "pt" | "ru" | "russian" | "simple" | "spanish" | "sv" | "swedish" | "tr" | "turkish") | null;
                     /**
                      * Embedfields
                      * @description null: VIBE_EMBED_FIELDS or every field
