@@ -285,9 +285,7 @@ def follower_name(settings: Settings, index: Literal["lexical", "vectors"]) -> s
     alike share one position and a new, empty server starts from 0; None for an embedded index.
     Every replica must spell the server URL the same way."""
     if index == "lexical" and settings.lexical == "opensearch":
-        from shared.adapters.opensearch_lexical import INDEX_PREFIX
-
-        return f"lexical:opensearch:{_server(settings.opensearch_url)}/{INDEX_PREFIX}"
+        return f"lexical:opensearch:{_server(settings.opensearch_url)}/{settings.opensearch_prefix}"
     if index == "vectors" and settings.vectors == "qdrant":
         from shared.adapters.qdrant_vectors import COLLECTION_PREFIX
 

@@ -59,6 +59,9 @@ class Settings(BaseSettings):
 
     redis_url: str = "redis://127.0.0.1:6379/0"
     opensearch_url: str | None = None
+    # Every tenant index is `<prefix><tenant>-<hash>` and the template `<prefix>template`: deployments
+    # (or test runs) sharing one cluster keep apart by prefix. Lowercase, as index names must be.
+    opensearch_prefix: Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9_-]{0,40}-$")] = "vibe-lex-"
     qdrant_url: str | None = None
 
     host: str = "127.0.0.1"

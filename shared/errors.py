@@ -13,6 +13,7 @@ class ErrorCode(Enum):
     PAYLOAD_TOO_LARGE = ("payload_too_large", 413)
     RATE_LIMITED = ("rate_limited", 429)
     EMBEDDER_UNAVAILABLE = ("embedder_unavailable", 503)
+    INDEX_UNAVAILABLE = ("index_unavailable", 503)  # a shared index server (OpenSearch) does not answer
     DIMENSION_MISMATCH = ("dimension_mismatch", 409)
     CONFLICT = ("conflict", 409)  # the request contradicts the current state (e.g. activating an unfinished space)
     INTERNAL_ERROR = ("internal_error", 500)

@@ -281,12 +281,19 @@ class IndexFollower:
         every change fails, the index is down, not the changes: the error propagates and the
         position stays, so nothing is skipped."""
         failed: list[tuple[Change, Exception]] = []
+        tried = 0
         for c in changes:
+            if self.vectors is None and c.op not in ("doc", "delete"):
+                # A vector change asks nothing of a lexical index: its "success" proves nothing, and
+                # counted as one it made a server that refused everything (it was away) look like
+                # one refusing the batch's documents for good, which were quarantined.
+                continue
+            tried += 1
             try:
                 self._apply([c])
             except Exception as e:  # noqa: BLE001 - judged below
                 failed.append((c, e))
-        if len(failed) == len(changes):
+        if len(failed) == tried:
             raise first
         for c, err in failed:
             log.warning("index change quarantined", extra={"follower": self.label, "seq": c.seq, "op": c.op,

@@ -95,7 +95,7 @@ def _with_cursor(payload: dict[str, object], session: ReadSession, c: Container,
 @router.post("/v1/read", dependencies=AUTHENTICATED, openapi_extra=body(ReadIn), responses={
     200: {"model": ReadAnswer, "content": {"text/event-stream": READ_SSE},
           "description": "`Accept: application/json`: what is ready now; `Accept: text/event-stream`: the stream"},
-    **errors(400, 404, 413)})
+    **errors(400, 404, 413, 503)})
 async def read(request: Request, p: Principal = Depends(require("read"))) -> Response:
     c: Container = request.app.state.container
     body = parse_model(ReadBody, await json_body(request, 1_048_576))

@@ -53,7 +53,7 @@ class ErrorDetail(BaseModel):
 
     code: str = Field(description="a stable code: invalid_params, unauthorized, forbidden, not_found, conflict, "
                                   "dimension_mismatch, payload_too_large, rate_limited, embedder_unavailable, "
-                                  "internal_error, method_not_allowed")
+                                  "index_unavailable, internal_error, method_not_allowed")
     message: str = Field(description="human text, safe to show; never a stack trace")
     details: dict[str, Any] | SkipJsonSchema[None] = Field(
         default=None, description="machine-readable context, e.g. `field` for invalid_params")
@@ -75,7 +75,8 @@ _ERROR_TEXT = {
     413: "payload_too_large",
     429: "rate_limited: over the tenant's request rate (see `Retry-After`)",
     500: "internal_error",
-    503: "embedder_unavailable: the embedding provider did not answer",
+    503: "embedder_unavailable: the embedding provider did not answer; index_unavailable: the keyword index "
+         "server (OpenSearch) did not answer",
 }
 _RETRY_AFTER = {"Retry-After": {"description": "whole seconds until a request will be admitted",
                                 "schema": {"type": "integer", "minimum": 0}}}

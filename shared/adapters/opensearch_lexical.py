@@ -53,11 +53,13 @@ from collections.abc import Sequence
 from typing import Any
 
 from opensearchpy import OpenSearch
-from opensearchpy.exceptions import RequestError
+from opensearchpy.exceptions import ConnectionError as ServerUnreachable
+from opensearchpy.exceptions import RequestError, TransportError
 
 from shared.adapters import analysis, facets
 from shared.adapters.analysis import ENGLISH_ONLY, LanguageMap
 from shared.config import Settings
+from shared.errors import ErrorCode, VibeError
 from shared.model import DocKey, Hit, StoredDoc
 from shared.ports import Candidates, FieldCondition, ResolvedCandidates, SearchFilter
 from shared.text.hashing import doc_text
@@ -77,6 +79,7 @@ BULK_MAX_BYTES = 5 * 1_048_576
 # The API bounds principals below this (VIBE_ACL_MAX_PRINCIPAL_BYTES <= 1024).
 ACL_IGNORE_ABOVE = 1024
 MAX_ID_BYTES = 512  # OpenSearch's limit on `_id`
+UNAVAILABLE_STATUSES = {429, 502, 503, 504}  # the server is there but cannot serve now
 # Highlights look at most this far into a field: past `index.highlight.max_analyzed_offset`
 # (1,000,000 characters by default) OpenSearch refuses the whole highlight request instead, so one
 # long document (VIBE_MAX_DOC_BYTES allows 1 MiB) failed every read whose page held it.
@@ -339,7 +342,7 @@ class OpenSearchLexicalIndex:
         if not settings.opensearch_url:
             raise RuntimeError("VIBE_LEXICAL=opensearch needs VIBE_OPENSEARCH_URL (e.g. http://opensearch:9200)")
         client = OpenSearch(hosts=[settings.opensearch_url], timeout=30, max_retries=3, retry_on_timeout=True)
-        return cls(client, languages=languages or settings.language_map())
+        return cls(client, prefix=settings.opensearch_prefix, languages=languages or settings.language_map())
 
     def _ensure_index(self, tenant: str) -> None:
         name = index_name(tenant, self.prefix)
@@ -371,8 +374,18 @@ class OpenSearchLexicalIndex:
 
     def _search(self, tenant: str, body: dict[str, Any]) -> list[dict[str, Any]]:
         # ignore_unavailable: a tenant that never wrote has no index and simply no hits.
-        resp = self.client.search(index=index_name(tenant, self.prefix), body=body, routing=tenant,
-                                  ignore_unavailable=True)
+        try:
+            resp = self.client.search(index=index_name(tenant, self.prefix), body=body, routing=tenant,
+                                      ignore_unavailable=True)
+        except (ServerUnreachable, TransportError) as e:
+            if isinstance(e, ServerUnreachable) or e.status_code in UNAVAILABLE_STATUSES:
+                # A read cannot be answered without the keyword leg: a stable 503 the client may
+                # retry, never an internal error (writes are unaffected: the store of record has
+                # them, and the follower applies them once the server is back).
+                log.warning("opensearch unavailable", extra={"error_type": type(e).__name__})
+                raise VibeError(ErrorCode.INDEX_UNAVAILABLE,
+                                "the keyword index (OpenSearch) is not answering; try again shortly") from e
+            raise
         return list(resp["hits"]["hits"])
 
     def search(self, flt: SearchFilter, text: str, limit: int) -> list[Hit]:

@@ -45,20 +45,21 @@ def test_metrics_stay_open_without_a_token(server: Served) -> None:
     assert server.call("GET", "/metrics", None).status_code == 200
 
 
-def test_a_500_is_answered_and_counted_with_its_method(tmp_path: Path) -> None:
-    """An unhandled error (here: the OpenSearch server is unreachable) answers the stable
-    `internal_error` body (it used to reset the connection) and is counted as a 500 of its
-    route and method; other routes are counted by method too."""
+def test_a_server_error_is_answered_and_counted_with_its_method(tmp_path: Path) -> None:
+    """A read the service cannot answer (here: the OpenSearch server is unreachable) answers a
+    stable error body, `index_unavailable` with 503 (it used to reset the connection, then was an
+    `internal_error` 500), and is counted under its route and method; other routes are counted
+    by method too."""
     env = {"VIBE_LEXICAL": "opensearch", "VIBE_OPENSEARCH_URL": "http://127.0.0.1:9"}
     with served(tmp_path / "data", env=env) as s:
         r = s.read("k-alice", collection="c", q="rotor")
-        assert r.status_code == 500, r.text
-        assert r.json() == {"error": {"code": "internal_error", "message": "internal error"}}
+        assert r.status_code == 503, r.text
+        assert r.json()["error"]["code"] == "index_unavailable"
         assert "Traceback" not in r.text
         s.call("GET", "/v1/collections/c/docs/x", "k-alice")
         s.call("POST", "/mcp", "k-alice", {"jsonrpc": "2.0", "id": 1, "method": "ping"})
         counts = _counts(s.call("GET", "/metrics", None).text)
-        assert counts[("/v1/read", "POST", "500")] == 1.0
+        assert counts[("/v1/read", "POST", "503")] == 1.0
         assert any(k[0].startswith("/v1/collections/{") and k[1:] == ("GET", "404") for k in counts)
         assert any(route == "/mcp" and method == "POST" for route, method, _ in counts)
         assert not any(route == "unmatched" for route, _, _ in counts)

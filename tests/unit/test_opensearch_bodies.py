@@ -641,3 +641,14 @@ def test_dutch_stems_with_lucenes_kraaij_pohlmann() -> None:
     nl = analysis.opensearch_analysis([analysis.LANGUAGES["nl"], analysis.LANGUAGES["de"]])["filter"]
     assert nl["vibe_stem_nl"] == {"type": "snowball", "language": "Kp"}
     assert nl["vibe_stem_de"] == {"type": "snowball", "language": "German"}
+
+
+def test_the_index_prefix_is_a_setting() -> None:
+    """Deployments or test runs sharing a cluster keep apart by prefix (VIBE_OPENSEARCH_PREFIX)."""
+    idx = OpenSearchLexicalIndex.from_settings(Settings(opensearch_url="http://opensearch.invalid:9200",
+                                                        opensearch_prefix="vibe-x-"))
+    assert idx.prefix == "vibe-x-" and OpenSearchLexicalIndex.from_settings(
+        Settings(opensearch_url="http://opensearch.invalid:9200")).prefix == osl.INDEX_PREFIX
+    for bad in ("Vibe-", "vibe", "vibe*-", "-vibe-"):
+        with pytest.raises(ValueError):
+            Settings(opensearch_prefix=bad)
