@@ -299,6 +299,7 @@ class ReadSession:
         self.space, self.building = planner.spaces.of(principal.tenant)
         self._shown_ok: dict[DocKey, StoredDoc] = {}  # documents re-checked readable (see _readable_top)
         self._hidden: set[DocKey] = set()  # documents that failed that check
+        self._answered = False  # a payload was built (later ones re-check pending documents too)
         self.k = req.k or planner.cfg.lexical_candidates
         self.lexical_hits: list[Hit] = []
         self.semantic = SemanticLeg()
@@ -983,6 +984,7 @@ class ReadSession:
         self._decorate(results, top)
         body: dict[str, object] = {"results": results, "strategy": self.strategy,
                                    "warming": self.warming(), "diagnostics": self.diagnostics(final)}
+        self._answered = True
         return body
 
     def _readable_top(self) -> list[Fused]:
@@ -1065,7 +1067,8 @@ class ReadSession:
                 r["__semantic"] = semantic_projection(sides.get(f.key), self.space)
 
     def warming(self) -> dict[str, object]:
-        self._drop_unreadable_pending()
+        if self._answered:  # a later event of a stream (a first answer's pending came from reads just made)
+            self._drop_unreadable_pending()
         n = len(self.pending)
         if n:
             msg = f"Warming up… {n} results are being indexed"
