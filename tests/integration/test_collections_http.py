@@ -11,9 +11,13 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
 from shared.adapters.cold_packed import PackedColdStore
+from shared.adapters.edge_vectors import EdgeVectorIndex
+from shared.adapters.tantivy_lexical import TantivyLexicalIndex
+from shared.ports import SearchFilter
 from tests.support.openai_server import OpenAIProtocolServer
 from tests.support.server import Served, served
 
@@ -248,3 +252,30 @@ def test_a_stored_language_decides_how_a_collection_is_analysed(app: Served) -> 
     assert app.call("DELETE", "/v1/collections/words", "k-admin-a").status_code == 200
     assert app.put("k-admin-a", "words", "w2", {"title": "Walking"}).status_code == 201
     assert _found(app, "words", "running") == [] and _found(app, "words", "walk") == ["w2"]  # English again
+
+
+def test_a_deleted_collection_leaves_the_process_indexes(tmp_path: Path) -> None:
+    """Read the served process's own tantivy and qdrant-edge indexes once it has stopped: the
+    deleted collection's entries are gone from both, the other collection's are still there."""
+    data = tmp_path / "data"
+    with served(data, env={"VIBE_COLLECTION_DELETE_PAGE": "3"}) as s:
+        for name in ("gone", "kept"):
+            assert s.call("PUT", f"/v1/collections/{name}/settings", "k-admin-a", {"eager": True}).status_code == 200
+            assert s.bulk("k-admin-a", name, DOCS).status_code == 200
+            for d in DOCS:
+                assert s.wait_status("k-admin-a", name, str(d["_id"]), "ready", timeout=30) == "ready"
+        assert _until(lambda: s.call("DELETE", "/v1/collections/gone", "k-admin-a").status_code == 200)
+    with sqlite3.connect(data / "vibe.sqlite3") as db:
+        vector = np.frombuffer(db.execute("SELECT vec FROM vectors LIMIT 1").fetchone()[0], dtype=np.float32).tolist()
+    lexical, vectors = TantivyLexicalIndex(data / "lexical"), EdgeVectorIndex(data / "vectors")
+    try:
+        def found(collection: str) -> tuple[int, int]:
+            flt = SearchFilter("ta", (collection,), ("*", "user:admin"))
+            return (len(lexical.search(flt, "flutter report", 50)),
+                    len(vectors.search("core", flt, vector, 50)))
+
+        assert found("kept") == (len(DOCS), len(DOCS))
+        assert found("gone") == (0, 0)
+    finally:
+        lexical.close()
+        vectors.close()
