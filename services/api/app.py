@@ -102,8 +102,9 @@ def create_app(container: Container, keys: KeyRing) -> FastAPI:
         mcp.close()
 
     app = FastAPI(title="vibe-semantic", version="0.1.0", lifespan=lifespan,
-                  # /docs is routes_ui's: Swagger UI from our own copy (no CDN), no key kept in storage
-                  docs_url=None, swagger_ui_parameters={"persistAuthorization": False})
+                  # /docs is routes_ui's: Swagger UI from our own copy (no CDN), no key kept in storage;
+                  # no /redoc (FastAPI's loads its script and fonts from CDNs)
+                  docs_url=None, redoc_url=None, swagger_ui_parameters={"persistAuthorization": False})
     app.state.container = container
     app.state.keys = keys
     app.add_exception_handler(VibeError, _vibe_error)

@@ -39,6 +39,7 @@ def test_docs_load_nothing_from_another_origin(client: TestClient) -> None:
     assert "/openapi.json" in html
     assert client.get("/docs/../app.py").status_code == 404
     assert client.get("/docs/app.js").status_code == 404  # only the Swagger files
+    assert client.get("/redoc").status_code == 404  # FastAPI's ReDoc page loads from CDNs: not served
 
 
 def test_docs_keep_no_key_in_browser_storage(client: TestClient) -> None:
