@@ -7,7 +7,7 @@ TORCH_CPU_INDEX := https://download.pytorch.org/whl/cpu
 NPM := $(shell command -v npm 2>/dev/null)
 NODE_STAMP := sdk/typescript/node_modules/.installed
 
-.PHONY: setup run test check lint checks clean opensearch
+.PHONY: setup run test check lint checks clean opensearch cluster
 
 setup: $(STAMP) $(if $(NPM),$(NODE_STAMP))
 
@@ -54,6 +54,13 @@ lint: setup
 # $${OPENSEARCH_DATA:-data/opensearch}; built once from Maven Central (deploy/opensearch-dev).
 opensearch: setup
 	$(BIN)/python -m tests.support.opensearch_server
+
+# docker-compose.yml's distributed profile as local processes on loopback, no Docker: PostgreSQL,
+# Redis, OpenSearch, two API replicas ($${CLUSTER_PORT:-8080} and the next), two Celery workers and
+# beat, data in $${CLUSTER_DATA:-data/cluster}; prints the URLs and a key; Ctrl-C stops them all
+# (docs/cluster.md).
+cluster: setup
+	HF_HUB_OFFLINE=1 $(BIN)/python -m tests.support.cluster
 
 checks: setup
 	$(BIN)/python ../shared/checks/contract
