@@ -16,7 +16,7 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 
 from services.api import cursors
-from services.api.auth import require
+from services.api.auth import principal_of, require
 from services.api.bodies import ReadBody, json_body, parse_model
 from services.api.schemas import AUTHENTICATED, READ_SSE, Explanation, ReadAnswer, ReadIn, body, errors
 from services.planner.planner import ReadRequest, ReadSession
@@ -124,7 +124,7 @@ async def read(request: Request, p: Principal = Depends(require("read"))) -> Res
         if isinstance(payload, Exception):
             raise payload
         return Response(orjson.dumps(payload), media_type="application/json")
-    events = _stream(c, session, started, answer, payload)
+    events = _while_authorized(request, session, _stream(c, session, started, answer, payload))
     return _SessionStream(_hygienic(events, c.settings.stream_heartbeat_seconds, c.settings.stream_retry_ms),
                           lambda: c.planner.finish_left(session), media_type="text/event-stream",
                           headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
@@ -219,6 +219,27 @@ async def _stream(c: Container, session: ReadSession, started: float, answer: Ca
         session.failed = True
         log.exception("read stream failed")
         yield _event("error", {"code": ErrorCode.INTERNAL_ERROR.code, "message": "internal error"})
+
+
+async def _while_authorized(request: Request, session: ReadSession,
+                            events: AsyncIterator[tuple[str, bytes]]) -> AsyncIterator[tuple[str, bytes]]:
+    """Every event after the first is sent only while the bearer is still valid: a key revoked
+    or a token expired while its stream is open ends the stream with an `unauthorized` error
+    instead of streaming on to the wait bound. A lookup is a cached dictionary read."""
+    sent = 0
+    try:
+        async for name, data in events:
+            if sent:
+                try:
+                    principal_of(request)
+                except VibeError as e:
+                    session.failed = True
+                    yield _event("error", e.body()["error"])
+                    return
+            sent += 1
+            yield name, data
+    finally:
+        await events.aclose()  # type: ignore[attr-defined]
 
 
 T = TypeVar("T")
