@@ -15,7 +15,8 @@
    the same run.
    With `--opensearch URL` (or `auto`: a private node from deploy/opensearch-dev), the
    distributed profile's adapter (OpenSearchLexicalIndex, the same analysis in the index template)
-   ranks the same documents beside it: both profiles must rank alike (within 0.01 nDCG@10).
+   ranks the same documents beside it: both profiles must rank alike (within 0.01 nDCG@10); and
+   each language's analyzer is compared with tantivy's token by token on real prose.
 3. Languages in one tenant (issue #15 item 3). Each set's nDCG@10 alone and beside a French
    collection ten times its size (the other set's texts, `VIBE_COLLECTION_LANGUAGES`): a
    language's BM25 statistics must not move with another language's documents.
@@ -104,6 +105,64 @@ def opensearch_url(arg: str | None) -> Iterator[str | None]:
 
     with opensearch_node() as node:
         yield node.url
+
+
+def _chunks(texts: Sequence[str], size: int = 20_000) -> list[str]:
+    """Texts joined by newlines, about `size` characters a request (`_analyze` answers at most
+    10,000 tokens)."""
+    out: list[str] = []
+    start = chars = 0
+    for i, t in enumerate(texts):
+        chars += len(t)
+        if chars >= size:
+            out.append("\n".join(texts[start:i + 1]))
+            start, chars = i + 1, 0
+    return [*out, "\n".join(texts[start:])] if start < len(texts) else out
+
+
+def analysis_parity(url: str, per_language: int = 100_000) -> dict[str, Any]:
+    """Each language's analyzer on the server against tantivy's, token by token, on real prose:
+    both English collections and, for the other languages, the machine's gettext catalogs
+    (tests/contract/analysis_samples.py). Stemming maps one token to one and the pipeline before
+    it is the same in both (the contract suite asserts it), so the streams align; a text whose
+    streams do not is counted apart."""
+    from collections import Counter as Tally
+
+    from opensearchpy import OpenSearch
+
+    from shared.adapters.opensearch_lexical import OpenSearchLexicalIndex, index_name
+    from tests.contract.analysis_samples import real_texts
+
+    every = analysis.LanguageMap.parse("en", {code: code for code in analysis.LANGUAGES})
+    idx = OpenSearchLexicalIndex(OpenSearch(hosts=[url], timeout=120), prefix=f"vibe-parity-{uuid.uuid4().hex[:8]}-",
+                                 languages=every)
+    out: dict[str, Any] = {}
+    try:
+        idx.apply([StoredDoc(DocKey("t", "c", "1"), {"title": "x"}, [PUBLIC_PRINCIPAL], None, "h", 0.0)], [])
+        name = index_name("t", idx.prefix)
+        for lang in every.languages():
+            ours, texts = analysis.tantivy_analyzer(lang), real_texts(lang.code, per_language)
+            pairs: Tally[tuple[str, str]] = Tally()
+            tokens = unaligned = 0
+            for text in _chunks(texts):
+                server = [t["token"] for t in idx.client.indices.analyze(
+                    index=name, body={"analyzer": lang.analyzer, "text": text})["tokens"]]
+                mine = ours.analyze(text)
+                if len(server) != len(mine):
+                    unaligned += 1
+                    continue
+                tokens += len(mine)
+                pairs.update((a, b) for a, b in zip(server, mine, strict=True) if a != b)
+            differ = sum(pairs.values())
+            out[lang.code] = {"texts": len(texts), "tokens": tokens, "differing_tokens": differ,
+                              "differing_pct": round(100 * differ / max(tokens, 1), 2), "distinct": len(pairs),
+                              "unaligned_chunks": unaligned,
+                              "top": [f"{a} / {b} ({n})" for (a, b), n in pairs.most_common(5)]}
+            print(lang.code, {k: v for k, v in out[lang.code].items() if k != "top"}, flush=True)
+    finally:
+        idx.drop()
+        idx.close()
+    return out
 
 
 FRENCH_BESIDE = analysis.LanguageMap.parse("en", {"fr": "french"})
@@ -339,6 +398,14 @@ def _markdown(doc: dict[str, Any]) -> str:
     parts.append(f"\n## Filters inside the query, tantivy, {f['docs']:,} docs (limit {f['limit']}, "
                  f"{f['queries']} queries, cases interleaved; index built in {f['build_seconds']} s)\n\n"
                  + report.table(["filter", "p50 ms", "p95 ms", "p50 / none", "mean hits"], timing))
+    par = doc.get("parity")
+    if par:
+        prows = [(code, v["texts"], v["tokens"], v["differing_tokens"], v["differing_pct"], v["distinct"],
+                 "; ".join(v["top"])) for code, v in par.items()]
+        parts.append("\n## Analysis parity, OpenSearch against tantivy, token by token (real prose: the English "
+                     "collections, the machine's gettext catalogs)\n\n"
+                     + report.table(["language", "texts", "tokens", "differing", "%", "distinct",
+                                     "most frequent (OpenSearch / tantivy)"], prows))
     m = doc.get("languages")
     if m:
         rows = [(name, v["alone"]["nDCG@10"], v["beside_french"]["nDCG@10"], v["french_docs"])
@@ -361,7 +428,8 @@ def main(data: Path, docs: int, tuning: str = "cranfield", held_out: str = "cisi
          opensearch: str | None = None) -> Path:
     with opensearch_url(opensearch) as url:
         measured = quality(data, tuning, held_out, url)
-    doc = {"name": "lexical", "machine": harness.machine(), "quality": measured,
+        parity = analysis_parity(url) if url else None
+    doc = {"name": "lexical", "machine": harness.machine(), "quality": measured, "parity": parity,
            "filters": filters_at_scale(data, docs) if docs else None,
            "cost": analysis_cost(data, docs) if docs else None,
            "languages": mixed_languages(data, [tuning, held_out]),

@@ -116,5 +116,5 @@ def _english() -> list[str]:
 def real_texts(code: str, limit: int) -> list[str]:
     """Up to `limit` texts of real prose in the language, spread over all there are."""
     texts = _english() if code in ("en", "simple") else _catalog(code)
-    step = max(1, len(texts) // limit)
+    step = max(1, len(texts) // max(limit, 1))
     return texts[::step][:limit]
