@@ -88,9 +88,12 @@ LUCENE_SNOWBALL = {"nl": "Kp"}
 STOPWORDS = ENGLISH.stopwords  # the English list (shared/text/stopwords.py)
 
 DOTTED_CAPITAL_I = "\u0130"
-# A cheap superset test for a token over the bound (>= 20 code points, none of them whitespace or
-# ASCII punctuation); only texts it matches are tokenized again to find the exact tokens.
-_MAYBE_LONG = re.compile(r"[^\s!-/:-@\[-`{-~]{20,}")
+# A cheap superset test for a token over the bound: it matches texts whose runs of characters that
+# are neither whitespace nor ASCII punctuation are all under 20 code points (a token over 39 UTF-16
+# units is such a run of 20 or more); only the texts it refuses are tokenized again to find the
+# exact tokens. Possessive, so one linear pass (a plain search for a 20-run rescanned every word).
+_SEP, _RUN = r"[\s!-/:-@\[-`{-~]", r"[^\s!-/:-@\[-`{-~]"
+_NO_LONG_RUN = re.compile(rf"(?:{_SEP}*+{_RUN}{{1,19}}+(?!{_RUN}))*+{_SEP}*+\Z")
 _RAW_TOKENS = TextAnalyzerBuilder(Tokenizer.simple()).build()  # tantivy's token boundaries, as written
 
 
@@ -118,7 +121,7 @@ def tantivy_text(text: str) -> str:
     length in characters as `text`, so offsets into it are offsets into the original."""
     if DOTTED_CAPITAL_I in text:
         text = text.replace(DOTTED_CAPITAL_I, "I")
-    if _MAYBE_LONG.search(text):
+    if not _NO_LONG_RUN.match(text):
         text = _blank_long_tokens(text)
     return text
 

@@ -80,6 +80,9 @@ BULK_MAX_BYTES = 5 * 1_048_576
 ACL_IGNORE_ABOVE = 1024
 MAX_ID_BYTES = 512  # OpenSearch's limit on `_id`
 UNAVAILABLE_STATUSES = {429, 502, 503, 504}  # the server is there but cannot serve now
+# A search not answered by then answers the read `index_unavailable` (a hung server, not a slow
+# query: a filtered BM25 search over one tenant's index takes milliseconds).
+SEARCH_TIMEOUT_SECONDS = 10
 # Highlights look at most this far into a field: past `index.highlight.max_analyzed_offset`
 # (1,000,000 characters by default) OpenSearch refuses the whole highlight request instead, so one
 # long document (VIBE_MAX_DOC_BYTES allows 1 MiB) failed every read whose page held it.
@@ -341,7 +344,9 @@ class OpenSearchLexicalIndex:
     def from_settings(cls, settings: Settings, languages: LanguageMap | None = None) -> OpenSearchLexicalIndex:
         if not settings.opensearch_url:
             raise RuntimeError("VIBE_LEXICAL=opensearch needs VIBE_OPENSEARCH_URL (e.g. http://opensearch:9200)")
-        client = OpenSearch(hosts=[settings.opensearch_url], timeout=30, max_retries=3, retry_on_timeout=True)
+        # No retry on a timeout: a server that hangs would hold a read for four timeouts. A write that
+        # times out is not lost (the follower keeps its position and applies it at its next sync).
+        client = OpenSearch(hosts=[settings.opensearch_url], timeout=30, max_retries=3, retry_on_timeout=False)
         return cls(client, prefix=settings.opensearch_prefix, languages=languages or settings.language_map())
 
     def _ensure_index(self, tenant: str) -> None:
@@ -376,7 +381,7 @@ class OpenSearchLexicalIndex:
         # ignore_unavailable: a tenant that never wrote has no index and simply no hits.
         try:
             resp = self.client.search(index=index_name(tenant, self.prefix), body=body, routing=tenant,
-                                      ignore_unavailable=True)
+                                      ignore_unavailable=True, request_timeout=SEARCH_TIMEOUT_SECONDS)
         except (ServerUnreachable, TransportError) as e:
             if isinstance(e, ServerUnreachable) or e.status_code in UNAVAILABLE_STATUSES:
                 # A read cannot be answered without the keyword leg: a stable 503 the client may

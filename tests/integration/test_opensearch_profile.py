@@ -84,13 +84,23 @@ def test_the_service_answers_from_opensearch(opensearch_url: str, prefix: str, t
 
 
 def test_opensearch_away_then_back(tmp_path: Path) -> None:
-    """The node is killed: writes are still accepted and durable in the store of record, reads
-    answer 503 `index_unavailable` (JSON, and the stream too), never a stack trace. Restarted on
-    its data, the index catches up from the change log: the write made meanwhile is found, the
-    delete made meanwhile is gone."""
+    """The node hangs (SIGSTOP): a read answers 503 `index_unavailable` once its search times
+    out, not after retries. The node is killed: writes are still accepted and durable in the
+    store of record, reads answer 503 `index_unavailable` (JSON, and the stream too), never a
+    stack trace. Restarted on its data, the index catches up from the change log: the write made
+    meanwhile is found, the delete made meanwhile is gone."""
     with opensearch_node(tmp_path / "os") as node, \
             served(tmp_path / "data", env=_env(node.url, "vibe-lex-")) as s:
         assert s.put("k-alice", "c", "a", {"title": "Rotor icing", "body": "first"}).status_code == 201
+        assert ids(_keyword(s, "k-alice", "icing")["results"]) == ["a"]
+
+        assert node.proc is not None
+        node.proc.send_signal(signal.SIGSTOP)
+        try:
+            r = s.read("k-alice", collection="c", q="icing", semantic={"strategy": "keyword"})
+            assert r.status_code == 503 and r.json()["error"]["code"] == "index_unavailable", r.text
+        finally:
+            node.proc.send_signal(signal.SIGCONT)
         assert ids(_keyword(s, "k-alice", "icing")["results"]) == ["a"]
 
         node.stop(signal.SIGKILL)
