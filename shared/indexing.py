@@ -281,21 +281,21 @@ class IndexFollower:
         every change fails, the index is down, not the changes: the error propagates and the
         position stays, so nothing is skipped."""
         failed: list[tuple[Change, Exception]] = []
-        tried = 0
+        answered: list[Change] = []
         for c in changes:
             if self.vectors is None and c.op not in ("doc", "delete"):
                 # A vector change asks nothing of a lexical index: its "success" proves nothing, and
                 # counted as one it made a server that refused everything (it was away) look like
                 # one refusing the batch's documents for good, which were quarantined.
                 continue
-            tried += 1
             try:
                 self._apply([c])
+                answered.append(c)
             except Exception as e:  # noqa: BLE001 - judged below
                 failed.append((c, e))
-        if len(failed) == tried:
+        if not answered:
             raise first
-        for c, err in failed:
+        for c, err in self._refused_for_good(failed, answered[-1]):
             log.warning("index change quarantined", extra={"follower": self.label, "seq": c.seq, "op": c.op,
                                                             "error": str(err)[:200]})
             METRICS.dead_letters.labels(follower=self.label).inc()
@@ -307,6 +307,26 @@ class IndexFollower:
             ledger = self.store
             if isinstance(ledger, LifecycleStore):
                 ledger.record_dead_letter(self.label, c.seq, c.key, c.op, f"{type(err).__name__}: {err}", time.time())
+
+    def _refused_for_good(self, failed: list[tuple[Change, Exception]],
+                          probe: Change) -> list[tuple[Change, Exception]]:
+        """The failed changes the index refuses while it answers others. A server that came back
+        (or went away) in the middle of the pass failed the changes on one side of that moment:
+        quarantined, those acknowledged documents were never indexed (the process cluster's
+        OpenSearch restart under load). So each is tried again, and one that fails again is
+        judged by re-applying `probe`, a change the index took in this pass (idempotent: the
+        document's current state): if the index refuses that too, it is away, the error
+        propagates and the position stays."""
+        refused = []
+        for c, _first in failed:
+            try:
+                self._apply([c])
+                continue  # the index is back
+            except Exception as e:  # noqa: BLE001 - judged by the probe
+                err = e
+            self._apply([probe])  # raises while the index is away: nothing is quarantined
+            refused.append((c, err))
+        return refused
 
     def _apply(self, changes: list[Change]) -> None:
         keys = list(dict.fromkeys(c.key for c in changes))

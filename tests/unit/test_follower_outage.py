@@ -45,3 +45,52 @@ def test_an_index_away_quarantines_nothing_when_vector_changes_share_the_batch(t
     follower.sync()
     hits = lexical.search(SearchFilter("t", None, (PUBLIC_PRINCIPAL,)), "edited", 10)
     assert [h.key for h in hits] == [b]
+
+
+class Flapping(TantivyLexicalIndex):
+    """Answers according to `plan`, one entry per write that sends something (True: refused as by
+    a server away); once the plan is used up, answers as the last entry says."""
+
+    plan: list[bool] = []
+
+    def apply(self, docs: Sequence[StoredDoc], deletes: Sequence[DocKey]) -> None:
+        if docs or deletes:
+            away = self.plan.pop(0) if len(self.plan) > 1 else self.plan[0]
+            if away:
+                raise ConnectionError("connection refused")
+        super().apply(docs, deletes)
+
+
+def _three_docs(tmp_path: Path) -> tuple[SqliteStore, Flapping, IndexFollower]:
+    store = SqliteStore(tmp_path / "s.sqlite3")
+    lexical = Flapping(tmp_path / "lex")
+    follower = IndexFollower(store, lexical, None, FilePosition(tmp_path / "seq"), "core")
+    keys = [DocKey("t", "c", i) for i in ("a", "b", "c")]
+    docs = [StoredDoc(k, {"title": f"rotor {k.doc_id}"}, [PUBLIC_PRINCIPAL], None, "h" + k.doc_id, 1.0) for k in keys]
+    store.put_docs(docs, [SidecarEntry(k, "core", SemanticStatus.QUEUED, "h" + k.doc_id) for k in keys])
+    return store, lexical, follower
+
+
+def test_an_index_back_in_the_middle_of_the_pass_quarantines_nothing(tmp_path: Path) -> None:
+    """Away for the batch and the first change tried alone, back for the next ones: the first
+    change was refused by the outage, not for good, and must be indexed (it was quarantined,
+    an acknowledged document missing from OpenSearch after its restart)."""
+    store, lexical, follower = _three_docs(tmp_path)
+    lexical.plan = [True, True, False]
+    follower.sync()
+    assert store.dead_letters("t") == [] and follower.seq == store.change_log_head()
+    hits = lexical.search(SearchFilter("t", None, (PUBLIC_PRINCIPAL,)), "rotor", 10)
+    assert sorted(h.key.doc_id for h in hits) == ["a", "b", "c"]
+
+
+def test_an_index_gone_in_the_middle_of_the_pass_quarantines_nothing(tmp_path: Path) -> None:
+    """Away for the batch, answers the first change alone, then away again: the later changes
+    are not refused for good; the position stays and they are applied once it is back."""
+    store, lexical, follower = _three_docs(tmp_path)
+    lexical.plan = [True, False, True]
+    assert not follower.catch_up()
+    assert store.dead_letters("t") == [] and follower.seq < store.change_log_head()
+    lexical.plan = [False]
+    follower.sync()
+    hits = lexical.search(SearchFilter("t", None, (PUBLIC_PRINCIPAL,)), "rotor", 10)
+    assert sorted(h.key.doc_id for h in hits) == ["a", "b", "c"]
