@@ -1,10 +1,10 @@
-"""The exact HTTP requests the OpenSearch adapter sends (no server can run here).
+"""The exact HTTP requests the OpenSearch adapter sends, without a server.
 
 The stand-in is the lowest layer only: a real opensearch-py `OpenSearch` client whose connection
 class records each request (method, path, query parameters, the serialized body) and answers
 with canned JSON. Everything above it (client API, serializer, bulk NDJSON, error mapping) is the
-real library. The shared contract suite runs the adapter against a real server when
-VIBE_OPENSEARCH_URL is set.
+real library. What the server does with them is tested against a real node: the shared lexical
+contract suite, tests/contract/test_opensearch_adapter.py and tests/integration/test_opensearch_profile.py.
 """
 
 from __future__ import annotations
