@@ -43,5 +43,11 @@ class VibeError(Exception):
         return {"error": err}
 
 
+class IndexUnavailable(RuntimeError):
+    """An index server that does not answer, or answers that it cannot take writes now (busy,
+    unavailable): the changes are not refused, so an index follower retries its whole batch at its
+    next sync instead of judging (and possibly quarantining) them one by one."""
+
+
 def invalid(message: str, **details: object) -> VibeError:
     return VibeError(ErrorCode.INVALID_PARAMS, message, dict(details))

@@ -27,6 +27,7 @@ from contextlib import AbstractContextManager, contextmanager, suppress
 from pathlib import Path
 from typing import Protocol
 
+from shared.errors import IndexUnavailable
 from shared.metrics import METRICS
 from shared.model import DocKey, StoredDoc
 from shared.ports import Change, DocumentStore, LexicalIndex, LifecycleStore, Rebuildable, VectorIndex
@@ -259,6 +260,8 @@ class IndexFollower:
         while changes := self.store.changes_since(seq, batch):
             try:
                 self._apply(changes)
+            except IndexUnavailable:
+                raise  # the server, not the changes: the batch again at the next sync, one request
             except Exception as e:  # noqa: BLE001 - sorted out change by change below
                 self._quarantine(changes, e)
             seq = changes[-1].seq
@@ -291,6 +294,8 @@ class IndexFollower:
             try:
                 self._apply([c])
                 answered.append(c)
+            except IndexUnavailable:
+                raise
             except Exception as e:  # noqa: BLE001 - judged below
                 failed.append((c, e))
         if not answered:

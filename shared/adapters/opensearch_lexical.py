@@ -59,7 +59,7 @@ from opensearchpy.exceptions import RequestError, TransportError
 from shared.adapters import analysis, facets
 from shared.adapters.analysis import ENGLISH_ONLY, LanguageMap
 from shared.config import Settings
-from shared.errors import ErrorCode, VibeError
+from shared.errors import ErrorCode, IndexUnavailable, VibeError
 from shared.model import DocKey, Hit, StoredDoc
 from shared.ports import Candidates, FieldCondition, ResolvedCandidates, SearchFilter
 from shared.text.hashing import doc_text
@@ -107,6 +107,16 @@ class OpenSearchBulkError(RuntimeError):
         shown = ", ".join(f"{i} ({s} {t})" for i, s, t in items[:5])
         super().__init__(f"{len(items)} OpenSearch bulk item(s) failed: {shown}")
         self.items = items
+
+
+class OpenSearchBulkBusy(OpenSearchBulkError, IndexUnavailable):
+    """Items refused for now (429: the write queue is full; 503: a shard unavailable), not for
+    good: the follower retries the batch rather than quarantining them."""
+
+
+def unavailable(e: Exception) -> bool:
+    """The server is away or cannot serve now (as opposed to refusing the request)."""
+    return isinstance(e, ServerUnreachable) or (isinstance(e, TransportError) and e.status_code in UNAVAILABLE_STATUSES)
 
 
 def index_name(tenant: str, prefix: str = INDEX_PREFIX) -> str:
@@ -363,11 +373,16 @@ class OpenSearchLexicalIndex:
         self._indices.add(name)
 
     def apply(self, docs: Sequence[StoredDoc], deletes: Sequence[DocKey]) -> None:
-        for tenant in dict.fromkeys(d.key.tenant for d in docs):
-            self._ensure_index(tenant)
-        actions = bulk_actions(docs, deletes, self.prefix, self.languages)
-        for batch in bulk_batches(actions, BULK_ACTIONS, BULK_MAX_BYTES):
-            self._bulk(batch)
+        try:
+            for tenant in dict.fromkeys(d.key.tenant for d in docs):
+                self._ensure_index(tenant)
+            actions = bulk_actions(docs, deletes, self.prefix, self.languages)
+            for batch in bulk_batches(actions, BULK_ACTIONS, BULK_MAX_BYTES):
+                self._bulk(batch)
+        except TransportError as e:  # ServerUnreachable too
+            if unavailable(e):
+                raise IndexUnavailable(f"OpenSearch is not answering: {type(e).__name__}") from e
+            raise
 
     def _bulk(self, lines: list[dict[str, Any]]) -> None:
         response = self.client.bulk(body=lines, refresh=self.refresh)
@@ -375,15 +390,16 @@ class OpenSearchLexicalIndex:
         for item_id, status, kind in failed:
             log.error("bulk item failed", extra={"doc": item_id, "status": status, "error_type": kind})
         if failed:
-            raise OpenSearchBulkError(failed)
+            busy = any(status in UNAVAILABLE_STATUSES for _, status, _ in failed)
+            raise (OpenSearchBulkBusy if busy else OpenSearchBulkError)(failed)
 
     def _search(self, tenant: str, body: dict[str, Any]) -> list[dict[str, Any]]:
         # ignore_unavailable: a tenant that never wrote has no index and simply no hits.
         try:
             resp = self.client.search(index=index_name(tenant, self.prefix), body=body, routing=tenant,
                                       ignore_unavailable=True, request_timeout=SEARCH_TIMEOUT_SECONDS)
-        except (ServerUnreachable, TransportError) as e:
-            if isinstance(e, ServerUnreachable) or e.status_code in UNAVAILABLE_STATUSES:
+        except TransportError as e:  # ServerUnreachable too
+            if unavailable(e):
                 # A read cannot be answered without the keyword leg: a stable 503 the client may
                 # retry, never an internal error (writes are unaffected: the store of record has
                 # them, and the follower applies them once the server is back).

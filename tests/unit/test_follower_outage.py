@@ -9,6 +9,7 @@ from pathlib import Path
 
 from shared.adapters.sqlite_store import SqliteStore
 from shared.adapters.tantivy_lexical import TantivyLexicalIndex
+from shared.errors import IndexUnavailable
 from shared.indexing import FilePosition, IndexFollower
 from shared.model import PUBLIC_PRINCIPAL, DocKey, SemanticStatus, SidecarEntry, StoredDoc
 from shared.ports import SearchFilter
@@ -91,6 +92,37 @@ def test_an_index_gone_in_the_middle_of_the_pass_quarantines_nothing(tmp_path: P
     assert not follower.catch_up()
     assert store.dead_letters("t") == [] and follower.seq < store.change_log_head()
     lexical.plan = [False]
+    follower.sync()
+    hits = lexical.search(SearchFilter("t", None, (PUBLIC_PRINCIPAL,)), "rotor", 10)
+    assert sorted(h.key.doc_id for h in hits) == ["a", "b", "c"]
+
+
+class Unavailable(TantivyLexicalIndex):
+    """Answers that it cannot take writes now (as OpenSearch away, or busy), counting the tries."""
+
+    down = False
+    tries = 0
+
+    def apply(self, docs: Sequence[StoredDoc], deletes: Sequence[DocKey]) -> None:
+        if self.down and (docs or deletes):
+            self.tries += 1
+            raise IndexUnavailable("connection refused")
+        super().apply(docs, deletes)
+
+
+def test_an_index_that_says_it_is_unavailable_is_tried_once_per_sync(tmp_path: Path) -> None:
+    """No change-by-change pass (each try may wait for a timeout on a hung server): one try of
+    the batch, nothing quarantined, the position kept; once it answers, everything applies."""
+    store = SqliteStore(tmp_path / "s.sqlite3")
+    lexical = Unavailable(tmp_path / "lex")
+    follower = IndexFollower(store, lexical, None, FilePosition(tmp_path / "seq"), "core")
+    lexical.down = True
+    keys = [DocKey("t", "c", i) for i in ("a", "b", "c")]
+    store.put_docs([StoredDoc(k, {"title": "rotor"}, [PUBLIC_PRINCIPAL], None, "h" + k.doc_id, 1.0) for k in keys],
+                   [SidecarEntry(k, "core", SemanticStatus.QUEUED, "h" + k.doc_id) for k in keys])
+    assert not follower.catch_up()
+    assert lexical.tries == 1 and store.dead_letters("t") == [] and follower.seq == 0
+    lexical.down = False
     follower.sync()
     hits = lexical.search(SearchFilter("t", None, (PUBLIC_PRINCIPAL,)), "rotor", 10)
     assert sorted(h.key.doc_id for h in hits) == ["a", "b", "c"]

@@ -652,3 +652,32 @@ def test_the_index_prefix_is_a_setting() -> None:
     for bad in ("Vibe-", "vibe", "vibe*-", "-vibe-"):
         with pytest.raises(ValueError):
             Settings(opensearch_prefix=bad)
+
+
+def test_a_busy_or_unavailable_server_is_not_a_refusal() -> None:
+    """Items refused for now (429 queue full, 503) and a server answering 503 raise IndexUnavailable,
+    which the index follower retries whole instead of quarantining; a 400 item is a refusal."""
+    from shared.errors import IndexUnavailable
+
+    def items(status: int, kind: str) -> Responder:
+        def answer(method: str, path: str, params: dict[str, Any], body: Any) -> tuple[int, dict[str, Any]]:
+            if not path.endswith("/_bulk"):
+                return default_responder(method, path, params, body)
+            item = {"index": {"_id": "c/1", "status": status, "error": {"type": kind}}}
+            return 200, {"errors": True, "items": [item]}
+        return answer
+
+    one = [doc("t", "c", "1", {"title": "x"})]
+    with pytest.raises(IndexUnavailable) as busy:
+        OpenSearchLexicalIndex(recording_client(items(429, "es_rejected_execution_exception"))[0]).apply(one, [])
+    assert isinstance(busy.value, OpenSearchBulkError) and busy.value.items == [("c/1", 429,
+                                                                                 "es_rejected_execution_exception")]
+    with pytest.raises(OpenSearchBulkError) as refused:
+        OpenSearchLexicalIndex(recording_client(items(400, "mapper_parsing_exception"))[0]).apply(one, [])
+    assert not isinstance(refused.value, IndexUnavailable)
+
+    def down(method: str, path: str, params: dict[str, Any], body: Any) -> tuple[int, dict[str, Any]]:
+        return 503, {"error": {"type": "cluster_block_exception"}}
+
+    with pytest.raises(IndexUnavailable):
+        OpenSearchLexicalIndex(recording_client(down)[0]).apply(one, [])
