@@ -159,8 +159,9 @@ def _kept_secret(root: Path, name: str) -> str:
 @dataclass
 class Cluster:
     """Every process of the distributed profile on loopback, data under `root` (kept across a
-    stop and a start). `embedder` and `extra_env` (tests' short timeouts) go on top of the
-    compose settings; `api_port` fixes the first replica's port (the next ones follow it)."""
+    stop and a start). `variables` are what a `.env` gives compose to interpolate (e.g.
+    VIBE_EMBEDDER=hash); `extra_env` (tests' short timeouts) goes on top of the compose
+    settings; `api_port` fixes the first replica's port (the next ones follow it)."""
 
     root: Path
     api_replicas: int = 2
@@ -224,9 +225,6 @@ class Cluster:
         if role == "api":
             out["VIBE_HOST"] = "127.0.0.1"  # loopback only (compose: 0.0.0.0 inside the container)
             out["VIBE_PORT"] = str(self.api_ports[n - 1])  # one port per replica
-            if "VIBE_TOKEN_SECRET" not in env:
-                # `serve` needs it in the distributed profile, and replicas must share it.
-                out["VIBE_TOKEN_SECRET"] = self._variables()["VIBE_TOKEN_SECRET"]
         if "VIBE_METRICS_PORT" in env:
             out["VIBE_METRICS_PORT"] = str(free_port())  # two workers on one host cannot share 9808
         return out

@@ -85,7 +85,7 @@ def test_processes_run_with_the_compose_settings(cluster: Cluster) -> None:
     procs["scheduler"] = cluster.beat.proc.pid
     for role, pid in procs.items():
         differs = compose_differences(cluster, role)
-        assert set(differs) - {"VIBE_TOKEN_SECRET"} == expected[role], (role, differs)
+        assert set(differs) == expected[role], (role, differs)
         for name in ("VIBE_POSTGRES_URL", "VIBE_REDIS_URL", "VIBE_OPENSEARCH_URL"):
             compose_url, local_url = differs[name]
             assert compose_url and local_url and _without_address(compose_url) == _without_address(local_url)
@@ -280,7 +280,8 @@ def _tenant(key: str) -> str:
 
 def _index_disagreements(cluster: Cluster) -> dict[str, object]:
     """Per tenant: what OpenSearch and each replica's vector index hold beyond or short of the
-    store (OpenSearch: every document; vectors: the `ready` ones). Empty when converged."""
+    store (OpenSearch: every document; vectors: the `ready` ones), and each replica's lag and
+    mismatch when not 0. Empty when converged."""
     out: dict[str, object] = {}
     for key in LOAD_KEYS:
         tenant = _tenant(key)
@@ -295,15 +296,21 @@ def _index_disagreements(cluster: Cluster) -> dict[str, object]:
             if vectors != ready:
                 out[f"{tenant} api{n} vectors"] = {"extra": sorted(vectors - ready)[:5],
                                                    "missing": sorted(ready - vectors)[:5]}
+            # every change applied by this replica's followers, no job lost or waiting
+            lag = api.call("GET", "/semantic/lag", key).json()
+            mismatch = api.call("GET", "/semantic/mismatch", key).json()
+            if lag["indexFollowerLag"] or lag["queued"] or mismatch["missingVectors"] or mismatch["queuedWithoutJob"]:
+                out[f"{tenant} api{n} lag"] = {"lag": lag, "mismatch": mismatch}
     return out
 
 
+@pytest.mark.timeout(600)  # about 2.5 min alone; more with the rest of the suite beside it
 def test_kill9_worker_and_replica_and_opensearch_restart_under_load(cluster: Cluster) -> None:
     one = cluster.apis[0]
     for key in LOAD_KEYS:
         assert one.call("POST", "/semantic/promote", key, {"collection": EAGER}).status_code == 200
     with Load(cluster) as load:
-        load.wait_more(40, "before the first fault")
+        load.wait_more(30, "before the first fault")
         cluster.kill9_worker(1)  # its pool too: messages in flight come back after the visibility timeout
         load.wait_more(20, "with one worker")
         cluster.restart_worker(1)
@@ -315,14 +322,15 @@ def test_kill9_worker_and_replica_and_opensearch_restart_under_load(cluster: Clu
         cluster.opensearch.stop()
         load.wait_more(1, "while OpenSearch is down")  # writes go on: the store of record has them
         cluster.opensearch.start()
-        load.wait_more(20, "after the OpenSearch restart")
+        load.wait_more(10, "after the OpenSearch restart")
     print(f"\n[process cluster] load:\n{load.rec.table()}\nrefused: "
           f"{dict(sum((c.refused for c in load.clients), start=collections.Counter()))}")
     assert load.rec.error_count() == 0, load.rec.errors[:10]  # no 4xx, no wrong content, no lost read-your-write
 
     t0 = time.monotonic()
     for api in cluster.apis:
-        wait_settled(api.base, load.ledger, {EAGER}, timeout=120)
+        # lazy documents may stay `stale` (edited after a touch embedded them) until touched again
+        wait_settled(api.base, load.ledger, {EAGER}, timeout=120, lazy_states=("none", "ready", "stale"))
     print(f"[process cluster] settled in {time.monotonic() - t0:.0f} s", flush=True)
     last: dict[str, object] = {}
 
@@ -339,10 +347,4 @@ def test_kill9_worker_and_replica_and_opensearch_restart_under_load(cluster: Clu
     # text) through the replica that was killed; the set comparisons above covered both replicas.
     verdict = verify(cluster.apis[1].base, load.ledger, {EAGER}, keyword_limit=60, semantic_sample=20)
     assert verdict.ok(), verdict.summary()
-    for n, api in enumerate(cluster.apis, 1):
-        for key in LOAD_KEYS:
-            lag = api.call("GET", "/semantic/lag", key).json()
-            mismatch = api.call("GET", "/semantic/mismatch", key).json()
-            assert lag["indexFollowerLag"] == 0 and lag["queued"] == 0, (n, key, lag)
-            assert mismatch["missingVectors"] == 0 and mismatch["queuedWithoutJob"] == 0, (n, key, mismatch)
     print(f"[process cluster] verified {time.monotonic() - t0:.0f} s after the load", flush=True)
