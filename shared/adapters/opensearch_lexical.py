@@ -312,6 +312,28 @@ def bulk_batches(groups: Sequence[list[dict[str, Any]]], max_actions: int,
     return batches
 
 
+def _indexes(lines: Sequence[dict[str, Any]]) -> set[str]:
+    """The indexes a bulk body writes to, read from its action lines."""
+    out: set[str] = set()
+    for line in lines:
+        if len(line) == 1:
+            (op, meta), = line.items()
+            if op in ("index", "delete") and isinstance(meta, dict) and "_index" in meta:
+                out.add(str(meta["_index"]))
+    return out
+
+
+def last_for_an_index(batches: Sequence[Sequence[dict[str, Any]]]) -> list[bool]:
+    """For each batch, whether it is the last one to write to one of its indexes."""
+    seen: set[str] = set()
+    last = [False] * len(batches)
+    for i in range(len(batches) - 1, -1, -1):
+        touched = _indexes(batches[i])
+        last[i] = bool(touched - seen)
+        seen |= touched
+    return last
+
+
 def failed_items(response: dict[str, Any]) -> list[tuple[str, int, str]]:
     """(id, status, error type) of every failed item; deleting a missing document is not a
     failure (the delete is already true)."""
@@ -377,15 +399,19 @@ class OpenSearchLexicalIndex:
             for tenant in dict.fromkeys(d.key.tenant for d in docs):
                 self._ensure_index(tenant)
             actions = bulk_actions(docs, deletes, self.prefix, self.languages)
-            for batch in bulk_batches(actions, BULK_ACTIONS, BULK_MAX_BYTES):
-                self._bulk(batch)
+            batches = bulk_batches(actions, BULK_ACTIONS, BULK_MAX_BYTES)
+            for batch, last in zip(batches, last_for_an_index(batches), strict=True):
+                # One refresh makes every earlier write to its index searchable, so only an
+                # index's last batch waits for it: a 5,000-document apply waits one refresh
+                # interval instead of five, one after another.
+                self._bulk(batch, self.refresh if last else "false")
         except TransportError as e:  # ServerUnreachable too
             if unavailable(e):
                 raise IndexUnavailable(f"OpenSearch is not answering: {type(e).__name__}") from e
             raise
 
-    def _bulk(self, lines: list[dict[str, Any]]) -> None:
-        response = self.client.bulk(body=lines, refresh=self.refresh)
+    def _bulk(self, lines: list[dict[str, Any]], refresh: str) -> None:
+        response = self.client.bulk(body=lines, refresh=refresh)
         failed = failed_items(response) if response.get("errors") else []
         for item_id, status, kind in failed:
             log.error("bulk item failed", extra={"doc": item_id, "status": status, "error_type": kind})

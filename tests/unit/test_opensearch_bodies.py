@@ -177,6 +177,20 @@ def test_first_write_installs_template_creates_tenant_index_then_bulk_waits_for_
     assert [(c.method, c.path) for c in calls] == [("POST", "/_bulk")]  # index known: no more setup
 
 
+def test_only_each_indexs_last_bulk_waits_for_the_refresh(monkeypatch: pytest.MonkeyPatch) -> None:
+    """One refresh shows every earlier write of its index: an apply split into several bulks
+    waits once per index, on the last bulk that writes to it."""
+    monkeypatch.setattr(osl, "BULK_ACTIONS", 2)
+    client, calls = recording_client()
+    docs = [doc("a", "c", str(i), {"title": "x"}) for i in range(3)] + [doc("b", "c", str(i), {"title": "y"})
+                                                                        for i in range(3)]
+    OpenSearchLexicalIndex(client).apply(docs, [])
+    bulks = [(c.params["refresh"], {line["index"]["_index"] for line in c.body if "index" in line})
+             for c in calls if c.path == "/_bulk"]
+    assert bulks == [("false", {index_name("a")}), ("wait_for", {index_name("a"), index_name("b")}),
+                     ("wait_for", {index_name("b")})]
+
+
 def test_index_already_created_by_another_process_is_fine_other_errors_are_not() -> None:
     def exists(method: str, path: str, params: dict[str, Any], body: Any) -> tuple[int, dict[str, Any]]:
         if method == "PUT" and path == f"/{IDX_T}":
