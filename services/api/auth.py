@@ -15,14 +15,11 @@ most: it runs on every request."""
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import hmac
 import json
 import logging
-import os
 import secrets
-import stat
 import threading
 import time
 from collections.abc import Callable, Coroutine
@@ -38,6 +35,7 @@ from shared.errors import ErrorCode, VibeError
 from shared.filters import FilterError, parse_filter
 from shared.keys import KEY_PREFIX, KeyRecord, KeyStore, secret_hash
 from shared.model import Principal
+from shared.secret_file import kept_secret
 
 if TYPE_CHECKING:
     from services.wiring import Container
@@ -64,27 +62,7 @@ def token_secret(s: Settings) -> bytes:
     if s.profile == "distributed":
         raise TokenSecretMissing("VIBE_TOKEN_SECRET must be set in the distributed profile (at least 32 characters, "
                                  "the same in every API replica): it signs end-user tokens")
-    path = s.data_dir / TOKEN_SECRET_FILE
-    if not path.exists():
-        s.data_dir.mkdir(parents=True, exist_ok=True)
-        tmp = s.data_dir / f".{TOKEN_SECRET_FILE}.{os.getpid()}.{secrets.token_hex(4)}"
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        try:
-            with os.fdopen(fd, "w") as f:
-                f.write(secrets.token_hex(32) + "\n")
-                f.flush()
-                os.fsync(f.fileno())
-            with contextlib.suppress(FileExistsError):  # another process made it first: use theirs
-                os.link(tmp, path)
-        finally:
-            tmp.unlink(missing_ok=True)
-    if stat.S_IMODE(path.stat().st_mode) & 0o077:
-        log.warning("tightening the token secret file to 0600", extra={"path": str(path)})
-        path.chmod(0o600)
-    raw = path.read_text().strip()
-    if len(raw) < 32:
-        raise RuntimeError(f"{path} holds no usable secret; delete it to have a new one made")
-    return raw.encode()
+    return kept_secret(s.data_dir / TOKEN_SECRET_FILE, "token secret")
 
 
 def bootstrap_id(secret: bytes, key: str) -> str:

@@ -19,17 +19,13 @@ read is tightened to 0600 with a warning.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import hmac
 import logging
-import os
-import secrets
-import stat
-from pathlib import Path
 
 from services.core.reserved import RESERVED_PREFIX
 from shared.config import Settings
+from shared.secret_file import kept_secret
 
 log = logging.getLogger("vibe.mcp")
 
@@ -51,33 +47,7 @@ def task_names(secret: bytes, key: str, task: str) -> tuple[str, str]:
             "mcp-task:" + _mac(secret, "vibe-mcp-task-acl", key, task))
 
 
-def _read(path: Path) -> bytes:
-    mode = stat.S_IMODE(path.stat().st_mode)
-    if mode & 0o077:
-        log.warning("tightening the MCP task secret file to 0600", extra={"path": str(path), "mode": oct(mode)})
-        path.chmod(0o600)
-    raw = path.read_text().strip()
-    if len(raw) < 32:
-        raise RuntimeError(f"{path} holds no usable secret; delete it to have a new one made")
-    return raw.encode()
-
-
 def server_secret(s: Settings) -> bytes:
     if s.mcp_task_secret:
         return s.mcp_task_secret.encode()
-    path = s.data_dir / SECRET_FILE
-    if path.exists():
-        return _read(path)
-    s.data_dir.mkdir(parents=True, exist_ok=True)
-    tmp = s.data_dir / f".{SECRET_FILE}.{os.getpid()}.{secrets.token_hex(4)}"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    try:
-        with os.fdopen(fd, "w") as f:
-            f.write(secrets.token_hex(32) + "\n")
-            f.flush()
-            os.fsync(f.fileno())
-        with contextlib.suppress(FileExistsError):  # another process made it first: use theirs
-            os.link(tmp, path)  # atomic: a reader never sees half a secret
-    finally:
-        tmp.unlink(missing_ok=True)
-    return _read(path)
+    return kept_secret(s.data_dir / SECRET_FILE, "MCP task secret")
