@@ -35,10 +35,14 @@ $(STAMP): pyproject.toml sdk/python/pyproject.toml
 run: setup
 	HF_HUB_OFFLINE=1 $(BIN)/vibe-semantic serve
 
+# The suite on TEST_WORKERS pytest-xdist workers: most tests wait on servers and subprocesses, so
+# three beat two on a 2-core machine. A module stays on one worker (its servers start once); the
+# slowest modules go out first (tests/conftest.py). TEST_WORKERS=0: serial, in pytest's order.
+TEST_WORKERS ?= 3
 test: setup
 	$(BIN)/ruff check --no-cache shared services tests bench deploy sdk/python
 	$(BIN)/mypy
-	HF_HUB_OFFLINE=1 $(BIN)/pytest -q
+	HF_HUB_OFFLINE=1 $(BIN)/pytest -q -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
 
 # The working loop: lint, types, and the unit tests (no servers, no browser, no model).
 check: setup

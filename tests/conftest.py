@@ -12,6 +12,36 @@ from tests.support.opensearch_server import OpenSearchUnavailable, opensearch_no
 from tests.support.postgres_server import PostgresServer, find_bindir, postgres_server
 from tests.support.server import Served, served
 
+# `make test` runs the suite on pytest-xdist workers with `--dist loadfile --no-loadscope-reorder`:
+# a module's tests stay on one worker (its module-scoped servers start once). (Not loadgroup: with
+# pytest 9.2 xdist's groups are silently ignored, pytest-dev/pytest-xdist#1386.) Modules that
+# write the same files in the checkout take a lock (tests/support/locks.py). The slowest modules
+# (minutes of subprocesses each) are handed out first, so none of them starts last and runs
+# alone; a module missing from the list is only scheduled later, never skipped.
+SLOW_FIRST = (
+    "tests/integration/distributed/test_process_cluster.py",
+    "tests/reliability/test_crashes.py",
+    "tests/e2e/test_ui_browser.py",
+    "tests/contract/test_lexical_contract.py",
+    "tests/reliability/test_load.py",
+    "tests/unit/test_onnx_embedder.py",
+    "tests/security/test_permission_matrix.py",
+    "tests/integration/distributed/test_lifecycle_beat.py",
+    "tests/unit/test_change_log_compaction.py",
+    "tests/security/test_schema_fuzz.py",
+    "tests/contract/test_cold_store_contract.py",
+    "tests/integration/test_spaces_http.py",
+    "tests/integration/test_opensearch_profile.py",
+)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if "PYTEST_XDIST_WORKER" not in os.environ:
+        return  # a plain run keeps pytest's own order
+    rank = {path: i for i, path in enumerate(SLOW_FIRST)}
+    order = {id(item): n for n, item in enumerate(items)}
+    items.sort(key=lambda item: (rank.get(item.nodeid.split("::", 1)[0], len(rank)), order[id(item)]))
+
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:

@@ -19,6 +19,7 @@ import httpx
 import pytest
 
 from tests.sdk.conftest import ADMIN, BOB
+from tests.support.locks import build_then_use
 from tests.support.paraphrase import PARAPHRASE_DOCS
 from tests.support.server import REPO, Served, served
 
@@ -44,14 +45,21 @@ def _npm(*args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
     return subprocess.run([str(NPM), *args], cwd=SDK, capture_output=True, text=True, timeout=timeout)
 
 
-@pytest.fixture(scope="module")
-def node_modules() -> Path:
+def _build_sdk() -> Path:
     if not (SDK / "node_modules" / ".package-lock.json").exists():
         r = _npm("ci", "--no-audit", "--no-fund")
         assert r.returncode == 0, r.stdout + r.stderr
     r = _npm("run", "build")  # dist/ of the SDK (the browser script polls the API with it)
     assert r.returncode == 0, r.stdout + r.stderr
     return SDK / "node_modules"
+
+
+@pytest.fixture(scope="module")
+def node_modules() -> Iterator[Path]:
+    # tests/sdk/test_typescript_sdk.py rebuilds dist/ too, perhaps on another pytest-xdist worker:
+    # it waits until this module is done with it, and this one for that one.
+    with build_then_use(SDK / "dist", _build_sdk) as modules:
+        yield modules
 
 
 @needs_node

@@ -11,11 +11,13 @@ import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from tests.sdk.conftest import ADMIN, BOB, OTHER_ADMIN
+from tests.support.locks import build_then_use
 from tests.support.server import REPO, Served
 
 SDK = REPO / "sdk" / "typescript"
@@ -29,15 +31,21 @@ def _run(cmd: list[str], timeout: float, env: dict[str, str] | None = None) -> s
     return subprocess.run(cmd, cwd=SDK, capture_output=True, text=True, timeout=timeout, env=env)
 
 
-@pytest.fixture(scope="module")
-def sdk_built() -> Path:
-    """node_modules (npm ci, when missing) and a fresh dist/ (tsc): the tests run the build."""
+def _build_sdk() -> Path:
     if not (SDK / "node_modules" / ".package-lock.json").exists():
         r = _run([str(NPM), "ci", "--no-audit", "--no-fund"], 600)
         assert r.returncode == 0, r.stdout + r.stderr
     r = _run([str(NPM), "run", "build"], 300)
     assert r.returncode == 0, r.stdout + r.stderr
     return SDK / "dist"
+
+
+@pytest.fixture(scope="module")
+def sdk_built() -> Iterator[Path]:
+    """node_modules (npm ci, when missing) and a fresh dist/ (tsc): the tests run the build. Kept
+    from tests/e2e/test_ui_browser.py's rebuild (another pytest-xdist worker's) while in use."""
+    with build_then_use(SDK / "dist", _build_sdk) as dist:
+        yield dist
 
 
 def test_openapi_snapshot_is_current() -> None:

@@ -22,6 +22,7 @@ import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
+from tests.support.locks import path_lock
 from tests.support.server import end_process
 
 PROJECT = Path(__file__).resolve().parents[2] / "deploy" / "opensearch-dev"
@@ -62,9 +63,16 @@ def java() -> str:
 
 
 def build(quiet: bool = True) -> None:
-    """`mvn package` once; later calls are free while the launcher's sources are unchanged."""
+    """`mvn package` once; later calls are free while the launcher's sources are unchanged.
+    One process builds at a time (pytest-xdist workers each start a node); the others wait for it."""
     if built():
         return
+    with path_lock(TARGET):
+        if not built():
+            _build(quiet)
+
+
+def _build(quiet: bool) -> None:
     mvn = shutil.which("mvn")
     if mvn is None:
         raise OpenSearchUnavailable("no `mvn` on PATH (apt-get install -y maven)")
