@@ -3,7 +3,11 @@ at its limits: tests/support/noisy_tenant.py), on one served instance in the sam
 p50/p95 of both phases and the noisy/idle ratio. Short by design (well under 2 minutes at the
 defaults). Writes bench/results/noisy-tenant-<stamp>.json + .md (not committed).
 
-    python -m bench.noisy_tenant [--rounds 40] [--noise-threads 1]
+    python -m bench.noisy_tenant [--rounds 40] [--noise-threads 1] [--cost weighted|flat]
+
+`--cost flat` charges every request one token (the rate limit before issue 41), so tenant A
+runs as loud as its size bounds allow; `weighted` (the default, the server's) charges what a
+request asks for, so A's bulks, large reads and backfills are refused past its rate.
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from bench import report
-from tests.support.noisy_tenant import ENV, KEYS, Noise, Probe, quiet_client
+from tests.support.noisy_tenant import ENV, FLAT_COST, KEYS, Noise, Probe, quiet_client
 from tests.support.server import served
 
 
@@ -29,12 +33,13 @@ def _ratio(noisy: float, idle: float) -> float:
     return round(noisy / idle, 2) if idle else float("nan")
 
 
-def main(rounds: int, noise_threads: int, warmup_seconds: float = 3.0) -> Path:
+def main(rounds: int, noise_threads: int, warmup_seconds: float = 3.0, cost: str = "weighted") -> Path:
     root = Path(tempfile.mkdtemp(prefix="vibe-noisy-"))
+    env = {**ENV, **(FLAT_COST if cost == "flat" else {})}
     phases: dict[str, dict[str, Any]] = {}
     started = time.monotonic()
     try:
-        with served(root / "data", env=ENV, keys=KEYS) as s, quiet_client(s.base) as http:
+        with served(root / "data", env=env, keys=KEYS) as s, quiet_client(s.base) as http:
             warm = Probe(http)
             for i in range(10):
                 warm.round(i, "w")  # B's collection exists and its first reads are behind it
@@ -59,13 +64,13 @@ def main(rounds: int, noise_threads: int, warmup_seconds: float = 3.0) -> Path:
         shutil.rmtree(root, ignore_errors=True)
     ratios = {op: {q: _ratio(phases["noisy"][op][q], phases["idle"][op][q]) for q in ("p50_ms", "p95_ms")}
               for op in ("read", "write")}
-    doc = {"name": "noisy-tenant", "rounds": rounds, "noise_threads": noise_threads, "bounds": ENV,
+    doc = {"name": "noisy-tenant", "rounds": rounds, "noise_threads": noise_threads, "cost": cost, "bounds": env,
            "phases": phases, "noisy_over_idle": ratios, "tenant_a_answers": answers,
            "seconds": round(time.monotonic() - started, 1), "load_average": os.getloadavg()}
     rows = [[op, phases["idle"][op]["p50_ms"], phases["noisy"][op]["p50_ms"], ratios[op]["p50_ms"],
              phases["idle"][op]["p95_ms"], phases["noisy"][op]["p95_ms"], ratios[op]["p95_ms"]]
             for op in ("read", "write")]
-    md = (f"# Tenant B's latency with tenant A idle vs noisy ({rounds} rounds each, one run)\n\n"
+    md = (f"# Tenant B's latency with tenant A idle vs noisy ({rounds} rounds each, one run, {cost} cost)\n\n"
           f"Tenant A: bulks of {ENV['VIBE_MAX_BULK_DOCS']} documents just under {ENV['VIBE_MAX_DOC_BYTES']} bytes "
           f"into a collection it keeps promoting, reindexing, evicting and demoting, space migrations, reads with "
           f"limit {ENV['VIBE_MAX_LIMIT']} and k {ENV['VIBE_MAX_K']} ({noise_threads} thread(s) of each). "
@@ -80,5 +85,6 @@ if __name__ == "__main__":
     ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     ap.add_argument("--rounds", type=int, default=40)
     ap.add_argument("--noise-threads", type=int, default=1)
+    ap.add_argument("--cost", choices=["weighted", "flat"], default="weighted")
     a = ap.parse_args()
-    print(main(a.rounds, a.noise_threads))
+    print(main(a.rounds, a.noise_threads, cost=a.cost))

@@ -435,12 +435,13 @@ def bench_throughput(
 def bench_noisy_tenant(
     rounds: int = typer.Option(40, "--rounds", min=5, help="tenant B's write+read rounds per phase"),
     noise_threads: int = typer.Option(1, "--noise-threads", min=1, help="tenant A's threads of each kind"),
+    cost: str = typer.Option("weighted", "--cost", help="weighted (the server's) or flat: one token a request"),
 ) -> None:
     """Tenant B's read and write p50/p95 with tenant A idle vs noisy (admin actions at their limits), as ratios."""
     _bench_importable()
     from bench.noisy_tenant import main
 
-    main(rounds, noise_threads)
+    main(rounds, noise_threads, cost=cost)
 
 
 @bench_app.command("perf-report")

@@ -139,6 +139,10 @@ class Settings(BaseSettings):
     max_doc_bytes: int = 1_048_576
     max_bulk_docs: int = 5_000
     max_bulk_bytes: int = 64 * 1_048_576
+    # A bulk is stored in transactions of at most this many documents, the store's writer lock
+    # and the index follower released between them, so another tenant's single write waits for
+    # one chunk, not a whole 5,000-document bulk (issue 41). Each item still answers on its own.
+    bulk_write_chunk: Annotated[int, Field(ge=1)] = 64
 
     # Eligibility and redaction (V§5, V§9): JSON in the environment.
     index_policy: list[dict[str, Any]] = Field(default_factory=list)
@@ -366,6 +370,18 @@ class Settings(BaseSettings):
     # Per-tenant request rate (token bucket in the API process; 0 = no limit) and its burst.
     per_tenant_requests_per_second: Annotated[float, Field(ge=0)] = 200.0
     per_tenant_request_burst: Annotated[int, Field(ge=1)] = 400
+    # What a request costs in that bucket (services/api/ratelimit.py `RequestCost`): one token
+    # per this many body bytes (at least 1; at the default rate a tenant's bulks get about
+    # 3 MB/s, more in a burst: a bench's one-stream upload of 500-byte documents is not refused),
+    # plus (limit + k) / this for POST /v1/read, plus a fixed cost for admin actions that start
+    # a backfill. Never more than the burst at once; charged into debt (ratelimit.py).
+    rate_cost_body_bytes: Annotated[int, Field(ge=1)] = 16_384
+    rate_cost_read_candidates: Annotated[int, Field(ge=1)] = 100
+    rate_cost_backfill: Annotated[float, Field(ge=0)] = 50.0
+    # Requests of one tenant running at once in this process (until the answer's head is sent),
+    # so one tenant cannot hold every thread of the event loop's pool (40); the others wait in
+    # the event loop, off the pool. 0 = no cap.
+    per_tenant_max_inflight: Annotated[int, Field(ge=0)] = 8
 
     # --- hardening (issue 12): agent tools: helper E's block ---
     # Folders `reindex` may read: a JSON list, one path, or an os.pathsep-separated list. Empty

@@ -36,7 +36,7 @@ from services.api import (
 )
 from services.api.auth import KeyRing
 from services.api.nostore import NoStoreForKeyedRequests
-from services.api.ratelimit import ASGIApp, Message, Receive, Scope, Send, TenantRateLimit
+from services.api.ratelimit import ASGIApp, Message, Receive, RequestCost, Scope, Send, TenantRateLimit
 from services.mcp.http import McpHttp
 from services.wiring import Container
 from shared.errors import ErrorCode, VibeError
@@ -125,7 +125,9 @@ def create_app(container: Container, keys: KeyRing) -> FastAPI:
     app.openapi = lambda: app.openapi_schema or schemas.openapi_components(generate())  # type: ignore[method-assign]
     s = container.settings
     app.add_middleware(TenantRateLimit, keys=keys, rate=s.per_tenant_requests_per_second,  # type: ignore[arg-type]
-                       burst=s.per_tenant_request_burst)
+                       burst=s.per_tenant_request_burst, max_inflight=s.per_tenant_max_inflight,
+                       cost=RequestCost(s.rate_cost_body_bytes, s.rate_cost_read_candidates, s.rate_cost_backfill,
+                                        s.max_limit, s.max_k))
     app.add_middleware(NoStoreForKeyedRequests)  # type: ignore[arg-type]  # 429s and 500s too
     app.add_middleware(TimedRequests, routes=app.router.routes)  # type: ignore[arg-type]  # last: outermost of ours
     if s.cors_origins:  # outermost: preflights answered at once, error answers (429, 500) carry the headers too

@@ -4,7 +4,9 @@ API, the MCP tools and the composition root share them (services/api/writes.py r
 Sidecar transitions on write (DESIGN.md §4): unchanged content keeps its state (so
 re-ingesting queues nothing); changed content moves `ready → stale`; policy or writer intent
 moves to `denied`/`deferred` with the reason; an eager (promoted) collection queues at once.
-A bulk write validates every document first and stores the valid ones in one transaction.
+A bulk write validates every document first and stores the valid ones in transactions of
+`VIBE_BULK_WRITE_CHUNK` documents (services/api/routes_docs.py `_put_chunked`; each item answers
+on its own).
 """
 
 from __future__ import annotations

@@ -1,7 +1,9 @@
 """In-process job queue with worker threads (embedded profile).
 
-Two lanes so that interactive on-touch jobs never wait behind a bulk reindex. Workers take
-up to `batch_size` jobs at a time so the embedder sees batches. Pending jobs are deduplicated
+Two lanes so that interactive on-touch jobs never wait behind a bulk reindex. Within a lane
+the tenants take turns (`_Lane`): one tenant's backfill of thousands of jobs does not stand
+in front of another tenant's one job, as it did in one FIFO (issue 41). Workers take up to
+`batch_size` jobs at a time so the embedder sees batches. Pending jobs are deduplicated
 by job key. Nothing here is durable on purpose: the sidecar row says `queued` in the store,
 and `requeue_stale()` on start re-enqueues those rows, so a crash loses no accepted job.
 """
@@ -11,7 +13,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections import Counter, deque
+from collections import Counter, OrderedDict, deque
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Protocol
@@ -28,6 +30,46 @@ class _Outcome(Protocol):
     retry_after: float | None
 
 
+class _Lane:
+    """One lane's jobs: a FIFO per tenant, tenants served in turn. A batch takes one job from
+    each tenant in turn (those whose next job is in the batch's space), then the next batch
+    starts with the tenant after the one that started this one."""
+
+    def __init__(self) -> None:
+        self._tenants: OrderedDict[str, deque[EmbedJob]] = OrderedDict()  # turn order: first is next
+
+    def __len__(self) -> int:
+        return sum(len(q) for q in self._tenants.values())
+
+    def __bool__(self) -> bool:
+        return bool(self._tenants)
+
+    def count(self, tenant: str) -> int:
+        q = self._tenants.get(tenant)
+        return len(q) if q is not None else 0
+
+    def append(self, job: EmbedJob) -> None:
+        self._tenants.setdefault(job.key.tenant, deque()).append(job)
+
+    def take(self, size: int) -> list[EmbedJob]:
+        """Up to `size` jobs of one space (the next tenant's next job's), tenants in turn."""
+        first = next(iter(self._tenants))
+        space = self._tenants[first][0].space
+        batch: list[EmbedJob] = []
+        while len(batch) < size:
+            took = False
+            for q in list(self._tenants.values()):
+                if len(batch) < size and q and q[0].space == space:
+                    batch.append(q.popleft())
+                    took = True
+            if not took:
+                break
+        self._tenants.move_to_end(first)  # the next batch starts with the next tenant
+        for tenant in [t for t, q in self._tenants.items() if not q]:
+            del self._tenants[tenant]
+        return batch
+
+
 class InProcessQueue:
     def __init__(
         self,
@@ -42,7 +84,7 @@ class InProcessQueue:
         self._n_workers = workers
         self._batch_size = batch_size
         self._backoff = backoff_seconds
-        self._lanes: dict[str, deque[EmbedJob]] = {"interactive": deque(), "bulk": deque()}
+        self._lanes: dict[str, _Lane] = {"interactive": _Lane(), "bulk": _Lane()}
         self._pending: set[tuple[str, ...]] = set()
         self._reconciled: dict[str | None, dict[str, float]] = {}  # the last reconcile pass, by tenant
         self._inflight: Counter[str] = Counter()  # by tenant
@@ -74,7 +116,7 @@ class InProcessQueue:
             if tenant is None:
                 lanes = {lane: len(q) for lane, q in self._lanes.items()}
                 return {**lanes, "inflight": self._inflight.total(), "retrying": self._retrying.total()}
-            lanes = {lane: sum(1 for j in q if j.key.tenant == tenant) for lane, q in self._lanes.items()}
+            lanes = {lane: q.count(tenant) for lane, q in self._lanes.items()}
             return {**lanes, "inflight": self._inflight[tenant], "retrying": self._retrying[tenant]}
 
     def idle(self) -> bool:
@@ -101,17 +143,14 @@ class InProcessQueue:
         self._threads.clear()
 
     def _take(self) -> list[EmbedJob] | None:
-        """Interactive lane first; a batch never mixes lanes or spaces."""
+        """Interactive lane first; a batch never mixes lanes or spaces; tenants take turns."""
         with self._cv:
             while not self._stopping and not any(self._lanes.values()):
                 self._cv.wait()
             if self._stopping:
                 return None
             lane = self._lanes["interactive"] or self._lanes["bulk"]
-            space = lane[0].space
-            batch: list[EmbedJob] = []
-            while lane and len(batch) < self._batch_size and lane[0].space == space:
-                batch.append(lane.popleft())
+            batch = lane.take(self._batch_size)
             self._inflight.update(j.key.tenant for j in batch)
             self._publish_depth()
             return batch
