@@ -970,7 +970,7 @@ export interface components {
         ErrorDetail: {
             /**
              * Code
-             * @description a stable code: invalid_params, unauthorized, forbidden, not_found, conflict, dimension_mismatch, payload_too_large, rate_limited, embedder_unavailable, internal_error, method_not_allowed
+             * @description a stable code: invalid_params, unauthorized, forbidden, not_found, conflict, dimension_mismatch, payload_too_large, rate_limited, embedder_unavailable, index_unavailable, internal_error, method_not_allowed
              */
             code: string;
             /**
@@ -2931,6 +2931,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description embedder_unavailable: the embedding provider did not answer; index_unavailable: the keyword index server (OpenSearch) did not answer */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
             /** @description any other client error, with the same error body */
             "4XX": {
                 headers: {
@@ -4346,7 +4355,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description embedder_unavailable: the embedding provider did not answer */
+            /** @description embedder_unavailable: the embedding provider did not answer; index_unavailable: the keyword index server (OpenSearch) did not answer */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -4471,7 +4480,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description embedder_unavailable: the embedding provider did not answer */
+            /** @description embedder_unavailable: the embedding provider did not answer; index_unavailable: the keyword index server (OpenSearch) did not answer */
             503: {
                 headers: {
                     [name: string]: unknown;
