@@ -56,12 +56,13 @@ def _json(schema: dict[str, Any], description: str) -> dict[str, Any]:
 
 _NAME: dict[str, Any] = COLLECTION_NAME  # also refuses the reserved `mcp-task-` prefix (issue 12 finding 7)
 _DOC_ID: dict[str, Any] = {"type": "string", "minLength": 1, "maxLength": 256, "pattern": r"^[^\x00-\x1f]+$"}
-_ACL: dict[str, Any] = {"type": "array", "minItems": 1, "maxItems": 1000,
+_ACL: dict[str, Any] = {"type": ["array", "null"], "minItems": 1, "maxItems": 1000,
         "items": {"type": "string", "minLength": 1, "maxLength": 512},
-        "description": "principals who may read (and so overwrite or delete); absent = every principal of "
+        "description": "principals who may read (and so overwrite or delete); absent or null = every principal of "
                        "the tenant. At most 512 UTF-8 bytes each and 65,536 in all (VIBE_ACL_MAX_*)"}
-_VIBE: dict[str, Any] = {"type": "object", "properties": {"semantic": {"type": "object", "properties": {
-    "intent": {"enum": ["deny", "allow"]}}}}}
+_VIBE: dict[str, Any] = {"type": ["object", "null"], "properties": {"semantic": {"type": "object", "properties": {
+    # null = no intent, as if absent (the policy and heuristics decide)
+    "intent": {"enum": ["deny", "allow", None]}}}}}
 # shared/names.py: 1 to 64 characters without control characters, at most 1000 fields a document
 _FIELD_NAME: dict[str, Any] = {"pattern": r"^(_acl|_vibe|[^_\x00-\x1f][^\x00-\x1f]{0,63})$"}
 _DOC: dict[str, Any] = {"type": "object", "properties": {"_acl": _ACL, "_vibe": _VIBE}, "propertyNames": _FIELD_NAME,

@@ -1860,14 +1860,14 @@ export interface operations {
         requestBody: {
             content: {
                 "application/json": {
-                    /** @description principals who may read (and so overwrite or delete); absent = every principal of the tenant. At most 512 UTF-8 bytes each and 65,536 in all (VIBE_ACL_MAX_*) */
-                    _acl?: string[];
+                    /** @description principals who may read (and so overwrite or delete); absent or null = every principal of the tenant. At most 512 UTF-8 bytes each and 65,536 in all (VIBE_ACL_MAX_*) */
+                    _acl?: string[] | null;
                     _vibe?: {
                         semantic?: {
                             /** @enum {unknown} */
-                            intent?: "deny" | "allow";
+                            intent?: "deny" | "allow" | null;
                         };
-                    };
+                    } | null;
                 };
             };
         };
@@ -2059,14 +2059,14 @@ export interface operations {
                 "application/json": {
                     docs: ({
                         _id: string;
-                        /** @description principals who may read (and so overwrite or delete); absent = every principal of the tenant. At most 512 UTF-8 bytes each and 65,536 in all (VIBE_ACL_MAX_*) */
-                        _acl?: string[];
+                        /** @description principals who may read (and so overwrite or delete); absent or null = every principal of the tenant. At most 512 UTF-8 bytes each and 65,536 in all (VIBE_ACL_MAX_*) */
+                        _acl?: string[] | null;
                         _vibe?: {
                             semantic?: {
                                 /** @enum {unknown} */
-                                intent?: "deny" | "allow";
+                                intent?: "deny" | "allow" | null;
                             };
-                        };
+                        } | null;
                     } | unknown)[];
                 };
             };
