@@ -159,16 +159,10 @@ async def bulk(request: Request, collection: str = COLLECTION,
 
 
 def _put_chunked(c: Container, docs: list[StoredDoc]) -> dict[DocKey, str]:
-    """Store `docs` (distinct ids) in transactions of `VIBE_BULK_WRITE_CHUNK` documents: the
-    SQLite writer and the index follower are free between two chunks, so another tenant's
-    write waits for one chunk instead of the whole bulk. Items answer one by one anyway; a
-    failure mid-way leaves the chunks before it stored (each item's answer stays true)."""
-    size = c.settings.bulk_write_chunk
-    outcome: dict[DocKey, str] = {}
-    for at in range(0, len(docs), size):
-        part = docs[at:at + size]
-        outcome.update(zip([d.key for d in part], c.docs.put(part), strict=True))
-    return outcome
+    """Store `docs` (distinct ids) in transactions of `VIBE_BULK_WRITE_CHUNK` documents
+    (DocumentService.put). Items answer one by one anyway."""
+    answers = c.docs.put(docs, chunk=c.settings.bulk_write_chunk)
+    return dict(zip([d.key for d in docs], answers, strict=True))
 
 
 def _bulk(c: Container, p: Principal, collection: str, items: list[Any]) -> list[WriteResult]:

@@ -5,8 +5,7 @@ Sidecar transitions on write (DESIGN.md §4): unchanged content keeps its state 
 re-ingesting queues nothing); changed content moves `ready → stale`; policy or writer intent
 moves to `denied`/`deferred` with the reason; an eager (promoted) collection queues at once.
 A bulk write validates every document first and stores the valid ones in transactions of
-`VIBE_BULK_WRITE_CHUNK` documents (services/api/routes_docs.py `_put_chunked`; each item answers
-on its own).
+`VIBE_BULK_WRITE_CHUNK` documents (`DocumentService.put`; each item answers on its own).
 """
 
 from __future__ import annotations
@@ -190,12 +189,33 @@ class DocumentService:
 
     # -- writes ------------------------------------------------------------------------
 
-    def put(self, docs: Sequence[StoredDoc]) -> list[str]:
-        """Store documents (one transaction) and make them searchable; returns per-doc
-        'created' or 'updated'. The sidecar is decided in the tenant's active space and in any
-        space it is migrating to, where a write embeds at once (V§13: a write made during a
-        migration must not be missed by it); into a migration of scope `ready`, only as in the
-        active space (an eager collection's), since the migration takes only what is embedded."""
+    def put(self, docs: Sequence[StoredDoc], chunk: int | None = None) -> list[str]:
+        """Store documents and make them searchable; returns per-doc 'created' or 'updated'.
+        One transaction, or one per `chunk` documents: the store's writer and the index follower
+        are free between two chunks, so another tenant's write waits for one chunk instead of a
+        whole bulk (a failure mid-way leaves the chunks before it stored). The index catch-up
+        and the embedding jobs come once, after the last chunk, so a chunked bulk still fills
+        whole provider batches."""
+        answers: list[str] = []
+        jobs: list[EmbedJob] = []
+        size = chunk or len(docs) or 1
+        try:
+            for at in range(0, len(docs), size):
+                part_answers, part_jobs = self._store(docs[at:at + size])
+                answers += part_answers
+                jobs += part_jobs
+        finally:  # what was stored before a failure is still made searchable and embedded
+            if jobs or answers:
+                self.follower.catch_up(wait=self.sync_wait)
+                self.queue.enqueue(jobs)
+        return answers
+
+    def _store(self, docs: Sequence[StoredDoc]) -> tuple[list[str], list[EmbedJob]]:
+        """One transaction: the documents and their sidecars; returns the answers and the jobs
+        to queue. The sidecar is decided in the tenant's active space and in any space it is
+        migrating to, where a write embeds at once (a write made during a migration must not be
+        missed by it); into a migration of scope `ready`, only as in the active space (an eager
+        collection's), since the migration takes only what is embedded."""
         written = list(docs)  # what the caller sent, in order (the answer is per document)
         tenants = {d.key.tenant for d in docs}
         eager = {t: self.eager(t) for t in tenants}
@@ -219,14 +239,11 @@ class DocumentService:
                 sidecars = [s for s in sidecars if s.key not in same]
             if docs:
                 self.store.put_docs(docs, sidecars)
-        self.follower.catch_up(wait=self.sync_wait)
-        self.queue.enqueue([
-            EmbedJob(s.key, s.space, s.content_hash, priority="bulk")
-            for s in sidecars if s.status == SemanticStatus.QUEUED and _needs_job(s, old[s.space].get(s.key))
-        ])
+        jobs = [EmbedJob(s.key, s.space, s.content_hash, priority="bulk")
+                for s in sidecars if s.status == SemanticStatus.QUEUED and _needs_job(s, old[s.space].get(s.key))]
         METRICS.docs_written.labels(op="put").inc(len(written))
         existed = {k for sp in {spaces[t][0] for t in tenants} for k in old[sp]}
-        return ["updated" if d.key in existed else "created" for d in written]
+        return ["updated" if d.key in existed else "created" for d in written], jobs
 
     def _unchanged(self, docs: Sequence[StoredDoc], sidecars: Sequence[SidecarEntry],
                    old: dict[str, dict[DocKey, SidecarEntry]]) -> set[DocKey]:

@@ -213,19 +213,39 @@ def test_another_tenants_bulk_holds_none_of_my_write_locks() -> None:
 # -- a bulk is stored in chunks ---------------------------------------------------------------
 
 
-def test_a_bulk_is_stored_in_chunks_each_item_answered() -> None:
-    from types import SimpleNamespace
+def test_a_bulk_is_stored_in_chunks_and_queued_once(tmp_path: Any) -> None:
+    """One transaction per chunk (the writer is free in between), but one catch-up and one
+    enqueue for the whole bulk: chunking must not split the embedding jobs into part-filled
+    provider batches (each chunk's remainder would be a call of its own)."""
+    from services.wiring import build
+    from shared.config import Settings
+    from shared.model import Principal
 
-    from services.api.routes_docs import _put_chunked
+    c = build(Settings(data_dir=tmp_path / "data", embedder="hash", embed_dim=16, scheduler_enabled=False,
+                       workers=1, per_tenant_per_min=10_000))
+    c.scheduler_thread = False
+    c.start()
+    try:
+        assert c.lifecycle.set_mode("ta", "hot", eager=True)
+        transactions: list[int] = []
+        enqueued: list[int] = []
+        put_docs, enqueue = c.store.put_docs, c.docs.queue.enqueue
 
-    calls: list[int] = []
+        def counting_put(docs: Any, sidecars: Any) -> Any:
+            transactions.append(len(docs))
+            return put_docs(docs, sidecars)
 
-    def put(docs: list[Any]) -> list[str]:
-        calls.append(len(docs))
-        return ["created"] * len(docs)
+        def counting_enqueue(jobs: Any) -> int:
+            enqueued.append(len(jobs))
+            return enqueue(jobs)
 
-    c = SimpleNamespace(settings=SimpleNamespace(bulk_write_chunk=250), docs=SimpleNamespace(put=put))
-    docs = [SimpleNamespace(key=DocKey("ta", "c", f"d{i}")) for i in range(1001)]
-    out = _put_chunked(c, docs)  # type: ignore[arg-type]
-    assert calls == [250, 250, 250, 250, 1]  # one transaction each, the writer free in between
-    assert len(out) == 1001 and set(out.values()) == {"created"}
+        c.store.put_docs = counting_put  # type: ignore[method-assign]
+        c.docs.queue.enqueue = counting_enqueue  # type: ignore[method-assign]
+        writer = Principal("ta", ("user:w",), frozenset({"read", "write"}))
+        body = "a document long enough to embed, number {} of the bulk"
+        docs = [c.docs.parse(writer, "hot", f"d{i}", {"body": body.format(i)}) for i in range(201)]
+        assert c.docs.put(docs, chunk=50) == ["created"] * 201
+        assert transactions == [50, 50, 50, 50, 1]
+        assert enqueued == [201]
+    finally:
+        c.stop()
