@@ -127,9 +127,10 @@ class DocumentStore(Protocol):
 
     def changes_since(self, seq: int, limit: int = 1000) -> list[Change]: ...
 
-    def change_log_head(self) -> int:
+    def change_log_head(self, tenant: str | None = None) -> int:
         """The seq of the newest committed change (0: none): what a writer waits for a shared
-        follower to reach before its write is visible everywhere."""
+        follower to reach before its write is visible everywhere. With `tenant`, the newest of
+        that tenant's changes: a follower already past it has nothing that tenant's read needs."""
         ...
 
     def keys_in_status(

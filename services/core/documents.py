@@ -193,21 +193,20 @@ class DocumentService:
         """Store documents and make them searchable; returns per-doc 'created' or 'updated'.
         One transaction, or one per `chunk` documents: the store's writer and the index follower
         are free between two chunks, so another tenant's write waits for one chunk instead of a
-        whole bulk (a failure mid-way leaves the chunks before it stored). The index catch-up
-        and the embedding jobs come once, after the last chunk, so a chunked bulk still fills
-        whole provider batches."""
+        whole bulk (a failure mid-way leaves the chunks before it stored). The embedding jobs
+        are queued once, after the last chunk, so a chunked bulk still fills whole provider
+        batches."""
         answers: list[str] = []
         jobs: list[EmbedJob] = []
         size = chunk or len(docs) or 1
         try:
             for at in range(0, len(docs), size):
                 part_answers, part_jobs = self._store(docs[at:at + size])
+                self.follower.catch_up(wait=self.sync_wait)
                 answers += part_answers
                 jobs += part_jobs
-        finally:  # what was stored before a failure is still made searchable and embedded
-            if jobs or answers:
-                self.follower.catch_up(wait=self.sync_wait)
-                self.queue.enqueue(jobs)
+        finally:  # what was stored before a failure is still embedded
+            self.queue.enqueue(jobs)
         return answers
 
     def _store(self, docs: Sequence[StoredDoc]) -> tuple[list[str], list[EmbedJob]]:

@@ -56,7 +56,7 @@ def exact_semantic(c: Container, flt: SearchFilter, qvec: list[float], limit: in
     dim safety); the order is by descending cosine (SEM-003)."""
     if limit <= 0:
         return []
-    c.follower.catch_up()
+    c.follower.catch_up(tenant=flt.tenant)
     space = c.spaces.active(flt.tenant)
     # A zero-norm query has no direction: any stored vector is as close as any other, so the
     # candidates come from an arbitrary probe direction and every cosine is 0.0 (seed 002

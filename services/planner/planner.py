@@ -408,7 +408,8 @@ class ReadSession:
         first `first` of them when given (`_short_lexical`; `_full_lexical` reads the rest)."""
         t0 = time.perf_counter()
         if text and self.p.lexical_follower is not None:
-            self.p.lexical_follower.catch_up()  # writes made through another process are searched as they are now
+            # writes made through another process are searched as they are now
+            self.p.lexical_follower.catch_up(tenant=self.principal.tenant)
         found = self.p.lexical.candidates(self.flt, text, self.k) if text else ResolvedCandidates([])
         self._lexical_found, self._lexical_scores = found, relative_scores(found.scores)
         self._lexical_stats = None
@@ -854,7 +855,7 @@ class ReadSession:
             self.semantic.vector = self._query_vector()
         if self.semantic.vector is None:
             return
-        self.p.follower.catch_up()
+        self.p.follower.catch_up(tenant=self.principal.tenant)
         k = min(k or self.k, self.k)
         hits = self.p.vectors.search(self.space, self.flt, self.semantic.vector, k)
         for space in self.building:
@@ -945,8 +946,9 @@ class ReadSession:
         one (Qdrant server) by whichever replica holds its lease, and until then a ready
         document would be neither searched nor imputed and would drop to the floor."""
         if self._vector_target is None:
-            self._vector_target = self.p.store.change_log_head()  # includes their vector changes
-        self.p.follower.catch_up()
+            # includes their vector changes (only the tenant's own changes matter to its read)
+            self._vector_target = self.p.store.change_log_head(self.principal.tenant)
+        self.p.follower.catch_up(tenant=self.principal.tenant)
         if self.p.follower.seq < self._vector_target:
             return False
         self._vector_target = None

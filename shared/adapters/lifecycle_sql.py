@@ -101,6 +101,8 @@ CREATE INDEX IF NOT EXISTS sidecar_by_space ON sidecar(tenant, space) WHERE spac
 CREATE INDEX IF NOT EXISTS cold_by_space ON cold_vectors(tenant, space, content_hash);
 -- An entry's later ones of the same key and op, for `compact_changes`.
 CREATE INDEX IF NOT EXISTS changes_by_key ON changes(tenant, collection, doc_id, op, seq);
+-- A tenant's newest change, looked up by each of its reads (is the index past it?).
+CREATE INDEX IF NOT EXISTS changes_by_tenant ON changes(tenant, seq);
 DROP INDEX IF EXISTS cold_by_hash;
 INSERT INTO collection_modes SELECT tenant, collection, 'eager', promoted_at, 'manual', 1, '{}'
   FROM promotions WHERE true ON CONFLICT DO NOTHING;

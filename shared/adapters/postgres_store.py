@@ -395,8 +395,11 @@ class PostgresStore(LifecycleSql, TouchSwitchSql, CollectionSettingsSql):
         rows = self._all("SELECT * FROM changes WHERE seq>%s ORDER BY seq LIMIT %s", (seq, limit))
         return [Change(r["seq"], _key(r), r["op"], r["space"]) for r in rows]
 
-    def change_log_head(self) -> int:
-        r = self._one("SELECT COALESCE(MAX(seq), 0) AS head FROM changes", ())
+    def change_log_head(self, tenant: str | None = None) -> int:
+        if tenant is None:
+            r = self._one("SELECT COALESCE(MAX(seq), 0) AS head FROM changes", ())
+        else:
+            r = self._one("SELECT COALESCE(MAX(seq), 0) AS head FROM changes WHERE tenant=%s", (tenant,))
         return int(r["head"]) if r else 0
 
     def coverage(self, tenant: str, collection: str | None, space: str) -> dict[str, object]:

@@ -405,8 +405,11 @@ class SqliteStore(LifecycleSql, TouchSwitchSql, CollectionSettingsSql):
             for r in rows
         ]
 
-    def change_log_head(self) -> int:
-        return int(self._conn().execute("SELECT COALESCE(MAX(seq), 0) FROM changes").fetchone()[0])
+    def change_log_head(self, tenant: str | None = None) -> int:
+        if tenant is None:
+            return int(self._conn().execute("SELECT COALESCE(MAX(seq), 0) FROM changes").fetchone()[0])
+        return int(self._conn().execute("SELECT COALESCE(MAX(seq), 0) FROM changes WHERE tenant=?",
+                                        (tenant,)).fetchone()[0])
 
     def coverage(self, tenant: str, collection: str | None, space: str) -> dict[str, object]:
         sql = f"SELECT status, reason, {COLD_FLAG} AS cold, COUNT(*) AS n FROM sidecar WHERE tenant=? AND space=?"

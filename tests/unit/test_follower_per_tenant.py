@@ -1,0 +1,67 @@
+"""A read catches the index up only when its own tenant has changes the index has not applied:
+a read of tenant B does not queue behind tenant A's bulk being applied, and a read of a tenant
+with a pending change still applies it before searching."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+
+from shared.adapters.sqlite_store import SqliteStore
+from shared.adapters.tantivy_lexical import TantivyLexicalIndex
+from shared.indexing import FilePosition, IndexFollower
+from shared.model import PUBLIC_PRINCIPAL, DocKey, SemanticStatus, SidecarEntry, StoredDoc
+from shared.ports import SearchFilter
+
+
+class Held(TantivyLexicalIndex):
+    """An apply that waits for `release` once `hold` is set: another tenant's bulk mid-apply."""
+
+    hold = False
+    inside = threading.Event()
+    release = threading.Event()
+
+    def apply(self, docs: Sequence[StoredDoc], deletes: Sequence[DocKey]) -> None:
+        if self.hold and docs:
+            self.inside.set()
+            assert self.release.wait(10)
+        super().apply(docs, deletes)
+
+
+def _put(store: SqliteStore, tenant: str, doc_id: str, title: str) -> DocKey:
+    k = DocKey(tenant, "c", doc_id)
+    store.put_docs([StoredDoc(k, {"title": title}, [PUBLIC_PRINCIPAL], None, "h" + title, 1.0)],
+                   [SidecarEntry(k, "core", SemanticStatus.NONE, "h" + title)])
+    return k
+
+
+def test_a_read_waits_only_for_its_own_tenants_changes(tmp_path: Path) -> None:
+    store = SqliteStore(tmp_path / "s.sqlite3")
+    lexical = Held(tmp_path / "lex")
+    follower = IndexFollower(store, lexical, None, FilePosition(tmp_path / "seq"), "core")
+    b = _put(store, "tb", "b1", "rotor")
+    assert follower.catch_up()
+    assert store.change_log_head("tb") == store.change_log_head() > 0 and store.change_log_head("nobody") == 0
+
+    lexical.hold = True
+    _put(store, "ta", "a1", "rotor bulk")
+    writer = threading.Thread(target=follower.catch_up)  # tenant A's write, applying its bulk
+    writer.start()
+    assert lexical.inside.wait(10)  # A's apply holds the follower's lock now
+
+    done = threading.Event()
+    threading.Thread(target=lambda: (follower.catch_up(tenant="tb"), done.set())).start()
+    assert done.wait(5), "tenant B's read queued behind tenant A's apply"
+    hits = lexical.search(SearchFilter("tb", None, (PUBLIC_PRINCIPAL,)), "rotor", 10)
+    assert [h.key for h in hits] == [b]
+
+    # tenant A's own read has a pending change: it waits for the apply, then sees the document
+    a_read = threading.Event()
+    threading.Thread(target=lambda: (follower.catch_up(tenant="ta"), a_read.set())).start()
+    assert not a_read.wait(0.3)
+    lexical.release.set()
+    writer.join(10)
+    assert a_read.wait(10)
+    hits = lexical.search(SearchFilter("ta", None, (PUBLIC_PRINCIPAL,)), "bulk", 10)
+    assert [h.key.doc_id for h in hits] == ["a1"]
