@@ -195,7 +195,7 @@ def rebuild_index(
                     break
                 lexical = _build_lexical(settings, home, store) if "lexical" in own else None
                 vectors = _build_vectors(settings, home) if "vectors" in own else None
-                live = SpaceDirectory(store, settings.space).live
+                live = SpaceDirectory(store, settings.space).live_of
                 follower = IndexFollower(store, lexical, vectors, FilePosition(home / "index.seq"), settings.space,
                                          live)
                 try:

@@ -299,7 +299,7 @@ def _build_followers(settings: Settings, store: StoreOfRecord, lexical: LexicalI
     dir, as before; each shared index gets its own follower positioned in the store, applied by
     one replica at a time (why: shared/indexing.py)."""
     lex_name, vec_name = follower_name(settings, "lexical"), follower_name(settings, "vectors")
-    live = SpaceDirectory(store, settings.space).live
+    live = SpaceDirectory(store, settings.space).live_of
     own_lexical, own_vectors = (lexical if lex_name is None else None), (vectors if vec_name is None else None)
     members = []
     if own_lexical is not None or own_vectors is not None:

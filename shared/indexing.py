@@ -111,14 +111,15 @@ class IndexFollower:
         vectors: VectorIndex | None,
         position: Position,
         space: str,
-        spaces: Callable[[], set[str]] | None = None,
+        spaces: Callable[[str], set[str]] | None = None,
     ):
         self.store = store
         self.lexical = lexical
         self.vectors = vectors
         self.space = space
-        # Every space some tenant reads or builds (shared/spaces.py); a vector change of another
-        # space (a retired one) is applied to that space's index too.
+        # The spaces a tenant reads or builds (shared/spaces.py); a vector change of another space
+        # (a retired one) is applied to that space's index too. Per tenant: one tenant's many
+        # spaces must not multiply the work of applying another tenant's changes.
         self.spaces = spaces
         self.position = position
         self._lock = threading.Lock()  # threads of this process wait for each other, not skip
@@ -141,7 +142,7 @@ class IndexFollower:
         except Exception:  # noqa: BLE001 - any store error reads as "unknown"
             return float("nan")
 
-    def sync(self, batch: int = 5000, wait: float = 0.0) -> int:
+    def sync(self, batch: int = 5000, wait: float = 0.0, tenant: str | None = None) -> int:
         """Apply every pending change if this process holds the lease; returns how many were
         applied (0 when another process is applying: its applier also applies ours).
 
@@ -152,11 +153,18 @@ class IndexFollower:
         `wait` (writers): when another process holds the lease, wait up to that many seconds
         for the position to reach the log's head as first refused (the caller's write is in
         it), so that a write (an ACL that revokes a reader, a delete) is in the index before
-        the write returns."""
+        the write returns.
+
+        `tenant`: the caller needs only that tenant's changes applied. While another thread of
+        this process applies, it stops waiting as soon as that applier's position passes the
+        tenant's newest change, instead of waiting for the whole drain (another tenant's bulk
+        and every vector its embeddings produced) and then looking again itself."""
         applied = 0
         target: int | None = None
         deadline = time.monotonic() + wait
-        with self._lock:
+        if not self._acquire(tenant):
+            return 0
+        try:
             if not self._schema_checked:
                 applied += self._ensure_schema(batch)
             while True:
@@ -176,6 +184,18 @@ class IndexFollower:
                     if self.position.load() >= target:
                         return applied
                     time.sleep(0.01)  # the holder is applying; its final look covers our change
+        finally:
+            self._lock.release()
+
+    def _acquire(self, tenant: str | None) -> bool:
+        """The apply lock; with `tenant`, False as soon as the index is past that tenant's newest
+        change (another thread's apply covered it) while the lock is held elsewhere."""
+        if tenant is None:
+            return self._lock.acquire()
+        while not self._lock.acquire(timeout=0.005):
+            if self._past(tenant):
+                return False
+        return True
 
     def catch_up(self, wait: float = 0.0, tenant: str | None = None) -> bool:
         """`sync` for request paths: an index that cannot be written right now (a server away)
@@ -188,7 +208,7 @@ class IndexFollower:
         if tenant is not None and self._past(tenant):
             return True
         try:
-            self.sync(wait=wait)
+            self.sync(wait=wait, tenant=tenant)
             return True
         except Exception:  # noqa: BLE001 - logged and counted; the request goes on
             log.warning("index follower could not catch up", extra={"follower": self.label}, exc_info=True)
@@ -353,10 +373,16 @@ class IndexFollower:
             touched = {c.key for c in changes if c.op == "doc"}
             self.lexical.apply([docs[k] for k in keys if k in touched and k in docs], gone)
         if self.vectors is not None:
-            spaces = {self.space} | (self.spaces() if self.spaces is not None else set())
-            spaces |= {c.space for c in changes if c.space}
-            for space in sorted(spaces):
-                self._apply_vectors(docs, gone, space)
+            by_tenant: dict[str, list[Change]] = {}
+            for c in changes:
+                by_tenant.setdefault(c.key.tenant, []).append(c)
+            for tenant, theirs in by_tenant.items():
+                spaces = {self.space} | (self.spaces(tenant) if self.spaces is not None else set())
+                spaces |= {c.space for c in theirs if c.space}
+                mine = {c.key for c in theirs}
+                present = {k: d for k, d in docs.items() if k in mine}
+                for space in sorted(spaces):
+                    self._apply_vectors(present, [k for k in gone if k in mine], space)
 
     def _apply_vectors(self, docs: dict[DocKey, StoredDoc], gone: list[DocKey], space: str) -> None:
         """Ready documents get (re)upserted with their current ACL; every other state drops
@@ -378,7 +404,7 @@ class Follower(Protocol):
     @property
     def seq(self) -> int: ...
 
-    def sync(self, batch: int = 5000, wait: float = 0.0) -> int: ...
+    def sync(self, batch: int = 5000, wait: float = 0.0, tenant: str | None = None) -> int: ...
 
     def catch_up(self, wait: float = 0.0, tenant: str | None = None) -> bool: ...
 
@@ -394,8 +420,8 @@ class Followers:
         """The least advanced position: every change after it is pending in some index."""
         return min((f.seq for f in self.members), default=0)
 
-    def sync(self, batch: int = 5000, wait: float = 0.0) -> int:
-        return sum(f.sync(batch, wait) for f in self.members)
+    def sync(self, batch: int = 5000, wait: float = 0.0, tenant: str | None = None) -> int:
+        return sum(f.sync(batch, wait, tenant) for f in self.members)
 
     def catch_up(self, wait: float = 0.0, tenant: str | None = None) -> bool:
         return all([f.catch_up(wait, tenant) for f in self.members])

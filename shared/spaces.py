@@ -26,6 +26,8 @@ class Spaces(Protocol):
 
     def live(self) -> set[str]: ...
 
+    def live_of(self, tenant: str) -> set[str]: ...
+
 
 class SpaceDirectory:
     def __init__(self, store: LifecycleStore, default: str):
@@ -49,6 +51,10 @@ class SpaceDirectory:
     def live(self) -> set[str]:
         """Every space some tenant reads or builds: the vector indexes the followers maintain."""
         return {self.default} | {r.space for r in self.store.tenant_spaces() if r.state in ("active", "building")}
+
+    def live_of(self, tenant: str) -> set[str]:
+        """The spaces one tenant reads or builds: where its documents' vectors are kept."""
+        return set(embedding_spaces(self, tenant))
 
     def rows(self, tenant: str) -> list[SpaceInfo]:
         return self.store.tenant_spaces(tenant)
@@ -78,4 +84,7 @@ class FixedSpace:
         return self.default
 
     def live(self) -> set[str]:
+        return {self.default}
+
+    def live_of(self, tenant: str) -> set[str]:
         return {self.default}

@@ -199,10 +199,12 @@ class DocumentService:
         answers: list[str] = []
         jobs: list[EmbedJob] = []
         size = chunk or len(docs) or 1
+        tenants = {d.key.tenant for d in docs}
+        tenant = next(iter(tenants)) if len(tenants) == 1 else None  # whose changes must be applied
         try:
             for at in range(0, len(docs), size):
                 part_answers, part_jobs = self._store(docs[at:at + size])
-                self.follower.catch_up(wait=self.sync_wait)
+                self.follower.catch_up(wait=self.sync_wait, tenant=tenant)
                 answers += part_answers
                 jobs += part_jobs
         finally:  # what was stored before a failure is still embedded
@@ -317,7 +319,7 @@ class DocumentService:
 
     def delete(self, key: DocKey) -> bool:
         gone = self.store.delete_doc(key)
-        self.follower.catch_up(wait=self.sync_wait)
+        self.follower.catch_up(wait=self.sync_wait, tenant=key.tenant)
         if gone:
             METRICS.docs_written.labels(op="delete").inc()
         return gone

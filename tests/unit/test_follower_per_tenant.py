@@ -65,3 +65,38 @@ def test_a_read_waits_only_for_its_own_tenants_changes(tmp_path: Path) -> None:
     assert a_read.wait(10)
     hits = lexical.search(SearchFilter("ta", None, (PUBLIC_PRINCIPAL,)), "bulk", 10)
     assert [h.key.doc_id for h in hits] == ["a1"]
+
+
+class HeldOn(TantivyLexicalIndex):
+    """An apply that waits for `release` when it writes document `a2`."""
+
+    inside = threading.Event()
+    release = threading.Event()
+
+    def apply(self, docs: Sequence[StoredDoc], deletes: Sequence[DocKey]) -> None:
+        if any(d.key.doc_id == "a2" for d in docs):
+            self.inside.set()
+            assert self.release.wait(10)
+        super().apply(docs, deletes)
+
+
+def test_a_writer_stops_waiting_once_another_threads_apply_passed_its_change(tmp_path: Path) -> None:
+    store = SqliteStore(tmp_path / "s.sqlite3")
+    lexical = HeldOn(tmp_path / "lex")
+    follower = IndexFollower(store, lexical, None, FilePosition(tmp_path / "seq"), "core")
+    follower.catch_up()
+    _put(store, "ta", "a1", "first")
+    _put(store, "tb", "b1", "written by b")  # B's write, stored; its catch-up comes below
+    _put(store, "ta", "a2", "held")
+    applier = threading.Thread(target=lambda: follower.sync(batch=1))  # A's drain, one change a batch
+    applier.start()
+    assert lexical.inside.wait(10)  # a1 and b1 applied and saved; a2 in progress, the lock held
+    done = threading.Event()
+    threading.Thread(target=lambda: (follower.sync(tenant="tb"), done.set())).start()
+    try:
+        assert done.wait(5), "B's write waited for the rest of A's drain"
+    finally:
+        lexical.release.set()
+        applier.join(10)
+    hits = lexical.search(SearchFilter("tb", None, (PUBLIC_PRINCIPAL,)), "written", 10)
+    assert [h.key.doc_id for h in hits] == ["b1"]
