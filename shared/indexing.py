@@ -167,10 +167,18 @@ class IndexFollower:
         try:
             if not self._schema_checked:
                 applied += self._ensure_schema(batch)
+            # A private index's caller that needs one tenant's changes applies the log up to that
+            # tenant's newest change, not to the head: while another tenant's pipeline keeps
+            # adding changes (its embeddings), a drain to the head could keep this caller applying
+            # for them. What is left is applied by the next sync (the pipeline's own, after each
+            # batch). A shared index's holder drains to the head: writers of other processes that
+            # found the lease taken count on it.
+            until = (self.store.change_log_head(tenant)
+                     if tenant is not None and isinstance(self.position, FilePosition) else None)
             while True:
                 with self.position.lease() as granted:
                     if granted:
-                        done, seq = self._drain(batch)
+                        done, seq = self._drain(batch, until=until)
                         applied += done
                 if granted:
                     # A private position (embedded indexes) has no other applier to have skipped
@@ -282,14 +290,18 @@ class IndexFollower:
                     return None
                 time.sleep(0.1)
 
-    def _drain(self, batch: int, progress: bool = False) -> tuple[int, int]:
-        """Under the lease: apply from the current position to the end of the log. With
-        `progress` (a rebuild), each batch is logged and `vibe_index_rebuild_remaining_changes`
-        tells how far the replay is from the log's head."""
+    def _drain(self, batch: int, progress: bool = False, until: int | None = None) -> tuple[int, int]:
+        """Under the lease: apply from the current position to the end of the log (with `until`,
+        to that seq). With `progress` (a rebuild), each batch is logged and
+        `vibe_index_rebuild_remaining_changes` tells how far the replay is from the log's head."""
         applied, seq = 0, self.position.load()
         head = self.store.change_log_head() if progress else 0
         gauge = METRICS.index_rebuild_remaining.labels(follower=self.label)
-        while changes := self.store.changes_since(seq, batch):
+        while (until is None or seq < until) and (changes := self.store.changes_since(seq, batch)):
+            if until is not None and changes[-1].seq > until:
+                changes = [c for c in changes if c.seq <= until]
+                if not changes:
+                    break
             try:
                 self._apply(changes)
             except IndexUnavailable:

@@ -100,3 +100,22 @@ def test_a_writer_stops_waiting_once_another_threads_apply_passed_its_change(tmp
         applier.join(10)
     hits = lexical.search(SearchFilter("tb", None, (PUBLIC_PRINCIPAL,)), "written", 10)
     assert [h.key.doc_id for h in hits] == ["b1"]
+
+
+def test_a_tenants_catch_up_applies_the_log_up_to_its_own_newest_change(tmp_path: Path) -> None:
+    """Not to the head: another tenant's pipeline adding changes all the while must not keep a
+    caller applying for it. The rest is the next full sync's."""
+    store = SqliteStore(tmp_path / "s.sqlite3")
+    lexical = TantivyLexicalIndex(tmp_path / "lex")
+    follower = IndexFollower(store, lexical, None, FilePosition(tmp_path / "seq"), "core")
+    follower.catch_up()
+    _put(store, "ta", "a1", "gearbox")
+    _put(store, "tb", "b1", "propeller")
+    _put(store, "ta", "a2", "turbine")
+    assert follower.catch_up(tenant="tb")
+    assert follower.seq == store.change_log_head("tb") < store.change_log_head()
+    ta = SearchFilter("ta", None, (PUBLIC_PRINCIPAL,))
+    assert [h.key.doc_id for h in lexical.search(ta, "gearbox", 10)] == ["a1"]
+    assert follower.catch_up()
+    assert follower.seq == store.change_log_head()
+    assert [h.key.doc_id for h in lexical.search(ta, "turbine", 10)] == ["a2"]
