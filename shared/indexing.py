@@ -22,6 +22,7 @@ import logging
 import os
 import threading
 import time
+import zlib
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager, suppress
 from pathlib import Path
@@ -33,6 +34,9 @@ from shared.model import DocKey, StoredDoc
 from shared.ports import Change, DocumentStore, LexicalIndex, LifecycleStore, Rebuildable, VectorIndex
 
 log = logging.getLogger("vibe.indexing")
+
+STRIPES = 64  # per-tenant apply locks of a private index, shared by tenants that hash alike
+AHEAD_BATCH = 1000
 
 
 class Position(Protocol):
@@ -124,6 +128,17 @@ class IndexFollower:
         self.position = position
         self._lock = threading.Lock()  # threads of this process wait for each other, not skip
         self._schema_checked = False  # once per process: the index's layout matches this code
+        # A private index (embedded profile) may apply one tenant's pending changes ahead of the
+        # log's order (`_apply_ahead`): the keys of two tenants never meet, and each apply writes
+        # a key's current state. Every apply of a tenant's keys holds that tenant's stripe, so
+        # two appliers never interleave on one key (the race in this module's docstring).
+        self._per_tenant = isinstance(position, FilePosition)
+        self._stripes = [threading.Lock() for _ in range(STRIPES)]
+        self._ahead: dict[str, int] = {}  # tenant -> newest of its changes applied ahead
+        self._ahead_lock = threading.Lock()
+        self._generation = 0  # moved by every reset: an apply ahead that straddles one is void
+        self._orderer: threading.Thread | None = None
+        self._pass_wanted = threading.Event()
 
     @property
     def seq(self) -> int:
@@ -200,10 +215,35 @@ class IndexFollower:
         change (another thread's apply covered it) while the lock is held elsewhere."""
         if tenant is None:
             return self._lock.acquire()
+        if self._lock.acquire(timeout=0.005):
+            return True
+        # Another thread is applying (another tenant's bulk, the pipeline's vectors): this
+        # tenant's own changes go in ahead of them, and the ordered pass follows off this thread.
+        if self._per_tenant and self._schema_checked and self._apply_ahead(tenant):
+            self._wake_ordered_pass()
+            return False
         while not self._lock.acquire(timeout=0.005):
             if self._past(tenant):
                 return False
         return True
+
+    def _wake_ordered_pass(self) -> None:
+        """The log's ordered pass after an apply ahead, on a thread of its own: the position moves
+        past the changes applied ahead (lag and convergence read it) without a request doing
+        other tenants' work."""
+        with self._ahead_lock:
+            if self._orderer is None:
+                self._orderer = threading.Thread(target=self._ordered_passes, daemon=True,
+                                                 name=f"index-follower-{self.label}")
+                self._orderer.start()
+        self._pass_wanted.set()
+
+    def _ordered_passes(self) -> None:
+        while True:
+            self._pass_wanted.wait()
+            self._pass_wanted.clear()
+            if not self.catch_up():
+                time.sleep(1.0)  # the index away: logged and counted by catch_up; the next wake retries
 
     def catch_up(self, wait: float = 0.0, tenant: str | None = None) -> bool:
         """`sync` for request paths: an index that cannot be written right now (a server away)
@@ -223,11 +263,44 @@ class IndexFollower:
             METRICS.follower_errors.labels(follower=self.label).inc()
             return False
 
+    def applied(self, tenant: str) -> int:
+        """How far the index holds `tenant`'s changes: the position, or further where its own
+        changes were applied ahead of other tenants'."""
+        return max(self.position.load(), self._ahead.get(tenant, 0))
+
     def _past(self, tenant: str) -> bool:
         try:
-            return self._schema_checked and self.position.load() >= self.store.change_log_head(tenant)
+            return self._schema_checked and self.applied(tenant) >= self.store.change_log_head(tenant)
         except Exception:  # noqa: BLE001 - the store away: the sync says so, logged and counted
             return False
+
+    def _stripe(self, tenant: str) -> threading.Lock:
+        return self._stripes[zlib.crc32(tenant.encode("utf-8", "surrogatepass")) % STRIPES]
+
+    def _apply_ahead(self, tenant: str) -> bool:
+        """Apply `tenant`'s pending changes now, ahead of other tenants' changes still waiting in
+        the log: its writer or reader does not wait for them (another tenant's bulk, the vectors
+        its embeddings made). The log's own pass applies them again later, in order (each apply
+        writes the key's current state, so the second is a no-op in effect). False when it could
+        not (a change the index refuses, the index away): the caller takes the ordered path,
+        which quarantines or keeps the position."""
+        generation = self._generation
+        try:
+            with self._stripe(tenant):
+                seq = max(self.position.load(), self._ahead.get(tenant, 0))
+                while changes := self.store.changes_since(seq, AHEAD_BATCH, tenant=tenant):
+                    self._apply_group(changes)
+                    seq = changes[-1].seq
+                    METRICS.follower_applied_ahead.inc(len(changes))
+        except Exception:  # noqa: BLE001 - the ordered path sorts it out and logs it
+            return False
+        with self._ahead_lock:
+            if generation == self._generation:
+                self._ahead[tenant] = max(seq, self._ahead.get(tenant, 0))
+                if len(self._ahead) > 10_000:  # bounded: what the log's pass has reached is dropped
+                    done = self.position.load()
+                    self._ahead = {t: s for t, s in self._ahead.items() if s > done}
+        return generation == self._generation
 
     def _indexes(self) -> list[LexicalIndex | VectorIndex]:
         return [p for p in (self.lexical, self.vectors) if p is not None]
@@ -257,9 +330,11 @@ class IndexFollower:
         names = [type(p).__name__ for p in reset]
         log.info("index rebuild started", extra={"follower": self.label, "indexes": names,
                                                  "changes": self.store.change_log_head()})
-        for p in reset:
-            p.reset_schema()
-        self.position.reset()
+        with self._all_stripes():  # no apply ahead writes into an index being emptied
+            for p in reset:
+                p.reset_schema()
+            self.position.reset()
+            self._forget_ahead()
         started = time.monotonic()
         applied = self._drain(batch, progress=True)[0]
         METRICS.index_rebuilds.labels(follower=self.label).inc()
@@ -377,7 +452,33 @@ class IndexFollower:
             refused.append((c, err))
         return refused
 
+    @contextmanager
+    def _all_stripes(self) -> Iterator[None]:
+        for lock in self._stripes:  # always in this order: nobody else holds two
+            lock.acquire()
+        try:
+            yield
+        finally:
+            for lock in self._stripes:
+                lock.release()
+
+    def _forget_ahead(self) -> None:
+        with self._ahead_lock:
+            self._generation += 1
+            self._ahead.clear()
+
     def _apply(self, changes: list[Change]) -> None:
+        if not self._per_tenant:
+            self._apply_group(changes)
+            return
+        by_tenant: dict[str, list[Change]] = {}
+        for c in changes:
+            by_tenant.setdefault(c.key.tenant, []).append(c)
+        for tenant, theirs in by_tenant.items():
+            with self._stripe(tenant):
+                self._apply_group(theirs)
+
+    def _apply_group(self, changes: list[Change]) -> None:
         keys = list(dict.fromkeys(c.key for c in changes))
         docs = self.store.get_docs(keys)
         gone = [k for k in keys if k not in docs]
@@ -420,6 +521,8 @@ class Follower(Protocol):
 
     def catch_up(self, wait: float = 0.0, tenant: str | None = None) -> bool: ...
 
+    def applied(self, tenant: str) -> int: ...
+
 
 class Followers:
     """A process's followers (one per position), synced one after the other."""
@@ -437,6 +540,9 @@ class Followers:
 
     def catch_up(self, wait: float = 0.0, tenant: str | None = None) -> bool:
         return all([f.catch_up(wait, tenant) for f in self.members])
+
+    def applied(self, tenant: str) -> int:
+        return min((f.applied(tenant) for f in self.members), default=0)
 
     def of_lexical(self) -> IndexFollower:
         """The follower of the lexical index (what a keyword read must be in step with)."""

@@ -125,6 +125,10 @@ class _Metrics:
                                            buckets=_LATENCY_BUCKETS)
         self.dead_letters = Counter("vibe_follower_dead_letters_total",
                                     "Index changes quarantined after the index refused them for good", ["follower"])
+        self.follower_applied_ahead = Counter(
+            "vibe_index_follower_applied_ahead_total",
+            "Changes of one tenant applied to a private index ahead of other tenants' pending changes "
+            "(applied again, in order, by the log's pass)")
         self.follower_errors = Counter("vibe_index_follower_errors_total",
                                        "Syncs on a request path that could not write the index (retried later)",
                                        ["follower"])

@@ -125,7 +125,9 @@ class DocumentStore(Protocol):
 
     def vectors_for(self, keys: Sequence[DocKey], space: str) -> dict[DocKey, list[float]]: ...
 
-    def changes_since(self, seq: int, limit: int = 1000) -> list[Change]: ...
+    def changes_since(self, seq: int, limit: int = 1000, tenant: str | None = None) -> list[Change]:
+        """The log after `seq`, in order; with `tenant`, only that tenant's changes."""
+        ...
 
     def change_log_head(self, tenant: str | None = None) -> int:
         """The seq of the newest committed change (0: none): what a writer waits for a shared

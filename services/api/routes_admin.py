@@ -128,7 +128,7 @@ def _lag(c: Container, tenant: str) -> dict[str, object]:
     for space in embedding_spaces(c.spaces, tenant):
         oldest = c.store.oldest_queued(space, tenant)
         queued[space], age[space] = c.store.queued_count(space, tenant), round(now - oldest, 3) if oldest else 0.0
-    pending = c.store.changes_pending(c.follower.seq, tenant)
+    pending = c.store.changes_pending(c.follower.applied(tenant), tenant)
     out: dict[str, object] = {
         "oldestQueuedAgeSeconds": max(age.values()),
         "queued": sum(queued.values()),

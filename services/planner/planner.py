@@ -949,7 +949,7 @@ class ReadSession:
             # includes their vector changes (only the tenant's own changes matter to its read)
             self._vector_target = self.p.store.change_log_head(self.principal.tenant)
         self.p.follower.catch_up(tenant=self.principal.tenant)
-        if self.p.follower.seq < self._vector_target:
+        if self.p.follower.applied(self.principal.tenant) < self._vector_target:
             return False
         self._vector_target = None
         return True

@@ -391,8 +391,12 @@ class PostgresStore(LifecycleSql, TouchSwitchSql, CollectionSettingsSql):
 
     # -- change log and reports --------------------------------------------------------
 
-    def changes_since(self, seq: int, limit: int = 1000) -> list[Change]:
-        rows = self._all("SELECT * FROM changes WHERE seq>%s ORDER BY seq LIMIT %s", (seq, limit))
+    def changes_since(self, seq: int, limit: int = 1000, tenant: str | None = None) -> list[Change]:
+        if tenant is None:
+            rows = self._all("SELECT * FROM changes WHERE seq>%s ORDER BY seq LIMIT %s", (seq, limit))
+        else:
+            rows = self._all("SELECT * FROM changes WHERE tenant=%s AND seq>%s ORDER BY seq LIMIT %s",
+                             (tenant, seq, limit))
         return [Change(r["seq"], _key(r), r["op"], r["space"]) for r in rows]
 
     def change_log_head(self, tenant: str | None = None) -> int:

@@ -396,10 +396,12 @@ class SqliteStore(LifecycleSql, TouchSwitchSql, CollectionSettingsSql):
 
     # -- change log and reports --------------------------------------------------------
 
-    def changes_since(self, seq: int, limit: int = 1000) -> list[Change]:
-        rows = self._conn().execute(
-            "SELECT * FROM changes WHERE seq>? ORDER BY seq LIMIT ?", (seq, limit)
-        )
+    def changes_since(self, seq: int, limit: int = 1000, tenant: str | None = None) -> list[Change]:
+        if tenant is None:
+            rows = self._conn().execute("SELECT * FROM changes WHERE seq>? ORDER BY seq LIMIT ?", (seq, limit))
+        else:
+            rows = self._conn().execute("SELECT * FROM changes WHERE tenant=? AND seq>? ORDER BY seq LIMIT ?",
+                                        (tenant, seq, limit))
         return [
             Change(r["seq"], DocKey(r["tenant"], r["collection"], r["doc_id"]), r["op"], r["space"])
             for r in rows

@@ -5,6 +5,7 @@ with a pending change still applies it before searching."""
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -18,9 +19,11 @@ from shared.ports import SearchFilter
 class Held(TantivyLexicalIndex):
     """An apply that waits for `release` once `hold` is set: another tenant's bulk mid-apply."""
 
-    hold = False
-    inside = threading.Event()
-    release = threading.Event()
+    def __init__(self, path: Path) -> None:
+        super().__init__(path)
+        self.hold = False
+        self.inside = threading.Event()
+        self.release = threading.Event()
 
     def apply(self, docs: Sequence[StoredDoc], deletes: Sequence[DocKey]) -> None:
         if self.hold and docs:
@@ -70,8 +73,10 @@ def test_a_read_waits_only_for_its_own_tenants_changes(tmp_path: Path) -> None:
 class HeldOn(TantivyLexicalIndex):
     """An apply that waits for `release` when it writes document `a2`."""
 
-    inside = threading.Event()
-    release = threading.Event()
+    def __init__(self, path: Path) -> None:
+        super().__init__(path)
+        self.inside = threading.Event()
+        self.release = threading.Event()
 
     def apply(self, docs: Sequence[StoredDoc], deletes: Sequence[DocKey]) -> None:
         if any(d.key.doc_id == "a2" for d in docs):
@@ -112,10 +117,45 @@ def test_a_tenants_catch_up_applies_the_log_up_to_its_own_newest_change(tmp_path
     _put(store, "ta", "a1", "gearbox")
     _put(store, "tb", "b1", "propeller")
     _put(store, "ta", "a2", "turbine")
-    assert follower.catch_up(tenant="tb")
+    follower.sync(tenant="tb")  # the ordered path (taken when an apply ahead cannot be made)
     assert follower.seq == store.change_log_head("tb") < store.change_log_head()
     ta = SearchFilter("ta", None, (PUBLIC_PRINCIPAL,))
     assert [h.key.doc_id for h in lexical.search(ta, "gearbox", 10)] == ["a1"]
     assert follower.catch_up()
     assert follower.seq == store.change_log_head()
     assert [h.key.doc_id for h in lexical.search(ta, "turbine", 10)] == ["a2"]
+
+
+def test_a_tenants_pending_changes_are_applied_ahead_of_others_then_again_in_order(tmp_path: Path) -> None:
+    """A writer or reader of tenant B applies B's own pending changes at once, ahead of tenant
+    A's pending ones and while A's apply holds the follower's lock; the ordered pass applies
+    everything later (B's change again, to the same effect)."""
+    store = SqliteStore(tmp_path / "s.sqlite3")
+    lexical = Held(tmp_path / "lex")
+    follower = IndexFollower(store, lexical, None, FilePosition(tmp_path / "seq"), "core")
+    follower.catch_up()
+    _put(store, "ta", "a0", "gearbox")  # pending, ahead of B's change in the log
+    lexical.hold = True
+    writer = threading.Thread(target=follower.catch_up)  # A's apply of a0: holds the lock, stuck inside
+    writer.start()
+    assert lexical.inside.wait(10)
+    lexical.hold = False
+    _put(store, "ta", "a1", "turbine")
+    b = _put(store, "tb", "b1", "propeller")
+    done = threading.Event()
+    threading.Thread(target=lambda: (follower.catch_up(tenant="tb"), done.set())).start()
+    try:
+        assert done.wait(5), "B waited for A's apply"
+        tb, ta = SearchFilter("tb", None, (PUBLIC_PRINCIPAL,)), SearchFilter("ta", None, (PUBLIC_PRINCIPAL,))
+        assert [h.key for h in lexical.search(tb, "propeller", 10)] == [b]
+        assert lexical.search(ta, "turbine", 10) == []  # A's change still waits for the ordered pass
+        assert follower.seq < store.change_log_head("tb")  # the position has not moved past B's change
+    finally:
+        lexical.release.set()
+        writer.join(10)
+    deadline = time.monotonic() + 10  # the ordered pass, on its own thread, moves the position
+    while follower.seq < store.change_log_head() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert follower.seq == store.change_log_head()
+    assert [h.key.doc_id for h in lexical.search(ta, "turbine", 10)] == ["a1"]
+    assert [h.key for h in lexical.search(tb, "propeller", 10)] == [b]
