@@ -7,7 +7,9 @@ the log on the next start.
 
 Where the position lives depends on who else writes the index:
 - an EMBEDDED index (tantivy, qdrant-edge) is private to its process and data dir: the position
-  is a file beside it (`FilePosition`), and every process follows the log on its own;
+  is a file beside it (`FilePosition`), and every process follows the log on its own. While one
+  thread applies, another tenant's writer or reader applies its own tenant's pending changes
+  ahead of the log's order (`_apply_ahead`) instead of waiting behind other tenants' work;
 - a SHARED index (OpenSearch, a Qdrant server) is written by every API replica: the position
   lives in the store (`StorePosition`), so a new replica starts where the others are instead
   of replaying the whole log, and only the holder of a cross-process lease applies. One

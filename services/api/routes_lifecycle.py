@@ -78,8 +78,11 @@ def _start_backfill(c: Container, tenant: str, collection: str | None, kind: str
     backfills = c.lifecycle.backfills
     task = backfills.start(tenant, collection, space or c.spaces.active(tenant), kind, force)
     queued = c.lifecycle.first_step(task)
+    # the answer shows the task after its first step: read before the scheduler, woken to go on,
+    # can take a second one
+    out = {"queued": queued, "task": progress(with_state(task, c.store))}
     c.scheduler.wake()
-    return {"queued": queued, "task": progress(with_state(task, c.store))}
+    return out
 
 
 @router.post("/semantic/reindex", status_code=202, dependencies=AUTHENTICATED,
