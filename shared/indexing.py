@@ -289,20 +289,21 @@ class IndexFollower:
         generation = self._generation
         try:
             with self._stripe(tenant):
-                seq = max(self.position.load(), self._ahead.get(tenant, 0))
+                seq = self.applied(tenant)
                 while changes := self.store.changes_since(seq, AHEAD_BATCH, tenant=tenant):
                     self._apply_group(changes)
                     seq = changes[-1].seq
                     METRICS.follower_applied_ahead.inc(len(changes))
+                with self._ahead_lock:  # inside the stripe: the tenant's next caller starts after it
+                    if generation != self._generation:
+                        return False
+                    self._ahead[tenant] = max(seq, self._ahead.get(tenant, 0))
+                    if len(self._ahead) > 10_000:  # bounded: what the log's pass has reached is dropped
+                        done = self.position.load()
+                        self._ahead = {t: s for t, s in self._ahead.items() if s > done}
         except Exception:  # noqa: BLE001 - the ordered path sorts it out and logs it
             return False
-        with self._ahead_lock:
-            if generation == self._generation:
-                self._ahead[tenant] = max(seq, self._ahead.get(tenant, 0))
-                if len(self._ahead) > 10_000:  # bounded: what the log's pass has reached is dropped
-                    done = self.position.load()
-                    self._ahead = {t: s for t, s in self._ahead.items() if s > done}
-        return generation == self._generation
+        return True
 
     def _indexes(self) -> list[LexicalIndex | VectorIndex]:
         return [p for p in (self.lexical, self.vectors) if p is not None]

@@ -227,6 +227,7 @@ def test_a_settings_change_reaches_another_api_process_within_the_ttl(tmp_path: 
 
         # the language set through `a` decides how `b` indexes and searches the collection
         assert a.call("PUT", "/v1/collections/lang/settings", "k-admin-a", {"language": "simple"}).status_code == 200
+        time.sleep(0.6)  # past the TTL: whatever b read before the change has expired (the bound under test)
         assert b.put("k-admin-a", "lang", "w", {"title": "Running shoes"}).status_code == 201
         assert _until(lambda: _found(b, "lang", "running") == ["w"], timeout=10)
         assert _found(b, "lang", "run") == []  # not stemmed: analysed as `simple` in b too
