@@ -282,8 +282,8 @@ class IndexFollower:
     def _apply_ahead(self, tenant: str) -> bool:
         """Apply `tenant`'s pending changes now, ahead of other tenants' changes still waiting in
         the log: its writer or reader does not wait for them (another tenant's bulk, the vectors
-        its embeddings made). The log's own pass applies them again later, in order (each apply
-        writes the key's current state, so the second is a no-op in effect). False when it could
+        its embeddings made). The log's own pass then moves the position past them without
+        writing them again (`_apply`). False when it could
         not (a change the index refuses, the index away): the caller takes the ordered path,
         which quarantines or keeps the position."""
         generation = self._generation
@@ -479,7 +479,12 @@ class IndexFollower:
             by_tenant.setdefault(c.key.tenant, []).append(c)
         for tenant, theirs in by_tenant.items():
             with self._stripe(tenant):
-                self._apply_group(theirs)
+                # what an apply ahead wrote already (each key as it stood then, which is at least
+                # as new as these changes) is not written again: a second write would only churn
+                # the index (deleted copies count in BM25 statistics until a merge)
+                ahead = self._ahead.get(tenant, 0)
+                if todo := [c for c in theirs if c.seq > ahead]:
+                    self._apply_group(todo)
 
     def _apply_group(self, changes: list[Change]) -> None:
         keys = list(dict.fromkeys(c.key for c in changes))
