@@ -283,9 +283,8 @@ class IndexFollower:
         """Apply `tenant`'s pending changes now, ahead of other tenants' changes still waiting in
         the log: its writer or reader does not wait for them (another tenant's bulk, the vectors
         its embeddings made). The log's own pass then moves the position past them without
-        writing them again (`_apply`). False when it could
-        not (a change the index refuses, the index away): the caller takes the ordered path,
-        which quarantines or keeps the position."""
+        writing them again (`_apply`). False when it could not (a change the index refuses, the
+        index away): the caller takes the ordered path, which quarantines or keeps the position."""
         generation = self._generation
         try:
             with self._stripe(tenant):
@@ -474,10 +473,7 @@ class IndexFollower:
         if not self._per_tenant:
             self._apply_group(changes)
             return
-        by_tenant: dict[str, list[Change]] = {}
-        for c in changes:
-            by_tenant.setdefault(c.key.tenant, []).append(c)
-        for tenant, theirs in by_tenant.items():
+        for tenant, theirs in _by_tenant(changes).items():
             with self._stripe(tenant):
                 # what an apply ahead wrote already (each key as it stood then, which is at least
                 # as new as these changes) is not written again: a second write would only churn
@@ -494,10 +490,7 @@ class IndexFollower:
             touched = {c.key for c in changes if c.op == "doc"}
             self.lexical.apply([docs[k] for k in keys if k in touched and k in docs], gone)
         if self.vectors is not None:
-            by_tenant: dict[str, list[Change]] = {}
-            for c in changes:
-                by_tenant.setdefault(c.key.tenant, []).append(c)
-            for tenant, theirs in by_tenant.items():
+            for tenant, theirs in _by_tenant(changes).items():
                 spaces = {self.space} | (self.spaces(tenant) if self.spaces is not None else set())
                 spaces |= {c.space for c in theirs if c.space}
                 mine = {c.key for c in theirs}
@@ -517,6 +510,13 @@ class IndexFollower:
         drop = [k for k in present if k not in vecs]
         self.vectors.upsert(space, ready)
         self.vectors.delete(space, drop + gone)
+
+
+def _by_tenant(changes: list[Change]) -> dict[str, list[Change]]:
+    groups: dict[str, list[Change]] = {}
+    for c in changes:
+        groups.setdefault(c.key.tenant, []).append(c)
+    return groups
 
 
 class Follower(Protocol):

@@ -158,16 +158,9 @@ async def bulk(request: Request, collection: str = COLLECTION,
                          "results": [r.body() for r in results]})
 
 
-def _put_chunked(c: Container, docs: list[StoredDoc]) -> dict[DocKey, str]:
-    """Store `docs` (distinct ids) in transactions of `VIBE_BULK_WRITE_CHUNK` documents
-    (DocumentService.put). Items answer one by one anyway."""
-    answers = c.docs.put(docs, chunk=c.settings.bulk_write_chunk)
-    return dict(zip([d.key for d in docs], answers, strict=True))
-
-
 def _bulk(c: Container, p: Principal, collection: str, items: list[Any]) -> list[WriteResult]:
     """Validate each document on its own; store every valid one the caller may write, in
-    chunks (`_put_chunked`). Items apply as if sent one by one: the last accepted write of an
+    chunks (`DocumentService.put`). Items apply as if sent one by one: the last accepted write of an
     id wins, and an item is checked against the ACL the id has after the items before it."""
     results: list[WriteResult] = []
     parsed: list[tuple[WriteResult, StoredDoc]] = []
@@ -201,7 +194,8 @@ def _bulk(c: Container, p: Principal, collection: str, items: list[Any]) -> list
             accepted.append((r, doc, doc.key not in final))
             current[doc.key] = final[doc.key] = doc
         docs = list(final.values())
-        outcome = _put_chunked(c, docs)
+        # in transactions of VIBE_BULK_WRITE_CHUNK documents (DocumentService.put)
+        outcome = dict(zip(final, c.docs.put(docs, chunk=c.settings.bulk_write_chunk), strict=True))
     for r, doc, first in accepted:
         r.result = outcome[doc.key] if first else "updated"
         r.status = 201 if r.result == "created" else 200
