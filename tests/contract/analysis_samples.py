@@ -3,7 +3,8 @@
 `SENTENCES`: a fixed sample per language, written for this (everyday and technical sentences,
 plurals, verb forms, compounds, elisions, names with İ, long words), whose stem differences are
 listed exactly in `KNOWN_STEM_DIFFERENCES`. `real_texts`: more text where the machine has it, the
-two English relevance collections beside the repository and, for the other languages, the
+two English relevance collections beside the repository (in a clone without them, this
+repository's own English documentation: README.md and docs/) and, for the other languages, the
 translated messages of the machine's gettext catalogs (/usr/share/locale); on those only the
 pipeline before the stemmer is compared (their wording varies with the packages installed).
 """
@@ -14,7 +15,8 @@ import gettext
 import json
 from pathlib import Path
 
-SHARED_DATA = Path(__file__).resolve().parents[3] / "shared" / "data"
+REPO = Path(__file__).resolve().parents[2]
+SHARED_DATA = REPO.parent / "shared" / "data"
 LOCALES = Path("/usr/share/locale")
 # gettext catalog folders of each analysis language (Norwegian's are Bokmål's).
 CATALOGS = {"da": ["da"], "de": ["de"], "es": ["es"], "fr": ["fr"], "it": ["it"], "nl": ["nl"], "no": ["nb", "no"],
@@ -110,6 +112,14 @@ def _english() -> list[str]:
             for line in path.read_text(encoding="utf-8").splitlines():
                 d = json.loads(line)
                 out += [d["title"], d["text"]]
+    return out or _own_docs()
+
+
+def _own_docs() -> list[str]:
+    """The lines of README.md and docs/*.md: English prose (and some markup) any clone has."""
+    out: list[str] = []
+    for path in [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]:
+        out += [line.strip() for line in path.read_text(encoding="utf-8").splitlines() if len(line.strip()) > 40]
     return out
 
 
