@@ -29,211 +29,346 @@ class ApiKey(BaseModel):
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="VIBE_", extra="ignore", populate_by_name=True)
 
-    profile: Literal["embedded", "distributed"] = "embedded"
-    queue: Literal["embedded", "celery"] | None = None
-    lexical: Literal["embedded", "opensearch"] | None = None
-    vectors: Literal["embedded", "qdrant"] | None = None
+    profile: Literal["embedded", "distributed"] = Field("embedded", description=(
+        "Deployment profile: `embedded` (one process, no servers) or `distributed` (PostgreSQL, "
+        "Redis/Celery, OpenSearch, Qdrant); sets the defaults of queue, lexical, vectors and store."))
+    queue: Literal["embedded", "celery"] | None = Field(None, description=(
+        "Where embedding jobs run: `embedded` (threads in the serving process) or `celery` (workers "
+        "through Redis); unset = the profile's default."))
+    lexical: Literal["embedded", "opensearch"] | None = Field(None, description=(
+        "Keyword (BM25) index: `embedded` (tantivy in the data dir) or `opensearch`; unset = the "
+        "profile's default."))
+    vectors: Literal["embedded", "qdrant"] | None = Field(None, description=(
+        "Vector index: `embedded` (qdrant-edge in the data dir) or `qdrant` (a Qdrant server); unset = "
+        "the profile's default."))
 
-    data_dir: Path = Path("./data")
-    api_keys: list[ApiKey] = Field(default_factory=list)
+    data_dir: Path = Field(Path("./data"), description=(
+        "Directory for the embedded store, indexes, model cache, cold store and generated secrets."))
+    api_keys: list[ApiKey] = Field(default_factory=list, description=(
+        "Bootstrap API keys, a JSON list of `{\"key\", \"tenant\", \"principals\", \"scopes\"}`; empty = `make "
+        "run` creates a local dev key."))
 
-    embedder: Literal["local", "openai", "hash"] = "local"
-    embed_model: str = "all-MiniLM-L6-v2"
-    embed_dim: int = 384  # used by the hash embedder; real models report their own
+    embedder: Literal["local", "openai", "hash"] = Field("local", description=(
+        "Embedding provider: `local` (a sentence-transformers model in process), `openai` (an OpenAI-"
+        "compatible API) or `hash` (deterministic test vectors)."))
+    embed_model: str = Field("all-MiniLM-L6-v2", description=(
+        "Model name for the embedder (for `local`, a name or path; for `openai`, the API's model id)."))
+    # used by the hash embedder; real models report their own
+    embed_dim: int = Field(384, description="Vector dimension of the `hash` embedder; real models report their own.")
     # Local models (`local:<name>`) a tenant's space may use besides VIBE_EMBED_MODEL: names or
     # paths the operator vouches for; anything else is refused by its text (shared/model_specs.py).
-    local_models: list[str] = Field(default_factory=list, max_length=100)
+    local_models: list[str] = Field(default_factory=list, max_length=100, description=(
+        "Local models (names or paths) a tenant's space may use besides VIBE_EMBED_MODEL; others are "
+        "refused."))
     # Fields whose numbers get a payload index in the vector collections every tenant shares
     # (range filters on other fields stay exact, read from the payload; shared/adapters/facets.py),
     # and at most this many such indexes per collection.
-    filterable_fields: list[str] = Field(default_factory=list, max_length=1000)
-    max_payload_indexes: Annotated[int, Field(ge=0, le=1000)] = 32
-    embed_batch_size: int = 32  # documents per pipeline batch (store writes, a provider call, a queue message)
+    filterable_fields: list[str] = Field(default_factory=list, max_length=1000, description=(
+        "Numeric fields that get a payload index in the vector collections all tenants share (range "
+        "filters on other fields stay exact)."))
+    max_payload_indexes: Annotated[int, Field(ge=0, le=1000)] = Field(32, description=(
+        "At most this many payload indexes per shared vector collection."))
+    # documents per pipeline batch (store writes, a provider call, a queue message)
+    embed_batch_size: int = Field(32, description=(
+        "Documents per embedding batch: one store write, one provider call, one queue message."))
     # Documents per forward pass of the local model (onnxruntime or torch), within a pipeline
     # batch. Small passes pad less and keep activations in cache: with one document thread,
     # onnxruntime embeds 49.6 docs/s in passes of 4 against 38.0 in passes of 32, torch 50.0
     # against 47.3 (bench/results/perf-throughput-20261124-*.md).
-    embed_model_batch_size: Annotated[int, Field(ge=1, le=256)] = 4
-    openai_base_url: str | None = None
-    openai_api_key: str | None = None
+    embed_model_batch_size: Annotated[int, Field(ge=1, le=256)] = Field(4, description=(
+        "Documents per forward pass of the local model within a batch (small passes pad less)."))
+    openai_base_url: str | None = Field(None, description=(
+        "Base URL of the OpenAI-compatible embeddings API (unset = OpenAI's)."))
+    openai_api_key: str | None = Field(None, description="API key for the `openai` embedder.")
 
-    redis_url: str = "redis://127.0.0.1:6379/0"
-    opensearch_url: str | None = None
+    redis_url: str = Field("redis://127.0.0.1:6379/0", description=(
+        "Redis URL for the Celery broker, job deduplication and budgets (distributed profile)."))
+    opensearch_url: str | None = Field(None, description="OpenSearch URL when VIBE_LEXICAL=opensearch.")
     # Every tenant index is `<prefix><tenant>-<hash>` and the template `<prefix>template`: deployments
     # (or test runs) sharing one cluster keep apart by prefix. Lowercase, as index names must be.
-    opensearch_prefix: Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9_-]{0,40}-$")] = "vibe-lex-"
-    qdrant_url: str | None = None
+    opensearch_prefix: Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9_-]{0,40}-$")] = Field("vibe-lex-", description=(
+        "Prefix of every OpenSearch index and template name, so deployments sharing a cluster stay apart."))
+    qdrant_url: str | None = Field(None, description="Qdrant server URL when VIBE_VECTORS=qdrant.")
 
-    host: str = "127.0.0.1"
-    port: int = 8080
-    debug: bool = False
+    host: str = Field("127.0.0.1", description="Address `serve` listens on.")
+    port: int = Field(8080, description="TCP port `serve` listens on.")
+    debug: bool = Field(False, description="Verbose (debug-level) logging.")
 
     # Read path (DESIGN.md §3, V§4.2, V§4.3 example numbers as defaults).
-    space: str = "core"
-    lexical_candidates: int = 500
-    max_limit: int = 200
-    max_k: int = 2000
-    per_query_max_embeds: int = 50
-    per_tenant_per_min: int = 200
-    stream_wait_seconds: float = 15.0
+    space: str = Field("core", description=(
+        "The default embedding space (a model's vectors) every tenant reads and writes unless it migrated"
+        " to another."))
+    lexical_candidates: int = Field(500, description=(
+        "How many keyword hits a read considers for fusion and for embedding on touch."))
+    max_limit: int = Field(200, description=(
+        "Largest `limit` (results per page) a read may ask for; more is refused with 400."))
+    max_k: int = Field(2000, description=(
+        "Largest `semantic.k` (semantic candidates) a read may ask for; more is refused with 400."))
+    per_query_max_embeds: int = Field(50, description=(
+        "Most documents one query may queue for embedding (the per-query ceiling)."))
+    per_tenant_per_min: int = Field(200, description=(
+        "Documents per minute a tenant may send to the embedder (touches, eager writes, backfills)."))
+    stream_wait_seconds: float = Field(15.0, description=(
+        "How long a stream waits for the embeddings its query queued before it ends with `done`."))
     # SSE hygiene (issue #13): a `: keep-alive` comment after this many seconds without an
     # event, and the `retry:` reconnection hint (milliseconds) a stream starts with.
-    stream_heartbeat_seconds: Annotated[float, Field(gt=0)] = 10.0
-    stream_retry_ms: Annotated[int, Field(ge=0)] = 3_000
+    stream_heartbeat_seconds: Annotated[float, Field(gt=0)] = Field(10.0, description=(
+        "A stream sends a `: keep-alive` comment after this many seconds without an event."))
+    stream_retry_ms: Annotated[int, Field(ge=0)] = Field(3_000, description=(
+        "The `retry:` reconnection hint (milliseconds) every stream starts with."))
     # The in-process embedding pipeline waits for first answers in flight before each batch and
     # each index apply, at most this long each time (0 = never waits; shared/foreground.py).
-    foreground_max_wait_seconds: Annotated[float, Field(ge=0, le=5)] = 0.05
+    foreground_max_wait_seconds: Annotated[float, Field(ge=0, le=5)] = Field(0.05, description=(
+        "The in-process embedding pipeline waits at most this long for first answers in flight before "
+        "each batch (0 = never waits)."))
     # A stream's steps after its first event (the semantic leg, fusion, the touch) start this
     # long after it is sent and then wait for first answers in flight like the pipeline
     # (services/api/routes_read.py `_stream`): a client that reads first events back to back
     # sends its next query within about this time, and that query's first answer goes first.
-    stream_tail_grace_seconds: Annotated[float, Field(ge=0, le=1)] = 0.003
+    stream_tail_grace_seconds: Annotated[float, Field(ge=0, le=1)] = Field(0.003, description=(
+        "A stream's steps after its first event (semantic leg, fusion, touch) start this long after it, "
+        "so the next query's first answer goes first."))
     # Browser origins allowed to call the API (CORS): a JSON list or a comma-separated list;
     # empty (the default) sends no CORS headers at all.
-    cors_origins: Annotated[list[str], NoDecode] = Field(default_factory=list)
-    max_mget_ids: Annotated[int, Field(ge=1)] = 100  # POST .../docs:mget ids per request
+    cors_origins: Annotated[list[str], NoDecode] = Field(default_factory=list, description=(
+        "Browser origins allowed to call the API (CORS): a JSON list or comma-separated origins; empty = "
+        "no CORS headers."))
+    # POST .../docs:mget ids per request
+    max_mget_ids: Annotated[int, Field(ge=1)] = Field(100, description="Most ids one `docs:mget` request may ask for.")
     # How long a write waits for a SHARED index (OpenSearch, Qdrant server) that another
     # replica is applying to reach it, so a revoked ACL or a delete is searched no more once
     # the write returns (shared/indexing.py). Embedded indexes apply in the writer's process.
-    write_sync_wait_seconds: float = 2.0
-    rrf_k: int = 60
+    write_sync_wait_seconds: float = Field(2.0, description=(
+        "How long a write waits for a shared index (OpenSearch, Qdrant server) applied by another replica"
+        " to reach it."))
+    rrf_k: int = Field(60, description=(
+        "The k constant of reciprocal-rank fusion (VIBE_FUSION=rrf and the MCP hybrid search)."))
     # Hybrid fusion (services/planner/fusion.py), chosen leave-one-collection-out by
     # `python -m bench.fusion_loo` (bench/results/fusion_loo.json).
-    fusion: Literal["zscore", "rrf"] = "zscore"
-    semantic_weight: Annotated[float, Field(ge=0.0, le=1.0)] = 0.55
+    fusion: Literal["zscore", "rrf"] = Field("zscore", description=(
+        "Hybrid fusion: `zscore` (weighted z-scores, the default) or `rrf` (reciprocal-rank fusion)."))
+    semantic_weight: Annotated[float, Field(ge=0.0, le=1.0)] = Field(0.55, description=(
+        "Weight of the semantic leg in z-score fusion (the keyword leg gets the rest)."))
     # What z-score fusion gives a lexical candidate with no vector yet (fusion.stand_in_line):
     # the query's own line from lexical to semantic z ("line"), or its lexical z ("agree", the
     # behaviour before; kept for comparison in bench.touch_sim).
-    fusion_stand_in: Literal["line", "agree"] = "line"
+    fusion_stand_in: Literal["line", "agree"] = Field("line", description=(
+        "Score z-score fusion gives a keyword candidate with no vector yet: `line` (predicted from the "
+        "query's embedded candidates) or `agree` (its keyword z)."))
 
     # Workers.
-    workers: int = 2
-    job_max_attempts: int = 4
-    job_backoff_seconds: float = 0.5
+    workers: int = Field(2, description=(
+        "Embedding worker threads in the embedded profile; default Celery concurrency for `vibe-semantic "
+        "worker`."))
+    job_max_attempts: int = Field(4, description="Attempts per embedding job before its documents are marked failed.")
+    job_backoff_seconds: float = Field(0.5, description=(
+        "First retry delay of a failed embedding job (doubled per attempt, with jitter)."))
     # Threads the local model may use; 0 = all cores but one, so background embedding leaves
     # a core to the read path (bench latency: first events wait behind a busy model otherwise).
-    embed_threads: int = 0
+    embed_threads: int = Field(0, description="Threads the local model may use; 0 = all cores but one.")
     # The local model's runtime (shared/adapters/embedders/onnx_embedder.py): auto = an ONNX
     # export (cached in <data_dir>/models, verified against torch) when it verifies, torch
     # otherwise (logged at start-up); onnx = fail at start-up without it. Documents follow
     # embed_doc_runtime (auto = onnxruntime: bench/throughput.py compares the two).
-    embed_runtime: Literal["auto", "onnx", "torch"] = "auto"
-    embed_doc_runtime: Literal["auto", "onnx", "torch"] = "auto"
+    embed_runtime: Literal["auto", "onnx", "torch"] = Field("auto", description=(
+        "Local model runtime for queries: `auto` (ONNX export when it verifies, else torch), `onnx` or "
+        "`torch`."))
+    embed_doc_runtime: Literal["auto", "onnx", "torch"] = Field("auto", description=(
+        "Local model runtime for documents: `auto` (onnxruntime), `onnx` or `torch`."))
     # How many nice levels below the process the local model's document thread runs (Linux,
     # per thread), so queries get a core first; 0 = same priority.
-    embed_doc_nice: Annotated[int, Field(ge=0, le=19)] = 5
+    embed_doc_nice: Annotated[int, Field(ge=0, le=19)] = Field(5, description=(
+        "Nice levels below the process at which the document-embedding thread runs (Linux), so queries "
+        "get a core first."))
     # The serving process's garbage-collector thresholds (gc.set_threshold: allocations before a
     # young collection, young collections before a middle one, middle ones before a full one),
     # a JSON list. Each read allocates thousands of tracked objects (hits, keys, fused rows) and
     # CPython's (700, 10, 10) ran ~4 young collections a read and a full one (~30 ms) every ~30
     # reads; (5000, 20, 1000) spent a third of the collector time with no full collection in the
     # same 400 back-to-back reads at 100k documents (bench/results/gc-thresholds-*.json).
-    gc_thresholds: tuple[Annotated[int, Field(ge=1)], Annotated[int, Field(ge=1)], Annotated[int, Field(ge=1)]] = (
-        5000, 20, 1000)
+    gc_thresholds: tuple[Annotated[int, Field(ge=1)], Annotated[int, Field(ge=1)], Annotated[int, Field(ge=1)]] = Field(
+        (
+        5000, 20, 1000), description=(
+        "The serving process's garbage-collector thresholds, a JSON list of three integers."))
     # The ONNX query encoder's weights: int8 = the feed-forward MatMuls' weights as int8 blocks
     # (onnx_export.query_int8), used only when its vectors of the probes are within 0.999
     # cosine of torch's at load (fp32 otherwise, logged); documents always go through fp32.
-    embed_query_weights: Literal["int8", "fp32"] = "int8"
+    embed_query_weights: Literal["int8", "fp32"] = Field("int8", description=(
+        "Weights of the ONNX query encoder: `int8` (checked against torch at load, else fp32) or `fp32`."))
 
     # Input limits.
-    max_doc_bytes: int = 1_048_576
-    max_bulk_docs: int = 5_000
-    max_bulk_bytes: int = 64 * 1_048_576
+    max_doc_bytes: int = Field(1_048_576, description="Largest document accepted, in bytes.")
+    max_bulk_docs: int = Field(5_000, description="Most documents in one bulk request.")
+    max_bulk_bytes: int = Field(64 * 1_048_576, description="Largest bulk request body, in bytes.")
     # A bulk is stored in transactions of at most this many documents, the store's writer lock
     # and the index follower released between them, so another tenant's single write waits for
     # one chunk, not a whole 5,000-document bulk (issue 41). Each item still answers on its own.
-    bulk_write_chunk: Annotated[int, Field(ge=1)] = 64
+    bulk_write_chunk: Annotated[int, Field(ge=1)] = Field(64, description=(
+        "A bulk is stored in transactions of at most this many documents, so other tenants' writes wait "
+        "for one chunk only."))
 
     # Eligibility and redaction (V§5, V§9): JSON in the environment.
-    index_policy: list[dict[str, Any]] = Field(default_factory=list)
-    embed_fields: dict[str, list[str]] = Field(default_factory=dict)
+    index_policy: list[dict[str, Any]] = Field(default_factory=list, description=(
+        "Eligibility rules (JSON list of `{\"if\": ..., \"then\": {\"action\": \"embed|ignore|defer\", ...}}`) "
+        "deciding which documents may be embedded."))
+    embed_fields: dict[str, list[str]] = Field(default_factory=dict, description=(
+        "Fields embedded per collection, JSON `{\"<collection>\": [\"title\", \"body\"]}`; collection settings "
+        "win over it."))
 
     # Lexical analysis language per collection (shared/text/languages.py; ISO code or English
     # name: "fr" or "french", or "simple": no stop words, no stemming), JSON in the environment:
     # '{"docs_fr": "fr"}'. Every other collection is analysed in `default_language`. Changing
     # either rebuilds the lexical index from the store of record at the next start (with
     # progress): set a collection's language before writing to it.
-    default_language: str = "en"
-    collection_languages: dict[str, str] = Field(default_factory=dict, max_length=10_000)
+    default_language: str = Field("en", description=(
+        "Keyword-analysis language of every collection not named in VIBE_COLLECTION_LANGUAGES (ISO code, "
+        "English name or `simple`)."))
+    collection_languages: dict[str, str] = Field(default_factory=dict, max_length=10_000, description=(
+        "Keyword-analysis language per collection, JSON `{\"<collection>\": \"fr\"}`; a change rebuilds the "
+        "keyword index at the next start."))
 
     # --- distributed (issue #3): Celery/Redis, reconciler, breaker ---
     # `vibe-semantic worker` serves Prometheus metrics for the whole worker (prefork children
     # included) on this port; None = off.
-    metrics_port: int | None = None
+    metrics_port: int | None = Field(None, description=(
+        "Port on which `vibe-semantic worker` serves Prometheus metrics for the whole worker; unset = "
+        "off."))
     # A message a worker took but did not ack comes back after this long; it must exceed the
     # Per-collection settings stored through `PUT /v1/collections/{c}/settings` win over the two
     # above and over `embed_fields`; each process re-reads a tenant's rows after this many seconds
     # (shared/collection_settings.py): the bound on how long another replica's change takes.
-    collection_settings_ttl_seconds: Annotated[float, Field(ge=0, le=60)] = 1.0
+    collection_settings_ttl_seconds: Annotated[float, Field(ge=0, le=60)] = Field(1.0, description=(
+        "How often a process re-reads stored collection settings (the bound on how long another replica's"
+        " change takes)."))
     # Documents a collection delete removes per transaction (`DELETE /v1/collections/{c}`), and
     # per `docs:deleteByFilter` call (the caller repeats the call while `more` is true).
-    collection_delete_page: Annotated[int, Field(ge=1, le=10_000)] = 500
-    delete_by_filter_max: Annotated[int, Field(ge=1, le=10_000)] = 1_000
+    collection_delete_page: Annotated[int, Field(ge=1, le=10_000)] = Field(500, description=(
+        "Documents a collection delete removes per transaction."))
+    delete_by_filter_max: Annotated[int, Field(ge=1, le=10_000)] = Field(1_000, description=(
+        "Most documents one `docs:deleteByFilter` call deletes (repeat while `more` is true)."))
     # longest batch plus the longest retry countdown, or a slow batch would run twice.
-    celery_visibility_timeout: float = 3600.0
-    celery_restore_interval: int = 10  # how often workers sweep for messages past the visibility timeout
-    worker_queues: str = "interactive,control,bulk"  # lanes a worker consumes, strictly in this order
-    redis_timeout_seconds: float = 0.5  # a dead broker must not stall a read or a write
-    redis_down_backoff_seconds: float = 2.0  # after a Redis error, skip Redis this long (no per-call timeouts)
-    job_dedupe_ttl_seconds: float = 3600.0  # a pending job key older than this no longer blocks a re-enqueue
-    job_backoff_max_seconds: float = 60.0
-    reconcile_interval_seconds: float = 30.0
-    reconcile_stuck_seconds: float = 300.0  # `queued` longer than this without progress = a lost job
-    reconcile_batch: int = 10_000
-    queue_pubsub: bool = True  # workers announce finished jobs on Redis pub/sub (faster stream wake-ups)
-    breaker_failures: int = 5  # consecutive non-429 provider failures that open the circuit
-    breaker_cooldown_seconds: float = 30.0  # open → half-open (one probe call) after this long
-    embed_timeout_seconds: float = 30.0  # per provider call (openai embedder)
+    celery_visibility_timeout: float = Field(3600.0, description=(
+        "Seconds before a message a worker took but did not acknowledge is delivered again; must exceed "
+        "the longest batch plus retry."))
+    # how often workers sweep for messages past the visibility timeout
+    celery_restore_interval: int = Field(10, description=(
+        "Seconds between workers' sweeps for messages past the visibility timeout."))
+    # lanes a worker consumes, strictly in this order
+    worker_queues: str = Field("interactive,control,bulk", description=(
+        "Lanes a worker consumes, strictly in this order (comma-separated)."))
+    # a dead broker must not stall a read or a write
+    redis_timeout_seconds: float = Field(0.5, description=(
+        "Timeout of each Redis call, so a dead broker does not stall reads or writes."))
+    # after a Redis error, skip Redis this long (no per-call timeouts)
+    redis_down_backoff_seconds: float = Field(2.0, description="After a Redis error, skip Redis for this long.")
+    # a pending job key older than this no longer blocks a re-enqueue
+    job_dedupe_ttl_seconds: float = Field(3600.0, description=(
+        "A pending-job key older than this no longer blocks a re-enqueue."))
+    job_backoff_max_seconds: float = Field(60.0, description="Longest retry delay of an embedding job.")
+    reconcile_interval_seconds: float = Field(30.0, description=(
+        "How often the reconciler looks for rows stuck in `queued`."))
+    # `queued` longer than this without progress = a lost job
+    reconcile_stuck_seconds: float = Field(300.0, description=(
+        "A row `queued` this long without progress counts as a lost job and is repaired or re-enqueued."))
+    reconcile_batch: int = Field(10_000, description="Most stuck rows the reconciler handles per pass.")
+    # workers announce finished jobs on Redis pub/sub (faster stream wake-ups)
+    queue_pubsub: bool = Field(True, description=(
+        "Workers announce finished jobs on Redis pub/sub, so streams wake up sooner."))
+    # consecutive non-429 provider failures that open the circuit
+    breaker_failures: int = Field(5, description=(
+        "Consecutive non-429 provider failures that open the circuit breaker (reads then answer "
+        "lexically)."))
+    # open → half-open (one probe call) after this long
+    breaker_cooldown_seconds: float = Field(30.0, description="How long the circuit stays open before one probe call.")
+    # per provider call (openai embedder)
+    embed_timeout_seconds: float = Field(30.0, description="Timeout of each call to the `openai` embedder.")
     # The system of record (documents, sidecar state, vectors by content hash, change log):
     # SQLite in the data dir (one host) or PostgreSQL (API and workers on any host; each API
     # process keeps its embedded indexes in its own data dir). None = the profile's default.
-    store: Literal["sqlite", "postgres"] | None = None
-    postgres_url: str = "postgresql://vibe:vibe@postgres:5432/vibe"  # libpq URL or key=value DSN
-    postgres_pool_size: int = 10  # connections per process (API threads, or one Celery pool child)
+    store: Literal["sqlite", "postgres"] | None = Field(None, description=(
+        "System of record: `sqlite` (in the data dir, one host) or `postgres`; unset = the profile's "
+        "default."))
+    # libpq URL or key=value DSN
+    postgres_url: str = Field("postgresql://vibe:vibe@postgres:5432/vibe", description=(
+        "PostgreSQL URL (libpq URL or key=value DSN) when VIBE_STORE=postgres."))
+    # connections per process (API threads, or one Celery pool child)
+    postgres_pool_size: int = Field(10, description="PostgreSQL connections per process.")
 
     # --- MCP and agent tools (issue #4) ---
-    mcp_key: str | None = None  # the key `vibe-semantic mcp` (stdio) acts as
+    # the key `vibe-semantic mcp` (stdio) acts as
+    mcp_key: str | None = Field(None, description="The API key `vibe-semantic mcp` (stdio) acts as.")
     # Seed 000's own names (SURR_*, MCP_NO_LOG) are read too; the VIBE_ name wins when both are set.
     enable_inner_voice: bool = Field(default=False, validation_alias=AliasChoices(
-        "VIBE_ENABLE_INNER_VOICE", "SURR_ENABLE_INNER_VOICE"))
-    mcp_collection: str = "kb"  # where `reindex` stores chunks and `search` looks by default
-    mcp_max_file_bytes: int = 2_000_000
-    mcp_chunk_chars: int = 1200
-    mcp_chunk_overlap: int = 200
-    mcp_max_top_k: int = 100
+        "VIBE_ENABLE_INNER_VOICE", "SURR_ENABLE_INNER_VOICE"), description=(
+        "Enable the MCP `inner_voice.retrieve` tool (also read from SURR_ENABLE_INNER_VOICE)."))
+    # where `reindex` stores chunks and `search` looks by default
+    mcp_collection: str = Field("kb", description=(
+        "Collection where the MCP `reindex` tool stores chunks and `search` looks by default."))
+    mcp_max_file_bytes: int = Field(2_000_000, description="Largest file the MCP `reindex` tool reads.")
+    mcp_chunk_chars: int = Field(1200, description="Characters per chunk when `reindex` splits a file.")
+    mcp_chunk_overlap: int = Field(200, description="Characters two consecutive chunks share.")
+    mcp_max_top_k: int = Field(100, description="Largest `top_k` an MCP search tool accepts.")
     mcp_no_log: bool = Field(default=False, validation_alias=AliasChoices(  # seed 000: counters only, no detail logs
-        "VIBE_MCP_NO_LOG", "MCP_NO_LOG"))
-    mcp_precall_check: str | None = None  # "module:attr" of a PreCallCheck (seed 004 billing hook)
-    inner_voice_kg_collection: str = "kg"
-    inner_voice_thoughts_collection: str = "thoughts"
+        "VIBE_MCP_NO_LOG", "MCP_NO_LOG"), description=(
+        "Counters only, no detailed logs of MCP tool calls (also read from MCP_NO_LOG)."))
+    # "module:attr" of a PreCallCheck (seed 004 billing hook)
+    mcp_precall_check: str | None = Field(None, description=(
+        "`module:attr` of a hook called before each MCP tool call (for billing), after its arguments are "
+        "checked."))
+    inner_voice_kg_collection: str = Field("kg", description=(
+        "Collection `inner_voice.retrieve` reads knowledge-graph entries from."))
+    inner_voice_thoughts_collection: str = Field("thoughts", description=(
+        "Collection `inner_voice.retrieve` reads thoughts from."))
     inner_voice_mix: float = Field(default=0.6, validation_alias=AliasChoices(
-        "VIBE_INNER_VOICE_MIX", "SURR_INNER_VOICE_MIX"))
+        "VIBE_INNER_VOICE_MIX", "SURR_INNER_VOICE_MIX"), description=(
+        "Share of knowledge-graph results in `inner_voice.retrieve` (also SURR_INNER_VOICE_MIX)."))
     inner_voice_topk_default: int = Field(default=10, validation_alias=AliasChoices(
-        "VIBE_INNER_VOICE_TOPK_DEFAULT", "SURR_INNER_VOICE_TOPK_DEFAULT"))
-    inner_voice_floor: float = 0.25
+        "VIBE_INNER_VOICE_TOPK_DEFAULT", "SURR_INNER_VOICE_TOPK_DEFAULT"), description=(
+        "Results `inner_voice.retrieve` returns when not asked (also SURR_INNER_VOICE_TOPK_DEFAULT)."))
+    inner_voice_floor: float = Field(0.25, description="Default score floor of `inner_voice.retrieve`.")
     inner_voice_min_floor: float = Field(default=0.15, validation_alias=AliasChoices(
-        "VIBE_INNER_VOICE_MIN_FLOOR", "SURR_INNER_VOICE_MIN_FLOOR"))
+        "VIBE_INNER_VOICE_MIN_FLOOR", "SURR_INNER_VOICE_MIN_FLOOR"), description=(
+        "Lowest score floor `inner_voice.retrieve` accepts (also SURR_INNER_VOICE_MIN_FLOOR)."))
     inner_voice_max_candidates_per_source: int = Field(default=150, validation_alias=AliasChoices(
-        "VIBE_INNER_VOICE_MAX_CANDIDATES_PER_SOURCE", "SURR_INNER_VOICE_MAX_CANDIDATES_PER_SOURCE"))
-    extract_top_k_default: int = 5
-    extract_max_top_k: int = 20
-    extract_max_materials_chars: int = 200_000
-    extract_max_query_chars: int = 2_000
-    extract_max_chunk_chars: int = 1_500
-    extract_fusion: Literal["rrf", "weighted"] = "weighted"  # seed 004: 0.65 semantic/0.35 lexical, recency ties
+        "VIBE_INNER_VOICE_MAX_CANDIDATES_PER_SOURCE", "SURR_INNER_VOICE_MAX_CANDIDATES_PER_SOURCE"), description=(
+        "Candidates `inner_voice.retrieve` takes from each source (also "
+        "SURR_INNER_VOICE_MAX_CANDIDATES_PER_SOURCE)."))
+    extract_top_k_default: int = Field(5, description="Items `extract_key_info` returns when `topK` is 0.")
+    extract_max_top_k: int = Field(20, description="Largest `topK` `extract_key_info` accepts.")
+    extract_max_materials_chars: int = Field(200_000, description=(
+        "Most characters of materials in one `extract_key_info` call."))
+    extract_max_query_chars: int = Field(2_000, description="Longest `extract_key_info` query, in characters.")
+    extract_max_chunk_chars: int = Field(1_500, description="Characters per chunk of `extract_key_info` materials.")
+    # seed 004: 0.65 semantic/0.35 lexical, recency ties
+    extract_fusion: Literal["rrf", "weighted"] = Field("weighted", description=(
+        "Fusion of `extract_key_info`: `weighted` (0.65 semantic / 0.35 keyword, recency breaks ties) or "
+        "`rrf`."))
     # Seed 004 `Authorization: Bearer <identity>@<token>`: when on, a call without task_id takes
     # <identity> as its task and <token> as the API key (off: task_id is required).
-    extract_task_from_bearer: bool = False
-    extract_embed_attempts: Annotated[int, Field(ge=1, le=10)] = 3  # then `embedder_unavailable`
-    extract_embed_backoff_seconds: Annotated[float, Field(ge=0)] = 0.2  # doubled per retry
-    extract_task_retention_days: Annotated[float, Field(ge=0)] = 90.0  # 0 = keep forever
+    extract_task_from_bearer: bool = Field(False, description=(
+        "Let `extract_key_info` callers send `Bearer <task>@<key>` instead of a `task_id` argument."))
+    # then `embedder_unavailable`
+    extract_embed_attempts: Annotated[int, Field(ge=1, le=10)] = Field(3, description=(
+        "Embedder attempts in `extract_key_info` before it answers `embedder_unavailable`."))
+    # doubled per retry
+    extract_embed_backoff_seconds: Annotated[float, Field(ge=0)] = Field(0.2, description=(
+        "First retry delay of those attempts (doubled per retry)."))
+    # 0 = keep forever
+    extract_task_retention_days: Annotated[float, Field(ge=0)] = Field(90.0, description=(
+        "`extract_key_info` tasks unused this many days are purged (0 = kept forever)."))
     # --- reranker (seed 001 §4.3, V§10): a Cohere/TEI-compatible `/rerank` endpoint; off when unset ---
-    rerank_url: str | None = None  # the full endpoint, e.g. http://tei:8080/rerank
-    rerank_model: str | None = None
-    rerank_api_key: str | None = Field(default=None, repr=False)
-    rerank_protocol: Literal["cohere", "tei"] = "cohere"
-    rerank_candidates: Annotated[int, Field(ge=1, le=1000)] = 50  # fused candidates sent to the reranker
-    rerank_timeout_seconds: Annotated[float, Field(gt=0)] = 10.0
+    # the full endpoint, e.g. http://tei:8080/rerank
+    rerank_url: str | None = Field(None, description=(
+        "Full URL of a Cohere- or TEI-compatible `/rerank` endpoint for `search_knowledge_base`; unset = "
+        "no reranker."))
+    rerank_model: str | None = Field(None, description="Model name sent to the reranker.")
+    rerank_api_key: str | None = Field(default=None, repr=False, description="API key sent to the reranker.")
+    rerank_protocol: Literal["cohere", "tei"] = Field("cohere", description="Reranker API: `cohere` or `tei`.")
+    # fused candidates sent to the reranker
+    rerank_candidates: Annotated[int, Field(ge=1, le=1000)] = Field(50, description=(
+        "Fused candidates sent to the reranker."))
+    rerank_timeout_seconds: Annotated[float, Field(gt=0)] = Field(10.0, description=(
+        "Timeout of a reranker call; on failure the fused order is kept."))
 
     # --- lifecycle (issue 11): scheduler, promotion, eviction, cold store, spaces, cost caps ---
     # (lead's block; DESIGN.md §5 "Lifecycle")
@@ -246,63 +381,92 @@ class Settings(BaseSettings):
     # the workers (Celery beat). Until 2026-11 false stopped the whole thread: a large reindex
     # stalled after its first step, and an API replica's usage never reached the store.
     # Celery beat (distributed) decides whatever this says.
-    scheduler_enabled: bool = True
-    scheduler_interval_seconds: Annotated[float, Field(gt=0)] = 60.0
+    scheduler_enabled: bool = Field(True, description=(
+        "Whether this `serve` process runs lifecycle ticks (promotion, eviction, pruning); false still "
+        "flushes usage and runs backfill steps."))
+    scheduler_interval_seconds: Annotated[float, Field(gt=0)] = Field(60.0, description=(
+        "Seconds between lifecycle ticks."))
     # Usage statistics: each API process buffers them in memory and flushes this often (a
     # read never waits for a statistics write); counts within the promotion window are exact
     # to one bucket (window / 12).
-    usage_flush_seconds: Annotated[float, Field(gt=0)] = 2.0
+    usage_flush_seconds: Annotated[float, Field(gt=0)] = Field(2.0, description=(
+        "How often each API process writes its buffered usage statistics to the store."))
     # Collection promotion (V§4.3 `collection: {queries: 20, hits: 50, windowMins: 120}`).
-    promote_min_queries: Annotated[int, Field(ge=1)] = 20
-    promote_min_hits: Annotated[int, Field(ge=0)] = 50
-    promote_window_seconds: Annotated[float, Field(gt=0)] = 7200.0
-    demote_idle_seconds: Annotated[float, Field(gt=0)] = 7 * 86400.0
+    promote_min_queries: Annotated[int, Field(ge=1)] = Field(20, description=(
+        "Queries within the promotion window that make a collection eager (with VIBE_PROMOTE_MIN_HITS)."))
+    promote_min_hits: Annotated[int, Field(ge=0)] = Field(50, description=(
+        "First-page hits within the promotion window that make a collection eager (with "
+        "VIBE_PROMOTE_MIN_QUERIES)."))
+    promote_window_seconds: Annotated[float, Field(gt=0)] = Field(7200.0, description=(
+        "The window over which promotion counts queries and hits."))
+    demote_idle_seconds: Annotated[float, Field(gt=0)] = Field(7 * 86400.0, description=(
+        "An automatically promoted collection is demoted after this long without a query."))
     # Document promotion (V§4.3 `doc: {touches: 3, ttlDays: 30}`): a document touched this often
     # (decayed with the half-life) or found this often beside pinned ones is kept embedded
     # (pinned) for the TTL from the tick that finds it so, and pinned again while its decayed
     # count stays there: a burst of touches keeps a document for about half-lives x log2(count /
     # touches) beyond its last use, plus the TTL.
-    doc_promote_touches: Annotated[float, Field(gt=0)] = 3.0
-    doc_promote_ttl_seconds: Annotated[float, Field(ge=0)] = 30 * 86400.0
-    usage_half_life_seconds: Annotated[float, Field(gt=0)] = 7 * 86400.0
+    doc_promote_touches: Annotated[float, Field(gt=0)] = Field(3.0, description=(
+        "Decayed touches (or appearances beside pinned documents) that pin a document embedded."))
+    doc_promote_ttl_seconds: Annotated[float, Field(ge=0)] = Field(30 * 86400.0, description=(
+        "How long a pinned document stays pinned after the tick that pins it."))
+    usage_half_life_seconds: Annotated[float, Field(gt=0)] = Field(7 * 86400.0, description=(
+        "Half-life of a document's decayed touch count."))
     # Eviction to the cold store (V§4.3 "vectors unused for N days"; V§12 FP16/INT8 cold codes).
-    evict_idle_seconds: Annotated[float, Field(gt=0)] = 30 * 86400.0
-    evict_batch: Annotated[int, Field(ge=1)] = 5000
-    cold_codec: Literal["float16", "int8"] = "float16"
-    cold_dir: Path | None = None  # default DATA_DIR/cold; legacy files (and `files`) on a shared volume
+    evict_idle_seconds: Annotated[float, Field(gt=0)] = Field(30 * 86400.0, description=(
+        "Vectors of lazy collections unused this long move to the cold store."))
+    evict_batch: Annotated[int, Field(ge=1)] = Field(5000, description=(
+        "Page size of the lifecycle's sweeps (eviction, pruning, retiring a space)."))
+    cold_codec: Literal["float16", "int8"] = Field("float16", description=(
+        "Encoding of cold vectors: `float16` or `int8`."))
+    # default DATA_DIR/cold; legacy files (and `files`) on a shared volume
+    cold_dir: Path | None = Field(None, description="Directory of the cold store; unset = DATA_DIR/cold.")
     # `packed` (default): codes many to a page, in `cold.sqlite3` in the cold dir (SQLite store) or
     # a PostgreSQL table beside the store of record (no shared volume); files evicted before are
     # still read. `files`: one file per vector (as before 2026-11), at least a filesystem block each:
     # 5x (float16) to 10x (int8) the codes' size on ext4 (shared/adapters/cold_packed.py).
-    cold_store: Literal["packed", "files"] = "packed"
+    cold_store: Literal["packed", "files"] = Field("packed", description=(
+        "Cold store layout: `packed` (many codes to a page, in SQLite or PostgreSQL) or `files` (one file"
+        " per vector)."))
     # Model rollback: a space retired at activation keeps its vectors in the cold store this
     # long (re-activating it needs no provider call for unchanged content); then they go.
     # 0 = kept until the space is re-activated.
-    retired_space_retention_seconds: Annotated[float, Field(ge=0)] = 7 * 86400.0
+    retired_space_retention_seconds: Annotated[float, Field(ge=0)] = Field(7 * 86400.0, description=(
+        "A retired space's cold vectors are kept this long for a rollback (0 = until re-activated)."))
     # Backfills (promotion, reindex, space migration) advance by at most this many documents per
     # step, spending only what the tenant's per-minute bucket holds beyond what reads keep.
-    backfill_step_docs: Annotated[int, Field(ge=1)] = 2000
+    backfill_step_docs: Annotated[int, Field(ge=1)] = Field(2000, description=(
+        "Most documents one backfill step (promotion, reindex, migration) advances."))
     # The share of the per-minute bucket that backfills leave to reads (touches). A backfill
     # still gets the whole refill rate while reads are idle (it takes the top of the bucket as it
     # refills); what this buys is the burst reads can spend at once while a backfill runs.
-    backfill_read_share: Annotated[float, Field(ge=0, le=0.95)] = 0.75
-    backfill_interval_seconds: Annotated[float, Field(gt=0)] = 2.0
+    backfill_read_share: Annotated[float, Field(ge=0, le=0.95)] = Field(0.75, description=(
+        "Share of the per-minute embedding budget that backfills leave to reads."))
+    backfill_interval_seconds: Annotated[float, Field(gt=0)] = Field(2.0, description="Seconds between backfill steps.")
     # Global backpressure (shared/backpressure.py): no backfill step while this many jobs wait in
     # the queue (every lane together), and no on-touch embedding while the touch's bound does:
     # twice as deep by default, so backfills yield first and reads, which someone waits for, last.
-    backpressure_queue_depth: Annotated[int, Field(ge=1)] = 20_000
-    touch_backpressure_queue_depth: Annotated[int, Field(ge=1)] = 40_000
+    backpressure_queue_depth: Annotated[int, Field(ge=1)] = Field(20_000, description=(
+        "No backfill step while this many jobs wait in the queue (all lanes)."))
+    touch_backpressure_queue_depth: Annotated[int, Field(ge=1)] = Field(40_000, description=(
+        "No embedding on touch while this many jobs wait in the queue (all lanes); reads then answer with"
+        " what is embedded."))
     # Jobs one tenant may have queued (every lane, rehydrations included) before its touches and
     # backfills queue no more (shared/backpressure.py TenantShare): below the bounds above, so
     # no tenant alone stops the others' embedding. None = a quarter of the backfill bound; 0 = off.
-    tenant_queue_max: Annotated[int, Field(ge=0)] | None = None
+    tenant_queue_max: Annotated[int, Field(ge=0)] | None = Field(None, description=(
+        "Jobs one tenant may have queued before its touches and backfills queue no more; unset = a "
+        "quarter of VIBE_BACKPRESSURE_QUEUE_DEPTH, 0 = off."))
 
     def tenant_queue_bound(self) -> int:
         return self.backpressure_queue_depth // 4 if self.tenant_queue_max is None else self.tenant_queue_max
     # Cost caps (V§12): embedding tokens per tenant per UTC day (0 = no cap) and the price used
     # for /semantic/usage estimates (None = 0.02 $/1M tokens for openai, 0 for local models).
-    tenant_daily_tokens: Annotated[int, Field(ge=0)] = 0
-    embed_cost_per_million_tokens: float | None = None
+    tenant_daily_tokens: Annotated[int, Field(ge=0)] = Field(0, description=(
+        "Embedding tokens per tenant per UTC day (documents and queries); 0 = no cap."))
+    embed_cost_per_million_tokens: float | None = Field(None, description=(
+        "Price used for the cost estimates of `/semantic/usage`; unset = 0.02 for openai, 0 for local "
+        "models."))
 
 
     # --- touch economics (issue 11, bench lazy): helper B's block ---
@@ -313,113 +477,189 @@ class Settings(BaseSettings):
     # documents as at its last touch, or its last dig did not reach the page) spends nothing
     # past its page; depth/fixed: the earlier policies. The finer knobs (similar probes, probe
     # rounds) are TouchPolicy fields, measured with bench.touch_sim `policy.*` settings.
-    touch_policy: Literal["adaptive", "depth", "fixed"] = "adaptive"
-    touch_depth_factor: float = 1.0
-    touch_min_depth: int = 10
-    speculate_neighbors: int = 0
-    speculate_sources: int = 3
+    touch_policy: Literal["adaptive", "depth", "fixed"] = Field("adaptive", description=(
+        "What a query embeds: `adaptive` (page first, digs deeper on unstable repeats), `depth` or "
+        "`fixed`."))
+    touch_depth_factor: float = Field(1.0, description="A touch's depth as a multiple of the read's `limit`.")
+    touch_min_depth: int = Field(10, description="Smallest touch depth, in keyword candidates.")
+    speculate_neighbors: int = Field(0, description="Neighbours queued per page document on a touch (0 = off).")
+    speculate_sources: int = Field(3, description=(
+        "How many page documents lend their neighbours when VIBE_SPECULATE_NEIGHBORS is on."))
     # adaptive only (TouchPolicy fields of the same names without `touch_`; dig step chosen on
     # Cranfield, checked on CISI: bench/results/touch-cranfield.json, touch-cisi*.json):
-    touch_dig_step: Annotated[int, Field(ge=0)] = 5
-    touch_dig_max: Annotated[int, Field(ge=0)] = 60
-    touch_remember: bool = True
-    touch_probe_rounds: Annotated[int, Field(ge=0)] = 3
-    touch_similar: Annotated[int, Field(ge=0)] = 0
-    touch_first_under_budget: Annotated[int, Field(ge=0)] = 1
-    touch_reach_best: Annotated[int, Field(ge=0)] = 10  # TouchPolicy.reach_best (0 = off)
-    touch_reach_until: Annotated[int, Field(ge=0)] = 2  # TouchPolicy.reach_until (0 = every touch)
-    touch_stable_zone: Annotated[float, Field(gt=0, le=1)] = 0.4  # TouchPolicy.stable_zone
-    touch_unstable_least: Annotated[int, Field(ge=1, le=100)] = 2  # TouchPolicy.unstable_least
+    touch_dig_step: Annotated[int, Field(ge=0)] = Field(5, description=(
+        "How much deeper a repeated query with an unstable page looks (adaptive)."))
+    touch_dig_max: Annotated[int, Field(ge=0)] = Field(60, description=(
+        "A dig never goes deeper than this many keyword candidates (adaptive)."))
+    touch_remember: bool = Field(True, description=(
+        "A repeated query whose page is unchanged since its last touch spends nothing past its page "
+        "(adaptive)."))
+    touch_probe_rounds: Annotated[int, Field(ge=0)] = Field(3, description=(
+        "Probing rounds a repeated query may spend below its page (adaptive)."))
+    touch_similar: Annotated[int, Field(ge=0)] = Field(0, description=(
+        "Extra cold candidates per touch ranked by likeness to the semantic leg's best hits (0 = off)."))
+    touch_first_under_budget: Annotated[int, Field(ge=0)] = Field(1, description=(
+        "Under the per-minute budget, a query's first touch embeds only this many of its page's cold "
+        "documents."))
+    # TouchPolicy.reach_best (0 = off)
+    touch_reach_best: Annotated[int, Field(ge=0)] = Field(10, description=(
+        "A dig stops where a candidate could no longer reach the page with the semantic score of this hit"
+        " (0 = off)."))
+    # TouchPolicy.reach_until (0 = every touch)
+    touch_reach_until: Annotated[int, Field(ge=0)] = Field(2, description=(
+        "The reach bound applies until a query has been touched this many times (0 = always)."))
+    # TouchPolicy.stable_zone
+    touch_stable_zone: Annotated[float, Field(gt=0, le=1)] = Field(0.4, description=(
+        "A page is unstable while it uses documents in this deepest share of the embedded keyword prefix."))
+    # TouchPolicy.unstable_least
+    touch_unstable_least: Annotated[int, Field(ge=1, le=100)] = Field(2, description=(
+        "A page counts as unstable only when at least this many of its documents sit in that zone."))
     # TouchPolicy.follow_up: a streamed first read touches again once landed; "auto": per tenant and
     # collection, where its first reads agree with their lexical top (touch.FollowUpSwitch), then
     # with `touch_auto_dig_step` for that collection's digs
-    touch_follow_up: bool | Literal["auto"] = "auto"
-    touch_auto_dig_step: Annotated[int, Field(ge=0)] = 8  # TouchPolicy.auto_dig_step
+    touch_follow_up: bool | Literal["auto"] = Field("auto", description=(
+        "A streamed first read touches again once its first touch has landed: `auto` (per collection, "
+        "where it pays), true or false."))
+    # TouchPolicy.auto_dig_step
+    touch_auto_dig_step: Annotated[int, Field(ge=0)] = Field(8, description=(
+        "Dig step of a collection the `auto` follow-up has turned on (agree state)."))
     # "auto", a collection whose first reads disagree with their lexical top: follow up too, with
     # these probing rounds and dig step (TouchPolicy.auto_disagree*); false = no follow-up there
-    touch_auto_disagree: bool = True
-    touch_auto_disagree_probe_rounds: Annotated[int, Field(ge=0)] = 1
-    touch_auto_disagree_dig_step: Annotated[int, Field(ge=0)] = 4
+    touch_auto_disagree: bool = Field(True, description=(
+        "With `auto`, collections whose first reads disagree with their keyword top follow up too, with a"
+        " short probe."))
+    touch_auto_disagree_probe_rounds: Annotated[int, Field(ge=0)] = Field(1, description=(
+        "Probing rounds of the disagree follow-up."))
+    touch_auto_disagree_dig_step: Annotated[int, Field(ge=0)] = Field(4, description=(
+        "Dig step of the disagree follow-up."))
     # The "auto" switch's state lives in the store of record (touch.FollowUpSwitch): a process writes
     # its observations of a collection every `touch_auto_flush_every` of them (and at once when one
     # changes the collection's state) and reads the stored row again at most every
     # `touch_auto_refresh_seconds` (how soon another replica's reads reach it)
-    touch_auto_after: Annotated[int, Field(ge=1)] = 50  # TouchPolicy.auto_after: first reads before a state
+    # TouchPolicy.auto_after: first reads before a state
+    touch_auto_after: Annotated[int, Field(ge=1)] = Field(50, description=(
+        "Streamed first reads a collection needs before the `auto` switch decides its state."))
     # TouchPolicy.auto_below: "agree" while the running mean is below it
-    touch_auto_below: Annotated[float, Field(allow_inf_nan=False)] = -0.05
-    touch_auto_flush_every: Annotated[int, Field(ge=1, le=10_000)] = 10
-    touch_auto_refresh_seconds: Annotated[float, Field(ge=0)] = 30.0
+    touch_auto_below: Annotated[float, Field(allow_inf_nan=False)] = Field(-0.05, description=(
+        "The `auto` switch counts a collection as agreeing while its running mean is below this."))
+    touch_auto_flush_every: Annotated[int, Field(ge=1, le=10_000)] = Field(10, description=(
+        "A process writes its `auto` observations of a collection to the store every this many reads."))
+    touch_auto_refresh_seconds: Annotated[float, Field(ge=0)] = Field(30.0, description=(
+        "How often a process re-reads a collection's stored `auto` state."))
 
     # --- hardening (issue 12): input bounds, adapters, MCP: helper C's block ---
     # ACL bounds (services/api/writes.py DocumentService._acl): each principal is one keyword term
     # in OpenSearch, whose `acl` field ignores terms over 1024 characters (fail closed: a dropped
     # term matches nobody), so a principal stays below that; the total bounds a point's payload.
-    acl_max_principal_bytes: Annotated[int, Field(ge=1, le=1024)] = 512
-    acl_max_bytes: Annotated[int, Field(ge=1)] = 65_536
+    acl_max_principal_bytes: Annotated[int, Field(ge=1, le=1024)] = Field(512, description=(
+        "Longest ACL principal, in bytes."))
+    acl_max_bytes: Annotated[int, Field(ge=1)] = Field(65_536, description="Largest `_acl` of one document, in bytes.")
     # Query text (POST /v1/read `q` and `semantic.query.text`), in characters.
-    max_query_chars: Annotated[int, Field(ge=1)] = 4_096
+    max_query_chars: Annotated[int, Field(ge=1)] = Field(4_096, description="Longest query text, in characters.")
     # Query-vector cache (services/planner/query_cache.py): bounded by bytes as well as entries.
-    query_cache_max_entries: Annotated[int, Field(ge=0)] = 10_000
-    query_cache_max_bytes: Annotated[int, Field(ge=0)] = 64 * 1_048_576
+    query_cache_max_entries: Annotated[int, Field(ge=0)] = Field(10_000, description=(
+        "Entries of the query-vector cache."))
+    query_cache_max_bytes: Annotated[int, Field(ge=0)] = Field(64 * 1_048_576, description=(
+        "Bytes of the query-vector cache."))
     # Longest input the openai embedder sends, in UTF-8 bytes (longer ones are cut at a character
     # boundary): a byte-level BPE token covers at least one byte, so 8,000 bytes stay under the
     # 8,191-token input limit of OpenAI's embedding models whatever the script.
-    embed_max_input_bytes: Annotated[int, Field(ge=16)] = 8_000
+    embed_max_input_bytes: Annotated[int, Field(ge=16)] = Field(8_000, description=(
+        "Longest input the `openai` embedder sends, in UTF-8 bytes (longer input is cut at a character "
+        "boundary)."))
     # GET /metrics asks for `Authorization: Bearer <token>` when set (off by default).
-    metrics_token: str | None = None
+    metrics_token: str | None = Field(None, description=(
+        "When set, `/metrics` and the worker's metrics port ask for `Authorization: Bearer <token>`."))
     # Per-tenant request rate (token bucket in the API process; 0 = no limit) and its burst.
-    per_tenant_requests_per_second: Annotated[float, Field(ge=0)] = 200.0
-    per_tenant_request_burst: Annotated[int, Field(ge=1)] = 400
+    per_tenant_requests_per_second: Annotated[float, Field(ge=0)] = Field(200.0, description=(
+        "Request tokens per second per tenant (0 = no limit); excess requests answer 429."))
+    per_tenant_request_burst: Annotated[int, Field(ge=1)] = Field(400, description=(
+        "Burst size of the per-tenant request bucket."))
     # What a request costs in that bucket (services/api/ratelimit.py `RequestCost`): one token
     # per this many body bytes (at least 1; at the default rate a tenant's bulks get about
     # 3 MB/s, more in a burst: a bench's one-stream upload of 500-byte documents is not refused),
     # plus (limit + k) / this for POST /v1/read, plus a fixed cost for admin actions that start
     # a backfill. Never more than the burst at once; charged into debt (ratelimit.py).
-    rate_cost_body_bytes: Annotated[int, Field(ge=1)] = 16_384
-    rate_cost_read_candidates: Annotated[int, Field(ge=1)] = 100
-    rate_cost_backfill: Annotated[float, Field(ge=0)] = 50.0
+    rate_cost_body_bytes: Annotated[int, Field(ge=1)] = Field(16_384, description=(
+        "A request costs one rate-limit token per this many body bytes (at least one)."))
+    rate_cost_read_candidates: Annotated[int, Field(ge=1)] = Field(100, description=(
+        "A read also costs (limit + k) / this many tokens."))
+    rate_cost_backfill: Annotated[float, Field(ge=0)] = Field(50.0, description=(
+        "Tokens an admin action that starts a backfill costs (promote, reindex, spaces)."))
     # Requests of one tenant running at once in this process (until the answer's head is sent),
     # so one tenant cannot hold every thread of the event loop's pool (40); the others wait in
     # the event loop, off the pool. 0 = no cap.
-    per_tenant_max_inflight: Annotated[int, Field(ge=0)] = 8
+    per_tenant_max_inflight: Annotated[int, Field(ge=0)] = Field(8, description=(
+        "Requests of one tenant running at once in a process; others wait (0 = no cap)."))
 
     # --- hardening (issue 12): agent tools: helper E's block ---
     # Folders `reindex` may read: a JSON list, one path, or an os.pathsep-separated list. Empty
     # (the default) = reindex is off; the server's working directory is never a root by itself.
-    mcp_reindex_roots: Annotated[list[Path], NoDecode] = Field(default_factory=list)
+    mcp_reindex_roots: Annotated[list[Path], NoDecode] = Field(default_factory=list, description=(
+        "Folders the MCP `reindex` tool may read, for every tenant: a JSON list, one path or an "
+        "os.pathsep-separated list; empty = off."))
     # Folders bound to one tenant each, `{"<tenant>": [paths]}` (JSON): only that tenant's keys
     # reindex them (besides the shared VIBE_MCP_REINDEX_ROOTS), and no other tenant reaches
     # them through a root that holds them (services/mcp/reindex.py `Roots`).
-    mcp_reindex_tenant_roots: dict[str, list[Path]] = Field(default_factory=dict)
+    mcp_reindex_tenant_roots: dict[str, list[Path]] = Field(default_factory=dict, description=(
+        "Folders bound to one tenant each, JSON `{\"<tenant>\": [paths]}`; only that tenant's keys reindex "
+        "them."))
     # Background reindex jobs one tenant may have queued or running in a process (0 = no bound).
-    mcp_reindex_jobs_per_tenant: Annotated[int, Field(ge=0)] = 4
-    mcp_reindex_max_paths: Annotated[int, Field(ge=1)] = 64  # locations per reindex call
-    mcp_reindex_max_files: Annotated[int, Field(ge=1)] = 10_000  # files per reindex call
-    mcp_max_path_chars: Annotated[int, Field(ge=1)] = 4096
-    mcp_max_query_chars: Annotated[int, Field(ge=1)] = 4_096  # search, inner_voice.retrieve (as POST /v1/read)
-    mcp_max_scope_ids: Annotated[int, Field(ge=1)] = 1_000  # ids across a search scope's lists
-    mcp_max_id_chars: Annotated[int, Field(ge=1)] = 1_024  # one scope id, tag or collection name
-    mcp_max_tags: Annotated[int, Field(ge=1)] = 100  # include_tags / exclude_tags each
-    mcp_max_resolve_numbers: Annotated[int, Field(ge=1)] = 1_000  # citations.resolve numbers
-    mcp_max_resolve_text_chars: Annotated[int, Field(ge=1)] = 200_000  # citations.resolve text
+    mcp_reindex_jobs_per_tenant: Annotated[int, Field(ge=0)] = Field(4, description=(
+        "Background reindex jobs one tenant may have queued or running (0 = no bound)."))
+    # locations per reindex call
+    mcp_reindex_max_paths: Annotated[int, Field(ge=1)] = Field(64, description="Locations per `reindex` call.")
+    # files per reindex call
+    mcp_reindex_max_files: Annotated[int, Field(ge=1)] = Field(10_000, description="Files per `reindex` call.")
+    mcp_max_path_chars: Annotated[int, Field(ge=1)] = Field(4096, description=(
+        "Longest path an MCP tool accepts, in characters."))
+    # search, inner_voice.retrieve (as POST /v1/read)
+    mcp_max_query_chars: Annotated[int, Field(ge=1)] = Field(4_096, description=(
+        "Longest query of the MCP search tools, in characters."))
+    # ids across a search scope's lists
+    mcp_max_scope_ids: Annotated[int, Field(ge=1)] = Field(1_000, description="Most ids across a search scope's lists.")
+    # one scope id, tag or collection name
+    mcp_max_id_chars: Annotated[int, Field(ge=1)] = Field(1_024, description=(
+        "Longest scope id, tag or collection name, in characters."))
+    # include_tags / exclude_tags each
+    mcp_max_tags: Annotated[int, Field(ge=1)] = Field(100, description="Most tags in `include_tags` or `exclude_tags`.")
+    # citations.resolve numbers
+    mcp_max_resolve_numbers: Annotated[int, Field(ge=1)] = Field(1_000, description=(
+        "Most citation numbers one `citations.resolve` call takes."))
+    # citations.resolve text
+    mcp_max_resolve_text_chars: Annotated[int, Field(ge=1)] = Field(200_000, description=(
+        "Longest text one `citations.resolve` call takes."))
     # extract_key_info task collections and ACL tokens are HMACs under this secret. None = a
     # random secret kept in DATA_DIR/mcp_task_secret (created on first use, mode 0600); API
     # replicas with separate data dirs must share one (set it) to share task materials.
-    mcp_task_secret: str | None = Field(default=None, repr=False, min_length=16)
+    mcp_task_secret: str | None = Field(default=None, repr=False, min_length=16, description=(
+        "Secret (16+ characters) for `extract_key_info` task ids; unset = kept in "
+        "DATA_DIR/mcp_task_secret. Replicas must share one."))
     # extract_key_info material budget per API key per UTC day: characters of materials
     # submitted, and new chunks stored (and embedded). Refused with `quota_exceeded`.
-    extract_daily_chars_per_key: Annotated[int, Field(ge=1)] = 2_000_000
-    extract_daily_chunks_per_key: Annotated[int, Field(ge=1)] = 10_000
+    extract_daily_chars_per_key: Annotated[int, Field(ge=1)] = Field(2_000_000, description=(
+        "Characters of materials an API key may submit to `extract_key_info` per UTC day."))
+    extract_daily_chunks_per_key: Annotated[int, Field(ge=1)] = Field(10_000, description=(
+        "New chunks an API key may store through `extract_key_info` per UTC day."))
 
     # --- keys and end-user tokens (POST /v1/keys, POST /v1/tokens; docs/keys-and-tokens.md) ---
     # HS256 secret that signs end-user tokens. None: embedded, a random one kept in
     # DATA_DIR/token-secret (mode 0600); distributed, `serve` refuses to start (replicas must share it).
-    token_secret: str | None = Field(default=None, repr=False, min_length=32)
-    token_ttl_seconds: Annotated[int, Field(ge=1)] = 3600  # a token's life when `ttlSeconds` is not given
-    token_max_ttl_seconds: Annotated[int, Field(ge=1, le=86_400)] = 86_400  # the longest `ttlSeconds` accepted
-    max_keys_per_tenant: Annotated[int, Field(ge=1)] = 1000  # API-made keys (bootstrap keys not counted)
+    token_secret: str | None = Field(default=None, repr=False, min_length=32, description=(
+        "HS256 secret (32+ characters) that signs end-user tokens; unset = kept in DATA_DIR/token-secret "
+        "(embedded), required when distributed."))
+    # a token's life when `ttlSeconds` is not given
+    token_ttl_seconds: Annotated[int, Field(ge=1)] = Field(3600, description=(
+        "Life of an end-user token when `ttlSeconds` is not given."))
+    # the longest `ttlSeconds` accepted
+    token_max_ttl_seconds: Annotated[int, Field(ge=1, le=86_400)] = Field(86_400, description=(
+        "Longest `ttlSeconds` a token may ask for."))
+    # API-made keys (bootstrap keys not counted)
+    max_keys_per_tenant: Annotated[int, Field(ge=1)] = Field(1000, description=(
+        "API-made keys per tenant (bootstrap keys not counted)."))
     # How often an API process asks the store whether keys changed (a revocation reaches it within this)
-    key_refresh_seconds: Annotated[float, Field(gt=0, le=1)] = 0.5
+    key_refresh_seconds: Annotated[float, Field(gt=0, le=1)] = Field(0.5, description=(
+        "How often an API process checks for key changes (a revocation reaches it within this)."))
 
     @field_validator("cors_origins", mode="before")
     @classmethod
