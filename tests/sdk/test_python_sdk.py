@@ -512,10 +512,24 @@ def test_package_installs_alone(tmp_path: Path) -> None:
 
 
 def test_readme_example_runs(base_url: str) -> None:
-    """The Python example of the README's "Clients" section, as written, against the served app."""
-    readme = (REPO / "README.md").read_text()
-    block = readme.split("### Python", 1)[1].split("```python\n", 1)[1].split("```", 1)[0]
+    """The Python example of docs/clients.md (the README's quick start links it), as written, against
+    the served app."""
+    readme = (REPO / "docs" / "clients.md").read_text()
+    block = readme.split("## Python", 1)[1].split("```python\n", 1)[1].split("```", 1)[0]
     code = block.replace("http://127.0.0.1:8080", base_url)
     printed: list[str] = []
-    exec(compile(code, "README.md", "exec"), {"KEY": ADMIN, "print": lambda *a: printed.append(" ".join(map(str, a)))})
+    exec(compile(code, "docs/clients.md", "exec"),
+         {"KEY": ADMIN, "print": lambda *a: printed.append(" ".join(map(str, a)))})
     assert any(line.startswith("lexical") for line in printed) and "998/998" in printed
+
+
+def test_readme_quickstart_runs(base_url: str) -> None:
+    """The README's Python quick start (put, read, the streaming read), as written, against the served app."""
+    readme = (REPO / "README.md").read_text()
+    block = readme.split("**Python**", 1)[1].split("```python\n", 1)[1].split("```", 1)[0]
+    printed: list[str] = []
+    code = block.replace("http://127.0.0.1:8080", base_url).replace('"notes"', '"quickstart"')  # its own collection
+    exec(compile(code, "README.md", "exec"),
+         {"KEY": ADMIN, "print": lambda *a: printed.append(" ".join(map(str, a)))})
+    assert "n1" in printed[0] and any(line.startswith("lexical") for line in printed), printed
+    assert printed[-1].startswith("done"), printed
