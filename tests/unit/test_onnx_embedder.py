@@ -1,5 +1,6 @@
 """The ONNX query encoder: same vectors as torch, batch = single, cached export reused, a bad
-cache entry exported again, and the start-up fallback to torch (never at call time)."""
+cache entry exported again, and the start-up fallback to torch (never at call time). The tests
+that run torch itself skip, saying so, where the `export` extra is not installed."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import pytest
 
 from shared.adapters.embedders import onnx_embedder as oe
 from shared.adapters.embedders import onnx_export as ox
+from shared.adapters.embedders import reference as refs
 from shared.adapters.embedders.local_embedder import LocalEmbedder, model_path
 from shared.config import Settings
 
@@ -21,6 +23,9 @@ MODEL = "all-MiniLM-L6-v2"
 TEXTS = ["How do I fix a flat bicycle tire?", "Repairing a punctured bike tyre",
          "Quarterly revenue grew by eight percent", "", "wing " * 400,
          "Die Grenzschicht löst sich nahe der Hinterkante ab."]
+needs_torch = pytest.mark.skipif(not oe.torch_installed(),
+                                 reason="the `export` extra (torch, sentence-transformers) is not installed: "
+                                        "make setup-export")
 
 
 def _unsupported(tmp: Path, pooling: dict[str, bool], modules: list[str]) -> Path:
@@ -63,8 +68,23 @@ def test_cache_key_follows_model_and_versions(monkeypatch: pytest.MonkeyPatch, t
     (tmp_path / "config.json").write_text("{}")
     a = ox.cache_key("m", tmp_path)
     assert a == ox.cache_key("m", tmp_path) != ox.cache_key("other", tmp_path)
-    monkeypatch.setattr(ox, "versions", lambda: {"onnxruntime": "0.0"})
+    monkeypatch.setattr(ox, "versions", lambda names: {n: "0.0" for n in names})
     assert ox.cache_key("m", tmp_path) != a
+
+
+def test_cache_key_of_a_built_export_follows_its_reference_not_torch(monkeypatch: pytest.MonkeyPatch,
+                                                                     tmp_path: Path) -> None:
+    """A graph written from a reference file: a new reference file is a new export, and
+    installing or upgrading torch (which plays no part in it) is not."""
+    (tmp_path / "config.json").write_text("{}")
+    monkeypatch.setattr(refs, "stored_digest", lambda name: "d1")
+    a = ox.cache_key("m", tmp_path)
+    monkeypatch.setattr(refs, "stored_digest", lambda name: "d2")
+    assert ox.cache_key("m", tmp_path) != a
+    b = ox.cache_key("m", tmp_path)
+    real = ox.versions
+    monkeypatch.setattr(ox, "versions", lambda names: real(names) | ({"torch": "9.9"} if "torch" in names else {}))
+    assert ox.cache_key("m", tmp_path) == b
 
 
 # -- with the real model ------------------------------------------------------------------
@@ -89,6 +109,7 @@ def _entry(root: Path) -> Path:
     return ox.entry_dir(root, MODEL, model_path(MODEL))
 
 
+@needs_torch
 @pytest.mark.model
 def test_onnx_vectors_match_torch(onnx: oe.OnnxEmbedder, torch_model: LocalEmbedder) -> None:
     assert onnx.dim == torch_model.dim == 384 and onnx.model_id == torch_model.model_id
@@ -161,6 +182,7 @@ def test_a_bad_cache_entry_is_exported_again(onnx: oe.OnnxEmbedder, cache_root: 
     assert np.allclose(emb.embed_query("rotor icing"), onnx.embed_query("rotor icing"), atol=1e-5)
 
 
+@needs_torch
 @pytest.mark.model
 def test_start_up_falls_back_to_torch_with_a_log_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                       caplog: pytest.LogCaptureFixture) -> None:
@@ -176,28 +198,43 @@ def test_start_up_falls_back_to_torch_with_a_log_line(tmp_path: Path, monkeypatc
         oe.build_local(Settings(data_dir=tmp_path, embedder="local", embed_runtime="onnx"))
 
 
+def test_without_torch_a_failed_onnx_encoder_is_a_start_up_error_naming_both(tmp_path: Path,
+                                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """A light install has no torch to fall back to: `auto` says why ONNX failed and how to get
+    the fallback, instead of an ImportError from deep inside it."""
+    def broken(*_: object) -> None:
+        raise RuntimeError("exporter exploded")
+
+    monkeypatch.setattr(ox, "export_in_child", broken)
+    monkeypatch.setattr(oe, "torch_installed", lambda: False)
+    with pytest.raises(RuntimeError, match=r"exporter exploded.*vibe-semantic\[export\]"):
+        oe.build_local(Settings(data_dir=tmp_path, embedder="local"))
+
+
 @pytest.mark.model
 def test_settings_choose_the_runtime(cache_root: Path, onnx: oe.OnnxEmbedder, tmp_path: Path) -> None:
     shutil.copytree(_entry(cache_root), _entry(tmp_path / "models"))
     auto = oe.build_local(Settings(data_dir=tmp_path, embedder="local"))
     assert isinstance(auto, oe.OnnxEmbedder) and auto.document_runtime == "onnx"
+    default = oe.build_local(Settings(data_dir=tmp_path, embedder="local"))
+    assert isinstance(default, oe.OnnxEmbedder) and default.batch_size == 4
+    s = Settings(data_dir=tmp_path, embedder="local", embed_batch_size=32, embed_model_batch_size=3)
+    assert oe.build_local(s).batch_size == 3  # type: ignore[attr-defined]
+
+
+@needs_torch
+@pytest.mark.model
+def test_settings_choose_the_torch_runtime(cache_root: Path, onnx: oe.OnnxEmbedder, tmp_path: Path) -> None:
+    """`embed_model_batch_size` sizes the local model's forward passes on both runtimes;
+    `embed_batch_size` stays the pipeline's batch (store writes, provider calls)."""
+    shutil.copytree(_entry(cache_root), _entry(tmp_path / "models"))
+    auto = oe.build_local(Settings(data_dir=tmp_path, embedder="local"))
     assert isinstance(oe.build_local(Settings(data_dir=tmp_path, embedder="local", embed_runtime="torch")),
                       LocalEmbedder)
     mixed = oe.build_local(Settings(data_dir=tmp_path, embedder="local", embed_doc_runtime="torch"))
     assert isinstance(mixed, oe.OnnxEmbedder) and mixed.document_runtime == "torch"
     assert float(np.dot(mixed.embed(["rotor icing"])[0], auto.embed_query("rotor icing"))) >= 0.999
-
-
-@pytest.mark.model
-def test_forward_passes_have_their_own_size_apart_from_pipeline_batches(cache_root: Path, onnx: oe.OnnxEmbedder,
-                                                                        tmp_path: Path) -> None:
-    """`embed_model_batch_size` sizes the local model's forward passes (both runtimes);
-    `embed_batch_size` stays the pipeline's batch (store writes, provider calls)."""
-    shutil.copytree(_entry(cache_root), _entry(tmp_path / "models"))
-    default = oe.build_local(Settings(data_dir=tmp_path, embedder="local"))
-    assert isinstance(default, oe.OnnxEmbedder) and default.batch_size == 4
     s = Settings(data_dir=tmp_path, embedder="local", embed_batch_size=32, embed_model_batch_size=3)
-    assert oe.build_local(s).batch_size == 3  # type: ignore[attr-defined]
     torch_docs = oe.build_local(s.model_copy(update={"embed_runtime": "torch"}))
     assert isinstance(torch_docs, LocalEmbedder) and torch_docs.batch_size == 3
 
@@ -252,16 +289,20 @@ def test_a_forked_child_gets_its_own_sessions_and_document_thread(onnx: oe.OnnxE
 
 @pytest.mark.model
 def test_int8_weight_queries_stay_within_the_bar_and_documents_stay_fp32(onnx: oe.OnnxEmbedder, cache_root: Path,
-                                                                         torch_model: LocalEmbedder,
                                                                          tmp_path: Path) -> None:
+    """Against sentence-transformers' vectors of the probes (the committed reference) and the
+    verified fp32 graph's of other text."""
     root = tmp_path / "models"
     shutil.copytree(_entry(cache_root), _entry(root))
     emb = oe.load(MODEL, root, query_weights="int8")
     made = _entry(root) / ox.QUERY_INT8_FILE
     assert emb.query_file == made and emb.precision == "int8-weights" and onnx.precision == "fp32"
-    ref = np.asarray(torch_model._encode(TEXTS, "fp32"))
+    ref = refs.load(MODEL, model_path(MODEL), ox.PROBES)
+    assert ref is not None
+    probes = np.asarray([emb.embed_query(p) for p in ref.probes])
+    assert oe._cosines(probes, np.asarray(ref.vectors)).min() >= ox.MIN_COSINE
     queries = np.asarray([emb.embed_query(t) for t in TEXTS])
-    assert np.min(np.sum(queries * ref, axis=1)) >= ox.MIN_COSINE
+    assert np.min(np.sum(queries * np.asarray(onnx.embed(TEXTS)), axis=1)) >= ox.MIN_COSINE
     assert float(queries[0] @ queries[1]) > float(queries[0] @ queries[2]) + 0.3
     assert np.allclose(np.asarray(emb.embed(TEXTS)), np.asarray(onnx.embed(TEXTS)), atol=1e-5)  # documents: fp32
     stamp = made.stat().st_mtime_ns

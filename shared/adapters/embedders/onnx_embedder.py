@@ -7,10 +7,13 @@ onnxruntime too unless `VIBE_EMBED_DOC_RUNTIME=torch` (bench/throughput.py measu
 runtimes' throughput per batch size on the machine at hand).
 
 `build_local` chooses at start-up (`VIBE_EMBED_RUNTIME=auto|onnx|torch`): `auto` uses the
-ONNX export when it loads and verifies against torch, and otherwise falls back to the torch
-embedder with a log line; `onnx` makes a failure a start-up error. Never a switch at call
-time. The vectors are the torch model's (cosine >= 0.999, checked), so the model id is the
-same and a store keeps its vectors whichever runtime embeds.
+ONNX export when it loads and verifies against sentence-transformers' reference vectors, and
+otherwise falls back to the torch embedder with a log line (where the `export` extra installed
+torch; a start-up error naming both causes where it did not); `onnx` makes a failure a start-up
+error. Never a switch at call time. The vectors are the torch model's (cosine >= 0.999,
+checked), so the model id is the same and a store keeps its vectors whichever runtime embeds.
+Serving imports no torch on this path: the export of a model with committed reference vectors
+is written with numpy (onnx_build.py), and the check reads the vectors from the manifest.
 
 Queries go through their own copy of the graph with the feed-forward and attention-output
 weights in int8 blocks (`VIBE_EMBED_QUERY_WEIGHTS=int8`, onnx_export.query_int8: ~27% faster per
@@ -155,7 +158,7 @@ class OnnxEmbedder:
         return out
 
     def verify(self, manifest: dict[str, Any]) -> float:
-        """Lowest cosine to the torch reference over the probes, each alone and all batched."""
+        """Lowest cosine to the reference over the probes, each alone and all batched."""
         ref = np.asarray(manifest["reference"], dtype=np.float32)
         probes = list(manifest["probes"])
         alone = np.vstack([self._run(self._query, [p]) for p in probes])
@@ -164,7 +167,7 @@ class OnnxEmbedder:
 
     def use_query_model(self, path: Path, manifest: dict[str, Any]) -> float:
         """Embed queries with the graph at `path` (documents keep the export) if its vectors of
-        the probes are within MIN_COSINE of torch's; returns the lowest cosine either way."""
+        the probes are within MIN_COSINE of the reference; returns the lowest cosine either way."""
         ref = np.asarray(manifest["reference"], dtype=np.float32)
         session = _session(path, 1)
         got = np.vstack([self._run(session, [p]) for p in manifest["probes"]])
@@ -200,7 +203,7 @@ def load(model_name: str, cache_root: Path, batch_size: int = 32, threads: int =
          documents: Embedder | None = None, doc_nice: int = 5, query_weights: str = "fp32") -> OnnxEmbedder:
     """The verified ONNX embedder, exporting (or re-exporting a bad cache entry) as needed.
 
-    A cached entry that is corrupted, does not load, or no longer matches its torch reference
+    A cached entry that is corrupted, does not load, or no longer matches its reference
     vectors is exported again, once; a fresh export that fails the check raises.
     `query_weights="int8"`: queries through the entry's int8-weight graph (onnx_export.query_int8)
     when it can be made and verifies; the fp32 graph otherwise, with a log line."""
@@ -222,12 +225,12 @@ def load(model_name: str, cache_root: Path, batch_size: int = 32, threads: int =
             except Exception as e:  # a file onnxruntime cannot load is a bad entry like any other
                 worst, err = float("nan"), e
             if worst >= ox.MIN_COSINE:
-                log.info("ONNX encoder for %s verified (min cosine %.5f vs torch)", model_name, worst)
+                log.info("ONNX encoder for %s verified (min cosine %.5f vs sentence-transformers)", model_name, worst)
                 if query_weights == "int8":
                     _int8_queries(emb, entry, manifest)
                 return emb
             if fresh or attempt:
-                raise RuntimeError(f"the ONNX export of {model_name!r} does not match torch "
+                raise RuntimeError(f"the ONNX export of {model_name!r} does not match sentence-transformers "
                                    f"(min cosine {worst:.5f}; {err or 'vectors differ'})")
             log.warning("cached ONNX export in %s is unusable (%s); exporting again", entry, err or worst)
             manifest = None
@@ -245,10 +248,17 @@ def _int8_queries(emb: OnnxEmbedder, entry: Path, manifest: dict[str, Any]) -> N
             (entry / ox.QUERY_INT8_FILE).unlink()  # made again at the next start
         return
     if emb.query_file == path:
-        log.info("queries through %s (min cosine %.5f vs torch)", path.name, worst)
+        log.info("queries through %s (min cosine %.5f vs sentence-transformers)", path.name, worst)
     else:
-        log.warning("int8-weight query graph below %.3f cosine vs torch (%.5f): queries stay fp32",
+        log.warning("int8-weight query graph below %.3f cosine vs sentence-transformers (%.5f): queries stay fp32",
                     ox.MIN_COSINE, worst)
+
+
+def torch_installed() -> bool:
+    """Whether the `export` extra's torch runtime can be imported, without importing it."""
+    import importlib.util
+
+    return all(importlib.util.find_spec(m) is not None for m in ("torch", "sentence_transformers"))
 
 
 def build_local(settings: Settings) -> Embedder:
@@ -268,5 +278,8 @@ def build_local(settings: Settings) -> Embedder:
     except Exception as e:
         if settings.embed_runtime == "onnx":
             raise RuntimeError(f"VIBE_EMBED_RUNTIME=onnx but the ONNX encoder is unavailable: {e}") from e
+        if not torch_installed():
+            raise RuntimeError(f"the ONNX encoder is unavailable ({e}) and the torch fallback is not installed "
+                               "(pip install 'vibe-semantic[export]')") from e
         log.warning("ONNX encoder unavailable, using torch for the local model: %s", e)
         return torch_embedder()

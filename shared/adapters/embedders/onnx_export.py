@@ -1,40 +1,47 @@
 """ONNX export of a sentence-transformers model, cached in the data dir and checked before use.
 
 The export runs once per (model, weights, library versions), in a child process
-(`python -m shared.adapters.embedders.onnx_export MODEL OUT_DIR`) so the serving process never
-imports torch for it: the query encoder's memory stays the ONNX session's, not torch's.
+(`python -m shared.adapters.embedders.onnx_export MODEL OUT_DIR`) so the serving process keeps
+none of its memory: the query encoder's memory stays the ONNX session's.
+
+Two exporters, one cache entry layout. A model with a committed reference file
+(`reference/<model>.json`, reference.py: sentence-transformers' own vectors of `PROBES` for
+these exact weights) is written by onnx_build.py from its safetensors with numpy, no torch: that
+is all-MiniLM-L6-v2, the default, and how a light install (no `export` extra) serves. Any other
+model is traced with torch (`export_torch`, the `export` extra: torch + sentence-transformers),
+which computes its reference vectors at export time.
 
 A cache entry is a directory `<cache root>/<model>-<key>/` holding `model.onnx` and
 `manifest.json`: the file's sha256 (a truncated or corrupted file is re-exported, not loaded)
-and the torch vectors of `PROBES`, computed by sentence-transformers at export time. The
-runtime compares its own vectors of the probes with those (cosine >= MIN_COSINE, each probe
-alone and all of them as one padded batch) every time it loads the file, so a cached export is
-verified against torch without loading torch.
+and the reference vectors of `PROBES`. The runtime compares its own vectors of the probes with
+those (cosine >= MIN_COSINE, each probe alone and all of them as one padded batch) every time it
+loads the file, so a cached export is verified against sentence-transformers without torch.
 
 The graph computes what the model's sentence-transformers modules compute: transformer, then
 the pooling its `1_Pooling/config.json` names (mean or CLS), then L2 normalisation when
 `modules.json` lists a Normalize module. Inputs are truncated to its `max_seq_length`.
 
-The transformer is traced with eager attention and then fused by onnxruntime's transformer
-optimizer (`fuse`): a BERT layer becomes Attention, SkipLayerNormalization, BiasGelu and three
-MatMuls, 62 nodes for all-MiniLM-L6-v2 where the traced graph had 350 (most of them shape
-arithmetic). The default (SDPA) attention traces to a mask pattern the optimizer does not
+Both exporters end in the same fused graph: a BERT layer is Attention, SkipLayerNormalization,
+BiasGelu and three MatMuls, 62 nodes for all-MiniLM-L6-v2. onnx_build writes it so directly;
+the torch path traces with eager attention and then runs onnxruntime's transformer optimizer
+(`fuse`), which turns the traced graph's 350 nodes (most of them shape arithmetic) into the
+same ops. The default (SDPA) attention traces to a mask pattern the optimizer does not
 recognise: only SkipLayerNorm and BiasGelu fused, which changed nothing measurable. With the
 fused graph a short query takes 2.41 against 2.71 ms (int8 query graphs, interleaved, 450
 calls each) and documents embed at the same rate (21.4 vs 21.3 docs/s on one thread, 42.7 vs
 39.2 on two); vectors within cosine 0.9999999 of the traced graph's. A model the optimizer
-does not fuse keeps the traced graph: the check against torch decides either way.
+does not fuse keeps the traced graph: the check against the reference decides either way.
 
 Prebuilt entries: `python -m shared.adapters.embedders.onnx_export --prebuild MODEL` (run by
 deploy/Dockerfile at image build time) writes the entry, verified and with its int8 query graph,
 under `PREBUILT_ROOT` inside the installation (`<sys.prefix>/share/vibe-semantic/onnx`), beside
 the very libraries its cache key names. `entry_dir` prefers such an entry to the data dir's, so
 every container of the image (API, each worker process, `--scale worker=N`, on any host) loads
-the one export instead of exporting at its start (~40 s of torch and its memory per worker, and a
-private copy per container: workers mount no data dir). A prebuilt entry is read-only: it is
-used without the lock, and one that fails its check is not re-exported (the runtime falls back
-to torch, logged). Another model, or other library versions, find no prebuilt entry and are
-exported into the data dir as before.
+the one export instead of exporting at its start (a private copy per container otherwise:
+workers mount no data dir). A prebuilt entry is read-only: it is used without the lock, and one
+that fails its check is not re-exported (the runtime falls back to torch where it is installed,
+logged). Another model, or other library versions, find no prebuilt entry and are exported into
+the data dir as before.
 """
 
 from __future__ import annotations
@@ -53,11 +60,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-FORMAT = 2  # bump when the graph or the manifest changes: old cache entries are then ignored
+from shared.adapters.embedders import reference as references
+
+FORMAT = 3  # bump when the graph or the manifest changes: old cache entries are then ignored
 OPSET = 17
 MIN_COSINE = 0.999
 EXPORT_TIMEOUT_SECONDS = 900.0
 _VERSIONED = ("torch", "transformers", "sentence-transformers", "onnx", "onnxruntime", "tokenizers")
+# What shapes or runs a graph written from a reference file: torch and transformers play no part.
+_BUILT = ("onnx", "onnxruntime", "tokenizers")
 _WEIGHTS = ("model.safetensors", "pytorch_model.bin", "config.json", "tokenizer.json", "modules.json")
 
 # Short and long, several scripts, one longer than the model's window (tests truncation), and
@@ -122,11 +133,13 @@ def versions(names: Sequence[str] = _VERSIONED) -> dict[str, str]:
 
 
 def cache_key(model_name: str, model_dir: Path) -> str:
-    """Model id + its weight files (name and size) + the versions of every library that shapes
-    the graph or runs it: a change of any of them means a new export, never a stale one."""
+    """Model id + its weight files (name and size) + the exporter (the reference file's digest
+    when there is one) + the versions of every library that shapes the graph or runs it: a
+    change of any of them means a new export, never a stale one."""
     weights = {f: (model_dir / f).stat().st_size for f in _WEIGHTS if (model_dir / f).exists()}
-    blob = json.dumps({"model": model_name, "format": FORMAT, "opset": OPSET, "versions": versions(),
-                       "weights": weights}, sort_keys=True)
+    digest = references.stored_digest(model_name)
+    blob = json.dumps({"model": model_name, "format": FORMAT, "opset": OPSET, "reference": digest,
+                       "versions": versions(_BUILT if digest else _VERSIONED), "weights": weights}, sort_keys=True)
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
@@ -143,12 +156,7 @@ def entry_dir(cache_root: Path, model_name: str, model_dir: Path) -> Path:
     return prebuilt if (prebuilt / "manifest.json").is_file() else cache_root / name
 
 
-def sha256_of(path: Path) -> str:
-    h = hashlib.sha256()
-    with path.open("rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
+sha256_of = references.sha256_of
 
 
 @contextlib.contextmanager
@@ -179,7 +187,8 @@ def read_manifest(entry: Path) -> dict[str, Any] | None:
 
 
 def export_in_child(model_name: str, entry: Path) -> dict[str, Any]:
-    """Export in a child process (torch stays out of the caller); returns the new manifest."""
+    """Export in a child process (the weights' copies and, on the torch path, torch stay out of
+    the caller); returns the new manifest."""
     root = str(Path(__file__).resolve().parents[3])  # where `shared` is importable from
     path = os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH", "")) if p)
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false", "PYTHONPATH": path}
@@ -202,8 +211,8 @@ def export_in_child(model_name: str, entry: Path) -> dict[str, Any]:
 # Measured at equal load, interleaved, 150 two-word queries: 3.36 vs 4.58 ms p50, lowest cosine
 # to the fp32 graph 0.99944 (the empty string; probes 0.9995+). Quantising the attention
 # MatMuls too was faster (2.92 ms) but the empty string fell to 0.99871; the dynamic int8
-# quantisation tried before (activations per tensor) reached only 0.89. Checked against torch's
-# probe vectors on every load like the export itself.
+# quantisation tried before (activations per tensor) reached only 0.89. Checked against the
+# reference vectors of the probes on every load like the export itself.
 QUERY_INT8_FILE = "query-w8.onnx"
 QUERY_INT8_BLOCK = 16
 
@@ -228,7 +237,7 @@ def query_int8(entry: Path) -> Path:
     return out
 
 
-# -- the export itself (child process; imports torch) ---------------------------------------
+# -- the export itself (child process) -------------------------------------------------------
 
 
 def _module(model: Any, cfg: PipelineConfig) -> Any:
@@ -270,12 +279,47 @@ def fuse(path: Path, model_dir: Path) -> dict[str, int]:
     return stats
 
 
-def export(model_name: str, entry: Path, fused: bool = True) -> None:
-    """Write `entry/model.onnx` and `entry/manifest.json` (reference vectors from torch).
+def export(model_name: str, entry: Path) -> None:
+    """Write `entry/model.onnx` and `entry/manifest.json`: from the safetensors with numpy when
+    the model has a committed reference (a reference file that does not hold raises
+    ReferenceRefused: it is never silently replaced by torch), with torch otherwise."""
+    from shared.adapters.embedders.local_embedder import model_path
+
+    ref = references.load(model_name, model_path(model_name), PROBES)
+    if ref is None:
+        export_torch(model_name, entry)
+    else:
+        export_numpy(model_name, entry, ref)
+
+
+def export_numpy(model_name: str, entry: Path, ref: references.Reference) -> None:
+    """The graph written by onnx_build (no torch), checked later against `ref`'s vectors."""
+    from shared.adapters.embedders import onnx_build
+    from shared.adapters.embedders.local_embedder import model_path
+
+    model_dir = model_path(model_name)
+    cfg = pipeline_config(model_dir)
+    entry.mkdir(parents=True, exist_ok=True)
+    tmp = entry / f"model.onnx.{os.getpid()}.tmp"
+    fusions = onnx_build.build(model_dir, cfg, tmp)
+    _commit(entry, tmp, {"model": model_name, "exporter": "numpy", "versions": versions(_BUILT),
+                         "pipeline": cfg.__dict__, "fused": fusions, "probes": ref.probes,
+                         "reference": ref.vectors,
+                         "reference_file": {"name": references.path_for(model_name).name, "digest": ref.digest,
+                                            "weights_sha256": ref.weights_sha256}})
+
+
+def export_torch(model_name: str, entry: Path, fused: bool = True) -> None:
+    """Trace the model with torch; its reference vectors are sentence-transformers' at export time.
     `fused=False` keeps the traced graph of the default attention (bench/encoder_fusion.py)."""
     import numpy as np
-    import torch
-    from sentence_transformers import SentenceTransformer
+
+    try:
+        import torch
+        from sentence_transformers import SentenceTransformer
+    except ImportError as e:
+        raise ExportUnsupported(f"{model_name!r} has no committed reference vectors ({references.path_for(model_name)})"
+                                f" and its export needs torch: pip install 'vibe-semantic[export]' ({e})") from e
 
     from shared.adapters.embedders.local_embedder import model_path
     from shared.adapters.embedders.onnx_embedder import tokenizer_for
@@ -300,19 +344,25 @@ def export(model_name: str, entry: Path, fused: bool = True) -> None:
                           output_names=["embedding"], dynamic_axes=axes, opset_version=OPSET, dynamo=False)
         reference = st.encode(PROBES, normalize_embeddings=False, convert_to_numpy=True, show_progress_bar=False)
     fusions = fuse(tmp, model_dir) if fused else {}
-    manifest = {"format": FORMAT, "model": model_name, "sha256": sha256_of(tmp), "versions": versions(),
-                "pipeline": cfg.__dict__, "fused": fusions, "probes": PROBES,
-                "reference": np.asarray(reference, dtype=np.float32).round(7).tolist()}
+    _commit(entry, tmp, {"model": model_name, "exporter": "torch", "versions": versions(),
+                         "pipeline": cfg.__dict__, "fused": fusions, "probes": PROBES,
+                         "reference": np.asarray(reference, dtype=np.float32).round(7).tolist()})
+
+
+def _commit(entry: Path, tmp: Path, manifest: dict[str, Any]) -> None:
+    """Move the graph into place, then write its manifest: an entry with a manifest is complete."""
+    manifest = {"format": FORMAT, "sha256": sha256_of(tmp), **manifest}
     os.replace(tmp, entry / "model.onnx")
     mtmp = entry / f"manifest.json.{os.getpid()}.tmp"
     mtmp.write_text(json.dumps(manifest))
-    os.replace(mtmp, entry / "manifest.json")  # last: an entry with a manifest is complete
+    os.replace(mtmp, entry / "manifest.json")
 
 
 def prebuild(model_name: str) -> Path:
-    """Export `model_name` into PREBUILT_ROOT (in this process: torch is fine at build time), then
-    load it as a server does, which verifies it against torch's probe vectors and derives the int8
-    query graph, so nothing is left to write at run time. Raises when either is not usable."""
+    """Export `model_name` into PREBUILT_ROOT (in this process: nothing runs beside it at build
+    time), then load it as a server does, which verifies it against the reference vectors and
+    derives the int8 query graph, so nothing is left to write at run time. Raises when either is
+    not usable."""
     from shared.adapters.embedders.local_embedder import model_path
     from shared.adapters.embedders.onnx_embedder import load
 
@@ -328,5 +378,9 @@ def prebuild(model_name: str) -> Path:
 if __name__ == "__main__":
     if sys.argv[1] == "--prebuild":
         print(prebuild(sys.argv[2]))
+    elif "--traced" in sys.argv[3:]:
+        export_torch(sys.argv[1], Path(sys.argv[2]), fused=False)
+    elif "--torch" in sys.argv[3:]:
+        export_torch(sys.argv[1], Path(sys.argv[2]))
     else:
-        export(sys.argv[1], Path(sys.argv[2]), fused="--traced" not in sys.argv[3:])
+        export(sys.argv[1], Path(sys.argv[2]))
