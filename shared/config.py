@@ -171,10 +171,11 @@ class Settings(BaseSettings):
     # otherwise (logged at start-up); onnx = fail at start-up without it. Documents follow
     # embed_doc_runtime (auto = onnxruntime: bench/throughput.py compares the two).
     embed_runtime: Literal["auto", "onnx", "torch"] = Field("auto", description=(
-        "Local model runtime for queries: `auto` (ONNX export when it verifies, else torch), `onnx` or "
-        "`torch`."))
+        "Local model runtime for queries: `auto` (onnxruntime when its graph verifies, else torch if the "
+        "`export` extra is installed), `onnx` or `torch` (needs the `export` extra)."))
     embed_doc_runtime: Literal["auto", "onnx", "torch"] = Field("auto", description=(
-        "Local model runtime for documents: `auto` (onnxruntime), `onnx` or `torch`."))
+        "Local model runtime for documents: `auto` (onnxruntime), `onnx` or `torch` (needs the `export` "
+        "extra)."))
     # How many nice levels below the process the local model's document thread runs (Linux,
     # per thread), so queries get a core first; 0 = same priority.
     embed_doc_nice: Annotated[int, Field(ge=0, le=19)] = Field(5, description=(
