@@ -26,9 +26,18 @@ def test_relative_links_resolve_inside_the_repository(page: Path) -> None:
         if re.match(r"^[a-z]+:", target) or target.startswith("#"):
             continue
         path = (page.parent / target.split("#", 1)[0]).resolve()
-        if not path.is_relative_to(REPO) or not path.exists():
+        missing = not path.is_relative_to(REPO) or not path.exists()
+        bad_anchor = not missing and "#" in target and path.suffix == ".md" and (
+            target.split("#", 1)[1] not in _anchors(path))
+        if missing or bad_anchor:
             broken.append(target)
     assert not broken, f"{page.name}: {broken}"
+
+
+def _anchors(page: Path) -> set[str]:
+    """GitHub's heading anchors: lowercase, punctuation dropped, spaces to hyphens."""
+    heads = re.findall(r"^#+\s+(.+?)\s*$", page.read_text(encoding="utf-8"), flags=re.M)
+    return {re.sub(r"[^\w\- ]", "", h.lower()).replace(" ", "-") for h in heads}
 
 
 @pytest.mark.parametrize("page", PAGES, ids=lambda p: str(p.relative_to(REPO)))
