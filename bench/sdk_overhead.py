@@ -3,7 +3,7 @@
     .venv/bin/python -m bench.sdk_overhead [--docs 2000] [--rounds 20]
 
 One served app (hash embedder, keyword strategy: the server does the same work every time),
-one keep-alive connection per side. The same queries go through `Client.read_once` and
+one keep-alive connection per side. The same queries go through `Client.read` and
 through a raw `httpx.Client.post` + `.json()` (the baseline, measured in the same run),
 interleaved pair by pair in a random order, so drift of a shared machine hits both sides
 alike. Reported: p50/p95 of each side, the p50 of the per-pair difference (the added latency),
@@ -63,7 +63,7 @@ def measure(base: str, queries: list[str], rounds: int, seed: int) -> dict[str, 
     with Client(base, harness.KEY, retries=0) as sdk, httpx.Client(base_url=base, timeout=30) as raw:
         def via_sdk(q: str) -> float:
             t0 = time.perf_counter()
-            sdk.read_once(COLLECTION, q, strategy="keyword", limit=LIMIT)
+            sdk.read(COLLECTION, q, strategy="keyword", limit=LIMIT)
             return (time.perf_counter() - t0) * 1000
 
         def via_raw(q: str) -> float:
@@ -111,11 +111,11 @@ def main(docs: int, rounds: int, n_queries: int, seed: int) -> dict[str, Any]:
                      "strategy": "keyword", "limit": LIMIT, "embedder": "hash", "seed": seed,
                      "rate_limit": "off (VIBE_PER_TENANT_REQUESTS_PER_SECOND=0)"},
            **figures, "target_ms_p50": TARGET_MS, "meets_target": added <= TARGET_MS}
-    md = (f"# SDK overhead: `Client.read_once` vs raw httpx POST /v1/read\n\n"
+    md = (f"# SDK overhead: `Client.read` vs raw httpx POST /v1/read\n\n"
           f"{docs} docs, {n_queries} queries x {rounds} rounds, interleaved pairs; keyword, limit {LIMIT}.\n\n"
           + report.table(["", "p50 ms", "p95 ms", "mean ms"], [
               ["raw httpx", figures["raw_ms"]["p50"], figures["raw_ms"]["p95"], figures["raw_ms"]["mean"]],
-              ["SDK read_once", figures["sdk_ms"]["p50"], figures["sdk_ms"]["p95"], figures["sdk_ms"]["mean"]],
+              ["SDK read", figures["sdk_ms"]["p50"], figures["sdk_ms"]["p95"], figures["sdk_ms"]["mean"]],
               ["added (paired)", added, figures["added_ms_paired"]["p95"], figures["added_ms_paired"]["mean"]]])
           + f"\nSDK CPU per call without network: {figures['sdk_cpu_ms_per_call']} ms. "
           f"Target p50 added <= {TARGET_MS} ms: {'met' if doc['meets_target'] else 'NOT met'}.\n")

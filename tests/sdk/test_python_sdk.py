@@ -10,6 +10,7 @@ import shutil
 import subprocess
 import sys
 import threading
+import warnings
 from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -37,7 +38,9 @@ from vibe_semantic_client import (
     Unauthorized,
     VibeError,
     Warming,
+    answers,
 )
+from vibe_semantic_client.answers import Backfill, Coverage, Keys, KeyView, Space, Spaces, Usage, UsageDay, UsageToday
 from vibe_semantic_client.models import parse_event
 
 from tests.integration.test_read_path import DOCS, FILLER, FORBIDDEN_FOR_ALICE  # the same corpus as the HTTP tests
@@ -119,9 +122,11 @@ def test_typed_errors(connect: Connect, admin: Client, loaded: str) -> None:
     with pytest.raises(NotFound) as e404:
         admin.get(loaded, "no-such-doc")
     with pytest.raises(InvalidParams) as e400:
-        admin.read_once(loaded, "launch", limit=0)
+        admin.read(loaded, "launch", limit=0)
     with pytest.raises(InvalidParams):
-        admin.read_once(loaded, "launch", no_such_option=True)  # sent as given; the server refuses it
+        admin.read(loaded, "launch", no_such_option=True)  # sent as given; the server refuses it
+    with pytest.raises(InvalidParams):
+        next(admin.read_once(loaded, "launch", limit=0))  # the stream cannot start: raised at its first event
     for info, code, status in ((e401, "unauthorized", 401), (e403, "forbidden", 403), (e404, "not_found", 404),
                                (e400, "invalid_params", 400)):
         err = info.value
@@ -132,9 +137,9 @@ def test_typed_errors(connect: Connect, admin: Client, loaded: str) -> None:
 
 # -- read ------------------------------------------------------------------------------------
 
-def test_read_once_typed_answer_respects_acl_and_tenant(connect: Connect, loaded: str) -> None:
+def test_read_typed_answer_respects_acl_and_tenant(connect: Connect, loaded: str) -> None:
     with connect(ALICE) as alice:
-        answer = alice.read_once("any", "launch", strategy="keyword", limit=10, highlights=True)
+        answer = alice.read("any", "launch", strategy="keyword", limit=10, highlights=True)
     assert isinstance(answer, ReadAnswer) and answer.strategy == "keyword"
     assert set(answer.ids) == {"d1", "d3"}
     hit = answer.results[0]
@@ -156,23 +161,23 @@ def test_fields_filter_and_pages(admin: Client, connect: Connect) -> None:
     docs.append({"_id": "hidden", "title": "paging hidden", "year": 2005, "tag": "odd", "_acl": ["user:admin"]})
     admin.bulk("paged", docs)
     with connect(ALICE) as alice:
-        answer = alice.read_once("paged", "paging", strategy="keyword", limit=5, fields=["title", "year"],
-                                 filter={"year": {"gte": 2004}, "tag": {"in": ["odd"]}})
+        answer = alice.read("paged", "paging", strategy="keyword", limit=5, fields=["title", "year"],
+                            filter={"year": {"gte": 2004}, "tag": {"in": ["odd"]}})
         assert answer.results and all(h.fields and set(h.fields) <= {"title", "year"} for h in answer.results)
         assert {h.id for h in answer.results} == {"p05", "p07", "p09", "p11"}  # `hidden`: not alice's
         assert answer.next_cursor is None
         pages = list(alice.pages("paged", "paging", strategy="keyword", limit=5))
         with pytest.raises(InvalidParams):
-            alice.read_once("paged", "paging", strategy="keyword", filter={"year": {"near": 3}})
+            alice.read("paged", "paging", strategy="keyword", filter={"year": {"near": 3}})
     assert [len(p.results) for p in pages] == [5, 5, 2]
     seen = [h.id for p in pages for h in p.results]
     assert sorted(seen) == [f"p{i:02}" for i in range(12)]  # every readable hit once, across pages
 
 
-def test_stream_events_in_order_and_no_leak(admin: Client, connect: Connect) -> None:
+def test_read_once_streams_events_in_order_and_no_leak(admin: Client, connect: Connect) -> None:
     admin.bulk("fresh", CORPUS)  # nothing has touched these yet: the stream has something to warm
     with connect(ALICE) as alice:
-        events = list(alice.stream("fresh", "launch date", strategy="hybrid", limit=10, highlights=True))
+        events = list(alice.read_once("fresh", "launch date", strategy="hybrid", limit=10, highlights=True))
     names = [e.event for e in events]
     assert isinstance(events[0], Lexical) and isinstance(events[-1], Done), names
     assert set(names) <= {"lexical", "warming", "semantic", "done"} and "warming" in names
@@ -188,8 +193,8 @@ def test_stream_of_a_forbidden_collection_yields_nothing(admin: Client, connect:
     admin.put("vault", "v1", {"title": "Vault launch codes", "body": "launch launch" + FILLER}, acl=["user:admin"])
     for key in (ALICE, BOB, OTHER_ADMIN):
         with connect(key) as other:
-            events = list(other.stream("vault", "launch codes", strategy="hybrid"))
-            answer = other.read_once("vault", "launch codes", strategy="hybrid")
+            events = list(other.read_once("vault", "launch codes", strategy="hybrid"))
+            answer = other.read("vault", "launch codes", strategy="hybrid")
         assert events and events[0].event == "lexical" and events[-1].event == "done"
         assert not any(e.results for e in events) and not answer.results
         assert "Vault" not in repr(events)
@@ -197,11 +202,38 @@ def test_stream_of_a_forbidden_collection_yields_nothing(admin: Client, connect:
 
 def test_breaking_out_of_a_stream_closes_it(connect: Connect, loaded: str) -> None:
     with connect(ALICE) as alice:
-        for event in alice.stream(loaded, "launch", strategy="hybrid"):
+        for event in alice.read_once(loaded, "launch", strategy="hybrid"):
             assert event.event == "lexical"
             break
         # the connection went back (or was closed): the client still works
-        assert alice.read_once(loaded, "launch", strategy="keyword").results
+        assert alice.read(loaded, "launch", strategy="keyword").results
+
+
+def test_read_once_final_gives_the_last_ranking_without_a_warning(connect: Connect, loaded: str) -> None:
+    with connect(ALICE) as alice, warnings.catch_warnings():
+        warnings.simplefilter("error")  # the supported way: no DeprecationWarning
+        stream = alice.read_once(loaded, "launch", strategy="hybrid")
+        events = list(stream)
+        assert isinstance(events[-1], Done) and stream.final() == events[-1].answer
+        assert alice.read_once(loaded, "launch", strategy="hybrid").final().results  # unread: read to the end
+
+
+def test_read_once_used_as_the_old_one_shot_answer_still_works_and_warns(connect: Connect, loaded: str) -> None:
+    """Code from before `read_once` streamed reads `.results`/`.ids` (or awaits it): it gets the
+    stream's last ranking, told by a DeprecationWarning that the one-shot answer is `read`."""
+    with connect(ALICE) as alice:
+        with pytest.warns(DeprecationWarning, match=r"use read\(\)"):
+            ids = alice.read_once(loaded, "launch", strategy="keyword").ids
+        assert set(ids) == set(alice.read(loaded, "launch", strategy="keyword").ids) == {"d1", "d3"}
+        assert Client.stream is Client.read_once and AsyncClient.stream is AsyncClient.read_once  # the old name
+
+    async def run() -> ReadAnswer:
+        async with AsyncClient(alice.base_url, ALICE) as a:
+            with pytest.warns(DeprecationWarning, match=r"use read\(\)"):
+                return await a.read_once(loaded, "launch", strategy="keyword")
+
+    answer = asyncio.run(run())
+    assert isinstance(answer, ReadAnswer) and set(answer.ids) == {"d1", "d3"}
 
 
 # Every property the OpenAPI document declares for a hit, an answer, a warming and an error
@@ -255,42 +287,84 @@ def test_bulk_batches_and_reports_progress(admin: Client) -> None:
 # -- admin -----------------------------------------------------------------------------------
 
 def test_admin_calls(admin: Client, loaded: str) -> None:
-    assert admin.coverage(loaded)["total"] >= 4
-    assert admin.status(loaded, "d3")["status"]
-    assert admin.promote(loaded)["mode"] == "eager"
-    assert any(c["collection"] == loaded and c["state"] == "eager" for c in admin.promotions()["collections"])
-    assert admin.demote(loaded)["mode"] == "lazy"
-    assert admin.reindex(loaded)["collection"] == loaded
-    assert "total" in admin.queue_depth() and "queued" in admin.lag()
-    assert admin.spaces()["spaces"][0]["state"] == "active"
+    assert admin.coverage(loaded).total >= 4
+    assert admin.status(loaded, "d3").status
+    promoted = admin.promote(loaded)
+    assert promoted.mode == "eager" and isinstance(promoted.task, Backfill) and promoted.task.collection == loaded
+    assert any(c.collection == loaded and c.state == "eager" for c in admin.promotions().collections)
+    assert admin.demote(loaded).mode == "lazy"
+    assert admin.reindex(loaded).collection == loaded
+    assert admin.queue_depth().total >= 0 and admin.lag().queued >= 0
+    assert admin.spaces().spaces[0].state == "active"
     sched = admin.scheduler()
-    assert sched["intervalSeconds"] > 0 and sched["policy"]["coldCodec"] in ("float16", "int8")
-    assert isinstance(admin.status(loaded, "d3")["lifecycle"]["eager"], bool)
-    assert admin.usage(loaded)["collection"] == loaded
-    assert admin.evict(loaded, idle_seconds=3600)["collection"] == loaded
-    assert admin.mismatch()["missingVectors"] == 0
+    assert sched.interval_seconds > 0 and sched.policy.cold_codec in ("float16", "int8")
+    assert isinstance(admin.status(loaded, "d3").lifecycle.eager, bool)
+    assert admin.usage(loaded).collection == loaded
+    assert admin.evict(loaded, idle_seconds=3600).collection == loaded
+    assert admin.mismatch().missing_vectors == 0
+    assert isinstance(admin.backfills().backfills, list) and isinstance(admin.dead_letters().dead_letters, list)
     # GET /semantic/touch: the page's parameters reach the server (a bad one is refused by name)
     touch = admin.touch(limit=5)
-    assert touch["followUp"] in ("auto", True, False) and len(touch["collections"]) <= 5
-    assert admin.touch(after="zzzz")["collections"] == []  # nothing sorts after it
+    assert touch.follow_up in ("auto", True, False) and len(touch.collections) <= 5
+    assert admin.touch(after="zzzz").collections == []  # nothing sorts after it
     with pytest.raises(InvalidParams, match="after"):
         admin.touch(after="not a name!")
     with pytest.raises(InvalidParams, match="limit"):
         admin.touch(limit=0)
-    active = admin.spaces()["spaces"][0]["space"]
+    active = admin.spaces().spaces[0].space
     with pytest.raises(Conflict):
         admin.create_space(active, "hash:v1@64")  # already the active space
     with pytest.raises(InvalidParams, match="scope"):  # the scope is sent (else this started a migration)
         admin.create_space("sdk-v2", "hash:v1@64", scope="some")
-    assert "sdk-v2" not in {s["space"] for s in admin.spaces()["spaces"]}
+    assert "sdk-v2" not in {s.space for s in admin.spaces().spaces}
     with pytest.raises(NotFound):
         admin.activate_space("no-such-space")
+    assert admin.health().status == "ok"
+
+
+def test_admin_answers_are_typed_with_their_fields_filled(admin: Client, loaded: str) -> None:
+    """The typed answers hold the served values (not the zero a missing field would give)."""
+    admin.read(loaded, "launch", strategy="hybrid")  # a read touches documents: some are embedded
+    coverage = admin.coverage(loaded)
+    assert isinstance(coverage, Coverage) and coverage.collection == loaded and coverage.total == 4
+    assert coverage.space and sum(coverage.states.values()) == coverage.total
+    assert 0 <= coverage.indexed_pct <= 100 and coverage.ready == coverage.states.get("ready", 0)
+    usage = admin.usage(loaded, days=3)
+    assert isinstance(usage, Usage) and usage.model and usage.currency and usage.price_per_million_tokens >= 0
+    assert isinstance(usage.today, UsageToday) and usage.today.day and len(usage.days) <= 3
+    assert all(isinstance(d, UsageDay) and d.day for d in usage.days)
+    spaces = admin.spaces()
+    assert isinstance(spaces, Spaces) and all(isinstance(s, Space) for s in spaces.spaces)
+    active = next(s for s in spaces.spaces if s.state == "active")
+    assert active.model and active.dim > 0 and active.space == coverage.space
+    keys = admin.list_keys()
+    assert isinstance(keys, Keys) and keys.keys and all(isinstance(k, KeyView) for k in keys.keys)
+    boot = next(k for k in keys.keys if k.bootstrap)
+    assert boot.id and boot.name and boot.scopes and isinstance(boot.principals, list)
+    # the wire JSON stays readable by its name (what these calls returned before they were typed)
+    assert coverage["indexedPct"] == coverage.indexed_pct and "states" in coverage and coverage.get("nope") is None
+
+
+# Each typed answer is the OpenAPI schema it mirrors, property for property: a field the server
+# adds (or renames) fails here until the SDK's model has it, as the TypeScript types would.
+ANSWER_MODELS = [m for m in vars(answers).values()
+                 if isinstance(m, type) and issubclass(m, answers.Model) and m is not answers.Model]
+
+
+def test_answer_models_cover_the_openapi_document(spec: OpenApiResponses) -> None:
+    schemas = spec.doc()["components"]["schemas"]
+    mirrored = [m for m in ANSWER_MODELS if answers.schema_name(m)]
+    assert len(mirrored) >= 40, [m.__name__ for m in mirrored]
+    for model in mirrored:
+        name = answers.schema_name(model)
+        assert name in schemas, f"{model.__name__}: no schema {name}"
+        assert answers.wire_names(model) == set(schemas[name]["properties"]), model.__name__
 
 
 # -- async parity ----------------------------------------------------------------------------
 
 def test_async_client_parity(admin: Client, base_url: str, loaded: str, spec: OpenApiResponses) -> None:
-    sync_answer = admin.read_once(loaded, "launch quarter", strategy="keyword")
+    sync_answer = admin.read(loaded, "launch quarter", strategy="keyword")
 
     async def check(response: httpx.Response) -> None:
         await response.aread()
@@ -300,8 +374,8 @@ def test_async_client_parity(admin: Client, base_url: str, loaded: str, spec: Op
         progress: list[tuple[int, int]] = []
         http = httpx.AsyncClient(timeout=60, event_hooks={"response": [check]})
         async with http, AsyncClient(base_url, ADMIN, http_client=http) as a:
-            answer = await a.read_once(loaded, "launch quarter", strategy="keyword")
-            events = [e async for e in a.stream(loaded, "launch quarter", strategy="hybrid")]
+            answer = await a.read(loaded, "launch quarter", strategy="keyword")
+            events = [e async for e in a.read_once(loaded, "launch quarter", strategy="hybrid")]
             put = await a.put("async", "x1", {"title": "async doc"})
             got = await a.get("async", "x1", include_semantic=True)
             bulk = await a.bulk("async", [{"_id": f"y{i}"} for i in range(3)], batch_size=2,
@@ -394,7 +468,7 @@ def test_idempotent_calls_retry_a_429_after_retry_after(stand_in: StandIn) -> No
     waits: list[tuple[int, float, str]] = []
     with _client(stand_in, waits) as c:
         assert c.get("c", "d")["title"] == "t"
-        assert c.read_once("c", "q").ids == ["r1"]  # POST /v1/read is safe to repeat
+        assert c.read("c", "q").ids == ["r1"]  # POST /v1/read is safe to repeat
     assert stand_in.hits == {"/v1/collections/c/docs/d": 2, "/v1/read": 2}
     assert [(a, r) for a, _, r in waits] == [(1, "HTTP 429"), (1, "HTTP 429")]
     assert all(w >= 1.0 for _, w, _ in waits)  # Retry-After is a floor, not a hint
@@ -406,7 +480,7 @@ def test_stream_retries_before_it_starts(stand_in: StandIn) -> None:
                                     (200, {"Content-Type": "text/event-stream"}, SSE_BODY)]}
     waits: list[tuple[int, float, str]] = []
     with _client(stand_in, waits) as c:
-        events = list(c.stream("c", "q"))
+        events = list(c.read_once("c", "q"))
     assert [(e.event, e.id) for e in events] == [("lexical", "1"), ("done", "2")]
     assert stand_in.hits["/v1/read"] == 2 and len(waits) == 1
 
@@ -421,15 +495,18 @@ def test_stream_error_event_cut_body_and_wrong_type(stand_in: StandIn) -> None:
         (200, {}, ANSWER),  # JSON where a stream was asked for
     ]}
     with Client(stand_in.base, "k") as c:
-        events = list(c.stream("c", "q"))
+        events = list(c.read_once("c", "q"))
         assert [e.event for e in events] == ["lexical", "error"]  # an unknown event is skipped
         err = events[-1]
         assert isinstance(err, Error) and isinstance(err.exception(), EmbedderUnavailable)
         assert err.exception().message == "provider down" and err.results == []
+        stand_in.hits.clear()  # the same stream again: `final()` raises its error event as the typed error
+        with pytest.raises(EmbedderUnavailable, match="provider down"):
+            c.read_once("c", "q").final()
         with pytest.raises(TransportError, match="before its done"):
-            list(c.stream("c", "q"))
+            list(c.read_once("c", "q"))
         with pytest.raises(TransportError):
-            list(c.stream("c", "q"))
+            list(c.read_once("c", "q"))
 
 
 def test_async_client_retries_like_the_sync_one(stand_in: StandIn) -> None:
@@ -438,7 +515,7 @@ def test_async_client_retries_like_the_sync_one(stand_in: StandIn) -> None:
 
     async def run() -> list[str]:
         async with AsyncClient(stand_in.base, "k", backoff=0.01, on_retry=lambda a, w, r: waits.append(w)) as c:
-            answer = await c.read_once("c", "q")
+            answer = await c.read("c", "q")
             with pytest.raises(RateLimited):
                 await c.evict("c")
             return answer.ids
@@ -468,7 +545,7 @@ def test_retries_give_up_with_the_typed_error(stand_in: StandIn) -> None:
     waits: list[tuple[int, float, str]] = []
     with _client(stand_in, waits, retries=2) as c:
         with pytest.raises(RateLimited):
-            c.read_once("c", "q")
+            c.read("c", "q")
         with pytest.raises(ServiceUnavailable):  # no error body: typed by status
             c.health()
         with pytest.raises(RateLimited) as e:  # a wait longer than max_retry_after is the caller's call
@@ -476,7 +553,7 @@ def test_retries_give_up_with_the_typed_error(stand_in: StandIn) -> None:
     assert stand_in.hits == {"/v1/read": 3, "/healthz": 3, "/semantic/lag": 1}
     assert e.value.retry_after == 3600
     with Client(stand_in.base, "k", retries=0) as c, pytest.raises(RateLimited):
-        c.read_once("c", "q")
+        c.read("c", "q")
     assert stand_in.hits["/v1/read"] == 4
 
 

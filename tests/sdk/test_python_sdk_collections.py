@@ -10,7 +10,16 @@ from typing import Any
 
 import httpx
 import pytest
-from vibe_semantic_client import AsyncClient, Client, Forbidden, InvalidParams
+from vibe_semantic_client import (
+    AsyncClient,
+    Client,
+    CollectionDeleted,
+    CollectionSettings,
+    DeletedByFilter,
+    Forbidden,
+    InvalidParams,
+)
+from vibe_semantic_client.answers import CollectionItem
 
 from tests.sdk.conftest import ADMIN, ALICE, BOB
 from tests.support.openapi_responses import OpenApiResponses
@@ -26,26 +35,26 @@ def admin(base_url: str) -> Iterator[Client]:
 def test_collections_round_trip(admin: Client, base_url: str) -> None:
     admin.bulk("sdk-c", [{"_id": f"n{i}", "title": f"note {i}", "kind": "draft" if i % 2 else "final"}
                          for i in range(6)])
-    listed = {c["name"]: c for c in admin.list_collections()["collections"]}
-    assert listed["sdk-c"]["documents"] == 6
+    listed = {c.name: c for c in admin.list_collections().collections}
+    assert isinstance(listed["sdk-c"], CollectionItem) and listed["sdk-c"].documents == 6
     with Client(base_url, BOB) as bob:
-        assert "documents" not in {c["name"]: c for c in bob.list_collections()["collections"]}["sdk-c"]
+        assert "documents" not in {c.name: c for c in bob.list_collections().collections}["sdk-c"]
         with pytest.raises(Forbidden):
             bob.delete_by_filter("sdk-c", {"kind": "draft"})
     with Client(base_url, ALICE) as alice:
         first = alice.delete_by_filter("sdk-c", {"kind": "draft"}, limit=2)
-        assert first["deleted"] == 2 and first["more"] is True
-        rest = alice.delete_by_filter("sdk-c", {"kind": "draft"}, after=first["after"])
-        assert rest["deleted"] == 1 and rest["more"] is False
-    got = admin.put_collection_settings("sdk-c", embedFields=["title"], eager=True)
-    assert got["embedFields"] == ["title"] and got["eager"] is True
-    assert admin.collection_settings("sdk-c")["embedFields"] == ["title"]
-    assert admin.put_collection_settings("sdk-c", embedFields=None)["embedFields"] is None  # the default again
+        assert isinstance(first, DeletedByFilter) and first.deleted == 2 and first.more is True
+        rest = alice.delete_by_filter("sdk-c", {"kind": "draft"}, after=first.after)
+        assert rest.deleted == 1 and rest.more is False
+    got = admin.put_collection_settings("sdk-c", embed_fields=["title"], eager=True)  # the Python names are sent
+    assert isinstance(got, CollectionSettings) and got.embed_fields == ["title"] and got.eager is True
+    assert admin.collection_settings("sdk-c").embed_fields == ["title"]
+    assert admin.put_collection_settings("sdk-c", embedFields=None).embed_fields is None  # the default again
     with pytest.raises(InvalidParams):
         admin.put_collection_settings("sdk-c", language="klingon")
     gone = admin.delete_collection("sdk-c")
-    assert gone["state"] == "deleted" and gone["deleted"] == 3 and gone["remaining"] == 0
-    assert "sdk-c" not in {c["name"] for c in admin.list_collections()["collections"]}
+    assert isinstance(gone, CollectionDeleted) and (gone.state, gone.deleted, gone.remaining) == ("deleted", 3, 0)
+    assert "sdk-c" not in {c.name for c in admin.list_collections().collections}
 
 
 def test_async_collections(base_url: str) -> None:

@@ -10,7 +10,16 @@ from typing import Any
 
 import httpx
 import pytest
-from vibe_semantic_client import AsyncClient, Client, Forbidden, NotFound, Unauthorized
+from vibe_semantic_client import (
+    AsyncClient,
+    Client,
+    Forbidden,
+    KeyCreated,
+    NotFound,
+    Revoked,
+    TokenCreated,
+    Unauthorized,
+)
 
 from tests.sdk.conftest import ADMIN, ALICE
 from tests.support.openapi_responses import OpenApiResponses
@@ -32,24 +41,25 @@ def test_keys_and_tokens_round_trip(admin: Client, base_url: str) -> None:
     admin.put("kt", "red", {"team": "red", "title": "launch red"})
     admin.put("kt", "blue", {"team": "blue", "title": "launch blue"})
     made = admin.create_key("sdk bot", ["user:bot"], scopes=["read"], certs=["acme:gold"])
-    assert made["key"].startswith("vsk_") and made["certs"] == ["acme:gold"]
-    listed = admin.list_keys()["keys"]
-    assert made["id"] in {k["id"] for k in listed} and made["key"] not in str(listed)
-    with Client(base_url, made["key"]) as bot:
+    assert isinstance(made, KeyCreated) and made.key.startswith("vsk_") and made.certs == ["acme:gold"]
+    assert made.name == "sdk bot" and made.principals == ["user:bot"] and made.scopes == ["read"] and made.created_at
+    listed = admin.list_keys().keys
+    assert made.id in {k.id for k in listed} and made.key not in str(listed)
+    with Client(base_url, made.key) as bot:
         token = bot.create_token(filter={"team": "red"}, ttl_seconds=600)
-        assert token["expiresAt"]
+        assert isinstance(token, TokenCreated) and token.expires_at
         with pytest.raises(Forbidden):
             bot.create_token(principals=["user:admin"])
-    with Client(base_url, token["token"]) as user:
-        assert user.read_once("kt", "launch", strategy="keyword").ids == ["red"]
-    assert admin.revoke_key(made["id"]) == {"id": made["id"], "revoked": True}
+    with Client(base_url, token.token) as user:
+        assert user.read("kt", "launch", strategy="keyword").ids == ["red"]
+    assert admin.revoke_key(made.id) == Revoked(made.id, True)
     with pytest.raises(NotFound):
-        admin.revoke_key(made["id"])
-    with Client(base_url, made["key"], retries=0) as bot, pytest.raises(Unauthorized):
+        admin.revoke_key(made.id)
+    with Client(base_url, made.key, retries=0) as bot, pytest.raises(Unauthorized):
         bot.list_keys()
-    boot = next(k for k in listed if k["bootstrap"])
+    boot = next(k for k in listed if k.bootstrap)
     with pytest.raises(Forbidden):
-        admin.revoke_key(boot["id"])
+        admin.revoke_key(boot.id)
 
 
 def test_async_keys_and_tokens(base_url: str) -> None:
@@ -65,5 +75,6 @@ def test_async_keys_and_tokens(base_url: str) -> None:
         return {"made": made, "keys": keys, "revoked": revoked, "token": token}
 
     out = asyncio.run(run())
-    assert out["made"]["id"] in {k["id"] for k in out["keys"]["keys"]}
-    assert out["revoked"]["revoked"] is True and out["token"]["token"].count(".") == 2
+    assert out["made"].id in {k.id for k in out["keys"].keys}
+    assert out["revoked"].revoked is True and out["token"].token.count(".") == 2
+    assert out["revoked"]["revoked"] is True  # read as the dict it was before it was typed

@@ -229,8 +229,11 @@ export class Client {
     return this.json({ method: "POST", path: "/semantic/reindex", body, idempotent: false, ...options });
   }
 
-  usage(collection?: string, options: CallOptions = {}): Promise<Usage> {
-    return this.json({ method: "GET", path: "/semantic/usage" + query({ collection }), idempotent: true, ...options });
+  /** Provider calls, tokens and estimated cost by day, `days` back (default 30), of a collection or the tenant. */
+  usage(collection?: string, options: CallOptions & { days?: number } = {}): Promise<Usage> {
+    const { days, ...call } = options;
+    const path = "/semantic/usage" + query({ collection, days: days?.toString() });
+    return this.json({ method: "GET", path, idempotent: true, ...call });
   }
 
   spaces(options: CallOptions = {}): Promise<Spaces> {

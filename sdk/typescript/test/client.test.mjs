@@ -218,6 +218,12 @@ describe("admin", () => {
                         () => admin.usage(COLL)]) {
       assert.equal(typeof (await call()), "object");
     }
+    // usage's `days` reaches the server (as Python's `usage(collection, days=...)`): a bad one is refused by name
+    const usage = await admin.usage(COLL, { days: 2 });
+    assert.equal(usage.collection, COLL);
+    assert.ok(usage.days.length <= 2 && typeof usage.today.tokens === "number", JSON.stringify(usage));
+    const badDays = await rejectsWith(admin.usage(COLL, { days: 0 }), "invalid_params", 400);
+    assert.match(badDays.message, /days/);
     await rejectsWith(admin.activateSpace("no-such-space"), "not_found", 404);
     await rejectsWith(reader.spaces(), "forbidden", 403);
     // GET /semantic/touch: the page's parameters reach the server (a bad one is refused)

@@ -4,13 +4,47 @@
 
     with Client("http://127.0.0.1:8080", "my-key") as vibe:
         vibe.put("posts", "p1", {"title": "Consent patterns", "body": "..."})
-        for event in vibe.stream("posts", "consent UX for shared notes"):
+        answer = vibe.read("posts", "consent UX for shared notes")        # one JSON answer
+        for event in vibe.read_once("posts", "consent UX for shared notes"):  # the stream
             print(event.event, [hit.id for hit in event.results])
+        print(vibe.coverage("posts").indexed_pct)                          # typed admin answers
 """
 
 from vibe_semantic_client._base import ClientConfig
 from vibe_semantic_client._core import RetryPolicy
 from vibe_semantic_client.aio import AsyncClient
+from vibe_semantic_client.answers import (
+    Activated,
+    Backfills,
+    CollectionDeleted,
+    CollectionList,
+    CollectionSettings,
+    Coverage,
+    DeadLetters,
+    Deleted,
+    DeletedByFilter,
+    Demoted,
+    DocStatus,
+    Evicted,
+    FollowUpView,
+    Health,
+    KeyCreated,
+    Keys,
+    Lag,
+    Migrating,
+    Mismatch,
+    Model,
+    Promoted,
+    Promotions,
+    QueueDepth,
+    Reindexing,
+    Revoked,
+    SchedulerView,
+    Spaces,
+    TokenCreated,
+    Usage,
+    Written,
+)
 from vibe_semantic_client.client import Client
 from vibe_semantic_client.errors import (
     Conflict,
@@ -42,11 +76,16 @@ from vibe_semantic_client.models import (
     Strategy,
     Warming,
 )
+from vibe_semantic_client.streams import AsyncReadStream, ReadStream
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 __all__ = [
-    "AsyncClient", "BulkResult", "Client", "ClientConfig", "Conflict", "DimensionMismatch", "Done",
-    "EmbedderUnavailable", "Error", "Event", "Forbidden", "Hit", "InternalError", "InvalidParams", "Lexical",
-    "MethodNotAllowed", "NotFound", "PayloadTooLarge", "QuotaExceeded", "RateLimited", "ReadAnswer", "RetryPolicy",
-    "Semantic", "ServiceUnavailable", "Strategy", "Timeout", "TransportError", "Unauthorized", "VibeError", "Warming",
+    "Activated", "AsyncClient", "AsyncReadStream", "Backfills", "BulkResult", "Client", "ClientConfig",
+    "CollectionDeleted", "CollectionList", "CollectionSettings", "Conflict", "Coverage", "DeadLetters", "Deleted",
+    "DeletedByFilter", "Demoted", "DimensionMismatch", "DocStatus", "Done", "EmbedderUnavailable", "Error", "Event",
+    "Evicted", "FollowUpView", "Forbidden", "Health", "Hit", "InternalError", "InvalidParams", "KeyCreated", "Keys",
+    "Lag", "Lexical", "MethodNotAllowed", "Migrating", "Mismatch", "Model", "NotFound", "PayloadTooLarge",
+    "Promoted", "Promotions", "QueueDepth", "QuotaExceeded", "RateLimited", "ReadAnswer", "ReadStream", "Reindexing",
+    "RetryPolicy", "Revoked", "SchedulerView", "Semantic", "ServiceUnavailable", "Spaces", "Strategy", "Timeout",
+    "TokenCreated", "TransportError", "Unauthorized", "Usage", "VibeError", "Warming", "Written",
 ]

@@ -51,6 +51,6 @@ class ClientConfig:
         self.headers = client_headers(api_key or os.environ.get("VIBE_API_KEY"), headers)
         self.timeout = timeout
 
-    def request_args(self, call: Call[Any]) -> dict[str, Any]:
+    def _request_args(self, call: Call[Any]) -> dict[str, Any]:
         """`httpx.Client.build_request` arguments for `call`."""
         return {"method": call.method, "url": self.base_url + call.path, **call.request_kwargs(self.headers)}

@@ -18,6 +18,21 @@ from urllib.parse import quote
 import httpx
 from httpx_sse import ServerSentEvent
 
+from vibe_semantic_client.answers import (
+    Activated,
+    CollectionDeleted,
+    CollectionSettings,
+    Deleted,
+    DeletedByFilter,
+    Demoted,
+    Evicted,
+    KeyCreated,
+    Migrating,
+    Reindexing,
+    Revoked,
+    TokenCreated,
+    Written,
+)
 from vibe_semantic_client.errors import Timeout, TransportError, VibeError, error_from_body
 from vibe_semantic_client.models import JSON, BulkResult, Event, ReadAnswer, Strategy, parse_event
 
@@ -30,7 +45,7 @@ JSON_ACCEPT = {"Accept": "application/json"}
 STREAM_END = ("done", "error")
 
 
-def _json(data: Any) -> JSON:
+def json_object(data: Any) -> JSON:
     return data if isinstance(data, dict) else {"value": data}
 
 
@@ -170,22 +185,22 @@ def doc_path(collection: str, doc_id: str | None = None) -> str:
 
 
 def put(collection: str, doc_id: str, doc: Mapping[str, Any], acl: Sequence[str] | None,
-        semantic_intent: str | None) -> Call[JSON]:
+        semantic_intent: str | None) -> Call[Written]:
     body = dict(doc)
     if acl is not None:
         body["_acl"] = list(acl)
     if semantic_intent is not None:
         body["_vibe"] = {**body.get("_vibe", {}), "semantic": {"intent": semantic_intent}}
-    return Call("PUT", doc_path(collection, doc_id), _json, json=body)
+    return Call("PUT", doc_path(collection, doc_id), Written.from_json, json=body)
 
 
 def get(collection: str, doc_id: str, include_semantic: bool) -> Call[JSON]:
     include = "semantic" if include_semantic else None
-    return Call("GET", doc_path(collection, doc_id), _json, params={"include": include})
+    return Call("GET", doc_path(collection, doc_id), json_object, params={"include": include})
 
 
-def delete(collection: str, doc_id: str) -> Call[JSON]:
-    return Call("DELETE", doc_path(collection, doc_id), _json)
+def delete(collection: str, doc_id: str) -> Call[Deleted]:
+    return Call("DELETE", doc_path(collection, doc_id), Deleted.from_json)
 
 
 def _mget_docs(data: Any) -> list[JSON | None]:
@@ -205,7 +220,7 @@ def mget(collection: str, ids: Sequence[str]) -> Call[list[JSON | None]]:
 
 def bulk(collection: str, docs: Sequence[Mapping[str, Any]]) -> Call[JSON]:
     """Idempotent by id: sending a batch again writes the same documents again."""
-    return Call("POST", doc_path(collection) + ":bulk", _json, json={"docs": [dict(d) for d in docs]})
+    return Call("POST", doc_path(collection) + ":bulk", json_object, json={"docs": [dict(d) for d in docs]})
 
 
 def batches(docs: Iterable[Mapping[str, Any]], size: int) -> tuple[int, Iterator[list[Mapping[str, Any]]]]:
@@ -285,38 +300,40 @@ def read_stream(body: JSON) -> Call[None]:
 
 
 def explain(explain_id: str) -> Call[JSON]:
-    return Call("GET", f"/v1/explain/{seg(explain_id)}", _json)
+    return Call("GET", f"/v1/explain/{seg(explain_id)}", json_object)
 
 
 # -- admin (scope `admin`); a POST that starts work is never repeated ----------------------------
 
-def admin_get(path: str, **params: Any) -> Call[JSON]:
-    return Call("GET", path, _json, params=params)
+def admin_get(path: str, parse: Callable[[Any], T], **params: Any) -> Call[T]:
+    return Call("GET", path, parse, params=params)
 
 
-def admin_post(path: str, body: Mapping[str, Any] | None = None) -> Call[JSON]:
+def admin_post(path: str, parse: Callable[[Any], T], body: Mapping[str, Any] | None = None) -> Call[T]:
     payload = {k: v for k, v in (body or {}).items() if v is not None}
-    return Call("POST", path, _json, json=payload, idempotent=False)
+    return Call("POST", path, parse, json=payload, idempotent=False)
 
 
-def demote(collection: str) -> Call[JSON]:
-    return Call("DELETE", "/semantic/promote", _json, params={"collection": collection})
+def demote(collection: str) -> Call[Demoted]:
+    return Call("DELETE", "/semantic/promote", Demoted.from_json, params={"collection": collection})
 
 
-def reindex(collection: str | None, space: str | None, force: bool) -> Call[JSON]:
-    return admin_post("/semantic/reindex", {"collection": collection, "space": space, "force": force or None})
+def reindex(collection: str | None, space: str | None, force: bool) -> Call[Reindexing]:
+    return admin_post("/semantic/reindex", Reindexing.from_json,
+                      {"collection": collection, "space": space, "force": force or None})
 
 
-def evict(collection: str, idle_seconds: float | None) -> Call[JSON]:
-    return admin_post("/semantic/evict", {"collection": collection, "idleSeconds": idle_seconds})
+def evict(collection: str, idle_seconds: float | None) -> Call[Evicted]:
+    return admin_post("/semantic/evict", Evicted.from_json, {"collection": collection, "idleSeconds": idle_seconds})
 
 
-def create_space(space: str, model: str, dim: int | None, scope: str | None = None) -> Call[JSON]:
-    return admin_post("/semantic/spaces", {"space": space, "model": model, "dim": dim, "scope": scope})
+def create_space(space: str, model: str, dim: int | None, scope: str | None = None) -> Call[Migrating]:
+    return admin_post("/semantic/spaces", Migrating.from_json,
+                      {"space": space, "model": model, "dim": dim, "scope": scope})
 
 
-def activate_space(space: str, force: bool) -> Call[JSON]:
-    return admin_post(f"/semantic/spaces/{seg(space)}/activate", {"force": force or None})
+def activate_space(space: str, force: bool) -> Call[Activated]:
+    return admin_post(f"/semantic/spaces/{seg(space)}/activate", Activated.from_json, {"force": force or None})
 
 
 # -- collections ------------------------------------------------------------------------------
@@ -325,43 +342,52 @@ def collection_path(collection: str, rest: str = "") -> str:
     return f"/v1/collections/{seg(collection)}{rest}"
 
 
-def delete_collection(collection: str) -> Call[JSON]:
+def delete_collection(collection: str) -> Call[CollectionDeleted]:
     """Repeating it reports progress (202 `deleting`) or resumes an interrupted delete: idempotent."""
-    return Call("DELETE", collection_path(collection), _json)
+    return Call("DELETE", collection_path(collection), CollectionDeleted.from_json)
 
 
-def delete_by_filter(collection: str, filter: Mapping[str, Any], limit: int | None, after: str | None) -> Call[JSON]:
+def delete_by_filter(collection: str, filter: Mapping[str, Any], limit: int | None,
+                     after: str | None) -> Call[DeletedByFilter]:
     body = {"filter": dict(filter), "limit": limit, "after": after}
-    return Call("POST", collection_path(collection, "/docs:deleteByFilter"), _json,
+    return Call("POST", collection_path(collection, "/docs:deleteByFilter"), DeletedByFilter.from_json,
                 json={k: v for k, v in body.items() if v is not None}, idempotent=False)
 
 
-def put_collection_settings(collection: str, settings: Mapping[str, Any]) -> Call[JSON]:
-    return Call("PUT", collection_path(collection, "/settings"), _json, json=dict(settings))
+# The settings' Python names → their JSON names (the JSON names are accepted as well).
+_SETTINGS = {"embed_fields": "embedFields", "filterable_fields": "filterableFields"}
+
+
+def put_collection_settings(collection: str, settings: Mapping[str, Any]) -> Call[CollectionSettings]:
+    body = {_SETTINGS.get(k, k): v for k, v in settings.items()}
+    return Call("PUT", collection_path(collection, "/settings"), CollectionSettings.from_json, json=body)
 
 
 # -- keys and end-user tokens (never repeated: a second call would make a second key or token) ---
 
-def create_key(name: str, principals: Sequence[str], scopes: Sequence[str], certs: Sequence[str] | None) -> Call[JSON]:
-    return admin_post("/v1/keys", {"name": name, "principals": list(principals), "scopes": list(scopes),
-                                   "certs": list(certs) if certs is not None else None})
+def create_key(name: str, principals: Sequence[str], scopes: Sequence[str],
+               certs: Sequence[str] | None) -> Call[KeyCreated]:
+    return admin_post("/v1/keys", KeyCreated.from_json, {
+        "name": name, "principals": list(principals), "scopes": list(scopes),
+        "certs": list(certs) if certs is not None else None})
 
 
-def revoke_key(key_id: str) -> Call[JSON]:
+def revoke_key(key_id: str) -> Call[Revoked]:
     """Answered 204 without a body; revoking twice answers 404, so it is not retried either."""
-    return Call("DELETE", f"/v1/keys/{seg(key_id)}", lambda _: {"id": key_id, "revoked": True}, idempotent=False)
+    return Call("DELETE", f"/v1/keys/{seg(key_id)}", lambda _: Revoked.from_json({"id": key_id, "revoked": True}),
+                idempotent=False)
 
 
 def create_token(principals: Sequence[str] | None, certs: Sequence[str] | None, scopes: Sequence[str] | None,
-                 ttl_seconds: int | None, filter: Mapping[str, Any] | None) -> Call[JSON]:
-    return admin_post("/v1/tokens", {
+                 ttl_seconds: int | None, filter: Mapping[str, Any] | None) -> Call[TokenCreated]:
+    return admin_post("/v1/tokens", TokenCreated.from_json, {
         "principals": list(principals) if principals is not None else None,
         "certs": list(certs) if certs is not None else None, "scopes": list(scopes) if scopes is not None else None,
         "ttlSeconds": ttl_seconds, "filter": dict(filter) if filter is not None else None})
 
 
 def client_headers(api_key: str | None, extra: Mapping[str, str] | None) -> dict[str, str]:
-    headers = {"User-Agent": "vibe-semantic-client-python/0.1.0"}
+    headers = {"User-Agent": "vibe-semantic-client-python/0.2.0"}
     if api_key:
         headers["Authorization"] = f"Bearer {api_key}"
     headers.update(extra or {})

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Awaitable, Iterable, Mapping, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Iterable, Mapping
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -12,8 +12,9 @@ from httpx_sse import EventSource
 
 from vibe_semantic_client import _core as core
 from vibe_semantic_client._base import ClientConfig, ClientOptions
-from vibe_semantic_client._surface import JsonCalls
-from vibe_semantic_client.models import JSON, BulkResult, Event, ReadAnswer, Strategy
+from vibe_semantic_client._surface import AsyncTransport, Calls
+from vibe_semantic_client.models import BulkResult, Event, ReadAnswer, Strategy
+from vibe_semantic_client.streams import AsyncReadStream
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -21,11 +22,11 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 
 
-class AsyncClient(ClientConfig, JsonCalls[Awaitable[JSON]]):
+class AsyncClient(ClientConfig, AsyncTransport, Calls):
     """Like `Client`, for asyncio::
 
         async with AsyncClient("http://127.0.0.1:8080", "my-key") as vibe:
-            async for event in vibe.stream("posts", "consent UX"):
+            async for event in vibe.read_once("posts", "consent UX"):
                 print(event.event, [h.id for h in event.results])
     """
 
@@ -51,7 +52,7 @@ class AsyncClient(ClientConfig, JsonCalls[Awaitable[JSON]]):
         attempt = 0
         while True:
             try:
-                request = self._http.build_request(**self.request_args(call))
+                request = self._http.build_request(**self._request_args(call))
                 resp = await self._http.send(request, stream=stream)
             except httpx.TransportError as e:
                 wait = self.retry.after_exception(call, attempt, e)
@@ -68,14 +69,7 @@ class AsyncClient(ClientConfig, JsonCalls[Awaitable[JSON]]):
     async def _do(self, call: core.Call[T]) -> T:
         return core.finish(call, await self._send(call))
 
-    def _json(self, call: core.Call[JSON]) -> Awaitable[JSON]:
-        return self._do(call)
-
-    # -- documents (put, get, delete, admin: JsonCalls) --------------------------------------
-
-    async def mget(self, collection: str, ids: Sequence[str]) -> list[JSON | None]:
-        """See `Client.mget`."""
-        return await self._do(core.mget(collection, ids))
+    # -- documents (put, get, delete, mget: Calls) --------------------------------------------
 
     async def bulk(self, collection: str, docs: Iterable[Mapping[str, Any]], batch_size: int = 500,
                    progress: core.Progress | None = None) -> BulkResult:
@@ -86,12 +80,7 @@ class AsyncClient(ClientConfig, JsonCalls[Awaitable[JSON]]):
             tally.add(len(chunk), await self._do(core.bulk(collection, chunk)))
         return tally.result()
 
-    # -- read --------------------------------------------------------------------------------
-
-    async def read_once(self, collection: str, q: str = "", strategy: Strategy = "auto", limit: int = 10,
-                        **options: Any) -> ReadAnswer:
-        """See `Client.read_once`."""
-        return await self._do(core.read(core.read_body(collection, q, strategy, limit, options)))
+    # -- read (read, the one JSON answer: Calls) ---------------------------------------------
 
     async def pages(self, collection: str, q: str = "", strategy: Strategy = "auto", limit: int = 10,
                     **options: Any) -> AsyncIterator[ReadAnswer]:
@@ -104,10 +93,16 @@ class AsyncClient(ClientConfig, JsonCalls[Awaitable[JSON]]):
                 return
             body = {**body, "cursor": page.next_cursor}
 
-    async def stream(self, collection: str, q: str = "", strategy: Strategy = "auto", limit: int = 10,
-                     **options: Any) -> AsyncIterator[Event]:
-        """See `Client.stream`; consume with `async for`."""
-        call = core.read_stream(core.read_body(collection, q, strategy, limit, options))
+    def read_once(self, collection: str, q: str = "", strategy: Strategy = "auto", limit: int = 10,
+                  **options: Any) -> AsyncReadStream:
+        """See `Client.read_once`; consume with `async for`."""
+        body = core.read_body(collection, q, strategy, limit, options)
+        return AsyncReadStream(self._events(core.read_stream(body)))
+
+    # The name the streaming read had before `read_once` took it (the CLI and older code use it).
+    stream = read_once
+
+    async def _events(self, call: core.Call[None]) -> AsyncGenerator[Event, None]:
         async with self._open(call) as resp:
             try:
                 async for sse in EventSource(resp).aiter_sse():

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Generator, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -12,8 +12,9 @@ from httpx_sse import EventSource
 
 from vibe_semantic_client import _core as core
 from vibe_semantic_client._base import ClientConfig, ClientOptions
-from vibe_semantic_client._surface import JsonCalls
-from vibe_semantic_client.models import JSON, BulkResult, Event, ReadAnswer, Strategy
+from vibe_semantic_client._surface import Calls, SyncTransport
+from vibe_semantic_client.models import BulkResult, Event, ReadAnswer, Strategy
+from vibe_semantic_client.streams import ReadStream
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -21,11 +22,13 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 
 
-class Client(ClientConfig, JsonCalls[JSON]):
+class Client(ClientConfig, SyncTransport, Calls):
     """A vibe-semantic client. Use it as a context manager (or call `close()`)::
 
         with Client("http://127.0.0.1:8080", "my-key") as vibe:
-            answer = vibe.read_once("posts", "consent UX for shared notes")
+            answer = vibe.read("posts", "consent UX for shared notes")
+            for event in vibe.read_once("posts", "consent UX for shared notes"):
+                print(event.event, [hit.id for hit in event.results])
 
     Every failure raises a `VibeError` subclass (`NotFound`, `Forbidden`, `RateLimited`, ...).
     See `ClientConfig` for `timeout`, `retries`, `http_client` and the environment defaults.
@@ -54,7 +57,7 @@ class Client(ClientConfig, JsonCalls[JSON]):
         attempt = 0
         while True:
             try:
-                request = self._http.build_request(**self.request_args(call))
+                request = self._http.build_request(**self._request_args(call))
                 resp = self._http.send(request, stream=stream)
             except httpx.TransportError as e:
                 wait = self.retry.after_exception(call, attempt, e)
@@ -71,14 +74,7 @@ class Client(ClientConfig, JsonCalls[JSON]):
     def _do(self, call: core.Call[T]) -> T:
         return core.finish(call, self._send(call))
 
-    def _json(self, call: core.Call[JSON]) -> JSON:
-        return self._do(call)
-
-    # -- documents (put, get, delete, admin: JsonCalls) --------------------------------------
-
-    def mget(self, collection: str, ids: Sequence[str]) -> list[JSON | None]:
-        """Several documents in one call, in the order of `ids`; None where absent or unreadable."""
-        return self._do(core.mget(collection, ids))
+    # -- documents (put, get, delete, mget: Calls) --------------------------------------------
 
     def bulk(self, collection: str, docs: Iterable[Mapping[str, Any]], batch_size: int = 500,
              progress: core.Progress | None = None) -> BulkResult:
@@ -90,19 +86,12 @@ class Client(ClientConfig, JsonCalls[JSON]):
             tally.add(len(chunk), self._do(core.bulk(collection, chunk)))
         return tally.result()
 
-    # -- read --------------------------------------------------------------------------------
-
-    def read_once(self, collection: str, q: str = "", strategy: Strategy = "auto", limit: int = 10,
-                  **options: Any) -> ReadAnswer:
-        """What is ready now, as one answer (the keyword ranking at once; vectors already made).
-        `collection` may be `"any"`. Options: see `_core.read_body` (`filter`, `cursor`,
-        `fields`, `highlights`, `include_semantic`, `k`, `like`, `semantic={...}`, ...)."""
-        return self._do(core.read(core.read_body(collection, q, strategy, limit, options)))
+    # -- read (read, the one JSON answer: Calls) ---------------------------------------------
 
     def pages(self, collection: str, q: str = "", strategy: Strategy = "auto", limit: int = 10,
               **options: Any) -> Iterator[ReadAnswer]:
-        """`read_once` page after page (`limit` hits each), following `next_cursor` to the end
-        of the ranking. Stop iterating to stop asking."""
+        """`read` page after page (`limit` hits each), following `next_cursor` to the end of the
+        ranking. Stop iterating to stop asking."""
         body = core.read_body(collection, q, strategy, limit, options)
         while True:
             page = self._do(core.read(body))
@@ -111,11 +100,19 @@ class Client(ClientConfig, JsonCalls[JSON]):
                 return
             body = {**body, "cursor": page.next_cursor}
 
-    def stream(self, collection: str, q: str = "", strategy: Strategy = "auto", limit: int = 10,
-               **options: Any) -> Iterator[Event]:
-        """The readOnce stream: `Lexical` first, then `Warming` / `Semantic` as embeddings arrive,
-        and `Done` (or `Error`) last. Breaking out of the loop closes the connection."""
-        call = core.read_stream(core.read_body(collection, q, strategy, limit, options))
+    def read_once(self, collection: str, q: str = "", strategy: Strategy = "auto", limit: int = 10,
+                  **options: Any) -> ReadStream:
+        """The streaming read: `Lexical` (the keyword ranking) at once, then `Warming` /
+        `Semantic` as workers embed, and `Done` (or `Error`) last. The same arguments as `read`;
+        the request is sent when the first event is asked for, and breaking out of the loop
+        closes the connection. See `ReadStream`."""
+        body = core.read_body(collection, q, strategy, limit, options)
+        return ReadStream(self._events(core.read_stream(body)))
+
+    # The name the streaming read had before `read_once` took it (the CLI and older code use it).
+    stream = read_once
+
+    def _events(self, call: core.Call[None]) -> Generator[Event, None, None]:
         with self._open(call) as resp:
             try:
                 for sse in EventSource(resp).iter_sse():
