@@ -63,7 +63,7 @@ from services.wiring import Container, build
 from services.worker.handlers import BatchOutcome
 from shared.adapters.cold_files import decode, encode
 from shared.config import Settings
-from shared.model import DocKey, EmbedJob, Principal, SemanticStatus
+from shared.model import DocKey, EmbedJob, Principal, SemanticStatus, centroid
 
 TENANT = "bench"
 PRINCIPAL = Principal(TENANT, ("user:bench",), frozenset({"read", "write", "admin"}))
@@ -371,7 +371,7 @@ def run_eager(ds: Dataset, qids: list[str], emb: CountingEmbedder, embedder: str
         v = None if s is None else inst.c.store.vector_for_hash(TENANT, s.content_hash,  # type: ignore[attr-defined]
                                                                 inst.c.settings.space)
         if v is not None:
-            vecs[d] = list(v)
+            vecs[d] = centroid(v)
     out = Eager(ir.per_query(run, ds.qrels), storage(inst), emb.snapshot(), vecs)
     inst.c.store.close()
     out.seconds = round(time.perf_counter() - t0, 1)

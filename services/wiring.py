@@ -24,6 +24,7 @@ from urllib.parse import urlsplit
 
 from services.core.documents import DocumentService
 from services.planner.explain import ExplainCache
+from services.planner.passages import PassageLocator
 from services.planner.planner import Planner, PlannerConfig
 from services.planner.promotion import PromotionPolicy
 from services.planner.query_cache import QueryVectorCache
@@ -66,6 +67,7 @@ from shared.ports import (
     VectorIndex,
 )
 from shared.spaces import SpaceDirectory, embedding_spaces
+from shared.text.passages import PassageConfig
 
 log = logging.getLogger("vibe.wiring")
 
@@ -518,7 +520,12 @@ def build_handler(settings: Settings, store: StoreOfRecord, emb: Embedder,
     return EmbedHandler(store, emb, policy, EmbedFields(build_collections(settings, store)), settings.job_max_attempts,
                         build_cold(settings, store), settings.tenant_daily_tokens, store.clock,
                         embedders=SpaceEmbedders(settings, store, emb, wrap), default_space=settings.space,
-                        live=lambda tenant: set(embedding_spaces(directory, tenant)))
+                        live=lambda tenant: set(embedding_spaces(directory, tenant)),
+                        passages=passage_config(settings))
+
+
+def passage_config(s: Settings) -> PassageConfig:
+    return PassageConfig(s.passage_chars, s.passage_overlap, s.max_passages)
 
 
 def lifecycle_config(s: Settings) -> LifecycleConfig:
@@ -625,6 +632,7 @@ def build(settings: Settings, embedder: Embedder | None = None, clock: Callable[
                       follow_ups=build_follow_ups(settings, store, cfg.touch),
                       backpressure=Backpressure(queue, settings.touch_backpressure_queue_depth, ttl=1.0),
                       tenant_share=(share := TenantShare(queue, settings.tenant_queue_bound(), ttl=1.0)))
+    planner.passages = PassageLocator(passage_config(settings), EmbedFields(collections))
     docs = DocumentService(store, follower, queue, handler.policy, EmbedFields(collections), spaces,
                            settings.max_doc_bytes, lambda tenant: _eager(store, tenant),
                            settings.write_sync_wait_seconds,

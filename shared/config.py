@@ -27,7 +27,9 @@ class ApiKey(BaseModel):
 
 
 class Settings(BaseSettings):
-    model_config = SettingsConfigDict(env_prefix="VIBE_", extra="ignore", populate_by_name=True)
+    # `.env` in the working directory fills what the environment leaves unset (the environment wins).
+    model_config = SettingsConfigDict(env_prefix="VIBE_", extra="ignore", populate_by_name=True,
+                                      env_file=".env", env_file_encoding="utf-8")
 
     profile: Literal["embedded", "distributed"] = Field("embedded", description=(
         "Deployment profile: `embedded` (one process, no servers) or `distributed` (PostgreSQL, "
@@ -93,6 +95,9 @@ class Settings(BaseSettings):
     host: str = Field("127.0.0.1", description="Address `serve` listens on.")
     port: int = Field(8080, description="TCP port `serve` listens on.")
     debug: bool = Field(False, description="Verbose (debug-level) logging.")
+    access_log: bool = Field(True, description=(
+        "One JSON line per HTTP request (logger `vibe.access`: method, path, route, status, duration, bytes, "
+        "tenant, request id; never a query string, body or key); a stream's line when it ends."))
 
     # Read path (DESIGN.md §3, V§4.2, V§4.3 example numbers as defaults).
     space: str = Field("core", description=(
@@ -199,6 +204,15 @@ class Settings(BaseSettings):
 
     # Input limits.
     max_doc_bytes: int = Field(1_048_576, description="Largest document accepted, in bytes.")
+    passage_chars: int = Field(1000, ge=200, le=100_000, description=(
+        "A document whose text is longer is embedded as passages of at most this many characters "
+        "(split on headings, paragraphs, sentences); its semantic score is its best passage's. "
+        "1000 fits all-MiniLM-L6-v2's 256 word pieces."))
+    passage_overlap: int = Field(120, ge=0, le=10_000, description=(
+        "Characters a passage cut inside a paragraph repeats from the one before it."))
+    max_passages: int = Field(256, ge=1, le=4096, description=(
+        "Most passages embedded per document (usage and budgets count each one); text past them is "
+        "counted in vibe_passages_capped_total."))
     max_bulk_docs: int = Field(5_000, description="Most documents in one bulk request.")
     max_bulk_bytes: int = Field(64 * 1_048_576, description="Largest bulk request body, in bytes.")
     # A bulk is stored in transactions of at most this many documents, the store's writer lock

@@ -100,6 +100,8 @@ class _Metrics:
         # Lifecycle (issue 11; DESIGN.md §5 "Lifecycle"). No tenant labels on /metrics.
         self.promotions = Counter("vibe_promotions_total", "Collection mode changes", ["action"])
         self.evictions = Counter("vibe_evictions_total", "Vectors moved to the cold store")
+        self.passages_capped = Counter("vibe_passages_capped_total",
+                                       "Passages of long documents not embedded: past VIBE_MAX_PASSAGES")
         self.rehydrations = Counter("vibe_rehydrations_total",
                                     "Vectors restored from the cold store (no provider call)")
         self.pruned = Counter("vibe_vectors_pruned_total",

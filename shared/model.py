@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple
@@ -147,6 +148,42 @@ def doc_key(tenant: str, collection: str, doc_id: str) -> DocKey:
 
 def hit(key: DocKey, score: float) -> Hit:
     return _tuple_new(Hit, (key, score))
+
+
+Vector = list[float]
+# A document's embedding: one vector per passage (shared/text/passages.py), in passage order; a
+# document that fits the model's window has exactly one.
+DocVectors = list[Vector]
+
+
+def as_doc_vectors(value: Sequence[float] | Sequence[Sequence[float]]) -> DocVectors:
+    """A single vector as the one passage of a short document; passage vectors as they are."""
+    if value and not isinstance(value[0], int | float):
+        return [list(v) for v in value]  # type: ignore[arg-type]
+    return [list(value)]  # type: ignore[arg-type]
+
+
+def flatten(vectors: DocVectors) -> Vector:
+    """Passage vectors end to end (how stores and the cold store keep them, with the dimension)."""
+    return [x for v in vectors for x in v] if len(vectors) != 1 else vectors[0]
+
+
+def unflatten(flat: Sequence[float], dim: int) -> DocVectors | None:
+    """`flatten`'s inverse; None when `flat` is not a whole number of `dim`-vectors."""
+    if dim <= 0 or not flat or len(flat) % dim:
+        return None
+    return [list(flat[i:i + dim]) for i in range(0, len(flat), dim)]
+
+
+def centroid(vectors: DocVectors) -> Vector:
+    """One direction for a whole document (more-like-this queries with it): the normalised mean
+    of its passage vectors; a one-passage document's own vector."""
+    if len(vectors) == 1:
+        return vectors[0]
+    dim = len(vectors[0])
+    mean = [sum(v[i] for v in vectors) / len(vectors) for i in range(dim)]
+    norm = sum(x * x for x in mean) ** 0.5
+    return [x / norm for x in mean] if norm > 0 else mean
 
 
 @dataclass(frozen=True)

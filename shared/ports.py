@@ -15,6 +15,7 @@ from shared.model import (
     CollectionMode,
     CollectionUsage,
     DocKey,
+    DocVectors,
     EmbedJob,
     Hit,
     SemanticStatus,
@@ -112,18 +113,21 @@ class DocumentStore(Protocol):
     def record_failure(self, key: DocKey, space: str, reason: str, final: bool) -> None: ...
 
     def commit_vectors(
-        self, entries: Sequence[tuple[SidecarEntry, list[float]]], model_id: str, now: float | None = None
+        self, entries: Sequence[tuple[SidecarEntry, Sequence[float] | DocVectors]], model_id: str,
+        now: float | None = None,
     ) -> list[DocKey]:
-        """Store vectors (by content hash) and mark the sidecars ready, in one transaction.
+        """Store vectors (by content hash) and mark the sidecars ready, in one transaction. An
+        entry holds the document's passage vectors (`DocVectors`), or one vector for a document
+        of one passage.
         Rows whose content hash no longer matches the document are left alone. Returns the
         keys that became ready. `now` stamps `last_embedded_at` (the caller's clock, so the
         lifecycle's idle bounds can be replayed on simulated time)."""
 
-    def vector_for_hash(self, tenant: str, content_hash: str, space: str) -> list[float] | None:
+    def vector_for_hash(self, tenant: str, content_hash: str, space: str) -> DocVectors | None:
         """Vectors are kept per tenant even for equal content: sharing them would let one
         tenant learn, from timing, what another tenant stores."""
 
-    def vectors_for(self, keys: Sequence[DocKey], space: str) -> dict[DocKey, list[float]]: ...
+    def vectors_for(self, keys: Sequence[DocKey], space: str) -> dict[DocKey, DocVectors]: ...
 
     def changes_since(self, seq: int, limit: int = 1000, tenant: str | None = None) -> list[Change]:
         """The log after `seq`, in order; with `tenant`, only that tenant's changes."""
@@ -235,7 +239,9 @@ class Rebuildable(Protocol):
 class VectorIndex(Protocol):
     """ANN with payload filters (tenant, collection, ACL) inside the query."""
 
-    def upsert(self, space: str, items: Sequence[tuple[StoredDoc, list[float]]]) -> None: ...
+    def upsert(self, space: str, items: Sequence[tuple[StoredDoc, Sequence[float] | DocVectors]]) -> None:
+        """A point per document holding its passage vectors (or its one vector); a search scores
+        a document by its best passage."""
 
     def delete(self, space: str, keys: Sequence[DocKey]) -> None: ...
 
@@ -575,7 +581,9 @@ class ColdStore(Protocol):
     cold store."""
 
     def put(self, tenant: str, space: str, content_hash: str, vector: Sequence[float]) -> tuple[str, int]:
-        """Store (idempotently) and return (reference, bytes written)."""
+        """Store (idempotently) and return (reference, bytes written). A document of several
+        passages is stored as its passage vectors end to end (`shared.model.flatten`); the
+        reader splits them by its model's dimension."""
 
     def get(self, tenant: str, space: str, content_hash: str) -> list[float] | None:
         """The decoded vector; None when absent or unreadable (the caller then re-embeds)."""

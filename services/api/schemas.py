@@ -317,6 +317,15 @@ SCORE_TEXT = (
     "legs). GET /v1/explain/{explainId} gives the ranking's own figures.")
 
 
+class Passage(BaseModel):
+    """Where a long document's best-matching passage sits (a page can show or scroll to it)."""
+
+    field: str = Field(description="the field holding it (`name[i]` for one string of a list field)")
+    start: int = Field(ge=0, description="character offset of the passage in that field's string")
+    end: int = Field(ge=0, description="character offset just past it")
+    headings: list[str] = Field(description="the Markdown heading path above it, outermost first")
+
+
 class Hit(BaseModel):
     id: str
     collection: str
@@ -328,6 +337,9 @@ class Hit(BaseModel):
         default=None, description="with include.fields: the document's stored fields (never `_acl`, `_vibe`)")
     semantic: SemanticState | SkipJsonSchema[None] = Field(default=None, alias="__semantic",
                                                           description="with include.semantic")
+    passage: Passage | SkipJsonSchema[None] = Field(
+        default=None, description="a long document matched by the semantic leg: its best passage "
+        "(a document longer than VIBE_PASSAGE_CHARS is embedded as passages and scored by its best one)")
 
 
 class Warming(BaseModel):
@@ -525,10 +537,23 @@ class Health(BaseModel):
     status: Literal["ok"]
 
 
+class ReadinessCheckResult(BaseModel):
+    ok: bool
+    required: bool = Field(description="false: the service answers without this part, degraded (the job queue's "
+                                        "broker), so its failure alone does not make /readyz answer 503")
+    ms: float = Field(description="how long the check took, in milliseconds")
+    error: str | SkipJsonSchema[None] = Field(default=None, description="why it failed (never a secret)")
+
+
 class Readiness(BaseModel):
+    """Every required check passed. Otherwise 503 `not_ready`, whose `details` hold `failed` (the
+    required checks that failed) and `checks` (every check, as here)."""
+
     status: Literal["ready"]
+    ready: bool
     embedder: str
     dim: int
+    checks: dict[str, ReadinessCheckResult] = Field(description="store, lexical, vectors, queue")
 
 
 METRICS_TEXT: dict[int | str, dict[str, Any]] = {200: {

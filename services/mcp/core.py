@@ -64,8 +64,9 @@ def exact_semantic(c: Container, flt: SearchFilter, qvec: list[float], limit: in
     probe = qvec if any(qvec) else [1.0] + [0.0] * (len(qvec) - 1)
     hits = c.vectors.search(space, flt, probe, limit, only=only)
     stored = c.store.vectors_for([h.key for h in hits], space)
-    scored = [Hit(h.key, cosine(qvec, v)) for h in hits if (v := stored.get(h.key)) is not None
-              and len(v) == len(qvec)]
+    # a long document scores by its best passage, as the vector index ranks it
+    scored = [Hit(h.key, max(cosine(qvec, p) for p in vs)) for h in hits if (vs := stored.get(h.key))
+              and len(vs[0]) == len(qvec)]
     scored.sort(key=lambda h: (-h.score, h.key.collection, h.key.doc_id))
     return scored
 

@@ -27,6 +27,7 @@ from services.planner.fusion import (
     single,
     zscore,
 )
+from services.planner.passages import PassageLocator
 from services.planner.query_cache import QueryVectorCache
 from services.planner.strategy import choose_strategy
 from services.planner.touch import (
@@ -59,6 +60,7 @@ from shared.model import (
     SidecarEntry,
     StoredDoc,
     Strategy,
+    centroid,
     hit,
     visible_status,
 )
@@ -235,6 +237,8 @@ class Planner:
         # the global bound above and stops every other tenant's touches.
         self.tenant_share = tenant_share
         self.usage = usage
+        # Which passage of a long document matched (set by the composition root; None: not said).
+        self.passages: PassageLocator | None = None
         # A tenant's active space (and one it is migrating to) and each space's own embedder:
         # a query vector is only ever compared with vectors of its own model (dim safety).
         self.spaces: Spaces = spaces or FixedSpace(cfg.space)
@@ -800,7 +804,8 @@ class ReadSession:
         assert self.req.query_doc is not None
         collection, doc_id, _ = self.req.query_doc
         key = DocKey(self.principal.tenant, collection, doc_id)
-        vec = self.p.store.vectors_for([key], space).get(key)
+        stored = self.p.store.vectors_for([key], space).get(key)
+        vec = None if stored is None else centroid(stored)
         if vec is None:
             side = self.p.store.sidecar(key, space)
             if side is not None and side.status in COLD:
@@ -1063,10 +1068,25 @@ class ReadSession:
             for r, f in zip(results, top, strict=True):
                 if f.key in hl:
                     r["highlights"] = hl[f.key]
+        self._locate_passages(results, top)
         if self.req.include_semantic and top:
             sides = self.p.store.sidecars([f.key for f in top], self.space)
             for r, f in zip(results, top, strict=True):
                 r["__semantic"] = semantic_projection(sides.get(f.key), self.space)
+
+    def _locate_passages(self, results: list[dict[str, object]], top: list[Fused]) -> None:
+        """`passage` on each semantic hit of a long document: where its best passage sits."""
+        locator, query = self.p.passages, self.semantic.vector
+        semantic = [f.key for f in top if "semantic" in f.matched_by]
+        if locator is None or query is None or not semantic:
+            return
+        vectors = self.p.store.vectors_for(semantic, self.space)
+        for r, f in zip(results, top, strict=True):
+            vecs = vectors.get(f.key)
+            if vecs is not None and len(vecs) > 1:
+                where = locator.locate(self._shown_ok[f.key], vecs, query)
+                if where is not None:
+                    r["passage"] = where
 
     def warming(self) -> dict[str, object]:
         if self._answered:  # a later event of a stream (a first answer's pending came from reads just made)

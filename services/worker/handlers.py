@@ -16,10 +16,12 @@ from dataclasses import dataclass, field, replace
 from shared.collection_settings import embed_fields_of
 from shared.costs import billed_tokens, estimate_tokens, utc_day
 from shared.metrics import METRICS
-from shared.model import DocKey, EmbedJob, SemanticStatus, SidecarEntry, StoredDoc
+from shared.model import DocKey, DocVectors, EmbedJob, SemanticStatus, SidecarEntry, StoredDoc, unflatten
 from shared.policy.eligibility import EligibilityPolicy
 from shared.ports import ColdStore, DocumentStore, Embedder, EmbedderError, LifecycleStore
 from shared.text.hashing import doc_text
+from shared.text.passages import PassageConfig
+from shared.text.passages import split as split_passages
 from shared.text.redaction import redact, select_fields
 
 log = logging.getLogger("vibe.worker")
@@ -40,8 +42,13 @@ class _Work:
     job: EmbedJob
     doc: StoredDoc
     side: SidecarEntry
-    text: str = ""
+    texts: list[str] = field(default_factory=list)  # one per passage (shared/text/passages.py)
     charged: bool = False  # its tokens are reserved against the daily cap already
+
+    @property
+    def tokens(self) -> int:
+        """Estimated tokens of every passage: usage and budgets count what is sent."""
+        return sum(estimate_tokens(t) for t in self.texts)
 
 
 class EmbedHandler:
@@ -58,6 +65,7 @@ class EmbedHandler:
         embedders: Callable[[str, str | None], Embedder] | None = None,
         default_space: str | None = None,
         live: Callable[[str], set[str]] | None = None,
+        passages: PassageConfig | None = None,
     ):
         self.store = store
         self.embedder = embedder
@@ -71,6 +79,7 @@ class EmbedHandler:
         self.default_space = default_space
         self.live = live  # tenant -> the spaces it reads or builds (None: every space is)
         self.ledger = store if isinstance(store, LifecycleStore) else None
+        self.passages = passages or PassageConfig()
 
     def run(self, jobs: Sequence[EmbedJob]) -> BatchOutcome:
         out = BatchOutcome()
@@ -157,7 +166,14 @@ class EmbedHandler:
             text = doc_text(select_fields(w.doc.fields, allow), allow)
             d = self.policy.decide(w.doc.key.collection, w.doc.fields, w.doc.intent, text, vibe=w.doc.vibe)
             if d.action == "embed":
-                w.text = redact(doc_text(select_fields(w.doc.fields, d.fields or allow), d.fields or allow))[0]
+                used = d.fields or allow
+                parts = split_passages(select_fields(w.doc.fields, used), used, self.passages)
+                if len(parts) > self.passages.max_passages:  # bounded, and said
+                    METRICS.passages_capped.inc(len(parts) - self.passages.max_passages)
+                    log.warning("passages past the bound not embedded",
+                                extra={"passages": len(parts), "max": self.passages.max_passages})
+                    parts = parts[: self.passages.max_passages]
+                w.texts = [redact(p.text)[0] for p in parts]
                 keep.append(w)
                 continue
             status = SemanticStatus.DENIED if d.action == "ignore" else SemanticStatus.DEFERRED
@@ -173,16 +189,16 @@ class EmbedHandler:
                 rest.append(w)
                 continue
             tenant = w.doc.key.tenant
-            vec = self.store.vector_for_hash(tenant, w.job.content_hash, w.job.space)
-            if vec is None and self.cold is not None:
-                vec = self.cold.get(tenant, w.job.space, w.job.content_hash)
-                if vec is not None and len(vec) != embedder.dim:
-                    vec = None  # dim safety (seed 000): never trust a vector of another shape
-                rehydrated += vec is not None
-            if vec is None:
+            vecs = self.store.vector_for_hash(tenant, w.job.content_hash, w.job.space)
+            if vecs is None and self.cold is not None:
+                flat = self.cold.get(tenant, w.job.space, w.job.content_hash)
+                # dim safety: never trust vectors of another shape (None when not whole dim-vectors)
+                vecs = None if flat is None else unflatten(flat, embedder.dim)
+                rehydrated += vecs is not None
+            if vecs is None:
                 rest.append(w)
             else:
-                found.append((replace(w.side, content_hash=w.job.content_hash), vec))
+                found.append((replace(w.side, content_hash=w.job.content_hash), vecs))
         if found:
             out.changed += self.store.commit_vectors(found, embedder.model_id, self.clock())
             METRICS.jobs_reused.inc(len(found) - rehydrated)
@@ -205,7 +221,7 @@ class EmbedHandler:
             fits: list[_Work] = []
             refused: list[_Work] = []
             for w in items:
-                cost = estimate_tokens(w.text)
+                cost = w.tokens
                 (fits if cost <= room else refused).append(w)
                 room -= cost if cost <= room else 0
             # Reserve before the call, all or nothing under the store's per-tenant-day lock, so two
@@ -237,7 +253,7 @@ class EmbedHandler:
                 self.ledger.charge_tokens(tenant, day, cols, calls, 0)
             except Exception:  # noqa: BLE001 - the vectors are committed; a lost usage row is only a report
                 log.warning("usage ledger write failed", exc_info=True)
-            METRICS.provider_tokens.labels(kind="documents").inc(sum(estimate_tokens(w.text) for w in items))
+            METRICS.provider_tokens.labels(kind="documents").inc(sum(w.tokens for w in items))
 
     def _bill(self, work: Sequence[_Work], billed: list[int]) -> None:
         """Replace the estimate charged for `work` by what the provider reported it billed
@@ -246,7 +262,7 @@ class EmbedHandler:
         count what is paid for, multibyte text included. No report: the estimate stands."""
         if self.ledger is None or not billed or not work:
             return
-        estimates = [estimate_tokens(w.text) for w in work]
+        estimates = [w.tokens for w in work]
         scale = sum(billed) / max(1, sum(estimates))
         delta: dict[str, dict[str, int]] = {}
         for w, est in zip(work, estimates, strict=True):
@@ -272,7 +288,7 @@ class EmbedHandler:
                 w.charged = False
                 try:
                     self.ledger.charge_tokens(w.doc.key.tenant, day,
-                                              {w.doc.key.collection: (-1, -estimate_tokens(w.text))}, 0, 0)
+                                              {w.doc.key.collection: (-1, -w.tokens)}, 0, 0)
                 except Exception:  # noqa: BLE001 - a lost refund only over-counts a report
                     log.warning("usage refund failed", exc_info=True)
 
@@ -281,7 +297,7 @@ class EmbedHandler:
         try:
             out.provider_calls += 1
             with billed_tokens() as billed:
-                vectors = embedder.embed([w.text for w in work])
+                flat = embedder.embed([t for w in work for t in w.texts])
         except EmbedderError as e:
             if not e.transient and len(work) > 1:
                 # One document the provider refuses (too long, bad input) must not sink the
@@ -293,12 +309,13 @@ class EmbedHandler:
             self._failed(work, out, e)
             return
         METRICS.embed_seconds.observe(time.perf_counter() - started)
+        vectors = _regroup(flat, [len(w.texts) for w in work])
         self._charge(work, 1)
         self._bill(work, billed)
-        good: list[tuple[_Work, list[float]]] = []
-        wrong_dim: list[tuple[_Work, list[float]]] = []
-        for w, vec in zip(work, vectors, strict=True):
-            (good if len(vec) == embedder.dim else wrong_dim).append((w, vec))
+        good: list[tuple[_Work, DocVectors]] = []
+        wrong_dim: list[tuple[_Work, DocVectors]] = []
+        for w, vecs in zip(work, vectors, strict=True):
+            (good if all(len(v) == embedder.dim for v in vecs) else wrong_dim).append((w, vecs))
         for w, _ in wrong_dim:  # dim safety (seed 000): refused, never compared
             self.store.record_failure(w.doc.key, w.job.space, "dimension_mismatch", final=True)
             out.changed.append(w.doc.key)
@@ -326,5 +343,16 @@ def _by_collection(work: Sequence[_Work]) -> dict[str, tuple[int, int]]:
     cols: dict[str, tuple[int, int]] = {}
     for w in work:
         docs, tokens = cols.get(w.doc.key.collection, (0, 0))
-        cols[w.doc.key.collection] = (docs + 1, tokens + estimate_tokens(w.text))
+        cols[w.doc.key.collection] = (docs + 1, tokens + w.tokens)
     return cols
+
+
+def _regroup(flat: Sequence[list[float]], counts: Sequence[int]) -> list[DocVectors]:
+    """The provider's answer for every passage of a batch, back into one list per document."""
+    if len(flat) != sum(counts):
+        raise EmbedderError(f"provider answered {len(flat)} vectors for {sum(counts)} passages", transient=True)
+    out, at = [], 0
+    for n in counts:
+        out.append([list(v) for v in flat[at:at + n]])
+        at += n
+    return out

@@ -38,7 +38,7 @@ from typing import Any, TypeVar
 from services.planner.promotion import PromotionPolicy, decide_collections
 from services.worker.backfill import Backfills
 from shared.metrics import METRICS
-from shared.model import BackfillTask, CollectionMode, DocKey, SemanticStatus, SidecarEntry, SpaceInfo
+from shared.model import BackfillTask, CollectionMode, DocKey, SemanticStatus, SidecarEntry, SpaceInfo, flatten
 from shared.ports import CodeCursor, ColdStore, RowCursor, StoreOfRecord
 
 log = logging.getLogger("vibe.lifecycle")
@@ -413,10 +413,10 @@ class Lifecycle:
         for s in rows:
             where = (s.key.tenant, s.space, s.content_hash)
             if where not in written:
-                vec = self.store.vector_for_hash(s.key.tenant, s.content_hash, s.space)
-                if vec is None:
+                vecs = self.store.vector_for_hash(s.key.tenant, s.content_hash, s.space)
+                if vecs is None:
                     continue  # ready without a vector: /semantic/mismatch reports it; never guess
-                written[where] = self.cold.put(s.key.tenant, s.space, s.content_hash, vec)
+                written[where] = self.cold.put(s.key.tenant, s.space, s.content_hash, flatten(vecs))
             ref, nbytes = written[where]
             entries.append((s, ref, nbytes))
         if retired is None:

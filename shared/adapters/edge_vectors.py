@@ -30,18 +30,21 @@ import qdrant_edge as qe
 
 from shared.adapters import facets
 from shared.adapters.schema_stamp import FolderSchemaStamp
-from shared.model import DocKey, Hit, StoredDoc, hit
+from shared.model import DocKey, DocVectors, Hit, StoredDoc, as_doc_vectors, hit
 from shared.ports import FieldCondition, SearchFilter
+from shared.readiness import folder_ready
 
 log = logging.getLogger("vibe.vectors")
 
-# What the shards under `root` hold: 2 adds the metadata filter payload (`facet` tokens, `num`
-# numbers) and its index. Another number: the follower rebuilds them from the store.
-SCHEMA_VERSION = 2
+# What the points hold: 2 adds the metadata filter payload (`facet` tokens, `num` numbers) and its
+# index; 3 makes a point a document's passage vectors (multi-vector, max-sim). Another number:
+# the follower rebuilds them from the store.
+SCHEMA_VERSION = 3
 # What a shard hands back as a point's id (ours are all `edge_point_id` integers).
 PointId = int | uuid.UUID | str
-# The edge shards' own layout on top of that: 3 numbers points by `edge_point_id` (integers).
-EDGE_SCHEMA_VERSION = 3
+# The edge shards' own layout on top of that: 3 numbers points by `edge_point_id` (integers); 4
+# holds a document's passage vectors in one multi-vector point, scored by its best passage.
+EDGE_SCHEMA_VERSION = 4
 _NS = uuid.UUID("6f1c1f64-8a51-4d8e-9b0e-5a0c1a2b3c4d")
 # Between a space's name and a dimension other than its first (`EdgeVectorIndex._place`); space
 # names never hold it (services/api/routes_lifecycle.py SPACE_RE).
@@ -179,7 +182,11 @@ class EdgeVectorIndex:
     @staticmethod
     def _create(path: Path, dim: int) -> qe.EdgeShard:
         path.mkdir(parents=True, exist_ok=True)
-        cfg = qe.EdgeConfig(vectors=qe.EdgeVectorParams(size=dim, distance=qe.Distance.Cosine))
+        # Max-sim: a long document's score is its best passage's (a one-passage document's is
+        # its vector's, as before).
+        multi = qe.MultiVectorConfig(comparator=qe.MultiVectorComparator.MaxSim)
+        params = qe.EdgeVectorParams(size=dim, distance=qe.Distance.Cosine, multivector_config=multi)
+        cfg = qe.EdgeConfig(vectors=params)
         shard = qe.EdgeShard.create(str(path), cfg)
         tenant_idx = qe.KeywordIndexParams(is_tenant=True)
         shard.update(qe.UpdateOperation.create_field_index("tenant", tenant_idx))
@@ -187,17 +194,18 @@ class EdgeVectorIndex:
             shard.update(qe.UpdateOperation.create_field_index(name, qe.PayloadSchemaType.Keyword))
         return shard
 
-    def upsert(self, space: str, items: Sequence[tuple[StoredDoc, list[float]]]) -> None:
-        by_dim: dict[int, list[tuple[StoredDoc, list[float]]]] = {}
-        for item in items:  # tenants' spaces of one name may differ in dimension (`_place`)
-            by_dim.setdefault(len(item[1]), []).append(item)
+    def upsert(self, space: str, items: Sequence[tuple[StoredDoc, Sequence[float] | DocVectors]]) -> None:
+        by_dim: dict[int, list[tuple[StoredDoc, DocVectors]]] = {}
+        for doc, given in items:  # tenants' spaces of one name may differ in dimension (`_place`)
+            vecs = as_doc_vectors(given)
+            by_dim.setdefault(len(vecs[0]), []).append((doc, vecs))
         for dim, group in by_dim.items():
             name = self._place(space, dim, create=True)
             assert name is not None
             self._upsert(name, group)
 
-    def _upsert(self, name: str, items: Sequence[tuple[StoredDoc, list[float]]]) -> None:
-        shard = self._shard(name, len(items[0][1]))
+    def _upsert(self, name: str, items: Sequence[tuple[StoredDoc, DocVectors]]) -> None:
+        shard = self._shard(name, len(items[0][1][0]))
         assert shard is not None
         payloads = [_payload(d) for d, _ in items]
         ids = [edge_point_id(d.key) for d, _ in items]
@@ -312,6 +320,10 @@ class EdgeVectorIndex:
         with self._lock:
             for shard in self._shards.values():
                 shard.flush()
+
+    def check_ready(self) -> None:
+        """Shards open lazily (per space): the folder they live in is what can be lost."""
+        folder_ready(self.root)
 
     def close(self) -> None:
         with self._lock:

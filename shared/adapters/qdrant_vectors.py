@@ -39,7 +39,7 @@ from shared.adapters import facets
 from shared.adapters.edge_vectors import DIM_SEP, SCHEMA_VERSION, num_key, point_id
 from shared.adapters.edge_vectors import _payload as payload  # same payload in both profiles
 from shared.config import Settings
-from shared.model import DocKey, Hit, StoredDoc
+from shared.model import DocKey, DocVectors, Hit, StoredDoc, as_doc_vectors
 from shared.ports import SearchFilter
 
 log = logging.getLogger("vibe.vectors")
@@ -76,15 +76,18 @@ def search_filter(flt: SearchFilter, only: Sequence[DocKey] | None) -> models.Fi
     return models.Filter(must=must)
 
 
-def point_bytes(doc: StoredDoc, vec: Sequence[float]) -> int:
+_MAX_SIM = models.MultiVectorConfig(comparator=models.MultiVectorComparator.MAX_SIM)
+
+
+def point_bytes(doc: StoredDoc, vecs: DocVectors) -> int:
     """An upper estimate of one point's size in an upsert request (JSON over REST; gRPC is
     smaller): the vector, the payload and the id with its framing."""
     body = json.dumps(payload(doc), ensure_ascii=False, separators=(",", ":")).encode()
-    return FLOAT_JSON_BYTES * len(vec) + len(body) + 96
+    return FLOAT_JSON_BYTES * sum(len(v) for v in vecs) + len(body) + 96
 
 
-def upsert_batches(items: Sequence[tuple[StoredDoc, list[float]]], max_points: int,
-                   max_bytes: int) -> Iterator[Sequence[tuple[StoredDoc, list[float]]]]:
+def upsert_batches(items: Sequence[tuple[StoredDoc, DocVectors]], max_points: int,
+                   max_bytes: int) -> Iterator[Sequence[tuple[StoredDoc, DocVectors]]]:
     """Consecutive runs of `items` of at most `max_points` points and `max_bytes` estimated
     bytes each (a single larger point goes alone)."""
     start, size = 0, 0
@@ -118,6 +121,10 @@ class QdrantVectorIndex:
         return cls(QdrantClient(url=settings.qdrant_url, timeout=30),
                    filterable=filterable or facets.fixed_fields(settings.filterable_fields),
                    max_indexes=settings.max_payload_indexes)
+
+    def check_ready(self) -> None:
+        """The server answers (a collection list: its cheapest call that needs the server)."""
+        self.client.get_collections()
 
     def collection(self, space: str) -> str:
         return self.prefix + space
@@ -153,7 +160,9 @@ class QdrantVectorIndex:
         try:
             self.client.create_collection(
                 name,
-                vectors_config=models.VectorParams(size=dim, distance=models.Distance.COSINE),
+                # max-sim: a long document scores by its best passage (edge_vectors.py alike)
+                vectors_config=models.VectorParams(size=dim, distance=models.Distance.COSINE,
+                                                   multivector_config=_MAX_SIM),
                 hnsw_config=models.HnswConfigDiff(m=0, payload_m=16),  # per-tenant graphs (module doc)
                 metadata={"schema_version": SCHEMA_VERSION},
             )
@@ -194,15 +203,16 @@ class QdrantVectorIndex:
         plain, variants = self.collection(space), self.collection(f"{space}{DIM_SEP}")
         return [n[len(self.prefix):] for n in self._ours() if n == plain or n.startswith(variants)]
 
-    def upsert(self, space: str, items: Sequence[tuple[StoredDoc, list[float]]]) -> None:
-        by_dim: dict[int, list[tuple[StoredDoc, list[float]]]] = {}
-        for item in items:  # tenants' spaces of one name may differ in dimension (`_place`)
-            by_dim.setdefault(len(item[1]), []).append(item)
+    def upsert(self, space: str, items: Sequence[tuple[StoredDoc, Sequence[float] | DocVectors]]) -> None:
+        by_dim: dict[int, list[tuple[StoredDoc, DocVectors]]] = {}
+        for doc, given in items:  # tenants' spaces of one name may differ in dimension (`_place`)
+            vecs = as_doc_vectors(given)
+            by_dim.setdefault(len(vecs[0]), []).append((doc, vecs))
         for dim, group in by_dim.items():
             name = self._place(space, dim, create=True)
             assert name is not None
             for batch in upsert_batches(group, UPSERT_BATCH, UPSERT_MAX_BYTES):
-                points = [models.PointStruct(id=point_id(d.key), vector=vec, payload=payload(d)) for d, vec in batch]
+                points = [models.PointStruct(id=point_id(d.key), vector=vecs, payload=payload(d)) for d, vecs in batch]
                 self._index_numbers(name, [d for d, _ in batch])
                 self.client.upsert(self.collection(name), points=points, wait=True)
 
@@ -246,7 +256,7 @@ class QdrantVectorIndex:
         if name is None:
             return []
         resp = self.client.query_points(
-            self.collection(name), query=vector, query_filter=search_filter(flt, only), limit=limit,
+            self.collection(name), query=[vector], query_filter=search_filter(flt, only), limit=limit,
             with_payload=KEY_PAYLOAD,
         )
         hits = []

@@ -93,7 +93,8 @@ def test_collection_per_space_with_cosine_tenant_index_and_per_tenant_graphs() -
     idx.upsert("core", _corpus(3, 8, seed=1))
     created = [(a, k) for n, a, k in spy.calls if n == "create_collection"]
     assert created == [(("vibe-core",), {
-        "vectors_config": models.VectorParams(size=8, distance=models.Distance.COSINE),
+        "vectors_config": models.VectorParams(size=8, distance=models.Distance.COSINE, multivector_config=models.MultiVectorConfig(
+            comparator=models.MultiVectorComparator.MAX_SIM)),
         "hnsw_config": models.HnswConfigDiff(m=0, payload_m=16), "metadata": {"schema_version": qv.SCHEMA_VERSION}})]
     indexes = [(a[1], k["field_schema"]) for n, a, k in spy.calls if n == "create_payload_index"]
     assert indexes == [
@@ -148,8 +149,8 @@ def test_point_size_estimate_is_an_upper_bound() -> None:
     (d, v), = _corpus(1, 384, seed=5)
     doc = StoredDoc(d.key, {}, ["g:é" * 50, "user:ü"], None, "h", 0.0)
     vec = [x * 1e-7 for x in v]  # long exponents
-    point = models.PointStruct(id=qv.point_id(doc.key), vector=vec, payload=qv.payload(doc))
-    assert _request_bytes([point]) <= qv.point_bytes(doc, vec)
+    point = models.PointStruct(id=qv.point_id(doc.key), vector=[vec, vec], payload=qv.payload(doc))
+    assert _request_bytes([point]) <= qv.point_bytes(doc, [vec, vec])
 
 
 def test_a_space_keeps_its_dimension_and_another_dimension_gets_its_own_collection(tmp_path: Path) -> None:

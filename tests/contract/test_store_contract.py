@@ -74,8 +74,20 @@ def test_commit_vectors_is_guarded_by_content_hash(store: DocumentStore) -> None
     assert store.commit_vectors([(fresh, [0.6, 0.8])], "m") == [key("a")]  # type: ignore[list-item]
     ready = store.sidecar(key("a"), "core")
     assert ready is not None and ready.status == S.READY and ready.model_id == "m" and ready.last_embedded_at
-    assert store.vector_for_hash("t", "h2", "core") == pytest.approx([0.6, 0.8])
+    assert store.vector_for_hash("t", "h2", "core") == [pytest.approx([0.6, 0.8])]
     assert store.vector_for_hash("other-tenant", "h2", "core") is None
+
+
+def test_a_long_documents_passage_vectors_come_back_in_order(store: DocumentStore) -> None:
+    """A document embedded as passages keeps one vector per passage, in order: the vector index
+    scores it by its best one and a read names which one matched."""
+    put(store, "a", "h1", S.QUEUED)
+    side = store.sidecar(key("a"), "core")
+    assert side is not None
+    passages = [[1.0, 0.0, 0.0], [0.0, 1.0, 0.0], [0.0, 0.0, 1.0]]
+    assert store.commit_vectors([(side, passages)], "m") == [key("a")]
+    assert store.vector_for_hash("t", "h1", "core") == passages
+    assert store.vectors_for([key("a")], "core") == {key("a"): passages}
 
 
 def test_a_write_decided_before_a_commit_keeps_the_committed_vector(store: DocumentStore) -> None:
@@ -179,7 +191,7 @@ def test_an_accepted_write_survives_a_reopen(opener: Opener) -> None:
         doc = again.get_doc(key("a"))
         assert doc is not None and doc.fields == {"title": "a"} and doc.content_hash == "h1"
         assert again.sidecar(key("a"), "core").status == S.READY  # type: ignore[union-attr]
-        assert again.vectors_for([key("a")], "core") == {key("a"): [0.25, -0.5, 1.0]}
+        assert again.vectors_for([key("a")], "core") == {key("a"): [[0.25, -0.5, 1.0]]}
         assert [c.op for c in again.changes_since(0)] == ["doc", "vector"]
         assert again.promoted() == {("t", "c")} and again.bind_space("core", "m", 3) == ("m", 3)
         assert again.bind_space("core", "other", 4) == ("m", 3)  # first use wins, across reopens

@@ -254,7 +254,9 @@ def test_edge_search_is_exact_and_filtered_on_an_optimized_shard(tmp_path: Path)
     idx.upsert("core", [(d, v.tolist()) for d, v in zip(docs, vecs, strict=True)])
     idx.close()
     hnsw = qe.HnswIndexConfig(m=4, ef_construct=8, full_scan_threshold=1, max_indexing_threads=1)
-    cfg = qe.EdgeConfig(vectors=qe.EdgeVectorParams(size=dim, distance=qe.Distance.Cosine), hnsw_config=hnsw,
+    multi = qe.MultiVectorConfig(comparator=qe.MultiVectorComparator.MaxSim)
+    params = qe.EdgeVectorParams(size=dim, distance=qe.Distance.Cosine, multivector_config=multi)
+    cfg = qe.EdgeConfig(vectors=params, hnsw_config=hnsw,
                         optimizers=qe.EdgeOptimizersConfig(indexing_threshold=1))
     shard = qe.EdgeShard.load(str(tmp_path / "vec" / "core"), cfg)
     assert shard.optimize()

@@ -97,8 +97,9 @@ def evicted(c: Container, key: DocKey) -> tuple[str, list[float]]:
     """`key` embedded, then evicted: its content hash and the vector now only in the cold store."""
     embed_now(c, SPACE, key)
     h = side(c, key).content_hash
-    vec = c.store.vector_for_hash("t", h, SPACE)
-    assert vec is not None
+    stored = c.store.vector_for_hash("t", h, SPACE)
+    assert stored is not None and len(stored) == 1  # a short document: one passage
+    vec = stored[0]
     assert c.lifecycle.evict(c.lifecycle.clock() + 10, 0.0, "t", "c") == 1
     s = side(c, key)
     assert s.status == S.NONE and s.cold_ref and c.store.vector_for_hash("t", h, SPACE) is None
@@ -210,7 +211,7 @@ def test_an_acl_revoke_while_a_rehydration_is_in_flight_never_shows_the_document
 
     s = side(c, key)
     assert (s.status, s.content_hash, s.cold_ref) == (S.READY, h, None)  # the new version's row
-    assert c.store.vectors_for([key], SPACE) == {key: pytest.approx(vec, abs=1e-2)}
+    assert c.store.vectors_for([key], SPACE) == {key: [pytest.approx(vec, abs=1e-2)]}
     assert ann_everywhere(c, BOB, vec, tmp_path / "rebuilt") == (set(), set())
     assert ann_everywhere(c, OWNER, vec, tmp_path / "rebuilt") == ({key}, {key})
     for strategy in STRATEGIES:
@@ -242,7 +243,7 @@ def test_an_edit_while_a_rehydration_is_in_flight_never_gets_the_old_contents_ve
     inputs = emb.inputs
     embed_now(c, SPACE, key)  # its next touch: the new content goes to the provider
     assert emb.inputs == inputs + 1
-    fresh = c.store.vectors_for([key], SPACE)[key]
+    fresh, = c.store.vectors_for([key], SPACE)[key]
     assert fresh != pytest.approx(vec, abs=1e-2)  # the new content's vector, not the old one's
     c.lifecycle.tick()
     assert c.store.cold_entry("t", old, SPACE) is None
