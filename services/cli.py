@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import sys
 from pathlib import Path
+from typing import Any
 
 import typer
 
@@ -13,14 +15,106 @@ app = typer.Typer(help="vibe-semantic: immediate ACL-filtered answers, lazy on-t
                   no_args_is_help=True, add_completion=False)
 
 
-def _settings():  # noqa: ANN202 - Settings import is deferred so `--help` stays fast
+def _version(value: bool) -> None:
+    if not value:
+        return
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        typer.echo(f"vibe-semantic {version('vibe-semantic')}")
+    except PackageNotFoundError:  # run from a checkout that was never installed
+        typer.echo("vibe-semantic (not installed: version unknown)")
+    raise typer.Exit()
+
+
+@app.callback()
+def _main(_: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
+                                 help="Print the version and exit.")) -> None:
+    pass
+
+
+# Settings whose values are never echoed back: credentials, and URLs (they may carry a password).
+_SECRET_NAME = re.compile(r"key|secret|token|password|url|dsn", re.IGNORECASE)
+_SETTINGS_FIELD = re.compile(r'field "(\w+)"')
+
+
+def _env_names(field: object) -> list[str]:
+    """The variables a setting is read from: its aliases (each is a full name), else `VIBE_<NAME>`."""
+    from pydantic import AliasChoices
+
+    alias = getattr(field, "validation_alias", None)
+    if isinstance(alias, AliasChoices):
+        return [a for a in alias.choices if isinstance(a, str)]
+    return [alias] if isinstance(alias, str) else []
+
+
+def _env_name(name: str) -> str:
+    """A setting as the operator sets it. pydantic names an aliased setting by its first alias
+    whichever one was set: all of them are named then."""
     from shared.config import Settings
 
-    return Settings()
+    for field, info in Settings.model_fields.items():
+        names = _env_names(info) or [f"VIBE_{field.upper()}"]
+        if name == field or name.upper() in names:
+            return " or ".join(names)
+    return name
+
+
+def _config_problem(err: dict[str, Any]) -> str:
+    """One validation error as `VIBE_NAME[0].part: why (got 'value')`; the value only for a
+    setting that cannot hold a secret."""
+    loc = [str(p) for p in err.get("loc", ())]
+    msg = str(err.get("msg", "invalid")).removeprefix("Value error, ")
+    if not loc:  # a check across settings (e.g. the language map): its message names them
+        return msg
+    where = _env_name(loc[0]) + "".join(f"[{p}]" if p.isdigit() else f".{p}" for p in loc[1:])
+    if _SECRET_NAME.search(loc[0]) or "input" not in err or isinstance(err["input"], dict | list):
+        return f"{where}: {msg}"
+    shown = repr(err["input"])
+    return f"{where}: {msg} (got {shown[:80] + '…' if len(shown) > 80 else shown})"
+
+
+def config_error(exc: Exception) -> str:
+    """A Settings failure as one line. pydantic-settings raises `SettingsError` (not a
+    validation error) for a JSON value it cannot decode: its cause says where."""
+    from pydantic import ValidationError
+
+    if isinstance(exc, ValidationError):
+        return "; ".join(_config_problem(dict(e)) for e in exc.errors())
+    m = _SETTINGS_FIELD.search(str(exc))
+    where = _env_name(m.group(1)) if m else "a setting"
+    cause = exc.__cause__
+    return f"{where}: not valid JSON ({cause})" if cause is not None else f"{where}: {exc}"
+
+
+def _settings():  # noqa: ANN202 - Settings import is deferred so `--help` stays fast
+    """Settings from the environment and `.env`; an invalid one ends the command with exit code
+    2 and one line naming the variable, instead of pydantic's traceback."""
+    from pydantic import ValidationError
+    from pydantic_settings import SettingsError
+
+    from shared.config import Settings
+
+    try:
+        return Settings()
+    except (ValidationError, SettingsError) as e:
+        typer.echo(f"configuration error: {config_error(e)}", err=True)
+        raise typer.Exit(code=2) from None
+
+
+def _local_url(settings) -> str:  # noqa: ANN001
+    """The URL a local client reaches `serve` at: a wildcard listen address is not one to call."""
+    host = "127.0.0.1" if settings.host in ("0.0.0.0", "::", "") else settings.host
+    return f"http://[{host}]:{settings.port}" if ":" in host else f"http://{host}:{settings.port}"
 
 
 @app.command()
-def serve() -> None:
+def serve(
+    host: str = typer.Option(None, "--host", help="listen address (default: VIBE_HOST, 127.0.0.1)"),
+    port: int = typer.Option(None, "--port", min=1, max=65535, help="TCP port (default: VIBE_PORT, 8080)"),
+    data_dir: Path = typer.Option(None, "--data-dir", file_okay=False,
+                                  help="data folder (default: VIBE_DATA_DIR, ./data)"),
+) -> None:
     """Run the API in the configured profile (embedded by default)."""
     import uvicorn
 
@@ -29,7 +123,8 @@ def serve() -> None:
     from services.wiring import build
     from shared.logging import configure_logging
 
-    settings = _settings()
+    given = {"host": host, "port": port, "data_dir": data_dir}
+    settings = _settings().model_copy(update={k: v for k, v in given.items() if v is not None})
     configure_logging(settings.debug)
     try:
         token_secret(settings)  # before the model loads: replicas must share the token secret
@@ -47,6 +142,7 @@ def serve() -> None:
     typer.echo(f"vibe-semantic ({settings.profile} profile) listening on {url}  data: {settings.data_dir}")
     api = create_app(container, KeyRing(keys))
     _freeze_startup_heap(settings.gc_thresholds)
+    # uvicorn's own access log stays off: the app writes its own, structured (services/api/access_log.py)
     uvicorn.run(api, host=settings.host, port=settings.port, log_level="warning", access_log=False)
 
 
@@ -68,19 +164,46 @@ def ingest(
     file: Path = typer.Argument(..., exists=True, readable=True, help="JSONL, one document a line, with _id"),
     collection: str = typer.Option(..., "--collection", "-c"),
     url: str = typer.Option(None, "--url", help="service URL (default: from VIBE_HOST/VIBE_PORT)"),
-    key: str = typer.Option(None, "--key", envvar="VIBE_KEY", help="API key with write scope"),
+    key: str = typer.Option(None, "--key", envvar=["VIBE_API_KEY", "VIBE_KEY"], help="API key with write scope"),
     batch: int = typer.Option(1000, "--batch", min=1, max=5000),
 ) -> None:
     """Load a JSONL file through the bulk API, with a progress bar."""
     from services.ingest import ingest_file
 
     settings = _settings()
-    base = url or f"http://{settings.host}:{settings.port}"
+    base = url or _local_url(settings)
     token = key or _default_key(settings)
     summary = ingest_file(file, collection, base, token, batch)
     typer.echo(json.dumps(summary))
     if summary["rejected"]:
         raise typer.Exit(code=1)
+
+
+@app.command()
+def read(
+    query: str = typer.Argument(..., help="the query text"),
+    collection: str = typer.Option("any", "--collection", "-c", help="a collection, or `any`: all of the tenant's"),
+    strategy: str = typer.Option("auto", "--strategy", "-s", help="auto | keyword | semantic | hybrid"),
+    limit: int = typer.Option(10, "--limit", "-n", min=1, help="results per ranking"),
+    url: str = typer.Option(None, "--url", help="service URL (default: from VIBE_HOST/VIBE_PORT)"),
+    key: str = typer.Option(None, "--key", envvar=["VIBE_API_KEY", "VIBE_KEY"], show_envvar=False,
+                            help="API key with read scope (default: VIBE_API_KEY, else the first of "
+                                 "VIBE_API_KEYS, else the local dev key in the data dir)"),
+    raw: bool = typer.Option(False, "--json", help="one JSON line per event: {event, id, data}"),
+    timeout: float = typer.Option(60.0, "--timeout", min=0.1, help="seconds to wait for each event"),
+) -> None:
+    """Read from a running server, printing each event as it arrives (lexical ranking, re-rankings, done)."""
+    from services.read_stream import STRATEGIES, ReadFailed, print_stream
+
+    if strategy not in STRATEGIES:
+        raise typer.BadParameter(" | ".join(STRATEGIES), param_hint="--strategy")
+    settings = _settings()
+    body = {"collection": collection, "q": query, "semantic": {"strategy": strategy}, "limit": limit}
+    try:
+        print_stream(url or _local_url(settings), key or _default_key(settings), body, raw, timeout, typer.echo)
+    except ReadFailed as e:
+        typer.echo(f"error: {e}", err=True)
+        raise typer.Exit(code=1) from None
 
 
 @app.command()
@@ -491,7 +614,7 @@ def _default_key(settings) -> str:  # noqa: ANN001
 
     path = settings.data_dir / DEV_KEY_FILE
     if not path.exists():
-        typer.echo("no key: pass --key or set VIBE_KEY", err=True)
+        typer.echo("no key: pass --key or set VIBE_API_KEY (or VIBE_KEY)", err=True)
         raise typer.Exit(code=2)
     return str(json.loads(path.read_text())["key"])
 

@@ -1,7 +1,9 @@
 """The FastAPI app: routers, the one error handler, request metrics, the per-tenant rate limit.
 
 Middleware order, outermost first: Starlette's ServerErrorMiddleware (answers 500 to an
-unhandled exception, then re-raises it), `TimedRequests`, `TenantRateLimit`, the exception
+unhandled exception, then re-raises it), `RequestId` (so every answer below, and every log line
+written meanwhile, carries the id), `AccessLog`, CORS when configured, `TimedRequests`,
+`NoStoreForKeyedRequests`, `TenantRateLimit`, the exception
 handlers, the routes. The timing sits outside the rate limit (a 429 is counted) and answers an
 unhandled exception itself, as `internal_error` 500 (counted as a 500), which the former
 BaseHTTPMiddleware never recorded. It does not re-raise: uvicorn then closed the connection
@@ -11,7 +13,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -34,24 +36,42 @@ from services.api import (
     routes_ui,
     schemas,
 )
+from services.api.access_log import AccessLog
 from services.api.auth import KeyRing
 from services.api.nostore import NoStoreForKeyedRequests
 from services.api.ratelimit import ASGIApp, Message, Receive, RequestCost, Scope, Send, TenantRateLimit
+from services.api.readiness import Checker
+from services.api.request_id import RequestId
+from services.api.route_template import RouteTemplates, leaf_routes
 from services.mcp.http import McpHttp
 from services.wiring import Container
 from shared.errors import ErrorCode, VibeError
+from shared.logging import current_request_id
 from shared.metrics import _LATENCY_BUCKETS, METRICS
 
 log = logging.getLogger("vibe.api")
+_leaf_routes = leaf_routes  # the name tests/unit/test_openapi.py imports
+
+
+def error_body(err: VibeError) -> dict[str, object]:
+    """The error envelope, with the request's id inside `error` (as `requestId`): what a user
+    quotes from an error page or a client log finds the server's lines of that request."""
+    body = err.body()
+    request_id = current_request_id()
+    if request_id is not None:
+        inner = body["error"]
+        assert isinstance(inner, dict)
+        inner["requestId"] = request_id
+    return body
 
 
 def _error(code: ErrorCode, message: str, **details: object) -> JSONResponse:
-    return JSONResponse(VibeError(code, message, dict(details)).body(), status_code=code.status)
+    return JSONResponse(error_body(VibeError(code, message, dict(details))), status_code=code.status)
 
 
 async def _vibe_error(_: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, VibeError)
-    return JSONResponse(exc.body(), status_code=exc.code.status)
+    return JSONResponse(error_body(exc), status_code=exc.code.status)
 
 
 async def _validation_error(_: Request, exc: Exception) -> JSONResponse:
@@ -67,7 +87,7 @@ def _allowed_methods(request: Request) -> str:
     routes whose template matches it (one path may have several routes, one per method)."""
     scope = {**request.scope, "method": "GET"}
     methods: set[str] = set()
-    for r in _leaf_routes(request.app.router.routes):
+    for r in leaf_routes(request.app.router.routes):
         if r.matches(scope)[0] is not Match.NONE:
             methods |= set(getattr(r, "methods", None) or ())
     return ", ".join(sorted(methods))
@@ -79,8 +99,10 @@ async def _http_error(request: Request, exc: Exception) -> JSONResponse:
         return _error(ErrorCode.NOT_FOUND, "no such route")
     if exc.status_code == 405:
         allow = _allowed_methods(request) or (exc.headers or {}).get("Allow", "")
-        return JSONResponse({"error": {"code": "method_not_allowed", "message": "method not allowed"}},
-                            status_code=405, headers={"Allow": allow} if allow else None)
+        body = {"error": {"code": "method_not_allowed", "message": "method not allowed"}}
+        if (request_id := current_request_id()) is not None:
+            body["error"]["requestId"] = request_id
+        return JSONResponse(body, status_code=405, headers={"Allow": allow} if allow else None)
     return _error(ErrorCode.INVALID_PARAMS, str(exc.detail))
 
 
@@ -107,6 +129,7 @@ def create_app(container: Container, keys: KeyRing) -> FastAPI:
                   docs_url=None, redoc_url=None, swagger_ui_parameters={"persistAuthorization": False})
     app.state.container = container
     app.state.keys = keys
+    app.state.readiness = Checker()
     app.add_exception_handler(VibeError, _vibe_error)
     app.add_exception_handler(RequestValidationError, _validation_error)
     app.add_exception_handler(StarletteHTTPException, _http_error)
@@ -129,11 +152,14 @@ def create_app(container: Container, keys: KeyRing) -> FastAPI:
                        cost=RequestCost(s.rate_cost_body_bytes, s.rate_cost_read_candidates, s.rate_cost_backfill,
                                         s.max_limit, s.max_k))
     app.add_middleware(NoStoreForKeyedRequests)  # type: ignore[arg-type]  # 429s and 500s too
-    app.add_middleware(TimedRequests, routes=app.router.routes)  # type: ignore[arg-type]  # last: outermost of ours
-    if s.cors_origins:  # outermost: preflights answered at once, error answers (429, 500) carry the headers too
+    app.add_middleware(TimedRequests, routes=app.router.routes)  # type: ignore[arg-type]  # a 429 is timed too
+    if s.cors_origins:  # outside ours: preflights answered at once, error answers (429, 500) carry the headers too
         app.add_middleware(CORSMiddleware, allow_origins=s.cors_origins, allow_methods=["*"],
-                           allow_headers=["Authorization", "Content-Type", "Accept", "Last-Event-ID"],
-                           expose_headers=["Retry-After"], max_age=600)
+                           allow_headers=["Authorization", "Content-Type", "Accept", "Last-Event-ID", "X-Request-Id"],
+                           expose_headers=["Retry-After", "X-Request-Id"], max_age=600)
+    if s.access_log:
+        app.add_middleware(AccessLog, keys=keys, routes=app.router.routes)  # type: ignore[arg-type]
+    app.add_middleware(RequestId)  # type: ignore[arg-type]  # outermost: every answer and log line has the id
     return app
 
 
@@ -152,18 +178,6 @@ def http_histogram() -> Histogram:
     return h
 
 
-def _leaf_routes(routes: Sequence[Any]) -> Iterator[BaseRoute]:
-    """Routes with a path template, also inside included routers (FastAPI keeps an included
-    router as one entry whose routes are the router's own; we include without prefixes)."""
-    for r in routes:
-        if hasattr(r, "path"):
-            yield r
-        elif hasattr(r, "original_router"):
-            yield from _leaf_routes(r.original_router.routes)
-        elif hasattr(r, "routes"):
-            yield from _leaf_routes(r.routes)
-
-
 class TimedRequests:
     """Pure ASGI middleware: every HTTP request's time to its response head, by route
     template (never the raw path: ids would explode the label set), method and status. An
@@ -173,23 +187,9 @@ class TimedRequests:
     def __init__(self, app: ASGIApp, routes: Sequence[BaseRoute] = (),
                  clock: Callable[[], float] = time.perf_counter):
         self.app = app
-        self.routes = routes
-        self._leaves: list[BaseRoute] | None = None
+        self.templates = RouteTemplates(routes)
         self.clock = clock
         self.histogram = http_histogram()
-
-    def _route(self, scope: Scope) -> str:
-        """The matched route's template. A request answered before routing (429) or by a plain
-        Starlette route (`/mcp`) has no `route` in its scope: match the templates here."""
-        route: Any = scope.get("route")
-        if route is not None and hasattr(route, "path"):
-            return str(route.path)
-        if self._leaves is None:  # routes are complete by the first request
-            self._leaves = list(_leaf_routes(self.routes))
-        for r in self._leaves:
-            if r.matches(scope)[0] is Match.FULL:
-                return str(getattr(r, "path", "unmatched"))
-        return "unmatched"
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -210,9 +210,9 @@ class TimedRequests:
                 raise
             log.exception("unhandled error", exc_info=exc)
             err = VibeError(ErrorCode.INTERNAL_ERROR, "internal error")
-            await JSONResponse(err.body(), status_code=500)(scope, receive, timed_send)
+            await JSONResponse(error_body(err), status_code=500)(scope, receive, timed_send)
         finally:
             status = head.get("status", 500)
             elapsed = head.get("at", self.clock()) - started
-            self.histogram.labels(route=self._route(scope), method=str(scope.get("method", "")),
+            self.histogram.labels(route=self.templates.of(scope), method=str(scope.get("method", "")),
                                   status=str(status)).observe(elapsed)

@@ -10,6 +10,7 @@ from fastapi.responses import JSONResponse, PlainTextResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from services.api.auth import require
+from services.api.readiness import checks_of, not_ready_body
 from services.api.schemas import (
     ANY_COLLECTION_NAME,
     AUTHENTICATED,
@@ -17,6 +18,7 @@ from services.api.schemas import (
     OPTIONAL_BEARER,
     Coverage,
     DocStatus,
+    ErrorBody,
     Health,
     Lag,
     Mismatch,
@@ -180,10 +182,20 @@ async def healthz() -> JSONResponse:
     return JSONResponse({"status": "ok"})
 
 
-@router.get("/readyz", responses={**ok(Readiness, "ready to serve"), **errors(authenticated=False)})
+@router.get("/readyz", responses={
+    **ok(Readiness, "ready to serve: every required check passed"), **errors(authenticated=False),
+    503: {"model": ErrorBody, "description": "not_ready: `details.failed` names the required checks that failed, "
+                                             "`details.checks` says why"}})
 async def readyz(request: Request) -> JSONResponse:
     c = _c(request)
-    return JSONResponse({"status": "ready", "embedder": c.embedder.model_id, "dim": c.embedder.dim})
+    outcomes = await run_in_threadpool(request.app.state.readiness.run, checks_of(c))
+    checks = {name: o.json() for name, o in outcomes.items()}
+    failed = [name for name, o in outcomes.items() if o.required and not o.ok]
+    if failed:
+        why = "; ".join(f"{name}: {outcomes[name].error}" for name in failed)
+        return JSONResponse(not_ready_body(f"not ready: {why}", {"failed": failed, "checks": checks}), status_code=503)
+    return JSONResponse({"status": "ready", "ready": True, "embedder": c.embedder.model_id, "dim": c.embedder.dim,
+                         "checks": checks})
 
 
 @router.get("/metrics", response_class=PlainTextResponse, openapi_extra=OPTIONAL_BEARER,

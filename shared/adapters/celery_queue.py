@@ -194,6 +194,10 @@ class CeleryQueue:
 
     # -- producer ----------------------------------------------------------------------
 
+    def check_ready(self) -> None:
+        """The broker answers a ping (bounded by VIBE_REDIS_TIMEOUT_SECONDS)."""
+        self.redis.ping()
+
     def enqueue(self, jobs: Sequence[EmbedJob]) -> int:
         """Send the jobs not already pending; 0 (never an exception) while Redis is down."""
         if not jobs:

@@ -20,6 +20,7 @@ from typing import Protocol
 
 from shared.metrics import METRICS
 from shared.model import DocKey, EmbedJob
+from shared.readiness import NotReady
 
 log = logging.getLogger("vibe.queue")
 
@@ -133,6 +134,14 @@ class InProcessQueue:
             t = threading.Thread(target=self._work, name=f"vibe-worker-{i}", daemon=True)
             t.start()
             self._threads.append(t)
+
+    def check_ready(self) -> None:
+        """Its worker threads run: a thread killed by an error nobody caught leaves jobs queued
+        for ever, with nothing else to show it."""
+        with self._cv:
+            alive, stopping = sum(t.is_alive() for t in self._threads), self._stopping
+        if stopping or alive < self._n_workers:
+            raise NotReady(f"{alive} of {self._n_workers} embedding worker threads running")
 
     def stop(self) -> None:
         with self._cv:

@@ -360,6 +360,9 @@ def _permitted(flt: SearchFilter, d: StoredDoc) -> bool:
     return facets.permits(flt, d.key.ref, d.fields)
 
 
+READY_TIMEOUT_SECONDS = 2.0  # /readyz: a ping, well under a balancer's probe interval
+
+
 class OpenSearchLexicalIndex:
     """LexicalIndex port on OpenSearch; `client` is any opensearch-py `OpenSearch`."""
 
@@ -380,6 +383,11 @@ class OpenSearchLexicalIndex:
         # times out is not lost (the follower keeps its position and applies it at its next sync).
         client = OpenSearch(hosts=[settings.opensearch_url], timeout=30, max_retries=3, retry_on_timeout=False)
         return cls(client, prefix=settings.opensearch_prefix, languages=languages or settings.language_map())
+
+    def check_ready(self) -> None:
+        """The cluster answers (`ping` says False rather than raise: turned into an error)."""
+        if not self.client.ping(request_timeout=READY_TIMEOUT_SECONDS):
+            raise IndexUnavailable("OpenSearch does not answer")
 
     def _ensure_index(self, tenant: str) -> None:
         name = index_name(tenant, self.prefix)

@@ -39,6 +39,7 @@ from shared.adapters.analysis import ENGLISH_ONLY, Language, LanguageMap
 from shared.adapters.schema_stamp import FolderSchemaStamp
 from shared.model import DocKey, Hit, StoredDoc, doc_key, hit
 from shared.ports import Candidates, ResolvedCandidates, SearchFilter
+from shared.readiness import folder_ready
 from shared.text.hashing import doc_text
 
 log = logging.getLogger("vibe.tantivy")
@@ -353,6 +354,11 @@ class TantivyLexicalIndex:
             if any(snippets):
                 out[d.key] = [s for s in snippets if s]
         return out
+
+    def check_ready(self) -> None:
+        """Tenant indexes open lazily, so a lost or read-only folder would show only at the next
+        write or first read of a tenant: looked at here."""
+        folder_ready(self.root)
 
     def close(self) -> None:
         with self._lock:
