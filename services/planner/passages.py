@@ -25,6 +25,17 @@ class PassageLocator:
         self.cfg = cfg
         self.embed_fields = embed_fields  # shared/collection_settings.py EmbedFields
 
+    def is_long(self, doc: StoredDoc) -> bool:
+        """Whether `doc` may have been embedded as several passages (its text is longer than one):
+        the read asks the store for passage vectors of these only."""
+        total = 0
+        for value in doc.fields.values():
+            items = value if isinstance(value, list) else [value]
+            total += sum(len(v) for v in items if isinstance(v, str))
+            if total > self.cfg.max_chars:
+                return True
+        return False
+
     def locate(self, doc: StoredDoc, vectors: DocVectors, query: list[float]) -> dict[str, object] | None:
         """The best passage's field, character span and heading path; None for a document of one
         passage (it matched as a whole) or when the split cannot be matched to its vectors."""

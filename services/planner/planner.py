@@ -1077,7 +1077,8 @@ class ReadSession:
     def _locate_passages(self, results: list[dict[str, object]], top: list[Fused]) -> None:
         """`passage` on each semantic hit of a long document: where its best passage sits."""
         locator, query = self.p.passages, self.semantic.vector
-        semantic = [f.key for f in top if "semantic" in f.matched_by]
+        semantic = [f.key for f in top if "semantic" in f.matched_by and locator is not None
+                    and locator.is_long(self._shown_ok[f.key])]
         if locator is None or query is None or not semantic:
             return
         vectors = self.p.store.vectors_for(semantic, self.space)
