@@ -40,7 +40,19 @@ from vibe_semantic_client import (
     Warming,
     answers,
 )
-from vibe_semantic_client.answers import Backfill, Coverage, Keys, KeyView, Space, Spaces, Usage, UsageDay, UsageToday
+from vibe_semantic_client.answers import (
+    Backfill,
+    Coverage,
+    ExplainReason,
+    Explanation,
+    Keys,
+    KeyView,
+    Space,
+    Spaces,
+    Usage,
+    UsageDay,
+    UsageToday,
+)
 from vibe_semantic_client.models import parse_event
 
 from tests.integration.test_read_path import DOCS, FILLER, FORBIDDEN_FOR_ALICE  # the same corpus as the HTTP tests
@@ -150,7 +162,9 @@ def test_read_typed_answer_respects_acl_and_tenant(connect: Connect, loaded: str
     assert scores == sorted(scores, reverse=True)
     eng_only = next(h for h in answer.results if h.id == "d1")
     with connect(ALICE) as alice:
-        assert alice.explain(str(eng_only.explain_id))
+        why = alice.explain(str(eng_only.explain_id))
+    assert isinstance(why, Explanation) and why.id == "d1" and why.collection == loaded and why.reasons
+    assert all(isinstance(r, ExplainReason) and r.type for r in why.reasons)
     with connect(BOB) as bob, pytest.raises(NotFound):
         bob.explain(str(eng_only.explain_id))  # bob may not read d1: its explanation looks absent
 

@@ -105,8 +105,8 @@ def test_read_options_build_the_typescript_body() -> None:
 # async client awaitables of the same types): a method that lost its type fails here.
 TYPED_USE = '''
 from typing import assert_type
-from vibe_semantic_client import (AsyncClient, AsyncReadStream, Client, Coverage, Keys, ReadAnswer, ReadStream,
-                                  Revoked, Spaces, Usage, Written)
+from vibe_semantic_client import (AsyncClient, AsyncReadStream, Client, Coverage, Explanation, Keys, ReadAnswer,
+                                  ReadStream, Revoked, Spaces, Usage, Written)
 
 def sync(c: Client) -> None:
     assert_type(c.coverage("posts"), Coverage)
@@ -115,6 +115,7 @@ def sync(c: Client) -> None:
     assert_type(c.list_keys(), Keys)
     assert_type(c.revoke_key("k1"), Revoked)
     assert_type(c.put("posts", "p1", {}), Written)
+    assert_type(c.explain("e1"), Explanation)
     assert_type(c.read("posts", "q"), ReadAnswer)
     assert_type(c.read_once("posts", "q"), ReadStream)
     assert_type(c.stream("posts", "q"), ReadStream)

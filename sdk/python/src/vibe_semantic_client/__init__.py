@@ -26,6 +26,7 @@ from vibe_semantic_client.answers import (
     Demoted,
     DocStatus,
     Evicted,
+    Explanation,
     FollowUpView,
     Health,
     KeyCreated,
@@ -83,9 +84,10 @@ __all__ = [
     "Activated", "AsyncClient", "AsyncReadStream", "Backfills", "BulkResult", "Client", "ClientConfig",
     "CollectionDeleted", "CollectionList", "CollectionSettings", "Conflict", "Coverage", "DeadLetters", "Deleted",
     "DeletedByFilter", "Demoted", "DimensionMismatch", "DocStatus", "Done", "EmbedderUnavailable", "Error", "Event",
-    "Evicted", "FollowUpView", "Forbidden", "Health", "Hit", "InternalError", "InvalidParams", "KeyCreated", "Keys",
-    "Lag", "Lexical", "MethodNotAllowed", "Migrating", "Mismatch", "Model", "NotFound", "PayloadTooLarge",
-    "Promoted", "Promotions", "QueueDepth", "QuotaExceeded", "RateLimited", "ReadAnswer", "ReadStream", "Reindexing",
-    "RetryPolicy", "Revoked", "SchedulerView", "Semantic", "ServiceUnavailable", "Spaces", "Strategy", "Timeout",
-    "TokenCreated", "TransportError", "Unauthorized", "Usage", "VibeError", "Warming", "Written",
+    "Evicted", "Explanation", "FollowUpView", "Forbidden", "Health", "Hit", "InternalError", "InvalidParams",
+    "KeyCreated", "Keys", "Lag", "Lexical", "MethodNotAllowed", "Migrating", "Mismatch", "Model", "NotFound",
+    "PayloadTooLarge", "Promoted", "Promotions", "QueueDepth", "QuotaExceeded", "RateLimited", "ReadAnswer",
+    "ReadStream", "Reindexing", "RetryPolicy", "Revoked", "SchedulerView", "Semantic", "ServiceUnavailable", "Spaces",
+    "Strategy", "Timeout", "TokenCreated", "TransportError", "Unauthorized", "Usage", "VibeError", "Warming",
+    "Written"
 ]

@@ -26,6 +26,7 @@ from vibe_semantic_client.answers import (
     DeletedByFilter,
     Demoted,
     Evicted,
+    Explanation,
     KeyCreated,
     Migrating,
     Reindexing,
@@ -299,8 +300,8 @@ def read_stream(body: JSON) -> Call[None]:
     return Call("POST", "/v1/read", lambda _: None, json=body, headers=SSE_ACCEPT)
 
 
-def explain(explain_id: str) -> Call[JSON]:
-    return Call("GET", f"/v1/explain/{seg(explain_id)}", json_object)
+def explain(explain_id: str) -> Call[Explanation]:
+    return Call("GET", f"/v1/explain/{seg(explain_id)}", Explanation.from_json)
 
 
 # -- admin (scope `admin`); a POST that starts work is never repeated ----------------------------

@@ -26,6 +26,7 @@ from vibe_semantic_client.answers import (
     Demoted,
     DocStatus,
     Evicted,
+    Explanation,
     FollowUpView,
     Health,
     KeyCreated,
@@ -129,7 +130,7 @@ class Calls:
         return core.read(core.read_body(collection, q, strategy, limit, options))
 
     @endpoint
-    def explain(explain_id: str) -> core.Call[JSON]:
+    def explain(explain_id: str) -> core.Call[Explanation]:
         """Why a hit is where it is (its `explain_id`)."""
         return core.explain(explain_id)
 

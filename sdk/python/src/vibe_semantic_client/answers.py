@@ -120,6 +120,26 @@ class Deleted(Model):
     result: str
 
 
+@dataclass(frozen=True, slots=True)
+class ExplainReason(Model):
+    type: str
+    leg: str | None = None
+    rank: int | None = None
+    score: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Explanation(Model):
+    """`explain`: why a hit is where it is (the server may add details: see `raw`)."""
+
+    id: str
+    collection: str
+    strategy: str
+    score: float
+    fusion: str
+    reasons: list[ExplainReason]
+
+
 # -- semantic state, coverage, lifecycle --------------------------------------------------------
 
 @dataclass(frozen=True, slots=True)
