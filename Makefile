@@ -46,8 +46,8 @@ setup-export: $(EXPORT_STAMP)
 
 $(EXPORT_STAMP): $(RUN_STAMP)
 	# The CPU build of torch first: PyPI's default torch for Linux x86_64 is a multi-GB CUDA
-	# build. PyTorch's CPU index where it is reachable; otherwise the configured index (where a
-	# machine's pip configuration provides the CPU wheel, as ours do).
+	# build. PyTorch's CPU index where it is reachable; otherwise the configured index, which on
+	# a machine without that index (PyPI only) means the CUDA build: ~4 GB, working but heavy.
 	# (The reachability probe first: pip would retry an unreachable index for each dependency.)
 	if $(BIN)/python -c "import urllib.request as u; u.urlopen('$(TORCH_CPU_INDEX)/', timeout=5)" 2>/dev/null; then \
 	  $(BIN)/pip install -q --timeout 20 --index-url $(TORCH_CPU_INDEX) torch || $(BIN)/pip install -q torch; \
