@@ -18,7 +18,8 @@ is written with numpy (onnx_build.py), and the check reads the vectors from the 
 Queries go through their own copy of the graph with the feed-forward and attention-output
 weights in int8 blocks (`VIBE_EMBED_QUERY_WEIGHTS=int8`, onnx_export.query_int8: ~27% faster per
 query, cosine >= 0.999 to torch, checked at every load; fp32 when it does not verify). Both
-graphs are fused into Attention/SkipLayerNorm/BiasGelu ops at export (onnx_export.fuse).
+graphs are Attention/SkipLayerNorm/BiasGelu ops: written so by onnx_build, or fused so from a
+torch trace by onnx_export.fuse.
 Tried and left out (same machine, same run): int8 dynamic quantization embeds a query 2.3x
 faster but its vectors are as far as cosine 0.89 from torch's (0.95 mean on CISI queries);
 int8 Q/K/V projections too (unfused graph: 2.34 ms, lowest cosine 0.99856 on "?"), and
