@@ -36,19 +36,26 @@ from shared.readiness import folder_ready
 
 log = logging.getLogger("vibe.vectors")
 
-# What the points hold: 2 adds the metadata filter payload (`facet` tokens, `num` numbers) and its
-# index; 3 makes a point a document's passage vectors (multi-vector, max-sim). Another number:
-# the follower rebuilds them from the store.
-SCHEMA_VERSION = 3
+# What the shards under `root` hold: 2 adds the metadata filter payload (`facet` tokens, `num`
+# numbers) and its index. Another number: the follower rebuilds them from the store.
+SCHEMA_VERSION = 2
 # What a shard hands back as a point's id (ours are all `edge_point_id` integers).
 PointId = int | uuid.UUID | str
-# The edge shards' own layout on top of that: 3 numbers points by `edge_point_id` (integers); 4
-# holds a document's passage vectors in one multi-vector point, scored by its best passage.
-EDGE_SCHEMA_VERSION = 4
+# The edge shards' own layout on top of that: 3 numbers points by `edge_point_id` (integers).
+EDGE_SCHEMA_VERSION = 3
 _NS = uuid.UUID("6f1c1f64-8a51-4d8e-9b0e-5a0c1a2b3c4d")
 # Between a space's name and a dimension other than its first (`EdgeVectorIndex._place`); space
 # names never hold it (services/api/routes_lifecycle.py SPACE_RE).
 DIM_SEP = "~"
+# A shard's companion for documents of several passages, `<shard>~p`: one multi-vector point per
+# document, scored by its best passage (max-sim). Documents of one passage stay in plain shards:
+# the same points stored as one-vector multi-vectors searched 1.2-1.7x slower (20k x 384, exact,
+# filtered), a cost every read would pay for the few long documents.
+PASSAGES_SUFFIX = f"{DIM_SEP}p"
+
+
+def passages_shard(name: str) -> str:
+    return name + PASSAGES_SUFFIX
 
 
 def _key_text(key: DocKey) -> str:
@@ -141,7 +148,7 @@ class EdgeVectorIndex:
             elif dim is None:
                 return None
             else:
-                shard = self._create(path, dim)
+                shard = self._create(path, dim, multi=name.endswith(PASSAGES_SUFFIX))
                 self._dims[name] = dim
             self._shards[name] = shard
             return shard
@@ -180,12 +187,10 @@ class EdgeVectorIndex:
         return [space, *sorted(others)]
 
     @staticmethod
-    def _create(path: Path, dim: int) -> qe.EdgeShard:
+    def _create(path: Path, dim: int, multi: bool = False) -> qe.EdgeShard:
         path.mkdir(parents=True, exist_ok=True)
-        # Max-sim: a long document's score is its best passage's (a one-passage document's is
-        # its vector's, as before).
-        multi = qe.MultiVectorConfig(comparator=qe.MultiVectorComparator.MaxSim)
-        params = qe.EdgeVectorParams(size=dim, distance=qe.Distance.Cosine, multivector_config=multi)
+        max_sim = qe.MultiVectorConfig(comparator=qe.MultiVectorComparator.MaxSim) if multi else None
+        params = qe.EdgeVectorParams(size=dim, distance=qe.Distance.Cosine, multivector_config=max_sim)
         cfg = qe.EdgeConfig(vectors=params)
         shard = qe.EdgeShard.create(str(path), cfg)
         tenant_idx = qe.KeywordIndexParams(is_tenant=True)
@@ -202,14 +207,30 @@ class EdgeVectorIndex:
         for dim, group in by_dim.items():
             name = self._place(space, dim, create=True)
             assert name is not None
-            self._upsert(name, group)
+            self._shard(name, dim)  # the plain shard holds the space's dimension (`_place`)
+            single = [(d, v) for d, v in group if len(v) == 1]
+            several = [(d, v) for d, v in group if len(v) > 1]
+            # A document that grew or shrank past one passage leaves the other shard.
+            for where, items in ((name, single), (passages_shard(name), several)):
+                if items:
+                    self._upsert(where, items)
+            self._delete_from(passages_shard(name), [edge_point_id(d.key) for d, _ in single])
+            self._delete_from(name, [edge_point_id(d.key) for d, _ in several])
+
+    def _delete_from(self, name: str, ids: list[PointId]) -> None:
+        shard = self._shard(name, None) if ids else None
+        if shard is not None:
+            with self._lock:
+                shard.update(qe.UpdateOperation.delete_points(ids))
 
     def _upsert(self, name: str, items: Sequence[tuple[StoredDoc, DocVectors]]) -> None:
         shard = self._shard(name, len(items[0][1][0]))
         assert shard is not None
         payloads = [_payload(d) for d, _ in items]
         ids = [edge_point_id(d.key) for d, _ in items]
-        points = [qe.Point(i, vec, pl) for i, (_, vec), pl in zip(ids, items, payloads, strict=True)]
+        multi = name.endswith(PASSAGES_SUFFIX)
+        points = [qe.Point(i, vecs if multi else vecs[0], pl)
+                  for i, (_, vecs), pl in zip(ids, items, payloads, strict=True)]
         self._remember(zip(ids, (d.key for d, _ in items), strict=True))
         with self._lock:
             self._index_numbers(name, shard, [d for d, _ in items])
@@ -289,8 +310,18 @@ class EdgeVectorIndex:
         shard = None if name is None else self._shard(name, None)
         if shard is None or limit <= 0 or (only is not None and not only) or facets.unsatisfiable(flt):
             return []
+        assert name is not None
         req = qe.QueryRequest(limit=limit, query=qe.Query.Nearest(vector), filter=self._filter(flt, only),
                               with_payload=False, params=EXACT)
+        hits = self._query(shard, req)
+        long_docs = self._shard(passages_shard(name), None)
+        if long_docs is None:
+            return hits
+        # Both shards' exact top `limit`, merged: the exact top `limit` of their union.
+        merged = sorted([*hits, *self._query(long_docs, req)], key=lambda h: -h.score)
+        return merged[:limit]
+
+    def _query(self, shard: qe.EdgeShard, req: qe.QueryRequest) -> list[Hit]:
         known = self._keys
         points = shard.query(req)
         missing = [p.id for p in points if p.id not in known]

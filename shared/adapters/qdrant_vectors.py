@@ -31,12 +31,13 @@ from __future__ import annotations
 import json
 import logging
 import threading
+import time
 from collections.abc import Iterator, Sequence
 
 from qdrant_client import QdrantClient, models
 
 from shared.adapters import facets
-from shared.adapters.edge_vectors import DIM_SEP, SCHEMA_VERSION, num_key, point_id
+from shared.adapters.edge_vectors import DIM_SEP, PASSAGES_SUFFIX, SCHEMA_VERSION, num_key, passages_shard, point_id
 from shared.adapters.edge_vectors import _payload as payload  # same payload in both profiles
 from shared.config import Settings
 from shared.model import DocKey, DocVectors, Hit, StoredDoc, as_doc_vectors
@@ -76,6 +77,8 @@ def search_filter(flt: SearchFilter, only: Sequence[DocKey] | None) -> models.Fi
     return models.Filter(must=must)
 
 
+# How long a passages collection seen missing is believed missing (QdrantVectorIndex._has_passages).
+ABSENT_TTL = 1.0
 _MAX_SIM = models.MultiVectorConfig(comparator=models.MultiVectorComparator.MAX_SIM)
 
 
@@ -111,6 +114,7 @@ class QdrantVectorIndex:
         self._filterable = filterable or facets.fixed_fields(())
         self._max_indexes = max_indexes
         self._dims: dict[str, int] = {}  # spaces known to exist, with their dimension
+        self._absent: dict[str, float] = {}  # passages collections seen missing, and when
         self._num_indexed: dict[str, set[str]] = {}  # per space: `num.*` keys given a float index here
         self._lock = threading.RLock()
 
@@ -160,9 +164,11 @@ class QdrantVectorIndex:
         try:
             self.client.create_collection(
                 name,
-                # max-sim: a long document scores by its best passage (edge_vectors.py alike)
+                # a passages collection's points are a long document's passage vectors, scored by
+                # the best one (max-sim); plain collections keep plain vectors (edge_vectors.py)
                 vectors_config=models.VectorParams(size=dim, distance=models.Distance.COSINE,
-                                                   multivector_config=_MAX_SIM),
+                                                   multivector_config=_MAX_SIM if space.endswith(PASSAGES_SUFFIX)
+                                                   else None),
                 hnsw_config=models.HnswConfigDiff(m=0, payload_m=16),  # per-tenant graphs (module doc)
                 metadata={"schema_version": SCHEMA_VERSION},
             )
@@ -211,10 +217,45 @@ class QdrantVectorIndex:
         for dim, group in by_dim.items():
             name = self._place(space, dim, create=True)
             assert name is not None
-            for batch in upsert_batches(group, UPSERT_BATCH, UPSERT_MAX_BYTES):
-                points = [models.PointStruct(id=point_id(d.key), vector=vecs, payload=payload(d)) for d, vecs in batch]
-                self._index_numbers(name, [d for d, _ in batch])
-                self.client.upsert(self.collection(name), points=points, wait=True)
+            single = [(d, v) for d, v in group if len(v) == 1]
+            several = [(d, v) for d, v in group if len(v) > 1]
+            if several:
+                self.ensure_space(passages_shard(name), dim)
+                self._absent.pop(passages_shard(name), None)
+            for where, items in ((name, single), (passages_shard(name), several)):
+                self._upsert(where, items)
+            # a document that grew or shrank past one passage leaves the other collection
+            self._delete_from(passages_shard(name), [d.key for d, _ in single])
+            self._delete_from(name, [d.key for d, _ in several])
+
+    def _upsert(self, name: str, items: Sequence[tuple[StoredDoc, DocVectors]]) -> None:
+        multi = name.endswith(PASSAGES_SUFFIX)
+        for batch in upsert_batches(items, UPSERT_BATCH, UPSERT_MAX_BYTES):
+            points = [models.PointStruct(id=point_id(d.key), vector=vecs if multi else vecs[0], payload=payload(d))
+                      for d, vecs in batch]
+            self._index_numbers(name, [d for d, _ in batch])
+            self.client.upsert(self.collection(name), points=points, wait=True)
+
+    def _has_passages(self, name: str) -> bool:
+        """Whether `name`'s passages collection exists. Asked on every search and upsert, so a
+        missing one is believed for ABSENT_TTL seconds (a round trip each time otherwise); one
+        created by another process meanwhile is searched that much later, like any indexing lag."""
+        passages = passages_shard(name)
+        if time.monotonic() - self._absent.get(passages, -ABSENT_TTL) < ABSENT_TTL:
+            return False
+        if self._known(passages):
+            return True
+        self._absent[passages] = time.monotonic()
+        return False
+
+    def _delete_from(self, name: str, keys: Sequence[DocKey]) -> None:
+        if not keys:
+            return
+        if name.endswith(PASSAGES_SUFFIX) and not self._has_passages(name[: -len(PASSAGES_SUFFIX)]):
+            return
+        if self._known(name):
+            selector = models.PointIdsList(points=[point_id(k) for k in keys])
+            self.client.delete(self.collection(name), points_selector=selector, wait=True)
 
     def _index_numbers(self, space: str, docs: Sequence[StoredDoc]) -> None:
         """A float payload index for each numeric field declared filterable
@@ -255,8 +296,17 @@ class QdrantVectorIndex:
         name = self._place(space, len(vector), create=False)
         if name is None:
             return []
+        hits = self._query(name, vector, flt, only, limit)
+        if not self._has_passages(name):
+            return hits
+        # both collections' top `limit`, merged (the vector index's order: by score)
+        merged = sorted([*hits, *self._query(passages_shard(name), [vector], flt, only, limit)], key=lambda h: -h.score)
+        return merged[:limit]
+
+    def _query(self, name: str, query: list[float] | list[list[float]], flt: SearchFilter,
+               only: Sequence[DocKey] | None, limit: int) -> list[Hit]:
         resp = self.client.query_points(
-            self.collection(name), query=[vector], query_filter=search_filter(flt, only), limit=limit,
+            self.collection(name), query=query, query_filter=search_filter(flt, only), limit=limit,
             with_payload=KEY_PAYLOAD,
         )
         hits = []

@@ -93,8 +93,7 @@ def test_collection_per_space_with_cosine_tenant_index_and_per_tenant_graphs() -
     idx.upsert("core", _corpus(3, 8, seed=1))
     created = [(a, k) for n, a, k in spy.calls if n == "create_collection"]
     assert created == [(("vibe-core",), {
-        "vectors_config": models.VectorParams(size=8, distance=models.Distance.COSINE, multivector_config=models.MultiVectorConfig(
-            comparator=models.MultiVectorComparator.MAX_SIM)),
+        "vectors_config": models.VectorParams(size=8, distance=models.Distance.COSINE, multivector_config=None),
         "hnsw_config": models.HnswConfigDiff(m=0, payload_m=16), "metadata": {"schema_version": qv.SCHEMA_VERSION}})]
     indexes = [(a[1], k["field_schema"]) for n, a, k in spy.calls if n == "create_payload_index"]
     assert indexes == [

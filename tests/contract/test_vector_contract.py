@@ -69,6 +69,39 @@ def test_filters_tenant_acl_collection_and_only(index: VectorIndex) -> None:
     assert got(F(), []) == set()
 
 
+def test_a_document_of_passages_scores_by_its_best_passage(index: VectorIndex) -> None:
+    """A long document's passages are one point: found by any of its passages, scored by the
+    best, listed once, filtered like any point, and ranked among plain documents by score."""
+    short = [(doc("t", "c", f"s{i}"), unit(i)) for i in range(10)]
+    long_doc = (doc("t", "c", "long"), [unit(100), unit(101), unit(3)])  # its last passage is s3's
+    secret = (doc("t", "c", "secret", ["g:hr"]), [unit(200), unit(5)])
+    index.upsert("core", [*short, long_doc, secret])
+    hits = index.search("core", F(), unit(3), 3)
+    assert {h.key.doc_id for h in hits[:2]} == {"s3", "long"}
+    assert hits[0].score == pytest.approx(1.0, abs=1e-4) and hits[1].score == pytest.approx(1.0, abs=1e-4)
+    assert [h.key.doc_id for h in index.search("core", F(), unit(101), 2)][0] == "long"
+    assert len([h for h in index.search("core", F(), unit(100), 20) if h.key.doc_id == "long"]) == 1
+    assert "secret" not in {h.key.doc_id for h in index.search("core", F(), unit(5), 20)}  # the ACL holds
+    assert index.search("core", F(acl=("*", "g:hr")), unit(5), 1)[0].key.doc_id in {"secret", "s5"}
+    scores = [h.score for h in index.search("core", F(), unit(100), 12)]
+    assert scores == sorted(scores, reverse=True) and len(scores) == 11
+
+
+def test_a_document_moves_between_one_and_several_passages_and_is_deleted_whole(index: VectorIndex) -> None:
+    d = doc("t", "c", "d")
+    index.upsert("core", [(d, unit(1))])
+    index.upsert("core", [(d, [unit(2), unit(3)])])  # it grew: its old single vector is gone
+    assert index.count("core") == 1
+    assert [h.key.doc_id for h in index.search("core", F(), unit(3), 5)] == ["d"]
+    assert index.search("core", F(), unit(1), 5)[0].score < 0.9
+    index.upsert("core", [(d, [unit(4)])])  # and shrank again
+    assert index.count("core") == 1
+    assert index.search("core", F(), unit(4), 5)[0].score == pytest.approx(1.0, abs=1e-4)
+    index.upsert("core", [(d, [unit(5), unit(6)])])
+    index.delete("core", [d.key])
+    assert index.count("core") == 0 and index.search("core", F(), unit(5), 5) == []
+
+
 def test_hits_carry_their_full_key_whatever_the_collections_named(index: VectorIndex) -> None:
     index.upsert("core", [(doc("t", "a", "1"), unit(1)), (doc("t", "b", "2"), unit(1)), (doc("u", "a", "3"), unit(1))])
     keys = lambda f: {h.key for h in index.search("core", f, unit(1), 10)}  # noqa: E731
@@ -254,9 +287,7 @@ def test_edge_search_is_exact_and_filtered_on_an_optimized_shard(tmp_path: Path)
     idx.upsert("core", [(d, v.tolist()) for d, v in zip(docs, vecs, strict=True)])
     idx.close()
     hnsw = qe.HnswIndexConfig(m=4, ef_construct=8, full_scan_threshold=1, max_indexing_threads=1)
-    multi = qe.MultiVectorConfig(comparator=qe.MultiVectorComparator.MaxSim)
-    params = qe.EdgeVectorParams(size=dim, distance=qe.Distance.Cosine, multivector_config=multi)
-    cfg = qe.EdgeConfig(vectors=params, hnsw_config=hnsw,
+    cfg = qe.EdgeConfig(vectors=qe.EdgeVectorParams(size=dim, distance=qe.Distance.Cosine), hnsw_config=hnsw,
                         optimizers=qe.EdgeOptimizersConfig(indexing_threshold=1))
     shard = qe.EdgeShard.load(str(tmp_path / "vec" / "core"), cfg)
     assert shard.optimize()
