@@ -53,7 +53,7 @@ from vibe_semantic_client.answers import (
     UsageDay,
     UsageToday,
 )
-from vibe_semantic_client.models import parse_event
+from vibe_semantic_client.models import Passage, parse_event
 
 from tests.integration.test_read_path import DOCS, FILLER, FORBIDDEN_FOR_ALICE  # the same corpus as the HTTP tests
 from tests.sdk.conftest import ADMIN, ALICE, BOB, OTHER_ADMIN
@@ -255,8 +255,10 @@ def test_read_once_used_as_the_old_one_shot_answer_still_works_and_warns(connect
 # SDK models it (the Python models are written by hand; this keeps them generated-types-true).
 HIT = {"id": ("id", "x"), "collection": ("collection", "c"), "score": ("score", 0.5),
        "matchedBy": ("matched_by", ["keyword"]), "explainId": ("explain_id", "e"), "highlights": ("highlights", ["h"]),
-       "fields": ("fields", {"title": "t"}), "__semantic": ("semantic", {"status": "ready"})}
+       "fields": ("fields", {"title": "t"}), "__semantic": ("semantic", {"status": "ready"}),
+       "passage": ("passage", Passage("body", 120, 980, ["Setup", "Tyres"]))}
 HIT_JSON = {wire: value for wire, (_, value) in HIT.items()}
+HIT_JSON["passage"] = {"field": "body", "start": 120, "end": 980, "headings": ["Setup", "Tyres"]}
 WARMING = {"queued": ("queued", 3), "message": ("message", "Warming up")}
 ERROR = {"code": ("code", "conflict"), "message": ("message", "m"), "details": ("details", {"waiting": 1})}
 ANSWER_FIELDS = {"results": "results", "strategy": "strategy", "warming": "warming", "diagnostics": "diagnostics",

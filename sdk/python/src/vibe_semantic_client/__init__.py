@@ -72,6 +72,7 @@ from vibe_semantic_client.models import (
     Event,
     Hit,
     Lexical,
+    Passage,
     ReadAnswer,
     Semantic,
     Strategy,
@@ -86,7 +87,7 @@ __all__ = [
     "DeletedByFilter", "Demoted", "DimensionMismatch", "DocStatus", "Done", "EmbedderUnavailable", "Error", "Event",
     "Evicted", "Explanation", "FollowUpView", "Forbidden", "Health", "Hit", "InternalError", "InvalidParams",
     "KeyCreated", "Keys", "Lag", "Lexical", "MethodNotAllowed", "Migrating", "Mismatch", "Model", "NotFound",
-    "PayloadTooLarge", "Promoted", "Promotions", "QueueDepth", "QuotaExceeded", "RateLimited", "ReadAnswer",
+    "Passage", "PayloadTooLarge", "Promoted", "Promotions", "QueueDepth", "QuotaExceeded", "RateLimited", "ReadAnswer",
     "ReadStream", "Reindexing", "RetryPolicy", "Revoked", "SchedulerView", "Semantic", "ServiceUnavailable", "Spaces",
     "Strategy", "Timeout", "TokenCreated", "TransportError", "Unauthorized", "Usage", "VibeError", "Warming",
     "Written"

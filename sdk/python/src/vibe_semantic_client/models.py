@@ -18,9 +18,27 @@ Strategy = Literal["auto", "keyword", "semantic", "hybrid"]
 
 
 @dataclass(frozen=True, slots=True)
+class Passage:
+    """Where a long document's best-matching passage sits: the field holding it (`name[i]` for
+    one string of a list field), its character offsets in that string, and the Markdown heading
+    path above it (outermost first)."""
+
+    field: str
+    start: int
+    end: int
+    headings: list[str]
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> Passage:
+        return cls(field=str(d.get("field", "")), start=int(d.get("start") or 0), end=int(d.get("end") or 0),
+                   headings=[str(h) for h in d.get("headings") or ()])
+
+
+@dataclass(frozen=True, slots=True)
 class Hit:
     """One result. `score` is comparable within one answer (higher is better); `fields` holds
-    the document's permitted fields when the read asked for them (`fields=` / `include.fields`)."""
+    the document's permitted fields when the read asked for them (`fields=` / `include.fields`);
+    `passage`, where a long document was matched by the semantic leg, its best passage."""
 
     id: str
     collection: str
@@ -30,13 +48,16 @@ class Hit:
     fields: JSON | None = None
     highlights: Any = None
     semantic: JSON | None = None
+    passage: Passage | None = None
     raw: JSON = field(default_factory=dict, repr=False)
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> Hit:
+        passage = d.get("passage")
         return cls(id=str(d["id"]), collection=str(d.get("collection", "")), score=float(d.get("score") or 0.0),
                    matched_by=list(d.get("matchedBy") or ()), explain_id=d.get("explainId"), fields=d.get("fields"),
-                   highlights=d.get("highlights"), semantic=d.get("__semantic"), raw=dict(d))
+                   highlights=d.get("highlights"), semantic=d.get("__semantic"),
+                   passage=Passage.from_json(passage) if isinstance(passage, Mapping) else None, raw=dict(d))
 
 
 @dataclass(frozen=True, slots=True)
