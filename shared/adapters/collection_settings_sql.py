@@ -22,12 +22,6 @@ from shared.collection_settings import CollectionSettings
 from shared.model import DocKey
 from shared.ports import ColdRow
 
-COLLECTION_SETTINGS_SCHEMA = """
-CREATE TABLE IF NOT EXISTS collection_settings(
-  tenant TEXT NOT NULL, collection TEXT NOT NULL, language TEXT, embed_fields TEXT, filterable_fields TEXT,
-  updated_at DOUBLE PRECISION NOT NULL, PRIMARY KEY(tenant, collection));
-"""
-
 _COLS = "tenant, collection, language, embed_fields, filterable_fields, updated_at"
 _IN_CHUNK = 500  # keys per `IN (...)`: under SQLite's and psycopg's parameter limits with room
 

@@ -17,23 +17,11 @@ from typing import Any, Protocol
 
 from shared.keys import KeyRecord, TooManyKeys
 
-KEYS_SCHEMA = (
-    "CREATE TABLE IF NOT EXISTS api_keys(id TEXT PRIMARY KEY, tenant TEXT NOT NULL, name TEXT NOT NULL, "
-    "principals TEXT NOT NULL, certs TEXT NOT NULL, scopes TEXT NOT NULL, secret_hash TEXT NOT NULL UNIQUE, "
-    "created_at DOUBLE PRECISION NOT NULL)",
-    "CREATE INDEX IF NOT EXISTS api_keys_tenant ON api_keys(tenant, created_at)",
-    "CREATE TABLE IF NOT EXISTS api_key_generation(id INTEGER PRIMARY KEY, gen BIGINT NOT NULL)",
-    "INSERT INTO api_key_generation VALUES (1, 0) ON CONFLICT DO NOTHING",
-)
-# concurrent first starts on one PostgreSQL database must not race on CREATE TABLE
-_SCHEMA_LOCK = 0x7669_6265_6B65
 _COLS = "id, tenant, name, principals, certs, scopes, created_at, secret_hash"
 
 
 class SqlHooks(Protocol):
     """What both store classes offer (shared/adapters/lifecycle_sql.py)."""
-
-    _PH: str
 
     def _lc_tx(self) -> AbstractContextManager[Any]: ...
 
@@ -50,13 +38,7 @@ def _record(r: Mapping[str, Any]) -> KeyRecord:
 
 class SqlKeyStore:
     def __init__(self, store: SqlHooks):
-        self._s = store
-        postgres = store._PH != "?"
-        with store._lc_tx() as conn:
-            if postgres:
-                conn.execute(store._sql("SELECT pg_advisory_xact_lock(?)"), (_SCHEMA_LOCK,))
-            for ddl in KEYS_SCHEMA:  # one statement each: sqlite3's execute takes no scripts
-                conn.execute(ddl)
+        self._s = store  # its tables are the store's, made by its migrations (shared/adapters/schema/)
 
     def _rows(self, sql: str, params: Sequence[object] = ()) -> Sequence[Mapping[str, Any]]:
         return self._s._lc_rows(self._s._sql(sql), params)

@@ -26,55 +26,22 @@ from psycopg.rows import DictRow, dict_row
 from psycopg.types.json import Json
 from psycopg_pool import ConnectionPool
 
-from shared.adapters.collection_settings_sql import COLLECTION_SETTINGS_SCHEMA, CollectionSettingsSql
-from shared.adapters.lifecycle_sql import LIFECYCLE_SCHEMA, LifecycleSql
+from shared.adapters.collection_settings_sql import CollectionSettingsSql
+from shared.adapters.lifecycle_sql import LifecycleSql
+from shared.adapters.schema import postgres as postgres_schema
+from shared.adapters.schema.runner import Migrated
 from shared.adapters.store_reports import COLD_FLAG, KEEP_READY_SAME_CONTENT, coverage_report
-from shared.adapters.touch_switch_sql import TOUCH_SWITCH_SCHEMA, TouchSwitchSql
+from shared.adapters.touch_switch_sql import TouchSwitchSql
 from shared.model import STATUS_OF, DocKey, SemanticStatus, SidecarEntry, StoredDoc
 from shared.ports import Change
 
 # pg_advisory_xact_lock keys (any constant bigint; they only have to differ from each other).
-SCHEMA_LOCK = 0x7669_6265_0001  # concurrent first starts must not race on CREATE TABLE
+# (The schema's, SCHEMA_LOCK, is shared/adapters/schema/postgres.py's.)
 CHANGES_LOCK = 0x7669_6265_0002  # see `_log`
 # Follower leases use the two-int4 form of the advisory lock key, (FOLLOWER_LOCKS, hash of the
 # name), a key space apart from the one-bigint keys above. Two names whose 32-bit hashes
 # collide would only take turns, never apply concurrently.
 FOLLOWER_LOCKS = 0x7669_6265
-
-# JSON fields are `json`, not `jsonb`: `json` keeps the text as written, so a document comes
-# back with its keys in the writer's order, as from SqliteStore. Vectors are `bytea` (float32,
-# little-endian): the store never computes on them (search is the vector index's job), so SQL
-# arrays would buy nothing, while bytea is compact (4 bytes a dimension, no per-element header),
-# byte-identical to the SQLite blob, and decodes with one numpy.frombuffer instead of a Python
-# float per element.
-SCHEMA = """
-CREATE TABLE IF NOT EXISTS docs(
-  tenant text NOT NULL, collection text NOT NULL, doc_id text NOT NULL,
-  fields json NOT NULL, acl json NOT NULL, intent text, vibe json NOT NULL,
-  content_hash text NOT NULL, updated_at double precision NOT NULL,
-  PRIMARY KEY(tenant, collection, doc_id));
-CREATE INDEX IF NOT EXISTS docs_by_hash ON docs(tenant, content_hash);
-CREATE TABLE IF NOT EXISTS sidecar(
-  tenant text NOT NULL, collection text NOT NULL, doc_id text NOT NULL, space text NOT NULL,
-  status text NOT NULL, content_hash text NOT NULL, reason text, model_id text,
-  last_embedded_at double precision, attempts integer NOT NULL DEFAULT 0,
-  updated_at double precision NOT NULL, cold_ref text,
-  PRIMARY KEY(tenant, collection, doc_id, space));
-CREATE INDEX IF NOT EXISTS sidecar_by_status ON sidecar(space, status, updated_at);
-CREATE TABLE IF NOT EXISTS vectors(
-  tenant text NOT NULL, content_hash text NOT NULL, space text NOT NULL,
-  model_id text NOT NULL, dim integer NOT NULL, vec bytea NOT NULL, created_at double precision NOT NULL,
-  PRIMARY KEY(tenant, content_hash, space));
-CREATE TABLE IF NOT EXISTS spaces(
-  space text PRIMARY KEY, model_id text NOT NULL, dim integer NOT NULL, created_at double precision NOT NULL);
-CREATE TABLE IF NOT EXISTS promotions(
-  tenant text NOT NULL, collection text NOT NULL, promoted_at double precision NOT NULL,
-  PRIMARY KEY(tenant, collection));
-CREATE TABLE IF NOT EXISTS changes(
-  seq bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY, tenant text NOT NULL, collection text NOT NULL,
-  doc_id text NOT NULL, op text NOT NULL, space text);
-CREATE TABLE IF NOT EXISTS follower_positions(name text PRIMARY KEY, seq bigint NOT NULL);
-"""
 
 _SIDECAR_COLS = ("tenant", "collection", "doc_id", "space", "status", "content_hash", "reason", "model_id",
                  "last_embedded_at", "attempts", "updated_at", "cold_ref")
@@ -187,10 +154,10 @@ class PostgresStore(LifecycleSql, TouchSwitchSql, CollectionSettingsSql):
         )
         try:
             self._pool.wait(timeout=connect_timeout)  # fail at start-up, not at the first request
-            with self._tx() as conn:
-                conn.execute("SELECT pg_advisory_xact_lock(%s)", (SCHEMA_LOCK,))
-                conn.execute(SCHEMA + LIFECYCLE_SCHEMA + TOUCH_SWITCH_SCHEMA
-                             + COLLECTION_SETTINGS_SCHEMA)  # idempotent DDL
+            # Tables and their versions: shared/adapters/schema/. Raises SchemaTooNew for a
+            # database a newer build migrated.
+            with self._conn() as conn:
+                self.migrated: Migrated = postgres_schema.migrate(conn)
         except BaseException:
             self._pool.close()
             raise
@@ -220,6 +187,11 @@ class PostgresStore(LifecycleSql, TouchSwitchSql, CollectionSettingsSql):
     def _one(self, sql: str, params: Sequence[object] = ()) -> DictRow | None:
         with self._conn() as conn:
             return conn.execute(sql, params).fetchone()
+
+    def schema_version(self) -> int:
+        """The version of the database's schema (shared/adapters/schema/)."""
+        with self._conn() as conn:
+            return postgres_schema.current_version(conn)
 
     def close(self) -> None:
         self._pool.close()

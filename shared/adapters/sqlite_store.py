@@ -16,47 +16,22 @@ import sqlite3
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from shared.adapters.collection_settings_sql import COLLECTION_SETTINGS_SCHEMA, CollectionSettingsSql
-from shared.adapters.lifecycle_sql import LIFECYCLE_SCHEMA, LifecycleSql
+from shared.adapters.collection_settings_sql import CollectionSettingsSql
+from shared.adapters.lifecycle_sql import LifecycleSql
+from shared.adapters.schema import sqlite as sqlite_schema
+from shared.adapters.schema.runner import Migrated
+from shared.adapters.sqlite_wal import immediate
 from shared.adapters.store_reports import COLD_FLAG, KEEP_READY_SAME_CONTENT, coverage_report
-from shared.adapters.touch_switch_sql import TOUCH_SWITCH_SCHEMA, TouchSwitchSql
+from shared.adapters.touch_switch_sql import TouchSwitchSql
 from shared.model import STATUS_OF, DocKey, SemanticStatus, SidecarEntry, StoredDoc, doc_key
 from shared.ports import Change
 from shared.threads import TicketLock
-
-SCHEMA = """
-CREATE TABLE IF NOT EXISTS docs(
-  tenant TEXT NOT NULL, collection TEXT NOT NULL, doc_id TEXT NOT NULL,
-  fields TEXT NOT NULL, acl TEXT NOT NULL, intent TEXT, vibe TEXT NOT NULL,
-  content_hash TEXT NOT NULL, updated_at REAL NOT NULL,
-  PRIMARY KEY(tenant, collection, doc_id)) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS sidecar(
-  tenant TEXT NOT NULL, collection TEXT NOT NULL, doc_id TEXT NOT NULL, space TEXT NOT NULL,
-  status TEXT NOT NULL, content_hash TEXT NOT NULL, reason TEXT, model_id TEXT,
-  last_embedded_at REAL, attempts INTEGER NOT NULL DEFAULT 0, updated_at REAL NOT NULL,
-  cold_ref TEXT,
-  PRIMARY KEY(tenant, collection, doc_id, space)) WITHOUT ROWID;
-CREATE INDEX IF NOT EXISTS sidecar_by_status ON sidecar(space, status, updated_at);
-CREATE TABLE IF NOT EXISTS vectors(
-  tenant TEXT NOT NULL, content_hash TEXT NOT NULL, space TEXT NOT NULL,
-  model_id TEXT NOT NULL, dim INTEGER NOT NULL, vec BLOB NOT NULL, created_at REAL NOT NULL,
-  PRIMARY KEY(tenant, content_hash, space)) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS spaces(
-  space TEXT PRIMARY KEY, model_id TEXT NOT NULL, dim INTEGER NOT NULL, created_at REAL NOT NULL);
-CREATE TABLE IF NOT EXISTS promotions(
-  tenant TEXT NOT NULL, collection TEXT NOT NULL, promoted_at REAL NOT NULL,
-  PRIMARY KEY(tenant, collection)) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS changes(
-  seq INTEGER PRIMARY KEY AUTOINCREMENT, tenant TEXT NOT NULL, collection TEXT NOT NULL,
-  doc_id TEXT NOT NULL, op TEXT NOT NULL, space TEXT);
-CREATE TABLE IF NOT EXISTS follower_positions(name TEXT PRIMARY KEY, seq INTEGER NOT NULL);
-"""
 
 _SIDECAR_COLS = (
     "tenant, collection, doc_id, space, status, content_hash, reason, model_id, "
@@ -144,8 +119,13 @@ class SqliteStore(LifecycleSql, TouchSwitchSql, CollectionSettingsSql):
         self._local = threading.local()
         self._all: list[sqlite3.Connection] = []
         self._lock = threading.Lock()
-        self._conn().executescript(SCHEMA + LIFECYCLE_SCHEMA + TOUCH_SWITCH_SCHEMA
-                                   + COLLECTION_SETTINGS_SCHEMA)  # commits by itself; idempotent DDL
+        # Tables and their versions: shared/adapters/schema/. Raises SchemaTooNew for a file
+        # a newer build migrated.
+        try:
+            self.migrated: Migrated = sqlite_schema.migrate(self._conn(), self._tx)
+        except BaseException:
+            self.close()
+            raise
 
     # -- connections -------------------------------------------------------------------
 
@@ -193,17 +173,13 @@ class SqliteStore(LifecycleSql, TouchSwitchSql, CollectionSettingsSql):
         finally:
             writers.release()
 
-    @contextmanager
-    def _immediate(self) -> Iterator[sqlite3.Connection]:
+    def _immediate(self) -> AbstractContextManager[sqlite3.Connection]:
         """The transaction itself, on this thread's connection (the writers meet in SQLite)."""
-        c = self._conn()
-        c.execute("BEGIN IMMEDIATE")
-        try:
-            yield c
-        except BaseException:
-            c.execute("ROLLBACK")
-            raise
-        c.execute("COMMIT")
+        return immediate(self._conn())
+
+    def schema_version(self) -> int:
+        """The version of the file's schema (shared/adapters/schema/)."""
+        return sqlite_schema.current_version(self._conn())
 
     def close(self) -> None:
         with self._lock:

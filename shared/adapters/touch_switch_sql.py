@@ -16,12 +16,6 @@ from typing import Any
 
 from shared.follow_up import SWITCH_STATES, FollowUpFlush, FollowUpRow, SwitchState, merged
 
-TOUCH_SWITCH_SCHEMA = """
-CREATE TABLE IF NOT EXISTS touch_follow_up(
-  tenant TEXT NOT NULL, collection TEXT NOT NULL, reads BIGINT NOT NULL, mean DOUBLE PRECISION NOT NULL,
-  updated_at DOUBLE PRECISION NOT NULL, PRIMARY KEY(tenant, collection));
-"""
-
 _COLS = "tenant, collection, reads, mean, updated_at"
 
 
