@@ -32,7 +32,7 @@ from shared.adapters.schema import postgres as postgres_schema
 from shared.adapters.schema.runner import Migrated
 from shared.adapters.store_reports import COLD_FLAG, KEEP_READY_SAME_CONTENT, coverage_report
 from shared.adapters.touch_switch_sql import TouchSwitchSql
-from shared.model import STATUS_OF, DocKey, SemanticStatus, SidecarEntry, StoredDoc
+from shared.model import STATUS_OF, DocKey, DocVectors, SemanticStatus, SidecarEntry, StoredDoc, as_doc_vectors
 from shared.ports import Change
 
 # pg_advisory_xact_lock keys (any constant bigint; they only have to differ from each other).
@@ -102,12 +102,14 @@ def _sidecar_params(s: SidecarEntry, now: float) -> tuple[object, ...]:
             s.model_id, s.last_embedded_at, s.attempts, s.updated_at or now, s.cold_ref)
 
 
-def _to_bytes(vec: Sequence[float]) -> bytes:
-    return np.asarray(vec, dtype="<f4").tobytes()
+def _to_bytes(vectors: DocVectors) -> bytes:
+    """A document's passage vectors end to end (the row's `dim` splits them again)."""
+    return np.asarray(vectors, dtype="<f4").tobytes()
 
 
-def _from_bytes(raw: bytes) -> list[float]:
-    return np.frombuffer(raw, dtype="<f4").tolist()
+def _from_bytes(raw: bytes, dim: int) -> DocVectors:
+    flat = np.frombuffer(raw, dtype="<f4")
+    return flat.reshape(-1, dim).tolist() if dim and flat.size % dim == 0 else [flat.tolist()]
 
 
 def _log(conn: Conn, rows: Sequence[tuple[DocKey, str, str | None]]) -> None:
@@ -321,7 +323,8 @@ class PostgresStore(LifecycleSql, TouchSwitchSql, CollectionSettingsSql):
     # -- vectors -----------------------------------------------------------------------
 
     def commit_vectors(
-        self, entries: Sequence[tuple[SidecarEntry, list[float]]], model_id: str, now: float | None = None
+        self, entries: Sequence[tuple[SidecarEntry, Sequence[float] | DocVectors]], model_id: str,
+        now: float | None = None,
     ) -> list[DocKey]:
         """Job output and job state in one transaction (the pgai vectorizer's rule). The
         content-hash guard is in the UPDATE: a document rewritten meanwhile is left to the
@@ -330,7 +333,8 @@ class PostgresStore(LifecycleSql, TouchSwitchSql, CollectionSettingsSql):
             return []
         space = entries[0][0].space
         now = self.clock() if now is None else now
-        in_order = sorted(entries, key=lambda e: (e[0].key, e[0].space))  # the lock order
+        in_order = sorted(((e, as_doc_vectors(v)) for e, v in entries),
+                          key=lambda e: (e[0].key, e[0].space))  # the lock order
         with self._tx() as conn, conn.cursor() as cur:
             cur.executemany(
                 "UPDATE sidecar SET status='ready', reason=NULL, model_id=%s, last_embedded_at=%s, updated_at=%s, "
@@ -338,7 +342,7 @@ class PostgresStore(LifecycleSql, TouchSwitchSql, CollectionSettingsSql):
                 "RETURNING tenant, collection, doc_id",
                 [(model_id, now, now, *e.key, e.space, e.content_hash) for e, _ in in_order], returning=True)
             moved = _returned_keys(cur)
-            vectors = sorted((e.key.tenant, e.content_hash, e.space, model_id, len(v), _to_bytes(v), now)
+            vectors = sorted((e.key.tenant, e.content_hash, e.space, model_id, len(v[0]), _to_bytes(v), now)
                              for e, v in in_order if e.key in moved)
             if vectors:
                 cur.executemany(_UPSERT_VECTOR, vectors)
@@ -346,20 +350,20 @@ class PostgresStore(LifecycleSql, TouchSwitchSql, CollectionSettingsSql):
             _log(conn, [(k, "vector", space) for k in ready])
         return ready
 
-    def vector_for_hash(self, tenant: str, content_hash: str, space: str) -> list[float] | None:
-        r = self._one("SELECT vec FROM vectors WHERE tenant=%s AND content_hash=%s AND space=%s",
+    def vector_for_hash(self, tenant: str, content_hash: str, space: str) -> DocVectors | None:
+        r = self._one("SELECT vec, dim FROM vectors WHERE tenant=%s AND content_hash=%s AND space=%s",
                       (tenant, content_hash, space))
-        return _from_bytes(r["vec"]) if r else None
+        return _from_bytes(r["vec"], r["dim"]) if r else None
 
-    def vectors_for(self, keys: Sequence[DocKey], space: str) -> dict[DocKey, list[float]]:
+    def vectors_for(self, keys: Sequence[DocKey], space: str) -> dict[DocKey, DocVectors]:
         """The vector of each key whose sidecar is `ready`, in one join."""
         if not keys:
             return {}
         rows = self._all(
-            f"SELECT s.tenant, s.collection, s.doc_id, v.vec FROM sidecar s JOIN {_KEYS} {_ON_KEY} "
+            f"SELECT s.tenant, s.collection, s.doc_id, v.vec, v.dim FROM sidecar s JOIN {_KEYS} {_ON_KEY} "
             "JOIN vectors v ON v.tenant=s.tenant AND v.content_hash=s.content_hash AND v.space=s.space "
             "WHERE s.space=%s AND s.status='ready'", [*_key_arrays(keys), space])
-        return {_key(r): _from_bytes(r["vec"]) for r in rows}
+        return {_key(r): _from_bytes(r["vec"], r["dim"]) for r in rows}
 
     # -- change log and reports --------------------------------------------------------
 

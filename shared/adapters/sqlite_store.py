@@ -29,7 +29,16 @@ from shared.adapters.schema.runner import Migrated
 from shared.adapters.sqlite_wal import immediate
 from shared.adapters.store_reports import COLD_FLAG, KEEP_READY_SAME_CONTENT, coverage_report
 from shared.adapters.touch_switch_sql import TouchSwitchSql
-from shared.model import STATUS_OF, DocKey, SemanticStatus, SidecarEntry, StoredDoc, doc_key
+from shared.model import (
+    STATUS_OF,
+    DocKey,
+    DocVectors,
+    SemanticStatus,
+    SidecarEntry,
+    StoredDoc,
+    as_doc_vectors,
+    doc_key,
+)
 from shared.ports import Change
 from shared.threads import TicketLock
 
@@ -98,12 +107,14 @@ def _pow2(x: float | None) -> float | None:
     return None if x is None else 2.0 ** max(-1074.0, min(1023.0, x))
 
 
-def _to_blob(vec: Sequence[float]) -> bytes:
-    return np.asarray(vec, dtype=np.float32).tobytes()
+def _to_blob(vectors: DocVectors) -> bytes:
+    """A document's passage vectors end to end, float32 (the row's `dim` splits them again)."""
+    return np.asarray(vectors, dtype=np.float32).tobytes()
 
 
-def _from_blob(blob: bytes) -> list[float]:
-    return np.frombuffer(blob, dtype=np.float32).tolist()
+def _from_blob(blob: bytes, dim: int) -> DocVectors:
+    flat = np.frombuffer(blob, dtype=np.float32)
+    return flat.reshape(-1, dim).tolist() if dim and flat.size % dim == 0 else [flat.tolist()]
 
 
 class SqliteStore(LifecycleSql, TouchSwitchSql, CollectionSettingsSql):
@@ -329,14 +340,15 @@ class SqliteStore(LifecycleSql, TouchSwitchSql, CollectionSettingsSql):
     # -- vectors -----------------------------------------------------------------------
 
     def commit_vectors(
-        self, entries: Sequence[tuple[SidecarEntry, list[float]]], model_id: str, now: float | None = None
+        self, entries: Sequence[tuple[SidecarEntry, Sequence[float] | DocVectors]], model_id: str,
+        now: float | None = None,
     ) -> list[DocKey]:
         """Job output and job state in one transaction (the pgai vectorizer's rule)."""
         ready: list[DocKey] = []
         now = self.clock() if now is None else now
         with self._tx() as c:
-            for entry, vec in entries:
-                k = entry.key
+            for entry, given in entries:
+                k, vecs = entry.key, as_doc_vectors(given)
                 cur = c.execute(
                     "UPDATE sidecar SET status='ready', reason=NULL, model_id=?, last_embedded_at=?, "
                     "updated_at=?, cold_ref=NULL WHERE tenant=? AND collection=? AND doc_id=? "
@@ -347,21 +359,21 @@ class SqliteStore(LifecycleSql, TouchSwitchSql, CollectionSettingsSql):
                     continue  # the document changed or went away meanwhile: a newer job owns it
                 c.execute(
                     "INSERT OR REPLACE INTO vectors VALUES (?,?,?,?,?,?,?)",
-                    (k.tenant, entry.content_hash, entry.space, model_id, len(vec), _to_blob(vec), now),
+                    (k.tenant, entry.content_hash, entry.space, model_id, len(vecs[0]), _to_blob(vecs), now),
                 )
                 ready.append(k)
             self._log(c, [(k, "vector", entries[0][0].space) for k in ready] if ready else [])
         return ready
 
-    def vector_for_hash(self, tenant: str, content_hash: str, space: str) -> list[float] | None:
+    def vector_for_hash(self, tenant: str, content_hash: str, space: str) -> DocVectors | None:
         r = self._conn().execute(
-            "SELECT vec FROM vectors WHERE tenant=? AND content_hash=? AND space=?",
+            "SELECT vec, dim FROM vectors WHERE tenant=? AND content_hash=? AND space=?",
             (tenant, content_hash, space),
         ).fetchone()
-        return _from_blob(r["vec"]) if r else None
+        return _from_blob(r["vec"], r["dim"]) if r else None
 
-    def vectors_for(self, keys: Sequence[DocKey], space: str) -> dict[DocKey, list[float]]:
-        out: dict[DocKey, list[float]] = {}
+    def vectors_for(self, keys: Sequence[DocKey], space: str) -> dict[DocKey, DocVectors]:
+        out: dict[DocKey, DocVectors] = {}
         side = self.sidecars(keys, space)
         for k, s in side.items():
             if s.status == SemanticStatus.READY:
