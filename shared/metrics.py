@@ -100,6 +100,8 @@ class _Metrics:
         # Lifecycle (issue 11; DESIGN.md §5 "Lifecycle"). No tenant labels on /metrics.
         self.promotions = Counter("vibe_promotions_total", "Collection mode changes", ["action"])
         self.evictions = Counter("vibe_evictions_total", "Vectors moved to the cold store")
+        self.store_schema_version = Gauge("vibe_store_schema_version",
+                                          "Schema version of the store of record this process migrated to at start")
         self.passages_capped = Counter("vibe_passages_capped_total",
                                        "Passages of long documents not embedded: past VIBE_MAX_PASSAGES")
         self.rehydrations = Counter("vibe_rehydrations_total",

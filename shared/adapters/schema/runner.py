@@ -17,6 +17,8 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from shared.metrics import METRICS
+
 log = logging.getLogger("vibe.store")
 
 # One row per applied step: the current version is the highest, and the rows are the store's
@@ -125,4 +127,5 @@ def migrate(dialect: Dialect, conn: Any, migrations: Sequence[Migration],
                 version = step.version
     done = Migrated(version, tuple(applied))
     log.info(done.line(), extra={"schema_version": version, "applied_migrations": list(applied)})
+    METRICS.store_schema_version.set(version)
     return done
