@@ -87,6 +87,11 @@ def corpus(n: int) -> list[tuple[str, str]]:
     return out
 
 
+def _words(heading: str) -> int:
+    """Words with a letter: a changelog's `0.4.2 - 2025-10-07` is not a question anyone types."""
+    return sum(any(c.isalpha() for c in w) for w in heading.split())
+
+
 def queries(docs: list[tuple[str, str]], per_doc: int) -> list[Query]:
     """Each document's distinctive headings (three words or more, in no other document), spread
     over the document: the first, the last and evenly between."""
@@ -97,7 +102,7 @@ def queries(docs: list[tuple[str, str]], per_doc: int) -> list[Query]:
             seen[h] = seen.get(h, 0) + 1
     out: list[Query] = []
     for i, (name, text) in enumerate(docs):
-        ok = [(h, at) for h, at in found[name] if seen[h.lower()] == 1 and len(h.split()) >= 3]
+        ok = [(h, at) for h, at in found[name] if seen[h.lower()] == 1 and _words(h) >= 3]
         if len(ok) > per_doc:
             step = (len(ok) - 1) / (per_doc - 1)
             ok = [ok[round(j * step)] for j in range(per_doc)]
@@ -118,6 +123,7 @@ def run_arm(chars: int, docs: list[tuple[str, str]], qs: list[Query], home: Path
                                        for i, (name, text) in enumerate(docs)])
         embed_seconds = harness.embed_all(s, COLLECTION)
         tally: dict[str, list[int]] = {b: [0, 0] for b in BUCKETS}
+        misses: list[dict[str, Any]] = []
         located = [0, 0]
         for q in qs:
             results = _read(s, q.text)
@@ -125,6 +131,8 @@ def run_arm(chars: int, docs: list[tuple[str, str]], qs: list[Query], home: Path
             for b in (q.bucket, q.third):
                 tally[b][0] += hit is not None
                 tally[b][1] += 1
+            if hit is None:
+                misses.append({"doc": q.doc_id, "query": q.text, "where": q.third, "got": [r["id"] for r in results]})
             if hit is not None and "passage" in hit:
                 located[1] += 1
                 section = bodies[q.doc_id][hit["passage"]["start"]:hit["passage"]["end"]]
@@ -133,10 +141,10 @@ def run_arm(chars: int, docs: list[tuple[str, str]], qs: list[Query], home: Path
     return {"passage_chars": chars, "embed_seconds": round(embed_seconds, 1), "hit@3": hit3,
             "queries": {b: n for b, (_, n) in tally.items()},
             "passage_named_the_section": round(located[0] / located[1], 3) if located[1] else None,
-            "hits_with_passage": located[1]}
+            "hits_with_passage": located[1], "misses": misses}
 
 
-def main(n_docs: int, per_doc: int) -> Path:
+def main(n_docs: int, per_doc: int, arms_wanted: list[str] | None = None) -> Path:
     docs = corpus(n_docs)
     qs = queries(docs, per_doc)
     root = Path(tempfile.mkdtemp(prefix="vibe-longdocs-"))
@@ -144,6 +152,8 @@ def main(n_docs: int, per_doc: int) -> Path:
     started = time.monotonic()
     try:
         for name, chars in ARMS.items():
+            if arms_wanted and name not in arms_wanted:
+                continue
             arms[name] = run_arm(chars, docs, qs, root / name.replace(" ", "-"))
     finally:
         shutil.rmtree(root, ignore_errors=True)
@@ -164,5 +174,6 @@ if __name__ == "__main__":
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--docs", type=int, default=40)
     ap.add_argument("--max-queries-per-doc", type=int, default=6)
+    ap.add_argument("--arm", action="append", choices=sorted(ARMS), help="run only these arms")
     a = ap.parse_args()
-    main(a.docs, a.max_queries_per_doc)
+    main(a.docs, a.max_queries_per_doc, a.arm)

@@ -150,6 +150,67 @@ def plot_lexical_legs(doc: dict[str, Any] | None) -> str | None:
     return path.name
 
 
+LONG_DOCS_MARKS = ("<!-- long-docs -->", "<!-- /long-docs -->")
+
+
+def plot_long_docs(doc: dict[str, Any] | None) -> str | None:
+    """Semantic hit@3 by where the asked-for section sits in its document, per arm."""
+    if doc is None:
+        return None
+    from bench.long_docs import BUCKETS
+
+    plt = _pyplot()
+    thirds = [b for b in BUCKETS if b.endswith("third")]
+    fig, ax = plt.subplots(figsize=(7, 3.6))
+    width = 0.38
+    for j, (arm, figures) in enumerate(doc["arms"].items()):
+        xs = [i + (j - 0.5) * width for i in range(len(thirds))]
+        ax.bar(xs, [figures["hit@3"][b] or 0 for b in thirds], width, label=arm)
+    ax.set_xticks(range(len(thirds)), thirds)
+    ax.set_ylim(0, 1)
+    ax.set_ylabel("semantic hit@3")
+    ax.set_title(f"a heading's document in the top 3, by where the section sits ({doc['queries']} queries)")
+    ax.grid(alpha=0.3, axis="y")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    path = RESULTS / "perf-long-docs.png"
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path.name
+
+
+def _long_docs_section(found: tuple[Path, dict[str, Any]] | None) -> str:
+    """Between markers, so a rebuild without the (uncommitted) result file keeps it."""
+    start, end = LONG_DOCS_MARKS
+    if found is None:
+        old = (RESULTS / "performance.md").read_text() if (RESULTS / "performance.md").exists() else ""
+        kept = re.search(re.escape(start) + ".*?" + re.escape(end), old, re.S)
+        return (kept.group(0) + "\n") if kept else (
+            f"{start}\n## Long documents\n\nNot measured yet (`python -m bench.long_docs`).\n{end}\n")
+    from bench import report
+    from bench.long_docs import BUCKETS
+
+    path, doc = found
+    plot = plot_long_docs(doc)
+    rows = [[arm, *(a["hit@3"][b] for b in BUCKETS), a["embed_seconds"], a["passage_named_the_section"]]
+            for arm, a in doc["arms"].items()]
+    n = doc["arms"].get("passages", {}).get("queries", {})
+    table = report.table(["arm", *(f"hit@3 {b}" for b in BUCKETS), "embed s", "passage = section"], rows)
+    misses = [m for m in doc["arms"].get("passages", {}).get("misses", []) if m["where"] == "last third"]
+    return (f"{start}\n## Long documents: found wherever the answer sits (`{path.name}`)\n\n![{plot}]({plot})\n\n"
+            f"`python -m bench.long_docs`: {len(doc['docs'])} real Markdown documents (this repository's pages and the "
+            "installed packages' descriptions, 3-60 KB), put through the REST API one per document and embedded with "
+            f"all-MiniLM-L6-v2; {doc['queries']} queries, each a section heading no other document has (three words or "
+            "more), answered with the semantic strategy. `head`: the section starts within the first 1,000 "
+            f"characters (what one model window reads; {n.get('head')} queries), `deep` past them ({n.get('deep')}); "
+            "thirds by the section's position. Arms differ only by `VIBE_PASSAGE_CHARS` (1000: passages; 100,000: one "
+            "text per document, which the model cuts at its 256 word pieces). `passage = section`: of the hits that "
+            "named a passage, those whose passage holds the asked-for heading.\n\n" + table + "\n"
+            f"The last third's misses with passages ({len(misses)}) are closing sections with generic names: "
+            + ", ".join(f"\"{m['query']}\"" for m in misses[:6]) + (" …" if len(misses) > 6 else "") + ".\n"
+            + end + "\n")
+
+
 LEXICAL_LEGS_MARKS = ("<!-- lexical-legs -->", "<!-- /lexical-legs -->")
 
 
@@ -349,6 +410,7 @@ def main() -> Path:
     lat, tp, sc = newest("latency-*.json"), newest("perf-throughput-*.json"), newest("perf-scale-*.json")
     peers, legs = newest("peers-*+*.json"), newest("lexical-legs-*.json")
     legs_section = _lexical_legs_section(legs)  # before the page is rewritten: it may keep the old one
+    long_docs_section = _long_docs_section(newest("long-docs-*.json"))
     plots = [p for p in (plot_latency(lat[1] if lat else None, sc[1] if sc else None),
                          plot_throughput(tp[1] if tp else None), plot_memory(sc[1] if sc else None)) if p]
     plot_lexical_legs(legs[1] if legs else None)  # shown inside its section
@@ -359,7 +421,7 @@ def main() -> Path:
             + _targets(lat[1] if lat else None, peers[1] if peers else None, tp[1] if tp else None,
                        sc[1] if sc else None) + "\n"
             + "\n".join([_latency_section(lat), _peers_section(peers), _throughput_section(tp), _scale_section(sc),
-                         legs_section]))
+                         legs_section, long_docs_section]))
     out = RESULTS / "performance.md"
     out.write_text(page)
     print(page)
