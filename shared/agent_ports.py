@@ -1,4 +1,4 @@
-"""Ports of the agent tools (issue #4): the citation registry, the tool audit log, the
+"""Ports of the agent tools: the citation registry, the tool audit log, the
 pre-call check, the extract_key_info budget and task ledger, and the reranker. Kept apart from
 shared/ports.py, which holds the retrieval core's ports.
 
@@ -16,7 +16,7 @@ from typing import Any, Protocol, runtime_checkable
 
 @dataclass(frozen=True)
 class CitationEntry:
-    """One registered citable unit (seed 001 §3.2). `n` never changes meaning within its
+    """One registered citable unit (a SurfSense-compatible citation). `n` never changes meaning within its
     conversation."""
 
     n: int
@@ -30,7 +30,7 @@ class CitationEntry:
 
 @runtime_checkable
 class CitationRegistry(Protocol):
-    """Per-conversation find-or-create numbering (seed 001 §3.3–3.4). `owner` scopes a
+    """Per-conversation find-or-create numbering (as SurfSense-compatible clients expect). `owner` scopes a
     conversation to the caller that opened it, so another key naming the same conversation id
     sees a different (empty) registry."""
 
@@ -46,7 +46,7 @@ class CitationRegistry(Protocol):
 
 @dataclass
 class AuditRecord:
-    """One tool call (seed 004 "Audit Call"): parameters (sizes and ids, never material
+    """One tool call (the audit record extract_key_info operators expect): parameters (sizes and ids, never material
     text), timing and outcome."""
 
     tool: str
@@ -95,7 +95,7 @@ class BudgetExceeded(Exception):
 
 @runtime_checkable
 class MaterialBudget(Protocol):
-    """What one API key may feed `extract_key_info` per UTC day (issue 12, finding 7):
+    """What one API key may feed `extract_key_info` per UTC day:
     characters of materials submitted and new chunks stored (each of which is embedded)."""
 
     def charge(self, key: str, day: str, chars: int, chunks: int, max_chars: int, max_chunks: int) -> None:
@@ -114,7 +114,7 @@ class RerankError(Exception):
 
 @runtime_checkable
 class Reranker(Protocol):
-    """A cross-encoder behind a provider port (seed 001 §4.3, V§10): scores each passage
+    """A cross-encoder behind a provider port: scores each passage
     against the query. Adapters: shared/adapters/rerank_http.py (Cohere/TEI `/rerank`)."""
 
     model_id: str
@@ -128,7 +128,7 @@ class Reranker(Protocol):
 
 @runtime_checkable
 class TaskLedger(Protocol):
-    """When each extract_key_info task collection was last used (seed 004 retention: tasks
+    """When each extract_key_info task collection was last used (retention: tasks
     inactive for N days are purged)."""
 
     def touch(self, tenant: str, collection: str, now: float) -> None: ...

@@ -1,5 +1,5 @@
-"""Global backpressure from queue depth (V§12 "per-tenant rate limit + per-query ceiling + global
-backpressure"): whether the job queue, every lane together (waiting, running or retrying), holds
+"""Global backpressure from queue depth (beside the per-tenant rate limit and the per-query
+ceiling): whether the job queue, every lane together (waiting, running or retrying), holds
 at least `bound` jobs. A queue that deep means the workers or the provider are not keeping up
 (or are down): more jobs would only grow the lag every waiting read sees, so the paths that add
 jobs stop adding them until it drains. Backfills (promotion, reindex, migration, rehydration)

@@ -1,6 +1,6 @@
-"""The one Settings object (DESIGN.md §1: nothing else reads the environment).
+"""The one Settings object (nothing else reads the environment).
 
-Every name in DESIGN.md §5 is here with the `VIBE_` prefix. `profile` sets the defaults of
+Every setting the API documents (docs/configuration.md) is here with the `VIBE_` prefix. `profile` sets the defaults of
 `queue`, `lexical`, `vectors` and `store`; each can still be chosen on its own.
 """
 
@@ -99,7 +99,7 @@ class Settings(BaseSettings):
         "One JSON line per HTTP request (logger `vibe.access`: method, path, route, status, duration, bytes, "
         "tenant, request id; never a query string, body or key); a stream's line when it ends."))
 
-    # Read path (DESIGN.md §3, V§4.2, V§4.3 example numbers as defaults).
+    # Read path (the design's example numbers as defaults).
     space: str = Field("core", description=(
         "The default embedding space (a model's vectors) every tenant reads and writes unless it migrated"
         " to another."))
@@ -115,7 +115,7 @@ class Settings(BaseSettings):
         "Documents per minute a tenant may send to the embedder (touches, eager writes, backfills)."))
     stream_wait_seconds: float = Field(15.0, description=(
         "How long a stream waits for the embeddings its query queued before it ends with `done`."))
-    # SSE hygiene (issue #13): a `: keep-alive` comment after this many seconds without an
+    # SSE hygiene: a `: keep-alive` comment after this many seconds without an
     # event, and the `retry:` reconnection hint (milliseconds) a stream starts with.
     stream_heartbeat_seconds: Annotated[float, Field(gt=0)] = Field(10.0, description=(
         "A stream sends a `: keep-alive` comment after this many seconds without an event."))
@@ -217,12 +217,12 @@ class Settings(BaseSettings):
     max_bulk_bytes: int = Field(64 * 1_048_576, description="Largest bulk request body, in bytes.")
     # A bulk is stored in transactions of at most this many documents, the store's writer lock
     # and the index follower released between them, so another tenant's single write waits for
-    # one chunk, not a whole 5,000-document bulk (issue 41). Each item still answers on its own.
+    # one chunk, not a whole 5,000-document bulk. Each item still answers on its own.
     bulk_write_chunk: Annotated[int, Field(ge=1)] = Field(64, description=(
         "A bulk is stored in transactions of at most this many documents, so other tenants' writes wait "
         "for one chunk only."))
 
-    # Eligibility and redaction (V§5, V§9): JSON in the environment.
+    # Eligibility and redaction: JSON in the environment.
     index_policy: list[dict[str, Any]] = Field(default_factory=list, description=(
         "Eligibility rules (JSON list of `{\"if\": ..., \"then\": {\"action\": \"embed|ignore|defer\", ...}}`) "
         "deciding which documents may be embedded."))
@@ -242,7 +242,7 @@ class Settings(BaseSettings):
         "Keyword-analysis language per collection, JSON `{\"<collection>\": \"fr\"}`; a change rebuilds the "
         "keyword index at the next start."))
 
-    # --- distributed (issue #3): Celery/Redis, reconciler, breaker ---
+    # --- distributed: Celery/Redis, reconciler, breaker ---
     # `vibe-semantic worker` serves Prometheus metrics for the whole worker (prefork children
     # included) on this port; None = off.
     metrics_port: int | None = Field(None, description=(
@@ -309,7 +309,7 @@ class Settings(BaseSettings):
     # connections per process (API threads, or one Celery pool child)
     postgres_pool_size: int = Field(10, description="PostgreSQL connections per process.")
 
-    # --- MCP and agent tools (issue #4) ---
+    # --- MCP and agent tools ---
     # the key `vibe-semantic mcp` (stdio) acts as
     mcp_key: str | None = Field(None, description="The API key `vibe-semantic mcp` (stdio) acts as.")
     # Seed 000's own names (SURR_*, MCP_NO_LOG) are read too; the VIBE_ name wins when both are set.
@@ -323,10 +323,10 @@ class Settings(BaseSettings):
     mcp_chunk_chars: int = Field(1200, description="Characters per chunk when `reindex` splits a file.")
     mcp_chunk_overlap: int = Field(200, description="Characters two consecutive chunks share.")
     mcp_max_top_k: int = Field(100, description="Largest `top_k` an MCP search tool accepts.")
-    mcp_no_log: bool = Field(default=False, validation_alias=AliasChoices(  # seed 000: counters only, no detail logs
+    mcp_no_log: bool = Field(default=False, validation_alias=AliasChoices(  # inner_voice's switch: counters only
         "VIBE_MCP_NO_LOG", "MCP_NO_LOG"), description=(
         "Counters only, no detailed logs of MCP tool calls (also read from MCP_NO_LOG)."))
-    # "module:attr" of a PreCallCheck (seed 004 billing hook)
+    # "module:attr" of a PreCallCheck (extract_key_info's billing hook)
     mcp_precall_check: str | None = Field(None, description=(
         "`module:attr` of a hook called before each MCP tool call (for billing), after its arguments are "
         "checked."))
@@ -354,7 +354,7 @@ class Settings(BaseSettings):
         "Most characters of materials in one `extract_key_info` call."))
     extract_max_query_chars: int = Field(2_000, description="Longest `extract_key_info` query, in characters.")
     extract_max_chunk_chars: int = Field(1_500, description="Characters per chunk of `extract_key_info` materials.")
-    # seed 004: 0.65 semantic/0.35 lexical, recency ties
+    # extract_key_info's fusion: 0.65 semantic/0.35 lexical, recency ties
     extract_fusion: Literal["rrf", "weighted"] = Field("weighted", description=(
         "Fusion of `extract_key_info`: `weighted` (0.65 semantic / 0.35 keyword, recency breaks ties) or "
         "`rrf`."))
@@ -371,7 +371,7 @@ class Settings(BaseSettings):
     # 0 = keep forever
     extract_task_retention_days: Annotated[float, Field(ge=0)] = Field(90.0, description=(
         "`extract_key_info` tasks unused this many days are purged (0 = kept forever)."))
-    # --- reranker (seed 001 §4.3, V§10): a Cohere/TEI-compatible `/rerank` endpoint; off when unset ---
+    # --- reranker (as in SurfSense): a Cohere/TEI-compatible `/rerank` endpoint; off when unset ---
     # the full endpoint, e.g. http://tei:8080/rerank
     rerank_url: str | None = Field(None, description=(
         "Full URL of a Cohere- or TEI-compatible `/rerank` endpoint for `search_knowledge_base`; unset = "
@@ -385,8 +385,8 @@ class Settings(BaseSettings):
     rerank_timeout_seconds: Annotated[float, Field(gt=0)] = Field(10.0, description=(
         "Timeout of a reranker call; on failure the fused order is kept."))
 
-    # --- lifecycle (issue 11): scheduler, promotion, eviction, cold store, spaces, cost caps ---
-    # (lead's block; DESIGN.md §5 "Lifecycle")
+    # --- lifecycle: scheduler, promotion, eviction, cold store, spaces, cost caps ---
+    # (lead's block)
     # The scheduler (a thread in `serve`; a Celery beat task in the distributed profile) decides
     # every interval under a store lease, so one process leads however many run it.
     # False: this process runs no lifecycle tick (promotion, demotion, eviction, pruning,
@@ -406,7 +406,7 @@ class Settings(BaseSettings):
     # to one bucket (window / 12).
     usage_flush_seconds: Annotated[float, Field(gt=0)] = Field(2.0, description=(
         "How often each API process writes its buffered usage statistics to the store."))
-    # Collection promotion (V§4.3 `collection: {queries: 20, hits: 50, windowMins: 120}`).
+    # Collection promotion (defaults `collection: {queries: 20, hits: 50, windowMins: 120}`).
     promote_min_queries: Annotated[int, Field(ge=1)] = Field(20, description=(
         "Queries within the promotion window that make a collection eager (with VIBE_PROMOTE_MIN_HITS)."))
     promote_min_hits: Annotated[int, Field(ge=0)] = Field(50, description=(
@@ -416,7 +416,7 @@ class Settings(BaseSettings):
         "The window over which promotion counts queries and hits."))
     demote_idle_seconds: Annotated[float, Field(gt=0)] = Field(7 * 86400.0, description=(
         "An automatically promoted collection is demoted after this long without a query."))
-    # Document promotion (V§4.3 `doc: {touches: 3, ttlDays: 30}`): a document touched this often
+    # Document promotion (defaults `doc: {touches: 3, ttlDays: 30}`): a document touched this often
     # (decayed with the half-life) or found this often beside pinned ones is kept embedded
     # (pinned) for the TTL from the tick that finds it so, and pinned again while its decayed
     # count stays there: a burst of touches keeps a document for about half-lives x log2(count /
@@ -427,7 +427,7 @@ class Settings(BaseSettings):
         "How long a pinned document stays pinned after the tick that pins it."))
     usage_half_life_seconds: Annotated[float, Field(gt=0)] = Field(7 * 86400.0, description=(
         "Half-life of a document's decayed touch count."))
-    # Eviction to the cold store (V§4.3 "vectors unused for N days"; V§12 FP16/INT8 cold codes).
+    # Eviction to the cold store (FP16/INT8 cold codes, to save space).
     evict_idle_seconds: Annotated[float, Field(gt=0)] = Field(30 * 86400.0, description=(
         "Vectors of lazy collections unused this long move to the cold store."))
     evict_batch: Annotated[int, Field(ge=1)] = Field(5000, description=(
@@ -475,7 +475,7 @@ class Settings(BaseSettings):
 
     def tenant_queue_bound(self) -> int:
         return self.backpressure_queue_depth // 4 if self.tenant_queue_max is None else self.tenant_queue_max
-    # Cost caps (V§12): embedding tokens per tenant per UTC day (0 = no cap) and the price used
+    # Cost caps: embedding tokens per tenant per UTC day (0 = no cap) and the price used
     # for /semantic/usage estimates (None = 0.02 $/1M tokens for openai, 0 for local models).
     tenant_daily_tokens: Annotated[int, Field(ge=0)] = Field(0, description=(
         "Embedding tokens per tenant per UTC day (documents and queries); 0 = no cap."))
@@ -484,7 +484,7 @@ class Settings(BaseSettings):
         "models."))
 
 
-    # --- touch economics (issue 11, bench lazy): helper B's block ---
+    # --- touch economics (bench lazy): helper B's block ---
     # What a query spends embedding on (services/planner/touch.py; tuned with `bench lazy` and
     # `python -m bench.touch_sim`, results in bench/results/touch-*).
     # adaptive (default): the page first, `limit` x factor deep (at least min_depth), a repeat
@@ -562,7 +562,7 @@ class Settings(BaseSettings):
     touch_auto_refresh_seconds: Annotated[float, Field(ge=0)] = Field(30.0, description=(
         "How often a process re-reads a collection's stored `auto` state."))
 
-    # --- hardening (issue 12): input bounds, adapters, MCP: helper C's block ---
+    # --- hardening: input bounds, adapters, MCP: helper C's block ---
     # ACL bounds (services/api/writes.py DocumentService._acl): each principal is one keyword term
     # in OpenSearch, whose `acl` field ignores terms over 1024 characters (fail closed: a dropped
     # term matches nobody), so a principal stays below that; the total bounds a point's payload.
@@ -607,7 +607,7 @@ class Settings(BaseSettings):
     per_tenant_max_inflight: Annotated[int, Field(ge=0)] = Field(8, description=(
         "Requests of one tenant running at once in a process; others wait (0 = no cap)."))
 
-    # --- hardening (issue 12): agent tools: helper E's block ---
+    # --- hardening: agent tools: helper E's block ---
     # Folders `reindex` may read: a JSON list, one path, or an os.pathsep-separated list. Empty
     # (the default) = reindex is off; the server's working directory is never a root by itself.
     mcp_reindex_roots: Annotated[list[Path], NoDecode] = Field(default_factory=list, description=(

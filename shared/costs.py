@@ -1,4 +1,4 @@
-"""Provider cost accounting shared by every path that calls a provider (V§12): the token
+"""Provider cost accounting shared by every path that calls a provider: the token
 estimate that caps and reports agree on, and the UTC day a charge belongs to."""
 
 from __future__ import annotations

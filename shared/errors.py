@@ -1,4 +1,4 @@
-"""Stable error codes (DESIGN.md §5): one enum of (code, HTTP status), rendered by one handler."""
+"""Stable error codes: one enum of (code, HTTP status), rendered by one handler."""
 
 from __future__ import annotations
 

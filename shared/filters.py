@@ -1,4 +1,4 @@
-"""Metadata filters (`filter` in `/v1/read`, issue #13): the request shape parsed into
+"""Metadata filters (`filter` in `/v1/read`): the request shape parsed into
 `FieldCondition`s, and `matches`, the one definition of what a condition means.
 
 Engines translate the conditions into their own query (inside the query, with the ACL, never

@@ -398,7 +398,7 @@ class IndexFollower:
 
     def _quarantine(self, changes: list[Change], first: Exception) -> None:
         """One change the index refuses for good (an immense term, a request too large) must not
-        hold back every later change of every tenant (issue 12 finding 1). Applied one by one, the
+        hold back every later change of every tenant. Applied one by one, the
         changes that fail while others succeed are quarantined: their keys are removed from the
         index (fail closed: no stale ACL stays searchable), the change goes to the dead letters
         (GET /semantic/deadLetters, vibe_follower_dead_letters_total) and the log moves on. When

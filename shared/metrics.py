@@ -1,4 +1,4 @@
-"""Prometheus metrics (V§14). Every queue and cache has one; names are what dashboards use."""
+"""Prometheus metrics. Every queue and cache has one; names are what dashboards use."""
 
 from __future__ import annotations
 
@@ -65,7 +65,7 @@ class _Metrics:
         self.index_rebuild_remaining = Gauge(
             "vibe_index_rebuild_remaining_changes", "Change-log entries a running index rebuild has still to replay",
             ["follower"], multiprocess_mode=_ANY_PROCESS)
-        # Distributed profile (issue #3): Celery/Redis queue, reconciler, provider breaker.
+        # Distributed profile: Celery/Redis queue, reconciler, provider breaker.
         self.jobs_deduped = Counter("vibe_embed_jobs_deduped_total", "Enqueues dropped: the job key was pending")
         self.jobs_postponed = Counter(
             "vibe_embed_jobs_postponed_total", "Jobs put back without spending an attempt", ["reason"]
@@ -97,7 +97,7 @@ class _Metrics:
         self.breaker_rejected = Counter(
             "vibe_embedder_breaker_rejected_total", "Embedding calls refused while the circuit was open"
         )
-        # Lifecycle (issue 11; DESIGN.md §5 "Lifecycle"). No tenant labels on /metrics.
+        # Lifecycle. No tenant labels on /metrics.
         self.promotions = Counter("vibe_promotions_total", "Collection mode changes", ["action"])
         self.evictions = Counter("vibe_evictions_total", "Vectors moved to the cold store")
         self.store_schema_version = Gauge("vibe_store_schema_version",
@@ -158,7 +158,7 @@ class _Metrics:
         self.follow_up_changes = Counter(
             "vibe_touch_follow_up_changes_total", "\"auto\" follow-up state changes of a collection, counted once "
             "by the flush that made them (to = the new state)", ["to"])
-        # Agent tools (MCP; seed 004 "Operational Considerations" names). No tenant labels on /metrics.
+        # Agent tools (MCP; the metric names extract_key_info operators know). No tenant labels on /metrics.
         self.tool_calls = Counter("tool_calls_total", "MCP tool calls", ["tool", "outcome"])
         self.tool_call_seconds = Histogram("tool_call_seconds", "MCP tool call time", ["tool"],
                                            buckets=_LATENCY_BUCKETS)

@@ -15,7 +15,7 @@ PUBLIC_PRINCIPAL = "*"
 
 
 class SemanticStatus(StrEnum):
-    """Sidecar states (V§4.1, DESIGN.md §4). `failed` extends the list: a job that ran out of
+    """Sidecar states. `failed` extends the list: a job that ran out of
     retries stays visible with its reason instead of looking `queued` forever."""
 
     NONE = "none"
@@ -85,7 +85,7 @@ class StoredDoc:
     key: DocKey
     fields: dict[str, Any]
     acl: list[str]
-    intent: str | None  # writer intent from `_vibe.semantic.intent` (V§2.3)
+    intent: str | None  # writer intent from `_vibe.semantic.intent`
     content_hash: str
     updated_at: float
     vibe: dict[str, Any] = field(default_factory=dict)
@@ -98,7 +98,7 @@ class StoredDoc:
 
 @dataclass
 class SidecarEntry:
-    """Semantic state of one document in one space (V§3.1). Never shown to other tenants."""
+    """Semantic state of one document in one space. Never shown to other tenants."""
 
     key: DocKey
     space: str
@@ -114,7 +114,7 @@ class SidecarEntry:
 
 @dataclass(frozen=True)
 class EmbedJob:
-    """Idempotent by `{docId, space, contentHash}` (V§13, DESIGN.md §4)."""
+    """Idempotent by `{docId, space, contentHash}`."""
 
     key: DocKey
     space: str
@@ -188,7 +188,7 @@ def centroid(vectors: DocVectors) -> Vector:
 
 @dataclass(frozen=True)
 class Decision:
-    """What the eligibility policy decided for one document (V§5)."""
+    """What the eligibility policy decided for one document."""
 
     action: Literal["embed", "ignore", "defer"]
     reason: str
@@ -196,7 +196,7 @@ class Decision:
     space: str | None = None
 
 
-# Eviction leaves the sidecar `none` with a cold reference (DESIGN.md §4); clients and coverage
+# Eviction leaves the sidecar `none` with a cold reference; clients and coverage
 # see that as the state `cold`.
 COLD = "cold"
 
@@ -273,7 +273,7 @@ class BackfillTask:
 
 @dataclass(frozen=True)
 class SpaceInfo:
-    """A tenant's space: which model it holds and where it is in its life (V§2.1, V§13)."""
+    """A tenant's space: which model it holds and where it is in its life."""
 
     tenant: str
     space: str
@@ -286,7 +286,7 @@ class SpaceInfo:
     # When it was last retired (its vectors went to the cold store); None unless `retired`. Its
     # cold files are kept for VIBE_RETIRED_SPACE_RETENTION_SECONDS from then (model rollback).
     retired_at: float | None = None
-    # What a migration into it (state `building`) embeds: `all` the tenant's documents (V§13), or
+    # What a migration into it (state `building`) embeds: `all` the tenant's documents, or
     # only what the active space holds `ready` (and every document of an eager collection); the
     # rest is embedded on its first touch once the space is active, as anywhere in a lazy tenant.
     scope: Literal["all", "ready"] = "all"

@@ -1,4 +1,4 @@
-"""Ports: the Protocols the core is written against (DESIGN.md §1). One adapter per engine
+"""Ports: the Protocols the core is written against. One adapter per engine
 implements each; the contract suite in tests/contract/ runs against every adapter."""
 
 from __future__ import annotations
@@ -64,7 +64,7 @@ class FieldCondition:
 @dataclass(frozen=True)
 class SearchFilter:
     """Tenant + collections + ACL (+ metadata conditions and an id allow-list), applied inside
-    every engine query, before scoring (DESIGN.md §3.2): never as a post-filter on a top-k."""
+    every engine query, before scoring: never as a post-filter on a top-k."""
 
     tenant: str
     collections: tuple[str, ...] | None  # None = every collection of the tenant
@@ -302,7 +302,7 @@ class JobQueue(Protocol):
 
 
 class Budget(Protocol):
-    """Per-tenant token bucket for embeds triggered by reads (V§4.3, V§16)."""
+    """Per-tenant token bucket for embeds triggered by reads."""
 
     def take(self, tenant: str, wanted: int) -> int:
         """Take up to `wanted` tokens; returns how many were granted."""
@@ -316,7 +316,7 @@ class Budget(Protocol):
 
 @runtime_checkable
 class LifecycleStore(Protocol):
-    """What the lifecycle (V§4.3, V§12, V§13) keeps in the store of record, so that every API
+    """What the lifecycle keeps in the store of record, so that every API
     replica, worker and scheduler sees one truth: usage statistics, collection modes, pinned
     documents, evictions, provider usage, backfill tasks and per-tenant spaces. Both stores
     implement it with the same SQL (shared/adapters/lifecycle_sql.py)."""
@@ -462,7 +462,7 @@ class LifecycleStore(Protocol):
         `ready` one's point logged out of the vector index. Returns the (key, space) rows
         deleted and the last row examined (None once the end is reached)."""
 
-    # provider usage and caps (V§12)
+    # provider usage and caps
     def charge_tokens(
         self, tenant: str, day: str, by_collection: dict[str, tuple[int, int]], calls: int, cap: int
     ) -> bool:
@@ -564,7 +564,7 @@ class LifecycleStore(Protocol):
     def forget_cold(self, tenant: str, space: str, hashes: Sequence[str]) -> int:
         """Remove those cold entries (their files are deleted already) and the rows' references."""
 
-    # changes an index follower could not apply (quarantined, issue 12 finding 1)
+    # changes an index follower could not apply (quarantined)
     def record_dead_letter(self, follower: str, seq: int, key: DocKey, op: str, error: str, at: float) -> None: ...
 
     def dead_letters(self, tenant: str, limit: int = 200) -> list[dict[str, object]]: ...
@@ -575,7 +575,7 @@ class LifecycleStore(Protocol):
 
 @runtime_checkable
 class ColdStore(Protocol):
-    """Compressed vectors by {tenant, space, content hash} (V§3.1 cold store, V§12 FP16/INT8):
+    """Compressed vectors by {tenant, space, content hash} (the cold store, FP16/INT8 to save space):
     packed in a table (SQLite in the cold dir, or PostgreSQL), or one file each. Holds no ACL
     and no text: what may be read is decided by the sidecar and the documents, never by the
     cold store."""

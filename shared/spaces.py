@@ -1,4 +1,4 @@
-"""Which space a tenant reads and writes (V§2.1 spaces, V§13 migrations).
+"""Which space a tenant reads and writes (spaces, and migrations between them).
 
 Every tenant starts in the configured space (`VIBE_SPACE`, default `core`). A migration adds a
 `building` space for the tenant; writes then embed into it as well (so nothing written during

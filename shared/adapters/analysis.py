@@ -1,5 +1,5 @@
 """The one text analysis of the lexical leg, for tantivy (embedded) and OpenSearch (distributed)
-alike, so both profiles rank alike (issue #15 item 3).
+alike, so both profiles rank alike.
 
 Pipeline, in this order in both engines:
 1. tokens: maximal runs of alphabetic characters and digits: tantivy's `simple` tokenizer
@@ -33,7 +33,7 @@ algorithm with one close to Kraaij-Pohlmann, so OpenSearch's Dutch uses Lucene's
 stemmer (`Kp`), 0.5% apart, where its Snowball Dutch differed on 36% of tokens. And characters
 assigned after Unicode 13 (Java 17's) are not letters to OpenSearch's tokenizer.
 
-Languages (issue #15 item 3): a collection may be analysed in another language than English
+Languages: a collection may be analysed in another language than English
 (`VIBE_COLLECTION_LANGUAGES`, `VIBE_DEFAULT_LANGUAGE`; shared/text/languages.py). Each language has
 its own analyzer (the same pipeline with its stop list, shared/text/stopwords.py, and its Snowball
 stemmer; English's is the one above) and its own statistics: tantivy keeps one index per tenant

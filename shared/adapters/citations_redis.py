@@ -1,4 +1,4 @@
-"""Citation registry in Redis (seed 001 §3.3) for the distributed profile, where several API
+"""Citation registry in Redis (SurfSense-compatible citation numbers) for the distributed profile, where several API
 processes may serve one conversation.
 
 Per (owner, conversation), three keys sharing one hash tag so a Redis Cluster keeps them on

@@ -1,7 +1,7 @@
-"""Citation registry in SQLite (seed 001 §3.3): per (owner, conversation) find-or-create by a
+"""Citation registry in SQLite (SurfSense-compatible citation numbers): per (owner, conversation) find-or-create by a
 stable source key, monotonic numbering from 1. It lives in the data dir so numbers survive a
 restart; several processes may open it (WAL). A Redis registry for the distributed profile
-is citations_redis.py (DESIGN.md §1 table).
+is citations_redis.py.
 """
 
 from __future__ import annotations

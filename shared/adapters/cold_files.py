@@ -1,4 +1,4 @@
-"""Cold store in files (V§3.1, V§12): one small file per {tenant, space, content hash}, in the
+"""Cold store in files: one small file per {tenant, space, content hash}, in the
 data dir or on a volume every process mounts (the distributed profile's workers rehydrate).
 
 A file is a 12-byte header (magic, codec, dimension, int8 scale) and the codes:

@@ -1,4 +1,4 @@
-"""Cold store packed in one table (V§3.1, V§12): the same codes as the file layout
+"""Cold store packed in one table: the same codes as the file layout
 (shared/adapters/cold_files.py: a 12-byte header, then float16 or int8), many to a page.
 
 Why not one file per vector: a 384-dimension float16 code is 780 bytes and an int8 one 396, but

@@ -2,14 +2,14 @@
 
 Payload filters (tenant, collection, ACL) are part of every query, so a vector the caller
 may not read is never scored. Why qdrant-edge: payload indexes inside the engine's query, where
-qdrant-client's local mode takes 1.3 s at 100k x 384 (issue #2). The
+qdrant-client's local mode takes 1.3 s at 100k x 384. The
 shard is rebuilt from the document store's change log when missing, so it holds no state
 of record.
 
 Searches are exact: the shards are never optimized, so qdrant-edge builds no HNSW graph and
 scores every point the filter admits (11-14 ms p50 at 100k for a caller admitted to 63% of
 them; far less for narrower filters, which the payload indexes narrow first). Kept so on
-purpose (issue 15, `python -m bench.edge_hnsw`, README "Performance"): `EdgeShard.optimize()`
+purpose (`python -m bench.edge_hnsw`, docs/performance.md): `EdgeShard.optimize()`
 holds the interpreter lock for its whole run (about 60 s at 100k), recall on one collection's
 points drops to 0.93 at k=10, hash-embedder vectors get recall 0.1, and the planner's short
 first search (`PlannerConfig.short_first_page`) relies on exact top-k lists.

@@ -1,4 +1,4 @@
-"""Metadata filter terms shared by the engines (issue #13 item 4, DESIGN.md §3.2).
+"""Metadata filter terms shared by the engines.
 
 A document's filterable values (its top-level scalar fields, and the scalar elements of its
 top-level lists) become exact tokens, so that a `FieldCondition` is a handful of term lookups

@@ -1,7 +1,7 @@
-"""Audit log of agent tool calls in SQLite (seed 004 "Audit Call"): who, which tool, the
+"""Audit log of agent tool calls in SQLite (the audit record extract_key_info operators expect): who, which tool, the
 parameters (sizes, ids and hashes, never material text), timing and outcome.
 
-Also the `extract_key_info` material budget per API key per UTC day (issue 12, finding 7),
+Also the `extract_key_info` material budget per API key per UTC day,
 in the same file: one check-and-add transaction per charge (BEGIN IMMEDIATE), so concurrent
 calls of one key, in threads or in processes sharing the data dir, cannot both pass a limit.
 Processes with separate data dirs keep separate budgets."""
@@ -107,7 +107,7 @@ CREATE INDEX IF NOT EXISTS task_use_by_time ON task_use(last_used);
 
 
 class SqliteTaskLedger:
-    """When each extract_key_info task collection was last used (seed 004 retention)."""
+    """When each extract_key_info task collection was last used, so idle tasks can be purged."""
 
     def __init__(self, path: Path):
         self._db = open_wal(path, LEDGER_SCHEMA)

@@ -7,7 +7,7 @@ import time
 
 
 class MemoryBudget:
-    """`per_minute` tokens per tenant, refilled continuously (V§4.3 `perTenantPerMin`)."""
+    """`per_minute` tokens per tenant, refilled continuously (`perTenantPerMin`)."""
 
     def __init__(self, per_minute: int):
         self.capacity = float(per_minute)

@@ -2,7 +2,7 @@
 
 Two lanes so that interactive on-touch jobs never wait behind a bulk reindex. Within a lane
 the tenants take turns (`_Lane`): one tenant's backfill of thousands of jobs does not stand
-in front of another tenant's one job, as it did in one FIFO (issue 41). Workers take up to
+in front of another tenant's one job, as it did in one FIFO. Workers take up to
 `batch_size` jobs at a time so the embedder sees batches. Pending jobs are deduplicated
 by job key. Nothing here is durable on purpose: the sidecar row says `queued` in the store,
 and `requeue_stale()` on start re-enqueues those rows, so a crash loses no accepted job.

@@ -9,7 +9,7 @@ scoring, so hits, counts, aggregations and highlights would have seen unreadable
 
 Why one index per tenant: BM25's IDF and average field length are per shard. Sharing an index
 (even with routing by tenant, which only picks the shard) lets one tenant's writes move another
-tenant's scores, the STRESS side channel of DESIGN.md §6. Each tenant index has ONE primary
+tenant's scores, the STRESS side channel between tenants. Each tenant index has ONE primary
 shard, so its statistics are exactly the tenant's and `query_then_fetch` needs no DFS phase.
 Requests still carry `routing=<tenant>` and a `tenant` term filter: harmless here, and they keep
 a tenant on one shard and inside its own documents should the layout ever be changed.
@@ -24,7 +24,7 @@ creation is serialised through the cluster manager, so a burst of new tenants qu
 The alternatives: (a) cells — several smaller clusters, each holding 1-2k tenant indices, with a
 tenant -> cluster map in the wiring; keeps the property and scales out, at the price of one more
 lookup. (b) One shared index with routing: cheap (a handful of shards) but shard-level statistics
-mix tenants, so it breaks DESIGN.md §6 and is only acceptable for tenants that accept the leak.
+mix tenants, so it reopens that side channel and is only acceptable for tenants that accept the leak.
 (c) Close or snapshot-and-delete indices of dormant tenants (closed indices cost no heap) and
 rebuild them from the document store's change log on their next write.
 

@@ -1,6 +1,6 @@
 """Distributed durable store: documents, sidecar state, vectors and the change log in PostgreSQL.
 
-The system of record of the distributed profile (DESIGN.md §1, "another durable store you
+The system of record of the distributed profile ("another durable store you
 justify"): the sidecar state machine needs multi-row transactions — a status compare-and-set,
 vectors and `ready` committed together (pgai's vectorizer rule) — which OpenSearch does not
 offer. API and Celery workers on any host share it; the API's index followers read `changes`

@@ -21,7 +21,7 @@ changing this port.
 Collections are created on the first upsert of a space with that vector's dimension. Space
 names are per tenant, so one name may hold vectors of several dimensions: the first has the
 space's collection, each other one `<space>~<dim>` (`_place`); searches filter by tenant, so
-only one tenant's model is ever compared within a collection (dim safety, seed 000). Upserts and
+only one tenant's model is ever compared within a collection (dim safety). Upserts and
 deletes wait for the server to apply them (`wait=True`): the port promises search visibility
 when they return.
 """

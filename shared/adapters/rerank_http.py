@@ -1,4 +1,4 @@
-"""A reranker behind any Cohere- or TEI-compatible `/rerank` endpoint (seed 001 §4.3, V§10).
+"""A reranker behind any Cohere- or TEI-compatible `/rerank` endpoint, as SurfSense-compatible retrieval reranks.
 
 Protocols (both answer one score per passage, by index):
 - `cohere`: POST {"model", "query", "documents": [...], "top_n"} → {"results": [{"index",

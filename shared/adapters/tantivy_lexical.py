@@ -3,7 +3,7 @@ writes in), ACL and collection inside the query.
 
 Why one index per tenant: BM25's IDF and average field length come from the index a query
 runs on. A shared index would let one tenant's writes move another tenant's scores (the
-STRESS side channel, DESIGN.md §6). Cost: one directory per tenant and one writer (15 MB
+STRESS side channel). Cost: one directory per tenant and one writer (15 MB
 arena) per recently written tenant; at most `max_writers` stay open (least recently used
 closes first), so 10k tenants cost 10k small folders, not 150 GB of arenas.
 
@@ -17,7 +17,7 @@ one index (opensearch_lexical.py) and ranks as this does.
 A search over collections of several languages queries each language's index and merges by score.
 
 Why tantivy: 0.33 ms for a filtered BM25 query at 100k documents on this machine, against
-0.57 ms for SQLite FTS5 with filter tokens and 10 ms with the filter as a join (issue #2).
+0.57 ms for SQLite FTS5 with filter tokens and 10 ms with the filter as a join.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Eligibility policy (V§5): should a document be embedded, ignored, or deferred?
+"""Eligibility policy: should a document be embedded, ignored, or deferred?
 
 Priority: **policy > writer deny intent > heuristics > fallback**. Operators configure rules
 in `VIBE_INDEX_POLICY` (Settings.index_policy), e.g.
@@ -26,7 +26,7 @@ from shared.text.redaction import select_fields
 Action = Literal["embed", "ignore", "defer"]
 ACTIONS: frozenset[str] = frozenset({"embed", "ignore", "defer"})
 
-# Heuristic thresholds (V§5 "skip tiny/structured docs").
+# Heuristic thresholds: tiny and structured documents are not worth an embedding.
 MIN_TOKENS = 3
 MIN_LETTER_RATIO = 0.4
 
@@ -207,7 +207,7 @@ def _looks_structured(text: str) -> bool:
 
 
 def heuristic(text: str, tokens: int | None = None) -> Decision | None:
-    """The "when silent" heuristics of V§5: skip tiny and structured documents. `tokens`:
+    """The heuristics for when neither policy nor writer says anything: skip tiny and structured documents. `tokens`:
     `token_count(text)` when the caller has it already."""
     if (token_count(text) if tokens is None else tokens) < MIN_TOKENS:
         return Decision("ignore", REASON_TOO_SHORT)
@@ -217,7 +217,7 @@ def heuristic(text: str, tokens: int | None = None) -> Decision | None:
 
 
 class EligibilityPolicy:
-    """The server-side rule engine (V§5), built once from Settings.index_policy."""
+    """The server-side rule engine, built once from Settings.index_policy."""
 
     def __init__(self, rules: Sequence[Mapping[str, Any]] | None = None) -> None:
         if rules is not None and (isinstance(rules, str | bytes) or not isinstance(rules, Sequence)):

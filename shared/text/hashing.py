@@ -1,4 +1,5 @@
-"""Content normalization, hashing and text extraction (seed 000 "Content Normalization").
+"""Content normalization, hashing and text extraction (the normalization inner_voice clients
+hash against).
 
 The same `doc_text` feeds the content hash and the embedder, so a document is re-embedded
 exactly when the text it would be embedded by changes.
@@ -15,7 +16,7 @@ from typing import Any
 import blake3
 
 HASH_PREFIX = "blake3:"
-SNIPPET_LIMIT = 800  # seed 000: snippets are capped at 600–800 characters
+SNIPPET_LIMIT = 800  # snippets are capped at 600–800 characters (what inner_voice clients expect)
 
 _WS = re.compile(r"\s+")
 # Categories dropped by `normalize`: controls (Cc), format/zero-width characters (Cf) and
@@ -103,8 +104,8 @@ def token_count(text: str, at_most: int | None = None) -> int:
 
 def cap_text(text: str, limit: int = SNIPPET_LIMIT) -> str:
     """At most `limit` characters, cut after the last sentence end (`.`, `!`, `?` followed
-    by whitespace) in the last quarter of the window; otherwise a hard cut (seed 000
-    "Sentence-Boundary Capping"). A boundary earlier than that would drop too much text."""
+    by whitespace) in the last quarter of the window; otherwise a hard cut, as inner_voice
+    clients expect. A boundary earlier than that would drop too much text."""
     if len(text) <= limit:
         return text
     floor = limit * 3 // 4

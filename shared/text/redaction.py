@@ -1,4 +1,4 @@
-"""Redaction before any text reaches an embedding provider (V§9).
+"""Redaction before any text reaches an embedding provider.
 
 Detectors run from the most specific to the least specific so a broad pattern never eats
 part of a narrower one: prefixed secrets, emails, generic long tokens, card numbers,
@@ -152,7 +152,7 @@ def redact(text: str) -> tuple[str, dict[str, int]]:
 
 
 def select_fields(fields: Mapping[str, Any], allow: Sequence[str] | None) -> dict[str, Any]:
-    """The per-collection field allowlist (V§9), applied before any text is extracted so
+    """The per-collection field allowlist, applied before any text is extracted so
     a disallowed field never reaches the hash, the embedder or the provider. Without an
     allowlist every field is kept (a copy, so callers may not alias the stored doc)."""
     if allow is None:

@@ -8,7 +8,7 @@ through (half-open); its success closes the circuit, its failure re-opens it. No
 A 429 is the provider pacing us, not failing: it never counts, and surfaces as `RateLimited`
 so job runners can postpone the batch instead of spending an attempt on it. Any other 4xx is
 the provider refusing this request (an over-long input, a bad parameter): the provider is up,
-so it never counts either (issue 12 finding 8: one tenant's bad input must not open the circuit
+so it never counts either (one tenant's bad input must not open the circuit
 for every tenant), and a half-open probe answered with a 4xx closes the circuit.
 """
 

@@ -1,4 +1,4 @@
-"""The local model through onnxruntime: queries off torch (issue 15 item 1).
+"""The local model through onnxruntime: queries off torch.
 
 A query is one short sequence; torch's per-call overhead dominates it, onnxruntime with one
 intra-op thread embeds it in a fraction of the time (bench/throughput.py measures both) and

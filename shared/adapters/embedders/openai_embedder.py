@@ -2,7 +2,7 @@
 
 Retries are the job layer's business (`max_retries=0` here), so a 429 reaches it with the
 provider's Retry-After. The dimension is learned once at start-up; a response of another
-dimension is refused, never compared (seed 000 "dim safety").
+dimension is refused, never compared (dim safety).
 
 Inputs longer than `max_input_bytes` (VIBE_EMBED_MAX_INPUT_BYTES) UTF-8 bytes are cut at a
 character boundary before they are sent: the provider refuses an over-long input with a 4xx,
