@@ -199,7 +199,7 @@ class Container:
 
 
 def _check_space(store: StoreOfRecord, space: str, emb: Embedder) -> None:
-    """Dim safety (seed 000) across restarts: a space's vectors are only ever compared with
+    """Dim safety across restarts: a space's vectors are only ever compared with
     vectors of the same model and dimension. Only the operator's own use of the name counts: a
     binding that tenants' spaces of that name wrote while names were global is released
     (`release_space_binding`), so no tenant's row can keep a process from starting."""
@@ -364,7 +364,7 @@ def build_key_store(store: StoreOfRecord) -> KeyStore:
 
 
 class SpaceEmbedders:
-    """Each space's embedder (V§2.1: a space bundles its model), built on first use from the
+    """Each space's embedder (a space bundles its model), built on first use from the
     model id the space is bound to in the store, and kept. The configured space uses the
     configured embedder. Only the provider kinds this deployment can reach are built, and only
     models `shared.model_specs` accepts (bounded dimensions, listed local models)."""
@@ -700,7 +700,7 @@ def allow_all(tenant: str, user: str, tool: str, params: dict[str, Any]) -> None
 
 
 def load_precall(spec: str | None) -> PreCallCheck:
-    """`VIBE_MCP_PRECALL_CHECK=module:attr` (seed 004's billing hook), or allow everything."""
+    """`VIBE_MCP_PRECALL_CHECK=module:attr` (extract_key_info's billing hook), or allow everything."""
     if not spec:
         return allow_all
     module, _, attr = spec.partition(":")

@@ -118,7 +118,7 @@ def create_app(container: Container, keys: KeyRing) -> FastAPI:
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         container.start()
-        async with mcp.lifespan():  # the MCP session manager's task group (issue #4)
+        async with mcp.lifespan():  # the MCP session manager's task group
             yield
         container.stop()
         mcp.close()

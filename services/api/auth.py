@@ -1,5 +1,5 @@
 """Bearer authentication: the key (or end-user token) decides tenant, principals and scopes
-(DESIGN.md §5 "Keys and tokens"; docs/keys-and-tokens.md).
+(docs/keys-and-tokens.md).
 
 Three kinds of bearer, one seam (`KeyRing.lookup`) for the API, the rate limit and MCP:
 - bootstrap keys from `VIBE_API_KEYS` (a dictionary lookup, as always);

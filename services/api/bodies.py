@@ -1,4 +1,4 @@
-"""Request bodies: raw bytes → JSON with size limits, and the readOnce schema (V§20)."""
+"""Request bodies: raw bytes → JSON with size limits, and the readOnce schema."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Read cursors (`cursor` / `nextCursor` in `/v1/read`, issue #13): opaque, bound to one query
+"""Read cursors (`cursor` / `nextCursor` in `/v1/read`): opaque, bound to one query
 and one API key, unforgeable.
 
 A cursor is the next page's offset in the query's ranking plus an HMAC-SHA256, under the

@@ -1,4 +1,4 @@
-"""Per-tenant request rate limit (issue 12 finding 10): one tenant cannot starve the others.
+"""Per-tenant request rate limit: one tenant cannot starve the others.
 
 A token bucket per tenant in the API process (VIBE_PER_TENANT_REQUESTS_PER_SECOND, burst
 VIBE_PER_TENANT_REQUEST_BURST; rate 0 = off). It runs as a pure ASGI middleware in front of
@@ -8,7 +8,7 @@ valid key passes through to the route, whose authentication answers 401. Over th
 429 `rate_limited` with `Retry-After` (whole seconds until a token is there), and the
 request is not run.
 
-A request costs what it asks the server to do (`RequestCost`, issue 41), not one token each:
+A request costs what it asks the server to do (`RequestCost`), not one token each:
 a 5,000-document bulk used to cost what a GET costs, so a tenant within its rate could keep
 the writer, the index and the CPU busy for everyone. Cost: the body in units of
 VIBE_RATE_COST_BODY_BYTES (at least 1; 16 KiB by default: about 3 MB/s of bulks per tenant at

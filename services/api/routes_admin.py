@@ -1,4 +1,4 @@
-"""Admin and ops endpoints (V§8): scope `admin`, always within the key's tenant."""
+"""Admin and ops endpoints: scope `admin`, always within the key's tenant."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
-"""Documents (DESIGN.md §5): PUT, bulk, GET (optionally with `__semantic`), DELETE.
+"""Documents: PUT, bulk, GET (optionally with `__semantic`), DELETE.
 
-Who may change an existing document (issue #12, finding 4): a key with the `write` scope
+Who may change an existing document: a key with the `write` scope
 may overwrite or delete a document only if it can read it under the document's CURRENT
 ACL. A writer outside that ACL is refused and nothing changes:
 - PUT (and each bulk item) answers 403 `forbidden` with one fixed message, whatever the
@@ -37,7 +37,7 @@ from shared.names import MAX_DOC_FIELDS
 
 router = APIRouter()
 
-# -- OpenAPI declarations (DESIGN.md §5: /openapi.json declares every request, response and
+# -- OpenAPI declarations (/openapi.json declares every request, response and
 # error body). They describe what the handlers below already accept and answer; validation
 # stays in the handlers, so declaring changes no behaviour.
 
@@ -54,7 +54,7 @@ def _json(schema: dict[str, Any], description: str) -> dict[str, Any]:
     return {"description": description, "content": {"application/json": {"schema": schema}}}
 
 
-_NAME: dict[str, Any] = COLLECTION_NAME  # also refuses the reserved `mcp-task-` prefix (issue 12 finding 7)
+_NAME: dict[str, Any] = COLLECTION_NAME  # also refuses the reserved `mcp-task-` prefix
 _DOC_ID: dict[str, Any] = {"type": "string", "minLength": 1, "maxLength": 256, "pattern": r"^[^\x00-\x1f]+$"}
 _ACL: dict[str, Any] = {"type": ["array", "null"], "minItems": 1, "maxItems": 1000,
         "items": {"type": "string", "minLength": 1, "maxLength": 512},

@@ -1,4 +1,4 @@
-"""Keys and end-user tokens (DESIGN.md §5 "Keys and tokens"; docs/keys-and-tokens.md).
+"""Keys and end-user tokens (docs/keys-and-tokens.md).
 
 `POST/GET /v1/keys`, `DELETE /v1/keys/{key_id}` (scope `admin`) manage the tenant's API-made
 keys; `POST /v1/tokens` (any key) mints a signed, expiring token for one end user. A token

@@ -1,4 +1,4 @@
-"""Lifecycle endpoints (DESIGN.md §5 "Lifecycle"; V§4.3, V§8, V§12): promotions, eviction,
+"""Lifecycle endpoints: promotions, eviction,
 backfills (reindex, promotion), provider usage. Scope `admin`; every answer is the key's
 tenant's alone."""
 
@@ -89,7 +89,7 @@ def _start_backfill(c: Container, tenant: str, collection: str | None, kind: str
              openapi_extra=body(ReindexIn, required=False),
              responses={**ok(Reindexing, "the backfill started", 202), **errors(400, 404, 413)})
 async def post_reindex(request: Request, p: Principal = Depends(require("admin"))) -> JSONResponse:
-    """V§8: re-check the collection (or the tenant) against the current policy and embed what
+    """Re-check the collection (or the tenant) against the current policy and embed what
     has no current vector; `force` re-embeds `ready` documents too (a provider call each)."""
     c = _c(request)
     body = await optional_object(request, ReindexIn)
@@ -295,7 +295,7 @@ def list_spaces(c: Container, tenant: str) -> dict[str, object]:
 @router.get("/semantic/spaces", dependencies=AUTHENTICATED, responses={
     **ok(Spaces, "the tenant's spaces"), **errors()})
 async def get_spaces(request: Request, p: Principal = Depends(require("admin"))) -> JSONResponse:
-    """V§2.1 / V§13: the tenant's spaces with model, dimension, state, coverage and migration progress."""
+    """The tenant's spaces with model, dimension, state, coverage and migration progress."""
     return JSONResponse(await run_in_threadpool(list_spaces, _c(request), p.tenant))
 
 
@@ -323,7 +323,7 @@ def start_migration(c: Container, tenant: str, space: str, model: str, dim: int 
 
 def _start_migration(c: Container, tenant: str, space: str, model: str, dim: int | None,
                      scope: str) -> dict[str, object]:
-    """A rolling, budgeted re-embed into `space` (V§13) of every document of the tenant, or with
+    """A rolling, budgeted re-embed into `space` of every document of the tenant, or with
     scope `ready` of what the active space holds ready now and of eager collections: a lazy tenant
     then pays for what its reads use, not for its whole corpus (the rest is embedded on its first
     touch once the space is active)."""
@@ -343,7 +343,7 @@ def _start_migration(c: Container, tenant: str, space: str, model: str, dim: int
                         "try again in a minute", {"retryAfterSeconds": 30})
     model_id, size = emb.model_id, emb.dim
     bound = _binding(c, tenant, space)
-    if bound is not None and bound != (model_id, size):  # dim safety (seed 000): a space never holds two models
+    if bound is not None and bound != (model_id, size):  # dim safety: a space never holds two models
         raise VibeError(ErrorCode.DIMENSION_MISMATCH,
                         f"space {space!r} holds vectors of {bound[0]} ({bound[1]} dims), not {model_id} ({size} dims)")
     now = c.store.clock()
@@ -535,8 +535,8 @@ async def post_activate(space: str, request: Request, p: Principal = Depends(req
 @router.get("/semantic/deadLetters", dependencies=AUTHENTICATED, responses={
     **ok(DeadLetters, "quarantined index changes"), **errors()})
 async def get_dead_letters(request: Request, p: Principal = Depends(require("admin"))) -> JSONResponse:
-    """Index changes a follower quarantined because the index refused them for good (issue 12
-    finding 1): the documents were removed from that index; rewriting them retries."""
+    """Index changes a follower quarantined because the index refused them for good: the documents
+    were removed from that index; rewriting them retries."""
     rows = await run_in_threadpool(_c(request).store.dead_letters, p.tenant)
     for r in rows:
         r["at"] = iso(float(r["at"]))  # type: ignore[arg-type]

@@ -1,4 +1,4 @@
-"""readOnce (DESIGN.md §5, V§7): one JSON answer, or an SSE stream
+"""readOnce: one JSON answer, or an SSE stream
 `lexical → warming → semantic* → done`."""
 
 from __future__ import annotations
@@ -54,12 +54,12 @@ def to_request(body: ReadBody, c: Container, offset: int = 0) -> ReadRequest:
         check_collection_name(query_doc[0], field="semantic.query.doc.collection")
         for name in query_doc[2] or ():
             check_field_name(name, field="semantic.query.doc.fields")
-    # Accepted options are never ignored (issue #13). `global` (V§7.1, "cross-db search") is what
+    # Accepted options are never ignored. `global` ("cross-db search") is what
     # collection `any` does: every collection of the key's tenant (never another tenant's).
     if body.global_ and body.collection != "any":
         raise invalid("global: true searches every collection of the tenant; give collection 'any' "
                       "(or omit global to search one collection)", field="global")
-    if sem.domainHint is not None:  # V§7.1 "server MAY map to a space": this server maps none
+    if sem.domainHint is not None:  # the server may map a hint to a space; this one maps none
         raise invalid("semantic.domainHint is not supported: this server maps no domains to spaces",
                       field="semantic.domainHint")
     try:
@@ -157,7 +157,7 @@ HEARTBEAT = b": keep-alive\n"
 
 
 async def _hygienic(events: AsyncIterator[tuple[str, bytes]], heartbeat: float, retry_ms: int) -> AsyncIterator[bytes]:
-    """SSE framing (issue #13 "stream hygiene"): a `retry:` hint first, an `id:` on every event
+    """SSE framing (stream hygiene, so clients can resume): a `retry:` hint first, an `id:` on every event
     (1, 2, ... in order), a `: keep-alive` comment whenever `heartbeat` seconds pass without an
     event (proxies and browsers drop a silent connection), and the body always ends after the
     last event: `_stream` turns failures into an `error` event and returns."""

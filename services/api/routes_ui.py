@@ -1,4 +1,4 @@
-"""The `/ui` search page (issue #13 item 6, V§15): the committed static build in
+"""The `/ui` search page: the committed static build in
 `services/api/ui/dist/` (built from `services/api/ui/src/` with the TypeScript SDK by
 `sdk/typescript/scripts/build_ui.mjs`, so serving it needs no Node).
 

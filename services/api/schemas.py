@@ -1,5 +1,5 @@
-"""OpenAPI declarations shared by the routes (DESIGN.md §5: `/openapi.json` declares every
-request, response and error body and the bearer scheme; issue #13).
+"""OpenAPI declarations shared by the routes (`/openapi.json` declares every
+request, response and error body and the bearer scheme).
 
 They describe what the handlers already accept and answer; they validate nothing. Handlers
 parse their own bodies (`json_body` + checks with stable `invalid_params` messages), so a
@@ -203,7 +203,7 @@ class SemanticIn(BaseModel):
     model_config = ConfigDict(extra="forbid", title="SemanticOptions")
     strategy: Literal["auto", "keyword", "semantic", "hybrid"] = "auto"
     domainHint: None = Field(default=None, description=(
-        "V§7.1: the server MAY map a domain to a space. This server maps none: any value other than "
+        "The server MAY map a domain to a space. This server maps none: any value other than "
         "null answers 400 `invalid_params` (never silently ignored)."))
     k: int | None = Field(default=None, ge=1, le=MAX_K, description="candidates per leg")
     query: QueryTextIn | QueryByDocIn | None = Field(
@@ -267,7 +267,7 @@ _READ_NOT_EMPTY: dict[str, Any] = {"anyOf": [
 
 
 class ReadIn(BaseModel):
-    """POST /v1/read (readOnce, DESIGN.md §5)."""
+    """POST /v1/read (readOnce)."""
 
     model_config = ConfigDict(extra="forbid", title="ReadRequest", json_schema_extra=_READ_NOT_EMPTY)
     collection: str = Field(default="any", pattern=ANY_COLLECTION_NAME, description="a collection name, or `any`")
@@ -275,7 +275,7 @@ class ReadIn(BaseModel):
     semantic: SemanticIn = Field(default_factory=SemanticIn)
     limit: int = Field(default=20, ge=1, le=MAX_LIMIT, description="results per page")
     global_: bool = Field(default=False, alias="global", description=(
-        "V§7.1 cross-database search: every collection of the key's tenant (as collection `any`, which "
+        "Cross-database search: every collection of the key's tenant (as collection `any`, which "
         "it requires; never another tenant's)"))
     include: IncludeIn = Field(default_factory=IncludeIn)
     filter: dict[str, Any] | None = Field(default=None, json_schema_extra=_as(FILTER))
@@ -283,7 +283,7 @@ class ReadIn(BaseModel):
 
 
 class SemanticState(BaseModel):
-    """`__semantic` (V§3.2) and GET /semantic/status."""
+    """`__semantic` and GET /semantic/status."""
 
     status: str = Field(description="none, queued, ready, stale, failed, skipped, deferred, cold, ...")
     lastEmbeddedAt: str | None
@@ -373,7 +373,7 @@ class ReadAnswer(BaseModel):
     nextCursor: str | None = Field(description="`cursor` for the next page; null: this is the last page")
 
 
-# The data schema of each SSE event of /v1/read, as named components (issue #13: a generator
+# The data schema of each SSE event of /v1/read, as named components (a generator
 # gives each event its own type). Added to the document by `openapi_components`.
 EVENT_COMPONENTS: dict[str, dict[str, Any]] = {
     "LexicalEvent": {"title": "LexicalEvent", "allOf": [{"$ref": "#/components/schemas/ReadAnswer"}],
@@ -464,7 +464,7 @@ class ExplainReason(BaseModel):
 
 
 class Explanation(BaseModel):
-    """Why a result is where it is (V§9)."""
+    """Why a result is where it is."""
 
     model_config = ConfigDict(extra="allow")
     id: str
@@ -773,7 +773,7 @@ class SpaceIn(BaseModel):
                                    "configured provider")
     dim: int | None = Field(default=None, ge=1, le=8192)
     scope: Literal["all", "ready"] = Field(
-        default="all", description="`all`: re-embed every document of the tenant (V§13); `ready`: only those with a "
+        default="all", description="`all`: re-embed every document of the tenant; `ready`: only those with a "
                                    "vector in the active space now (and every document of an eager collection), "
                                    "the rest being embedded on its first touch once the space is active, as in any "
                                    "lazy collection")
@@ -825,7 +825,7 @@ class DeadLetter(BaseModel):
 
 
 class DeadLetters(BaseModel):
-    """Index changes a follower quarantined (issue #12, finding 1)."""
+    """Index changes a follower quarantined."""
 
     deadLetters: list[DeadLetter]
 

@@ -1,7 +1,7 @@
 """Document writes: validate, hash, decide the sidecar transition, store, index. Core: the
 API, the MCP tools and the composition root share them (services/api/writes.py re-exports).
 
-Sidecar transitions on write (DESIGN.md §4): unchanged content keeps its state (so
+Sidecar transitions on write: unchanged content keeps its state (so
 re-ingesting queues nothing); changed content moves `ready → stale`; policy or writer intent
 moves to `denied`/`deferred` with the reason; an eager (promoted) collection queues at once.
 A bulk write validates every document first and stores the valid ones in transactions of
@@ -270,7 +270,7 @@ class DocumentService:
 
     def _within_budget(self, sidecars: list[SidecarEntry], old: dict[str, dict[DocKey, SidecarEntry]]) -> None:
         """Eager embedding spends the tenant's per-minute bucket and its share of the job queue
-        like every other path (V§12); what they do not grant stays `none` and the scheduler's
+        like every other path; what they do not grant stays `none` and the scheduler's
         backfill of the eager collection embeds it as the bucket refills. The write itself is never refused for cost."""
         if self.budget is None and self.share is None:
             return

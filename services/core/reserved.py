@@ -1,4 +1,4 @@
-"""Collection names the documents API never serves (issue 12, finding 7).
+"""Collection names the documents API never serves.
 
 `extract_key_info` keeps each (API key, task)'s materials in a collection named
 `mcp-task-<HMAC>` (services/mcp/secret.py). The prefix is reserved, case-insensitively, so no

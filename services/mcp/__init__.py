@@ -1,1 +1,1 @@
-"""MCP server: agent retrieval tools over the same core (issue #4)."""
+"""MCP server: agent retrieval tools over the same core."""

@@ -1,11 +1,11 @@
 """Text chunkers for the agent tools.
 
-`markdown_chunks` (seed 002 `reindex`, seed 001 §4.3 "chunk overlap"): split by ATX headings
+`markdown_chunks` (Rifflux's `reindex`, with chunk overlap): split by ATX headings
 (outside fenced code), keep the heading breadcrumb, and cut long sections into windows of at
 most `size` characters that overlap by about `overlap` characters, so a sentence cut at a
 window edge is whole in one of the two windows.
 
-`material_chunks` (seed 004): paragraphs (blank lines); a paragraph above the cap is split
+`material_chunks` (extract_key_info): paragraphs (blank lines); a paragraph above the cap is split
 into sentences packed up to the cap. Each chunk keeps its original text and a cleaned one.
 """
 
@@ -31,7 +31,7 @@ class Chunk:
 def heading(line: str) -> tuple[int, str] | None:
     """An ATX heading's (level, title), or None. Plain string scans, linear in the line: the
     regex this replaces (`^(#{1,6})\\s+(.*?)\\s*#*\\s*$`) backtracked cubically on a long
-    line of spaces that does not end the way it hoped (issue 12, finding 10). As before, the
+    line of spaces that does not end the way it hoped. As before, the
     '#'s start the line, whitespace follows them, and a closing run of '#'s is dropped; unlike
     before, only when a space precedes it (CommonMark), so `# C#` keeps its '#'."""
     level = len(line) - len(line.lstrip("#"))

@@ -1,13 +1,13 @@
-"""Citations for agents (seed 001 §3): the model cites tiny numbers `[n]`; the server owns
+"""Citations for agents (SurfSense-compatible): the model cites tiny numbers `[n]`; the server owns
 `[n]` → source through the per-conversation registry.
 
 - `cite()` registers each passage (find-or-create) and returns its number.
 - `render_context()` prints `<retrieved_context>` with `[n]` as the only integer the layout
-  puts next to a passage (no chunk indexes, ids or ranks; §3.6).
+  puts next to a passage (no chunk indexes, ids or ranks, which a model would cite instead).
 - `CitationNormalizer` rewrites `[n]` → `[citation:n]` in streamed text, holding back a
-  token split across chunks (§3.7, §8.8).
+  token split across chunks .
 - `resolve_text()` maps the numbers in an answer back to sources; unknown numbers, and
-  sources the caller can no longer read, resolve to nothing (§3.5, abstention by
+  sources the caller can no longer read, resolve to nothing (abstention by
   construction).
 """
 
@@ -37,7 +37,7 @@ class Passage:
 
 def escape(text: str) -> str:
     """Brackets in passage text become `\\[` and `\\]`, so a `[3]` inside a passage never reads
-    as a citation number and `[n]` stays the only bracketed integer next to a passage (§3.6)."""
+    as a citation number and `[n]` stays the only bracketed integer next to a passage."""
     return text.replace("\\", "\\\\").replace("[", "\\[").replace("]", "\\]")
 
 

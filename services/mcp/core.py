@@ -14,7 +14,7 @@ from shared.ports import Embedder, EmbedderError, SearchFilter
 
 
 def cosine(a: Sequence[float], b: Sequence[float]) -> float:
-    """Cosine similarity; a zero denominator gives 0.0 (seed 002 SEM-002), never NaN."""
+    """Cosine similarity; a zero denominator gives 0.0 (as Rifflux scores it), never NaN."""
     if len(a) != len(b):
         raise ValueError("cosine of vectors of different dimensions")
     dot = sum(x * y for x, y in zip(a, b, strict=True))
@@ -36,7 +36,7 @@ def embed_query(c: Container, emb: Embedder, tenant: str, collection: str, text:
 
 def query_vector(c: Container, text: str, tenant: str | None = None,
                  collection: str = "any") -> tuple[list[float] | None, str | None]:
-    """The query's vector in the tenant's active space, or None (seed 002 SEM-001: the semantic
+    """The query's vector in the tenant's active space, or None (as in Rifflux: the semantic
     leg is then empty) with the reason, as a read's diagnostics name it: `budget` (the tenant's
     daily token cap is spent), `embedder_unavailable`, `dimension_mismatch`."""
     try:
@@ -52,15 +52,15 @@ def query_vector(c: Container, text: str, tenant: str | None = None,
 def exact_semantic(c: Container, flt: SearchFilter, qvec: list[float], limit: int,
                    only: Sequence[DocKey] | None = None) -> list[Hit]:
     """ANN candidates inside the filter, re-scored with exact cosine over the stored vectors
-    of the active space. Vectors of another dimension are skipped, never compared (seed 000
-    dim safety); the order is by descending cosine (SEM-003)."""
+    of the active space. Vectors of another dimension are skipped, never compared (dim
+    safety); the order is by descending cosine."""
     if limit <= 0:
         return []
     c.follower.catch_up(tenant=flt.tenant)
     space = c.spaces.active(flt.tenant)
     # A zero-norm query has no direction: any stored vector is as close as any other, so the
-    # candidates come from an arbitrary probe direction and every cosine is 0.0 (seed 002
-    # SEM-002 and §9: rows with cosine 0.0, not an empty semantic leg).
+    # candidates come from an arbitrary probe direction and every cosine is 0.0 (rows with
+    # cosine 0.0, not an empty semantic leg, as Rifflux clients expect).
     probe = qvec if any(qvec) else [1.0] + [0.0] * (len(qvec) - 1)
     hits = c.vectors.search(space, flt, probe, limit, only=only)
     stored = c.store.vectors_for([h.key for h in hits], space)
@@ -82,7 +82,7 @@ def embed_now(c: Container, docs: Sequence[StoredDoc]) -> int:
     sides = c.store.sidecars([d.key for d in docs], space)
     jobs = [EmbedJob(d.key, space, d.content_hash, priority="bulk") for d in docs
             if (s := sides.get(d.key)) is None or s.status != SemanticStatus.READY]
-    # The tenant's per-minute bucket applies to tools too (V§12); what it does not grant now
+    # The tenant's per-minute bucket applies to tools too; what it does not grant now
     # stays lazy and is embedded when a query touches it.
     granted = c.planner.budget.take(docs[0].key.tenant, len(jobs)) if jobs else 0
     if granted < len(jobs):
@@ -97,7 +97,7 @@ def embed_now(c: Container, docs: Sequence[StoredDoc]) -> int:
 
 
 def touch(c: Container, principal: Principal, collection: str, query: str, hits: list[Hit]) -> int:
-    """Lazy on-touch embedding (V§4.2) for candidates a tool's lexical leg found cold: the
+    """Lazy on-touch embedding for candidates a tool's lexical leg found cold: the
     planner's own budgeted touch, so the next semantic query finds them ready."""
     session = ReadSession(c.planner, principal, ReadRequest(collection=collection, q=query, strategy="keyword"))
     session.lexical_hits = hits

@@ -1,7 +1,8 @@
 """Typed tool errors. A failed tool call answers `is_error` with the contract's error body
-`{"error": {"code", "message"}}` (DESIGN.md §5) as its JSON text and structured content.
+`{"error": {"code", "message"}}` as its JSON text and structured content.
 
-Codes are those of shared/errors.py plus seed 000's `feature_disabled` and `db_error`, and
+Codes are those of shared/errors.py plus `feature_disabled` and `db_error`
+(the codes inner_voice clients handle), and
 `quota_exceeded` (a key's daily extract_key_info material budget is spent; details say which
 quota, its limit, what is used and `retry_after_seconds`), which only agent tools use.
 """

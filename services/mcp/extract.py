@@ -1,6 +1,6 @@
-"""`extract_key_info` (seed 004): ad-hoc materials + query → the top-K context strings.
+"""`extract_key_info`: ad-hoc materials + query → the top-K context strings.
 
-Isolation (issue 12, finding 7): the materials of one (API key, task) live in their own
+Isolation: the materials of one (API key, task) live in their own
 collection `mcp-task-<HMAC>` with `_acl = ["mcp-task:<HMAC>"]`, both derived under the server
 secret from the caller's key ref (itself an HMAC of the bearer key) and the sanitised task id
 (services/mcp/secret.py). So two keys never share materials, even with the same tenant and
@@ -19,7 +19,7 @@ Ingestion: paragraphs, then sentences above the cap (chunking.material_chunks); 
 text is indexed and embedded, the original is kept (in `meta`, which nothing indexes) and
 returned. A chunk's id is the hash of its cleaned text, so the same chunk of the same task
 is stored once (dedupe per key and task); one `put` writes the new chunks in one
-transaction. Retrieval is hybrid: seed 004's weighted fusion (0.65 semantic + 0.35 lexical
+transaction. Retrieval is hybrid: extract_key_info's weighted fusion (0.65 semantic + 0.35 lexical
 on min-max normalised scores, ties by recency; the default, VIBE_EXTRACT_FUSION) or RRF.
 
 Seed 004's contract:
@@ -80,7 +80,8 @@ class Request:
 
 
 def sanitize_task(task_id: str) -> str:
-    """The shared task-id sanitiser (seed 004): trimmed, a safe alphabet, at most 128 chars."""
+    """The shared task-id sanitiser (as extract_key_info clients expect): trimmed, a safe alphabet,
+    at most 128 chars."""
     t = task_id.strip()
     if not TASK_RE.match(t):
         raise invalid("task_id must be 1-128 characters of letters, digits, '_', '.', ':' or '-'")
@@ -121,7 +122,7 @@ class KeyInfo:
     def validate(self, query: str, materials: str, top_k: int | None, fusion: str | None, task_id: str | None,
                  identity: str | None) -> Request:
         s = self.c.settings
-        k = top_k or s.extract_top_k_default  # seed 004: topK 0 means the default
+        k = top_k or s.extract_top_k_default  # topK 0 means the default (extract_key_info clients send 0)
         if not 0 < k <= s.extract_max_top_k:
             raise invalid(f"topK must be between 1 and {s.extract_max_top_k} (0 or absent: the default)")
         if not query.strip():
@@ -207,7 +208,7 @@ class KeyInfo:
         raise self._unavailable(f"{len(failing)} material chunk(s) could not be embedded")
 
     def _query_vector(self, query: str, tenant: str, collection: str) -> list[float] | None:
-        """None: the tenant's daily token cap is spent (the retrieval is lexical, V§12)."""
+        """None: the tenant's daily token cap is spent (the retrieval is lexical)."""
         attempts = self.c.settings.extract_embed_attempts
         why = ""
         with METRICS.embedding_latency.labels(tool="extract_key_info", stage="query").time():

@@ -1,4 +1,4 @@
-"""Rifflux's read tools beside search (seed 002 clients call them): `get_file(path)` →
+"""Rifflux's read tools beside search (Rifflux clients call them): `get_file(path)` →
 `{"chunks": [...]}` and `index_status` → files, chunks, embeddings, embedding backend and model.
 
 Both read only what the caller may read: every document is checked against the caller's

@@ -50,7 +50,7 @@ class McpHttp:
             return False
         if self.keys.lookup(token) is not None:
             return True
-        # seed 004 `Bearer <identity>@<token>`, when the operator enabled it
+        # extract_key_info clients' `Bearer <identity>@<token>`, when the operator enabled it
         identity, key = split_identity(token)
         return self.runtime.settings.extract_task_from_bearer and identity is not None \
             and self.keys.lookup(key) is not None

@@ -1,4 +1,4 @@
-"""`inner_voice.retrieve` (seed 000): retrieval-only, provenance-rich snippets from two
+"""`inner_voice.retrieve` (the inner_voice / Surr memory MCP tool): retrieval-only, provenance-rich snippets from two
 sources, behind `VIBE_ENABLE_INNER_VOICE=1`.
 
 Sources are collections of the caller's tenant: the knowledge graph is
@@ -233,7 +233,7 @@ class InnerVoice:
         for name, tags in (("include_tags", include_tags), ("exclude_tags", exclude_tags)):
             if len(tags) > s.mcp_max_tags or any(len(t) > s.mcp_max_id_chars for t in tags):
                 raise invalid(f"{name} takes at most {s.mcp_max_tags} tags of at most {s.mcp_max_id_chars} characters")
-        k = min(max(self.cfg.top_k if top_k is None else top_k, 1), MAX_TOP_K)  # seed 000: clamp 1-50
+        k = min(max(self.cfg.top_k if top_k is None else top_k, 1), MAX_TOP_K)  # 1-50, as inner_voice expects
         m = self.cfg.mix if mix is None else mix
         fl = self.cfg.floor if floor is None else floor
         if math.isnan(m) or math.isnan(fl):
@@ -246,7 +246,7 @@ class InnerVoice:
         return Params(q, k, fl, m, include_private, include_tags, exclude_tags)
 
     def embed(self, query: str, tenant: str) -> list[float] | None:
-        """None: the tenant's daily token cap is spent (no provider call; no candidates, V§12)."""
+        """None: the tenant's daily token cap is spent (no provider call; no candidates)."""
         emb = core.space_embedder(self.c, tenant)
         try:
             vec = core.embed_query(self.c, emb, tenant, self.c.settings.inner_voice_kg_collection, query)
@@ -291,6 +291,6 @@ class InnerVoice:
             diag["no_results"] = True
             diag["reason"] = ("budget" if qvec is None else "no_candidates" if not (kg or th)
                               else "floor_excluded_all")
-        if not s.mcp_no_log:  # seed 000: non-content metrics only at info
+        if not s.mcp_no_log:  # inner_voice: non-content metrics only at info
             log.info("inner_voice.retrieve", extra={**diag, "floor": prm.floor})
         return picked, diag

@@ -3,7 +3,7 @@ the pre-call (billing) check, do the work, map failures to typed errors, count a
 call (tool_calls_total, tool_call_seconds), log counters (never text) and write the audit log.
 
 Storage failures of any store (SQLite, PostgreSQL, Redis, the engines) leave as `db_error`
-(seed 000), never as SDK text or a stack trace."""
+(the code inner_voice clients handle), never as SDK text or a stack trace."""
 
 from __future__ import annotations
 
@@ -29,7 +29,7 @@ log = logging.getLogger("vibe.mcp")
 
 @dataclass
 class ListResult:
-    """A tool whose contract returns a list (seed 004's `[]string`): one text block per item,
+    """A tool whose contract returns a list (extract_key_info's `[]string`): one text block per item,
     structured content `{"result": items}` (the MCP SDK's shape for a list return) and the
     other facts in `_meta`."""
 
@@ -95,7 +95,7 @@ def invoke(rt: ToolRuntime, headers: Mapping[str, str] | None, tool: str, scope:
            audit_params: dict[str, Any], work: Work, task: str | None = None,
            check: Check | None = None) -> CallToolResult:
     """`check` validates the arguments (raising invalid_params) BEFORE the pre-call hook, so a
-    refused call is never billed (seed 004)."""
+    refused call is never billed."""
     started = time.perf_counter()
     principal: Principal | None = None
     key = ""
@@ -128,5 +128,5 @@ def invoke(rt: ToolRuntime, headers: Mapping[str, str] | None, tool: str, scope:
 
 def _log(rt: ToolRuntime, tool: str, outcome: str, ms: float, count: int | None) -> None:
     if rt.settings.mcp_no_log:
-        return  # seed 000 MCP_NO_LOG: nothing beyond what the audit log and metrics keep
+        return  # MCP_NO_LOG (inner_voice's switch): nothing beyond what the audit log and metrics keep
     log.info("tool call", extra={"tool": tool, "outcome": outcome, "latency_ms": round(ms, 3), "count": count})

@@ -1,4 +1,4 @@
-"""Background reindex jobs (seed 002 `reindex(background=true)`): the call answers with a
+"""Background reindex jobs (Rifflux's `reindex(background=true)`): the call answers with a
 `job_id` at once and `reindex_status(job_id)` reports `queued` → `running` → `done` (with the
 reindex answer) or `failed` (with the error body).
 

@@ -1,15 +1,15 @@
-"""`search_knowledge_base(query, scope?)` (seed 001 §4): the agent's one RAG entry point.
+"""`search_knowledge_base(query, scope?)` (SurfSense-compatible): the agent's one RAG entry point.
 
-Full hybrid ranking inside the scope (§4.2, §8.5: a pinned document still gets its relevant
+Full hybrid ranking inside the scope (a pinned document still gets its relevant
 passages, not raw chunk order), the scope applied inside the engine queries
 (services/mcp/scope.py); then, when a reranker is configured (VIBE_RERANK_URL, off by
-default), the top VIBE_RERANK_CANDIDATES fused chunks are re-scored by it (§4.3) and the
+default), the top VIBE_RERANK_CANDIDATES fused chunks are re-scored by it and the
 best `top_k` kept. A reranker that fails leaves the fused order (`reranked: false`), never an
 error: retrieval still answers.
 
-Every returned chunk is registered in the conversation's registry (find-or-create, §3.4) as
-a `kb_chunk` with locator `document_id` + `chunk_id` (§3.1) and rendered in
-`<retrieved_context>` with `[n]` as the only integer the layout puts next to it (§3.6).
+Every returned chunk is registered in the conversation's registry (find-or-create) as
+a `kb_chunk` with locator `document_id` + `chunk_id` and rendered in
+`<retrieved_context>` with `[n]` as the only integer the layout puts next to it.
 Without a `conversation_id` the caller's default conversation is used, so numbers always
 exist and stay monotonic for that caller.
 """

@@ -1,6 +1,6 @@
-"""`reindex` (seed 002 §4.5): index local folders of Markdown/text files into a collection.
+"""`reindex` (Rifflux-compatible): index local folders of Markdown/text files into a collection.
 
-Roots (issue 12, finding 10): reindex reads only inside `VIBE_MCP_REINDEX_ROOTS`; with none
+Roots: reindex reads only inside `VIBE_MCP_REINDEX_ROOTS`; with none
 configured (the default) it is off and says so (`feature_disabled`). The server's working
 directory is never a root by itself: a remote caller of /mcp must not be able to read
 whatever folder the server happened to start in.
@@ -23,7 +23,7 @@ Chunks are ordinary documents of the collection (id `<file id>~<chunk index>`, f
 which nothing indexes), written through DocumentService like any PUT, so tenant and ACL
 filtering inside the engines applies to them. A file whose hash equals the stored one is
 skipped unless `force`; a file that shrank loses its surplus chunks. Vectors are produced at
-once by the EmbedHandler (core.embed_now), as seed 002's reindex embeds at index time.
+once by the EmbedHandler (core.embed_now), as Rifflux's reindex embeds at index time.
 
 `prune_missing` (default true): a file this tool indexed from inside a scanned folder (its
 absolute path is kept in the chunks' `meta.file`) that is no longer there loses all its

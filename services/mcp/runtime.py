@@ -47,7 +47,7 @@ def owner_id(p: Principal) -> str:
 class Caller:
     principal: Principal
     key: str  # key_ref of the bearer key: opaque, per API key, never the key itself
-    identity: str | None = None  # seed 004 `Bearer <identity>@<token>` (when enabled)
+    identity: str | None = None  # extract_key_info clients' `Bearer <identity>@<token>` (when enabled)
 
 
 @dataclass

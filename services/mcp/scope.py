@@ -1,4 +1,4 @@
-"""`scope` (seed 001 §4.2): the typed filter that narrows a search's haystack, applied INSIDE
+"""`scope` (SurfSense-compatible): the typed filter that narrows a search's haystack, applied INSIDE
 the engine queries as an id allow-list (`SearchFilter.ids`), never as a post-filter of a top
 list (which lost in-scope documents ranked past the candidate depth in large collections).
 

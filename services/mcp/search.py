@@ -1,15 +1,15 @@
-"""`search_rifflux` (seed 002 §4; `search` is its alias): lexical | semantic | hybrid over
+"""`search_rifflux` (Rifflux-compatible; `search` is its alias): lexical | semantic | hybrid over
 chunk documents.
 
 Candidates: up to `top_k * 2` per enabled modality (REQ-006), each from an engine query that
 already carries the caller's tenant, collections, ACL and the scope's id allow-list
 (services/mcp/scope.py), so an in-scope chunk is found however deep it ranks in the whole
 collection. Hybrid is RRF with k=60 and ranks from 1 (the planner's `rrf`); raw BM25 and
-cosine are never averaged (RRF-004). Lexical `bm25` is tantivy's BM25 (higher is better,
+cosine are never averaged (their scales differ). Lexical `bm25` is tantivy's BM25 (higher is better,
 unlike FTS5's negated value). Semantic `cosine` is exact cosine over the stored vectors of
-the ANN candidates; a zero-norm query vector gives rows with cosine 0.0 (SEM-002, §9).
+the ANN candidates; a zero-norm query vector gives rows with cosine 0.0, as Rifflux does.
 
-Bounds (issue 12, finding 8): the query (VIBE_MCP_MAX_QUERY_CHARS), top_k
+Bounds: the query (VIBE_MCP_MAX_QUERY_CHARS), top_k
 (VIBE_MCP_MAX_TOP_K) and the scope (VIBE_MCP_MAX_SCOPE_IDS ids of at most
 VIBE_MCP_MAX_ID_CHARS characters) are refused with `invalid_params` past their limit.
 """
@@ -43,7 +43,7 @@ class SearchOut:
 
 
 def chunk_fields(doc: StoredDoc) -> dict[str, Any]:
-    """The seed 002 chunk shape of any document: reindexed chunks carry every field; other
+    """The Rifflux chunk shape of any document: reindexed chunks carry every field; other
     documents map their id, `path`/`title` and text onto it."""
     f = doc.fields
     content = f.get("content")
@@ -59,7 +59,7 @@ def chunk_fields(doc: StoredDoc) -> dict[str, Any]:
 
 
 def breakdown(mode: str, f: Fused) -> dict[str, Any]:
-    """Seed 002 §4.3, exactly these keys per mode."""
+    """Exactly the keys per mode that Rifflux clients read."""
     if mode == "lexical":
         return {"bm25": f.lexical_score}
     if mode == "semantic":
@@ -122,7 +122,7 @@ class ChunkSearch:
         body: dict[str, Any] = {"query": query, "mode": mode, "count": len(results),
                                 "embedding_model": self.c.active_model(p.tenant), "results": results}
         if out.semantic_unavailable:
-            # seed 002 SEM-001 answers an empty semantic leg; say why, as a read's diagnostics do
+            # Rifflux answers an empty semantic leg here; say why, as a read's diagnostics do
             # (a spent daily cap in `semantic` mode was a bare `count: 0`)
             body["semantic"] = {"state": "degraded", "reason": out.semantic_unavailable}
         if conversation_id:
@@ -153,10 +153,10 @@ class ChunkSearch:
 
 
 def citation_locator(doc: StoredDoc) -> dict[str, Any]:
-    """A kb_chunk's identity (seed 001 §3.1: document_id + chunk_id), with its collection and
+    """A kb_chunk's identity (document_id + chunk_id, as SurfSense-compatible clients cite), with its collection and
     content hash: a reindex that rewrites the same text keeps the number, and a chunk whose
     text changed is a new unit with a new number (its old number resolves to nothing, never
     to other text)."""
     d = doc.key.doc_id
     return {"collection": doc.key.collection, "document_id": d.split(CHUNK_SEP)[0] if CHUNK_SEP in d else d,
-            "chunk_id": d, "id": d, "content_hash": doc.content_hash}  # `id`: the locator key before issue #14
+            "chunk_id": d, "id": d, "content_hash": doc.content_hash}  # `id`: the older locator key

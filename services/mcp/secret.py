@@ -1,4 +1,4 @@
-"""The server secret of the agent tools, and what is derived from it (issue 12, finding 7).
+"""The server secret of the agent tools, and what is derived from it.
 
 `extract_key_info` stores each (API key, task)'s materials in their own collection with their
 own ACL token. Both used to be plain hashes of the caller's tenant, principals and task id,

@@ -1,18 +1,18 @@
-"""The MCP server (issue #4, #14): agent retrieval tools over the same core, with the official
+"""The MCP server: agent retrieval tools over the same core, with the official
 `mcp` SDK (2.x `MCPServer`). Served over stdio (`vibe-semantic mcp`, acting as
 `VIBE_MCP_KEY`) and over streamable HTTP at the API's `/mcp` (services/mcp/http.py), where
 each request's bearer key decides tenant and principals.
 
-Tools, by the seeds' own names (older names stay as aliases):
-- seed 002 (Rifflux): `search_rifflux` (alias `search`), `reindex`, `reindex_status`,
+Tools, by the names their clients call (older names stay as aliases):
+- Rifflux (Markdown knowledge base search): `search_rifflux` (alias `search`), `reindex`, `reindex_status`,
   `get_chunk`, `get_file`, `index_status`;
-- seed 001 (SurfSense): `search_knowledge_base`, `citations.resolve`;
-- seed 004: `extract_key_info`;
-- seed 000: `inner_voice.retrieve` (alias `snippets.retrieve`), listed always and gated per
+- SurfSense (cited retrieval): `search_knowledge_base`, `citations.resolve`;
+- `extract_key_info`;
+- inner_voice / Surr memory: `inner_voice.retrieve` (alias `snippets.retrieve`), listed always and gated per
   call with `feature_disabled` when `SURR_ENABLE_INNER_VOICE`/`VIBE_ENABLE_INNER_VOICE` is off.
 
-Every parameter has a JSON-schema description; enums and bounds are in the schema (seed 002:
-`mode` lexical|semantic|hybrid, `top_k` 1..100). Arguments the schema refuses (missing,
+Every parameter has a JSON-schema description; enums and bounds are in the schema (for
+`search_rifflux`: `mode` lexical|semantic|hybrid, `top_k` 1..100). Arguments the schema refuses (missing,
 mistyped, out of bounds) come back as the tool's error shape with `invalid_params`, not as
 SDK text (`VibeMCPServer.call_tool`).
 """
@@ -98,7 +98,7 @@ def build_server(rt: ToolRuntime) -> MCPServer:
                                              db_path))
 
     search_tool("search_rifflux")
-    search_tool("search")  # the name clients used before (issue #4)
+    search_tool("search")  # the name clients used before
 
     @srv.tool(name="search_knowledge_base", description="Hybrid search of the knowledge base (reranked when a "
               "reranker is configured), optionally scoped; every passage is registered and shown as [n] in "
@@ -171,8 +171,8 @@ def build_server(rt: ToolRuntime) -> MCPServer:
         return invoke(rt, ctx.headers, "citations.resolve", "read", params,
                       lambda c: t.resolve(c.principal, conversation_id, numbers, text))
 
-    @srv.tool(name="extract_key_info", description="Top-K context strings from ad-hoc materials for a task "
-              "(seed 004): returns a list of strings.")
+    @srv.tool(name="extract_key_info", description="Top-K context strings from ad-hoc materials for a task: "
+              "returns a list of strings.")
     def extract_key_info(query: Annotated[str, Field(description="Natural-language question.")],
                          materials: Annotated[str, Field(description="Unstructured source text to search.")],
                          ctx: Context,
@@ -195,8 +195,8 @@ def build_server(rt: ToolRuntime) -> MCPServer:
                       lambda c: t.extract(c, checked["req"]), task=(task_id or "")[:128] or None, check=check)
 
     def inner_voice_tool(name: str) -> None:
-        @srv.tool(name=name, description="Provenance-rich snippets from the knowledge graph and thoughts "
-                  "(seed 000); retrieval only.")
+        @srv.tool(name=name, description="Provenance-rich snippets from the knowledge graph and thoughts; "
+                  "retrieval only.")
         def inner_voice(
                 query: Annotated[str, Field(description="Natural-language input.")], ctx: Context,
                 top_k: Annotated[int | None, Field(description="Max snippets (default from config; clamped "
@@ -219,7 +219,7 @@ def build_server(rt: ToolRuntime) -> MCPServer:
                                                   include_tags or [], exclude_tags or [], conversation_id))
 
     inner_voice_tool("inner_voice.retrieve")
-    inner_voice_tool("snippets.retrieve")  # seed 000's alternative name
+    inner_voice_tool("snippets.retrieve")  # the alternative name inner_voice clients may call
 
     return srv
 

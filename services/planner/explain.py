@@ -1,4 +1,4 @@
-"""Explain records (V§9 explainability): why a result is where it is, looked up by the
+"""Explain records (explainability): why a result is where it is, looked up by the
 `explainId` a ranking carries. Bounded LRU in memory; the caller's tenant and ACL are
 checked again on lookup."""
 

@@ -7,7 +7,7 @@ Two methods, chosen by `Settings.fusion`:
   (bench/fusion_loo.py, bench/results/fusion_loo.json): the weight whose smallest lead over
   keyword, semantic and RRF k=60 across the collections is largest; each collection is also
   reported with the weight the OTHER collections pick, and that beats all three there too.
-- `rrf`: Reciprocal Rank Fusion, k=60, ranks from 1 (seed 002), kept for clients that want it.
+- `rrf`: Reciprocal Rank Fusion, k=60, ranks from 1 (as Rifflux-compatible clients rank), kept for clients that want it.
 A document missing from a leg gets that leg's lowest standardised score: below every hit
 the leg did return. Except a lexical candidate that has no vector yet (`unembedded`: lazy
 embedding has not reached it): its semantic score is unknown, not low, so it stands in with
@@ -55,7 +55,7 @@ def relative(hits: Sequence[Hit]) -> list[Hit]:
 
     Raw BM25 carries each term's IDF, and IDF counts every document of the tenant, also those
     the caller may not read: a raw score would tell how many unreadable documents contain a
-    word (issue 12 finding 5). Divided by the top score, a one-term query's scores depend only
+    word. Divided by the top score, a one-term query's scores depend only
     on the readable documents' own text (the IDF cancels); with several terms, the ratios keep
     the terms' relative IDF, a residual the README's Security section states. Z-score fusion is
     unchanged (it is scale-free) and RRF uses ranks."""

@@ -1,4 +1,4 @@
-"""The read path (DESIGN.md §3, V§4.2, V§6): ACL-filtered BM25 at once, ready/cold split,
+"""The read path: ACL-filtered BM25 at once, ready/cold split,
 budgeted on-touch embedding, and re-ranking as the touched documents become ready.
 
 The planner depends on ports only. A `ReadSession` holds one query's state between the first
@@ -272,7 +272,7 @@ class Planner:
 
     def open(self, principal: Principal, req: ReadRequest, streaming: bool = False) -> ReadSession:
         """Plan and rank at once. When streaming, the caller sends the first answer before
-        queueing embeds (V§4.2: "return fast" comes before "queue"), and a hybrid query whose
+        queueing embeds ("return fast" comes before "queue"), and a hybrid query whose
         vector is not cached answers lexically first; `complete_semantic()` then fuses."""
         with self.foreground.serving():
             session = ReadSession(self, principal, req)
@@ -456,7 +456,7 @@ class ReadSession:
             self._rank()
 
     def _record_usage(self) -> None:
-        """Statistics for the lifecycle scheduler (V§4.3): the collections queried, their
+        """Statistics for the lifecycle scheduler: the collections queried, their
         lexical hits on the page, the documents this query could embed and the ones it shows."""
         usage = self.p.usage
         if usage is None:
@@ -798,8 +798,8 @@ class ReadSession:
         return self.req.query_doc is not None and not self.req.query_text and not self.req.q.strip()
 
     def _doc_vector(self, space: str) -> list[float] | None:
-        """More-like-this (V§7.2) searches with the document's STORED vector: its fields never go
-        to the provider from a read, so the allowlist, redaction and a writer's deny (V§2.3, V§9)
+        """More-like-this searches with the document's STORED vector: its fields never go
+        to the provider from a read, so the allowlist, redaction and a writer's deny
         hold as they do for its embedding job. A document not embedded yet is queued, like a touch."""
         assert self.req.query_doc is not None
         collection, doc_id, _ = self.req.query_doc
@@ -832,7 +832,7 @@ class ReadSession:
         if cached is not None or self._is_doc_query():
             return cached
         text = self._query_text()
-        try:  # the daily token cap (V§12): a spent tenant answers lexically, with no provider call
+        try:  # the daily token cap: a spent tenant answers lexically, with no provider call
             vec = embed_query_within_cap(self.p.usage, emb, self.principal.tenant, self.req.collection, text)
         except OverBudget:
             self.semantic.state, self.semantic.reason = "degraded", "budget"
@@ -872,7 +872,7 @@ class ReadSession:
         self.semantic.state = "ready"
 
     def _with_building(self, space: str, active: list[Hit], k: int) -> list[Hit]:
-        """V§13 "query fanning to both until completion": search the space being built with its
+        """During a migration, queries fan out to both spaces until it completes: search the space being built with its
         own model's query vector and, for the documents it already holds, take its score instead
         of the active space's. The two models' scores are put on one scale by standardising each
         list (never by comparing raw scores of different models)."""
@@ -933,7 +933,7 @@ class ReadSession:
         if any(sides[k].status == SemanticStatus.READY for k in done if k in sides) and not self._vectors_caught_up():
             return False  # ready in the store, not yet searchable: look again at the next poll
         for k in done:
-            # a refusal for cost (V§12) is reported as `budget`, apart from policy deferrals
+            # a refusal for cost is reported as `budget`, apart from policy deferrals
             status = ("budget" if k in sides and sides[k].reason == "budget"
                       else sides[k].status.value if k in sides else "deleted")
             self.resolved[status] = self.resolved.get(status, 0) + 1
@@ -1159,7 +1159,7 @@ def _standard(hits: Sequence[Hit]) -> list[float]:
 
 
 def semantic_projection(side: SidecarEntry | None, space: str) -> dict[str, object]:
-    """`__semantic` (V§3.2): status, lastEmbeddedAt, space; the reason when one is kept."""
+    """`__semantic`: status, lastEmbeddedAt, space; the reason when one is kept."""
     if side is None:
         return {"status": SemanticStatus.NONE.value, "lastEmbeddedAt": None, "space": space}
     out: dict[str, object] = {

@@ -1,9 +1,9 @@
-"""Promotion and demotion policy (V§4.3): pure decisions from usage figures, so they can be
+"""Promotion and demotion policy: pure decisions from usage figures, so they can be
 tested with any clock and explained with the figures that made them.
 
 - A collection is promoted to eager-on-write when, within the window, it saw at least
-  `min_queries` queries AND at least `min_hits` lexical hits on the first pages (the issue asks
-  for both; V§4.3's "or" would promote a collection on one busy query's hits).
+  `min_queries` queries AND at least `min_hits` lexical hits on the first pages (both, because
+  "either" would promote a collection on one busy query's hits).
 - An automatically promoted collection is demoted after `demote_idle` seconds without a query.
 - Manual decisions (an operator's promote or demote) stand until an operator changes them.
 """

@@ -2,7 +2,7 @@
 
 Scoped per tenant AND per principal set on purpose: a hit answers faster than a miss, so a
 cache shared by a tenant would let one user learn from timing that another user of the tenant
-(or of another tenant) recently asked exactly this question (issue 12 finding 10; DESIGN.md §6:
+(or of another tenant) recently asked exactly this question (so
 caches are per tenant). A caller without a principal set (`principals=None`) is scoped by the
 tenant alone.
 

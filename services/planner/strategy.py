@@ -1,4 +1,4 @@
-"""`auto` strategy choice (V§2.2: the server chooses from query shape and collection state).
+"""`auto` strategy choice (the server chooses from query shape and collection state).
 
 The reason is reported in diagnostics so a client can see which leg answered and why.
 """

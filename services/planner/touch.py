@@ -1,4 +1,4 @@
-"""Which cold candidates a query spends embedding on (V§4.2 "enqueue cold, eligible").
+"""Which cold candidates a query spends embedding on.
 
 Three policies, chosen by `Settings.touch_policy`:
 

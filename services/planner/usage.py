@@ -1,4 +1,4 @@
-"""Usage statistics from the read path (V§4.3 inputs): which collections are queried and hit,
+"""Usage statistics from the read path (the lifecycle scheduler's inputs): which collections are queried and hit,
 which documents queries touch and show. A read only adds to an in-memory batch (no store write
 on the read path); `flush()` writes the batch in one transaction, from a timer thread in every
 API process (services/worker/scheduler.py), so all replicas' statistics meet in the store."""
@@ -34,7 +34,7 @@ class QueryCharge:
 
 class OverBudget(Exception):
     """The tenant's daily token cap (VIBE_TENANT_DAILY_TOKENS) is spent: the query was not sent
-    to the provider (V§12). A read or a tool answers without its semantic leg; it never fails
+    to the provider. A read or a tool answers without its semantic leg; it never fails
     for it."""
 
 
@@ -93,7 +93,7 @@ class UsageRecorder:
                 b.pages.append(tuple(page))
 
     def reserve_query_embedding(self, tenant: str, collection: str, text: str) -> QueryCharge | None:
-        """Before a query embedding's provider call (V§12: caps apply to every path that calls a
+        """Before a query embedding's provider call (caps apply to every path that calls a
         provider). Under a daily cap its tokens are reserved in the store under the same
         per-tenant-day lock as documents' (every replica and worker counts them), and None means
         the cap is spent: the caller skips the provider and answers lexically (a read never fails

@@ -1,5 +1,5 @@
-"""Backfills: rolling, budgeted passes over a tenant's documents (V§4.3 promotion backfill,
-V§8 reindex, V§13 migration to a new space). A task is a row in the store with a cursor; each
+"""Backfills: rolling, budgeted passes over a tenant's documents (promotion backfill,
+reindex, migration to a new space). A task is a row in the store with a cursor; each
 step examines the next documents in key order, queues on the bulk lane those that need
 embedding, and moves the cursor only past what it handled, so a restart resumes exactly there.
 
@@ -142,7 +142,7 @@ class Backfills:
 
     def _sidecars(self, keys: Sequence[DocKey], docs: dict[DocKey, StoredDoc],
                   space: str) -> dict[DocKey, SidecarEntry]:
-        """Sidecar rows in the task's space; a new space has none yet (V§13: the migration embeds
+        """Sidecar rows in the task's space; a new space has none yet (the migration embeds
         every document, not only those a sidecar lists)."""
         sides = self.store.sidecars(keys, space)
         missing = [SidecarEntry(k, space, SemanticStatus.NONE, docs[k].content_hash, updated_at=self.clock())

@@ -1,4 +1,4 @@
-"""The embed job handler (V§16): load → eligibility → redact → embed (batched) → upsert.
+"""The embed job handler: load → eligibility → redact → embed (batched) → upsert.
 
 The same handler runs in the in-process runner and in Celery tasks. It is idempotent by
 `{docId, space, contentHash}`: a duplicate or redelivered job finds the sidecar `ready` (or
@@ -73,7 +73,7 @@ class EmbedHandler:
         self.embed_fields = embed_fields
         self.max_attempts = max_attempts
         self.cold = cold
-        self.daily_tokens = daily_tokens  # per tenant per UTC day; 0 = no cap (V§12)
+        self.daily_tokens = daily_tokens  # per tenant per UTC day; 0 = no cap
         self.clock = clock
         self.embedders = embedders  # space -> its model's embedder (spaces in migration)
         self.default_space = default_space
@@ -206,7 +206,7 @@ class EmbedHandler:
         return rest
 
     def _within_daily_cap(self, work: list[_Work], out: BatchOutcome) -> list[_Work]:
-        """Per-tenant daily token caps (V§12 "per-tenant/day cost caps"): a tenant past its cap
+        """Per-tenant daily token caps: a tenant past its cap
         gets `deferred` with reason `budget` (the scheduler puts it back the next day, and a read
         still answers lexically); nothing is sent to the provider for it."""
         if not self.daily_tokens or self.ledger is None or not work:
@@ -316,7 +316,7 @@ class EmbedHandler:
         wrong_dim: list[tuple[_Work, DocVectors]] = []
         for w, vecs in zip(work, vectors, strict=True):
             (good if all(len(v) == embedder.dim for v in vecs) else wrong_dim).append((w, vecs))
-        for w, _ in wrong_dim:  # dim safety (seed 000): refused, never compared
+        for w, _ in wrong_dim:  # dim safety: refused, never compared
             self.store.record_failure(w.doc.key, w.job.space, "dimension_mismatch", final=True)
             out.changed.append(w.doc.key)
         entries = [(replace(w.side, content_hash=w.job.content_hash), vec) for w, vec in good]

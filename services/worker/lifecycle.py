@@ -1,4 +1,4 @@
-"""The lifecycle scheduler (V§4.3, V§12, DESIGN.md §1 "scheduler (promotion/eviction)"): the
+"""The lifecycle scheduler: the
 other half of lazy. Every `VIBE_SCHEDULER_INTERVAL_SECONDS`, under a store lease (one leader
 however many processes run it: `serve` threads, Celery beat tasks), one tick:
 
@@ -343,7 +343,7 @@ class Lifecycle:
                 r.backfills_started += 1
 
     def _pin(self, now: float, r: TickReport) -> int:
-        """V§4.3 doc promotion: extend the life of documents touched often or co-occurring with
+        """Document promotion: extend the life of documents touched often or co-occurring with
         pinned ones. Re-pinned once half the TTL has passed, not at every tick. A page of usage
         rows a tick from the store's cursor, as eviction's: a document that turns hot is pinned
         within a pass (1M rows: 50 ticks), against a TTL and an idle bound of days."""

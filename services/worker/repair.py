@@ -1,4 +1,4 @@
-"""`queued` sidecar rows that no job can finish (issue 11), repaired instead of re-enqueued.
+"""`queued` sidecar rows that no job can finish, repaired instead of re-enqueued.
 
 Three callers re-enqueue rows whose job is lost: the reconciler (a Celery beat task, for rows
 stuck past `VIBE_RECONCILE_STUCK_SECONDS`), an embedded process's start (every row a previous

@@ -1,4 +1,4 @@
-"""Python client for vibe-semantic (its HTTP API: DESIGN.md §5).
+"""Python client for vibe-semantic (its HTTP API).
 
     from vibe_semantic_client import Client
 

@@ -1,6 +1,6 @@
 """Typed errors: one `VibeError` subclass per stable error code of the API.
 
-The API answers every failure as `{"error": {"code", "message", "details"?}}` (DESIGN.md §5);
+The API answers every failure as `{"error": {"code", "message", "details"?}}`;
 `error_from_body` turns that into the subclass for its code, so callers can write
 `except NotFound:` instead of comparing strings. Codes this version does not know still
 raise a `VibeError` (mapped by HTTP status where possible), never a bare `httpx` error.
