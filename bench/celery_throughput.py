@@ -1,4 +1,4 @@
-"""Celery + Redis vs the in-process runner on the same workload (issue #3).
+"""Celery + Redis vs the in-process runner on the same workload.
 
     .venv/bin/python -m bench.celery_throughput --docs 5000 --workers 2 --reads 200
 

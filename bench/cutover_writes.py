@@ -1,4 +1,4 @@
-"""How long a tenant's writes wait while a space cut-over prepares its rows (issue 11).
+"""How long a tenant's writes wait while a space cut-over prepares its rows.
 
     python -m bench.cutover_writes [--docs 1000000] [--store sqlite|postgres] [--writer thread|process]
 

@@ -1,4 +1,4 @@
-"""Would optimizing the embedded vector shards (qdrant-edge HNSW) be safe and worthwhile? (issue 15)
+"""Would optimizing the embedded vector shards (qdrant-edge HNSW) be safe and worthwhile?
 
     .venv/bin/python -m bench.edge_hnsw --points 100000 --queries 100 --vectors minilm,hash
 

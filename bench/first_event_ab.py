@@ -1,4 +1,4 @@
-"""First-event latency of two commits in one run (issue 15 item 2).
+"""First-event latency of two commits in one run.
 
     python -m bench.first_event_ab --docs 100000 --queries 100 --baseline <git ref> [--current HEAD]
 

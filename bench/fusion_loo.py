@@ -1,4 +1,4 @@
-"""Fusion stays honest (issue 15 item 4): the default fusion, chosen leave-one-collection-out.
+"""Fusion stays honest: the default fusion, chosen leave-one-collection-out.
 
     python -m bench.fusion_loo --data ../shared/data/cranfield --data ../shared/data/cisi
 
@@ -57,7 +57,7 @@ def _rrf(lx: list[Hit], sm: list[Hit], un: set[DocKey], k: int) -> list[Fused]:
 
 def candidates() -> dict[str, Fusion]:
     """The fusions the vote chooses among: z-score at semantic weights 0.3..0.9, RRF at a
-    few k (k=60 is the design card's, seed 002)."""
+    few k (k=60 is the usual RRF constant, and Rifflux's)."""
     out: dict[str, Fusion] = {f"zscore w={w10 / 100:.2f}": partial(_zscore, w=w10 / 100) for w10 in range(30, 95, 5)}
     out.update({f"rrf k={k}": partial(_rrf, k=k) for k in (10, 30, 60, 100)})
     return out

@@ -1,4 +1,4 @@
-"""Bulk ingest of two commits in one run (issue 15 item 2, the 1M-document ingest rate).
+"""Bulk ingest of two commits in one run (the 1M-document ingest rate).
 
     python -m bench.ingest_ab --docs 1000000 --baseline <git ref> [--current HEAD]
 

@@ -2,13 +2,13 @@
 
     .venv/bin/python -m bench.lexical --data ../shared/data [--docs 100000]
 
-1. Quality (issue #15 item 3). nDCG@10, recall@100 and MRR@10 on Cranfield and CISI for the
+1. Quality. nDCG@10, recall@100 and MRR@10 on Cranfield and CISI for the
    embedded adapter as shipped (TantivyLexicalIndex, shared/adapters/analysis.py), the previous
    analysis (simple tokenizer, Lucene's 33 stop words, title + body: schema version 2) and bm25s
    over the same title + text (the peer of `bench peers`), all in this run. The analysis was
    chosen on Cranfield alone (the ablation rows below are Cranfield only); CISI is held out and
    reported, never tuned on.
-2. Filters at scale (issue #13 item 4). A synthetic corpus of `--docs` documents (texts drawn
+2. Filters at scale. A synthetic corpus of `--docs` documents (texts drawn
    from both collections, metadata fields with known selectivity) in the adapter; p50/p95 of
    keyword searches (limit 500, the planner's candidate depth) with no metadata filter and with
    eq / in / range / id allow-list filters, and their ratio to the unfiltered search measured in
@@ -17,7 +17,7 @@
    distributed profile's adapter (OpenSearchLexicalIndex, the same analysis in the index template)
    ranks the same documents beside it: both profiles must rank alike (within 0.01 nDCG@10); and
    each language's analyzer is compared with tantivy's token by token on real prose.
-3. Languages in one tenant (issue #15 item 3). Each set's nDCG@10 alone and beside a French
+3. Languages in one tenant. Each set's nDCG@10 alone and beside a French
    collection ten times its size (the other set's texts, `VIBE_COLLECTION_LANGUAGES`): a
    language's BM25 statistics must not move with another language's documents.
 

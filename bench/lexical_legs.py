@@ -1,4 +1,4 @@
-"""The lexical leg on OpenSearch against tantivy, both served, in one run (issue 40 part 4).
+"""The lexical leg on OpenSearch against tantivy, both served, in one run.
 
     vibe-semantic bench lexical-legs --docs 100000 --rounds 3     # the report's run
     vibe-semantic bench lexical-legs --quick                      # < 2 minutes: 10k docs, 2 rounds

@@ -1,4 +1,4 @@
-"""Lifecycle over simulated time (issue 11): the scheduler against eager and plain lazy.
+"""Lifecycle over simulated time: the scheduler against eager and plain lazy.
 
     vibe-semantic bench lifecycle --data ../shared/data/cranfield
     vibe-semantic bench lifecycle --data ../shared/data/cisi --days 7 --docs 300 --queries 30   # smaller

@@ -1,4 +1,4 @@
-"""Sweep of the lifecycle knobs that decide what stays embedded (issue 11): pin TTL, usage
+"""Sweep of the lifecycle knobs that decide what stays embedded: pin TTL, usage
 half-life and eviction idle time, over the same 30-day stream as `bench lifecycle`.
 
     python -m bench.lifecycle_sweep --data ../shared/data/cranfield \

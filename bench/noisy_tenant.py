@@ -5,7 +5,7 @@ defaults). Writes bench/results/noisy-tenant-<stamp>.json + .md (not committed).
 
     python -m bench.noisy_tenant [--rounds 40] [--noise-threads 1] [--cost weighted|flat]
 
-`--cost flat` charges every request one token (the rate limit before issue 41), so tenant A
+`--cost flat` charges every request one token (the old flat rate limit), so tenant A
 runs as loud as its size bounds allow; `weighted` (the default, the server's) charges what a
 request asks for, so A's bulks, large reads and backfills are refused past its rate.
 """

@@ -1,4 +1,4 @@
-"""bench/results/performance.md and its plots, from the newest result files (issue 15 item 5).
+"""bench/results/performance.md and its plots, from the newest result files.
 
     vibe-semantic bench perf-report
 
@@ -362,7 +362,7 @@ def _verdict(ok: bool | None) -> str:
 
 def _targets(lat: dict[str, Any] | None, peers: dict[str, Any] | None, tp: dict[str, Any] | None,
              sc: dict[str, Any] | None) -> str:
-    """Issue 15's targets next to what the newest runs measured (computed, never typed in)."""
+    """The performance targets next to what the newest runs measured (computed, never typed in)."""
     rows: list[tuple[str, str, bool | None]] = []
     if tp is not None:
         r = tp["runtimes"]

@@ -1,4 +1,4 @@
-"""What the results-page options of `/v1/read` cost (issue #13 item 4), through the HTTP API of a
+"""What the results-page options of `/v1/read` cost, through the HTTP API of a
 served instance (hash embedder, keyword strategy: the options' own cost, not the model's).
 
     .venv/bin/python -m bench.read_surface --docs 20000 --queries 200

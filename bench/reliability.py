@@ -1,4 +1,4 @@
-"""Reliability at full size (issue 12, "Guarantees to measure": Load and Crashes).
+"""Reliability at full size (Load and Crashes).
 
     .venv/bin/python -m bench.reliability --profile embedded --duration 60
     .venv/bin/python -m bench.reliability --profile distributed --duration 60

@@ -1,4 +1,4 @@
-"""The reranker's effect on a dev set (seed 001 §4.3): the same candidate lists, with and
+"""The reranker's effect on a dev set: the same candidate lists, with and
 without a `/rerank` endpoint, in the same run.
 
     vibe-semantic bench rerank --data ../shared/data/cranfield --url http://tei:8080/rerank --protocol tei

@@ -1,4 +1,4 @@
-"""One instance grown to N documents (default 1M), measured as it grows (issue 15 item 2).
+"""One instance grown to N documents (default 1M), measured as it grows.
 
     vibe-semantic bench scale --docs 1000000 --queries 60
 

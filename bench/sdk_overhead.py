@@ -1,4 +1,4 @@
-"""What the Python SDK adds to a readOnce call over raw HTTP (issue 13: target <= 0.3 ms at p50).
+"""What the Python SDK adds to a readOnce call over raw HTTP (target <= 0.3 ms at p50).
 
     .venv/bin/python -m bench.sdk_overhead [--docs 2000] [--rounds 20]
 

@@ -1,4 +1,4 @@
-"""Benchmark of the embedded spine (issue #2), through the HTTP API of a served instance.
+"""Benchmark of the embedded spine, through the HTTP API of a served instance.
 
     .venv/bin/python -m bench.spine --docs 100000 --queries 300 --embed-docs 1000
 

@@ -10,7 +10,7 @@ Same run, same texts (synthetic 110-word documents, bench/spine.py):
     runtime's lowest cosine to torch fp32 over the same documents (quality must be equal);
   - end to end: a served instance (local model, default runtime) embeds `--pipeline-docs`
     documents after POST /semantic/reindex; docs/s as a ratio to the raw runtime it uses at the
-    same batch size (issue 15: keep >= 0.8x).
+    same batch size (keep >= 0.8x).
 Writes bench/results/perf-throughput-<stamp>.json + .md.
 """
 

@@ -1,4 +1,4 @@
-"""Two checks of ideas for issue 11's touch economics that did not pan out, kept runnable.
+"""Two checks of ideas for the touch economics that did not pan out, kept runnable.
 
     python -m bench.touch_norm --data ../shared/data/cisi --seeds 1,2,3
 

@@ -1,4 +1,4 @@
-"""Offline check of a free semantic proxy for the touch policy (issue 11, helper H's experiment).
+"""Offline check of a free semantic proxy for the touch policy.
 
     python -m bench.touch_proxy_offline --data ../shared/data/cranfield --data ../shared/data/cisi
 

@@ -1,4 +1,4 @@
-"""One contract for every CitationRegistry adapter (seed 001 §3.3–3.4): SQLite in the data
+"""One contract for every CitationRegistry adapter: SQLite in the data
 dir and Redis (a private redis-server)."""
 
 from __future__ import annotations

@@ -51,7 +51,7 @@ def index(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[LexicalInd
 
 
 # Collection `fr` is French, `de` German, `parts` simple (no stemming, no stop words), every
-# other English (issue #15 item 3).
+# other English.
 LANGS = LanguageMap.parse("en", {"fr": "french", "de": "german", "parts": "simple"})
 
 
@@ -127,7 +127,7 @@ def test_highlights_only_for_permitted_docs(index: LexicalIndex) -> None:
 
 
 def test_highlights_escape_the_documents_html(index: LexicalIndex) -> None:
-    """Finding 6 (issue 12): a snippet is HTML a page may render, so the document's own markup
+    """A snippet is HTML a page may render, so the document's own markup
     comes back escaped and the only tags are the highlight's `<b>` (no stored XSS)."""
     d = doc("t", "c", "x", "Icing <script>alert(1)</script>",
             "rotor icing <img src=x onerror=alert(2)> & \"quoted\" icing")
@@ -165,7 +165,7 @@ def test_many_tenants_keep_few_writers_open(tmp_path: Path) -> None:
     idx.close()
 
 
-# -- metadata filters and the id allow-list (issue #13 item 4): inside the query, before the top-k --
+# -- metadata filters and the id allow-list: inside the query, before the top-k --
 
 def mdoc(i: str, fields: dict[str, object], acl: list[str] | None = None, coll: str = "c",
          tenant: str = "t") -> StoredDoc:
@@ -408,7 +408,7 @@ def fr_doc(coll: str, i: str, title: str, body: str) -> StoredDoc:
 
 
 def test_a_collection_is_analysed_in_its_language(multilingual: LexicalIndex) -> None:
-    """Issue #15 item 3: French plurals and elisions find their stem in the French collection,
+    """French plurals and elisions find their stem in the French collection,
     while the same words in an English collection are just English tokens."""
     multilingual.apply([fr_doc("fr", "1", "Les chevaux", "Le cheval de l'écurie galope"),
                         fr_doc("fr", "2", "Voitures", "les voitures roulent vite"),

@@ -125,7 +125,7 @@ def _request_bytes(points: list[models.PointStruct]) -> int:
 
 
 def test_upserts_are_sized_by_bytes(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Finding 1 (issue 12): points with large ACLs must not add up to a request over Qdrant's
+    """Points with large ACLs must not add up to a request over Qdrant's
     size limit (which fails every tenant's change in it); each request stays under
     UPSERT_MAX_BYTES as sent, a single larger point goes alone, and nothing is lost."""
     monkeypatch.setattr(qv, "UPSERT_MAX_BYTES", 60_000)

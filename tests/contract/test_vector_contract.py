@@ -168,7 +168,7 @@ def test_unknown_space_is_empty(index: VectorIndex) -> None:
     assert index.search("nope", F(), unit(1), 5) == []
 
 
-# -- metadata filters and the id allow-list (issue #13 item 4): payload filters inside the query --
+# -- metadata filters and the id allow-list: payload filters inside the query --
 
 def mdoc(i: str, fields: dict[str, object], acl: list[str] | None = None, coll: str = "c",
          tenant: str = "t") -> StoredDoc:

@@ -1,4 +1,4 @@
-"""The `/ui` search page (issue #13 item 6): served by the API from the committed build, which
+"""The `/ui` search page: served by the API from the committed build, which
 must be what the sources build to, with no-store and CSP headers and no key needed for its
 files; and in headless Chromium (Debian's `chromium`, driven by playwright-core from Node)
 against the app with the real all-MiniLM-L6-v2 model: the URL runs a query on load, typing a

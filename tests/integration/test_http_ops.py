@@ -1,4 +1,4 @@
-"""Issue 12 finding 10, HTTP side, against the real app served by uvicorn: the metrics token,
+"""Operational hardening, HTTP side, against the real app served by uvicorn: the metrics token,
 `vibe_http_request_seconds{route, method, status}` counting 500s and 429s, and the per-tenant
 request rate limit."""
 

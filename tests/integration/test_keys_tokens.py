@@ -1,4 +1,4 @@
-"""API-made keys and end-user tokens over real sockets (DESIGN.md §5 "Keys and tokens"):
+"""API-made keys and end-user tokens over real sockets:
 create/list/revoke, the secret shown once, revocation reaching a second API process on the
 same data dir, the minting rules, expiry, a token's filter on every read path (JSON, SSE,
 GET, MCP over HTTP)."""

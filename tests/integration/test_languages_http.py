@@ -1,4 +1,4 @@
-"""A collection analysed in its own language, over HTTP (issue #15 item 3): set
+"""A collection analysed in its own language, over HTTP: set
 `VIBE_COLLECTION_LANGUAGES` and restart; the lexical index is rebuilt from the store of record
 at start (with progress in the log), and the French collection's keyword search then stems French,
 while the English collection, searched in the same read, keeps English analysis."""

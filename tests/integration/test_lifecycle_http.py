@@ -1,4 +1,4 @@
-"""The lifecycle through the served app (issue 11): eviction to the cold store and rehydration
+"""The lifecycle through the served app: eviction to the cold store and rehydration
 without a provider call (an OpenAI-protocol server counts the calls), revocation across an
 eviction, manual and automatic promotion with its backfill, and daily token caps."""
 
@@ -156,7 +156,7 @@ def test_a_daily_token_cap_refuses_with_budget_and_reads_still_answer(
 
 def test_a_tenant_over_its_daily_cap_reads_lexically_without_a_query_embedding(
         api: OpenAIProtocolServer, tmp_path: Path) -> None:
-    """V§12: the cap covers query embeddings too. Once tenant `ta` has spent its day on documents,
+    """The cap covers query embeddings too. Once tenant `ta` has spent its day on documents,
     its hybrid reads (JSON and SSE) make no provider call at all, answer 200 with the lexical
     ranking and say `budget`; tenant `tb` still gets its query embedded."""
     env = {"VIBE_EMBEDDER": "openai", "VIBE_OPENAI_BASE_URL": api.base_url, "VIBE_EMBED_MODEL": "test-embed",

@@ -1,4 +1,4 @@
-"""One tenant cannot hurt another (issue 41): while tenant A runs every admin action at its
+"""One tenant cannot hurt another: while tenant A runs every admin action at its
 limits on the same server (bulks at the document-count and size bounds into a collection it
 keeps promoting, reindexing, evicting and demoting, a space migration, reads with the largest
 `limit` and `k`), tenant B's writes and reads complete and stay correct: each write is read

@@ -1,6 +1,6 @@
 """The response check every integration test runs through (tests/support/openapi_responses.py,
 installed on `Served.client`): it passes real answers and fails answers outside /openapi.json,
-so the suite's calls are a schema test of the served app (issue #13)."""
+so the suite's calls are a schema test of the served app."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Issue #12, finding 4: a writer may overwrite or delete an existing document only if it can
+"""A writer may overwrite or delete an existing document only if it can
 read it under the document's CURRENT ACL. A writer outside it is refused, nothing changes,
 and the refusal tells nothing about the document beyond the one residual bit README
 "Security" documents (a PUT refusal shows that something exists at that id).

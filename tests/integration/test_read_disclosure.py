@@ -1,4 +1,4 @@
-"""What a read may reveal (issue 12 findings 5 and 9): keyword scores that do not count the
+"""What a read may reveal: keyword scores that do not count the
 documents a caller cannot read, and more-like-this that never sends a document's fields to the
 provider."""
 

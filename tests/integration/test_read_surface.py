@@ -1,4 +1,4 @@
-"""Results a page can show without a second request (issue #13 item 4), against the served app:
+"""Results a page can show without a second request, against the served app:
 metadata filters inside the engine query and with the ACL, `include.fields` and escaped
 highlights, `docs:mget`, cursor pagination, a readable score, no accepted-but-ignored option,
 and CORS. Every answer is also checked against /openapi.json (tests/support/server.py)."""

@@ -1,4 +1,4 @@
-"""Model rollback (issue 11, V§13, V§3.1): a space retired at activation keeps its vectors in
+"""Model rollback: a space retired at activation keeps its vectors in
 the cold store, and an operator re-activates it. Served by uvicorn on a real socket in this
 process (the app is built with an injected clock, `build(settings, clock=)`), over SQLite and
 PostgreSQL, with an OpenAI-protocol server that records every text it embeds.

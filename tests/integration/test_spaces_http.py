@@ -1,4 +1,4 @@
-"""Changing the model without downtime (V§2.1, V§13, issue 11): a rolling, budgeted re-embed
+"""Changing the model without downtime: a rolling, budgeted re-embed
 into a new space while reads keep answering, progress in GET /semantic/spaces, writes during
 the migration reach the new space, activation cuts over and retires the old space, dimension
 mismatches are refused, and a restart in the middle resumes the migration."""

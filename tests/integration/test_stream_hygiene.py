@@ -1,4 +1,4 @@
-"""SSE hygiene of `POST /v1/read` (issue #13 item 5), read as raw bytes off a real socket: a
+"""SSE hygiene of `POST /v1/read`, read as raw bytes off a real socket: a
 `retry:` hint first, an `id:` on every event, `: keep-alive` comments while an event is being
 computed, and on an internal error a clean `error` event and a complete body (an exception used
 to cut the body: the client saw a broken chunked response instead of the error)."""

@@ -1,4 +1,4 @@
-"""A query's touch does not depend on its reader (V§4.2 "return fast, then queue"): a stream
+"""A query's touch does not depend on its reader: a stream
 closed at its first event (a page closed, a client that wanted only the first answer) still
 queues the documents its query touched, as a JSON read of the same query does. Before, the
 stream stopped at its next send and the touch, which comes after the first event, never ran

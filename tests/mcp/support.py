@@ -78,7 +78,7 @@ class McpClient:
         return bool(res.is_error), body
 
     def extract(self, args: dict[str, Any]) -> tuple[list[str], dict[str, Any]]:
-        """extract_key_info's contexts (seed 004: a list of strings, one text block each) and the
+        """extract_key_info's contexts (a list of strings, one text block each) and the
         facts in the result's `_meta`."""
         res = self.raw("extract_key_info", args)
         assert not res.is_error, res.content

@@ -1,6 +1,6 @@
-"""Issue 12 over streamable HTTP against a served app: extract_key_info isolation, reserved
-task collections and the material budget (finding 7); reindex roots, symlinks and
-existence-neutral errors (finding 10); bounds on every tool input (finding 8)."""
+"""Hardening over streamable HTTP against a served app: extract_key_info isolation, reserved
+task collections and the material budget; reindex roots, symlinks and existence-neutral
+errors; bounds on every tool input."""
 
 from __future__ import annotations
 
@@ -78,7 +78,7 @@ def _extract(c: McpClient, task: str, query: str, materials: str) -> list[str]:
     return c.extract({"query": query, "materials": materials, "task_id": task, "topK": 20})[0]
 
 
-# --- finding 7 ---------------------------------------------------------------------------------
+# --- extract_key_info isolation------------------------------------------------------------------------
 
 
 def test_another_user_cannot_plant_materials_in_a_task(srv: Served, clients: dict[str, McpClient]) -> None:
@@ -145,7 +145,7 @@ def test_material_budget_per_key_per_day(srv: Served, clients: dict[str, McpClie
     assert len({json.loads(r[1])["key"] for r in rows}) >= 2 and not any("k-small" in r[1] for r in rows)
 
 
-# --- finding 10 --------------------------------------------------------------------------------
+# --- reindex roots -------------------------------------------------------------------------------
 
 
 def test_reindex_does_not_follow_symlinks_out_of_the_roots(tree: Path, clients: dict[str, McpClient]) -> None:
@@ -171,7 +171,7 @@ def test_reindex_answers_alike_for_missing_and_forbidden_paths(tree: Path, clien
     assert len(answers) == 1 and next(iter(answers))[0] == "invalid_params"
 
 
-# --- finding 8 ---------------------------------------------------------------------------------
+# --- input bounds -------------------------------------------------------------------------------
 
 
 def test_every_tool_input_is_bounded(tree: Path, clients: dict[str, McpClient]) -> None:

@@ -153,7 +153,7 @@ def test_inner_voice_tags_backfill_and_empty(bob: McpClient, srv: Served) -> Non
     assert none["snippets"] == [] and none["diagnostics"]["no_results"] is True
     assert none["diagnostics"]["reason"] == "floor_excluded_all"
     assert bob.error("inner_voice.retrieve", {"query": "  "}) == "invalid_params"
-    # seed 000: out-of-range mix/floor clamp (mix 1.5 → 1.0: KG only), a wrong type is invalid_params
+    # inner_voice: out-of-range mix/floor clamp (mix 1.5 → 1.0: KG only), a wrong type is invalid_params
     clamped = bob.ok("inner_voice.retrieve", {"query": "federation coordination", "mix": 1.5, "floor": -1})
     assert clamped["snippets"] and {s["table"] for s in clamped["snippets"]} == {"kg"}
     assert bob.error("inner_voice.retrieve", {"query": "x", "mix": "lots"}) == "invalid_params"

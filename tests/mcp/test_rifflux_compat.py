@@ -105,7 +105,7 @@ def test_reindex_search_get_chunk_get_file_index_status(rig: tuple[McpClient, Pa
     assert out["indexed_paths"] == [str(root / "notes"), str(root / "other")]
     assert out["embedding_model"] == "hash:v1@384" and out["embedding_backend"] == "hash"
     for mode in ("lexical", "semantic", "hybrid"):
-        res = c.ok("search_rifflux", {"query": "cache ttl", "top_k": 5, "mode": mode})  # seed §9's query
+        res = c.ok("search_rifflux", {"query": "cache ttl", "top_k": 5, "mode": mode})  # Rifflux's example query
         assert {"query", "mode", "count", "embedding_model", "results"} <= set(res)  # AC-006
         assert (res["query"], res["mode"], res["embedding_model"]) == ("cache ttl", mode, "hash:v1@384")
         assert res["count"] == len(res["results"]) and 0 < res["count"] <= 5  # AC-005

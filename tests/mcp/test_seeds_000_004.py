@@ -35,7 +35,7 @@ from tests.support.server import KEYS, Served, served
 SNIPPET_KEYS = {"id", "table", "source_type", "origin", "trust_tier", "created_at", "text", "score", "content_hash",
                 "span_start", "span_end"}
 SEED_REQUEST = {"query": "Patterns in Federation coordination failures", "top_k": 10, "mix": 0.6,
-                "include_private": False, "exclude_tags": ["private"]}  # seed 000 "Example Request"
+                "include_private": False, "exclude_tags": ["private"]}  # inner_voice's example request
 
 
 def seed_hash(text: str) -> str:

@@ -105,7 +105,7 @@ def test_search_top_k_truncates_and_validates(mcp: McpClient) -> None:
 
 
 def test_semantic_zero_norm_query_gives_rows_with_cosine_zero(mcp: McpClient) -> None:
-    """Seed 002 SEM-002 and §9: a zero-norm query vector scores 0.0, it does not empty the leg."""
+    """As in Rifflux, a zero-norm query vector scores 0.0, it does not empty the leg."""
     out = _search(mcp, query="!!! ???", mode="semantic")
     assert out["count"] > 0 and all(r["score_breakdown"] == {"cosine": 0.0} for r in out["results"])
     hybrid = _search(mcp, query="!!! ???", mode="hybrid")
@@ -149,7 +149,7 @@ def test_extract_key_info_isolation_dedupe_limits_and_audit(mcp: McpClient, corp
     got, a = mcp.extract({"query": "what colour is the sky", "task_id": "task-a", "topK": 2,
                           "materials": "The sky is blue today.\n\nGrass is green.\n\nThe sky is blue today."})
     assert got[0] == "The sky is blue today." and a["ingested_chunks"] == 2 and a["count"] == len(got) <= 2
-    assert a["fusion"] == "weighted"  # seed 004's default for this tool
+    assert a["fusion"] == "weighted"  # extract_key_info's default
     got, _ = mcp.extract({"query": "what colour is the sky", "task_id": "task-b", "topK": 5,
                           "materials": "Bananas are yellow."})
     assert got == ["Bananas are yellow."]  # task-a's sky chunks are invisible to task-b
@@ -193,7 +193,7 @@ def test_embedder_failure_semantic_empty_hybrid_lexical(tmp_path: Path, corpus: 
             assert "semantic" not in _search(c, query="cache ttl", mode="semantic")  # a vector: nothing to say
             api.fail_next(100, status=500)
             sem = _search(c, query="cache ttl", mode="semantic")
-            assert sem["results"] == [] and sem["count"] == 0  # SEM-001, no exception
+            assert sem["results"] == [] and sem["count"] == 0  # an empty semantic leg, no exception
             assert sem["semantic"] == {"state": "degraded", "reason": "embedder_unavailable"}  # and why
             hyb = _search(c, query="cache ttl", mode="hybrid")
             assert hyb["results"] and all(r["score_breakdown"]["semantic_rank"] is None for r in hyb["results"])
@@ -206,7 +206,7 @@ def test_embedder_failure_semantic_empty_hybrid_lexical(tmp_path: Path, corpus: 
 
 
 def test_a_tenant_over_its_daily_cap_searches_lexically_without_a_provider_call(tmp_path: Path, corpus: Path) -> None:
-    """V§12: the tools' query embeddings are under VIBE_TENANT_DAILY_TOKENS like the read path's."""
+    """The tools' query embeddings are under VIBE_TENANT_DAILY_TOKENS like the read path's."""
     with OpenAIProtocolServer(dim=32) as api:
         c = stdio(tmp_path / "data", VIBE_EMBEDDER="openai", VIBE_OPENAI_BASE_URL=api.base_url,
                   VIBE_OPENAI_API_KEY="x", VIBE_MCP_REINDEX_ROOTS=f'["{corpus}"]', VIBE_ENABLE_INNER_VOICE="1",
@@ -227,7 +227,7 @@ def test_a_tenant_over_its_daily_cap_searches_lexically_without_a_provider_call(
 
 
 def test_reindex_is_off_until_roots_are_configured(tmp_path: Path, corpus: Path) -> None:
-    """Issue 12 finding 10: the working directory is no longer a root by default."""
+    """The working directory is no longer a root by default."""
     c = stdio(tmp_path / "data", cwd=corpus / "two")
     try:
         for args in ({}, {"path": str(corpus / "two")}, {"paths": ["."]}):

@@ -24,14 +24,14 @@ from tests.mcp.support import McpClient, http
 from tests.support.rerank_server import RerankServer
 from tests.support.server import Served, served
 
-SEED_DOCS = [  # seed 001 §3.6's example passages
+SEED_DOCS = [  # SurfSense's example passages
     {"_id": "42", "title": "Q3 Launch Notes", "content": "We agreed to push launch to March 10. "
      "Marketing will be notified next week."},
     {"_id": "43", "title": "Timeline", "content": "Dates floated for the launch were Mar 10 and Mar 17."},
     {"_id": "44", "title": "Brackets", "content": "The launch plan cites [3] and [citation:7] as sources."},
 ]
 CROWD = 600
-SCOPE = {"document_ids": [42], "folder_ids": [], "connector_ids": [], "thread_ids": []}  # seed §4.2, verbatim
+SCOPE = {"document_ids": [42], "folder_ids": [], "connector_ids": [], "thread_ids": []}  # SurfSense's scope, verbatim
 
 
 @pytest.fixture(scope="module")

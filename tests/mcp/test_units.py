@@ -33,7 +33,7 @@ def test_cosine_zero_denominator_is_zero() -> None:
 
 
 def test_rrf_matches_seed_002_example() -> None:
-    # lexical c1=1, c2=2; semantic c2=1, c3=2 (seed 002 §9)
+    # lexical c1=1, c2=2; semantic c2=1, c3=2 (Rifflux's worked example)
     fused = rrf([Hit(k("c1"), 5.0), Hit(k("c2"), 4.0)], [Hit(k("c2"), 0.9), Hit(k("c3"), 0.8)], 60)
     scores = {f.key.doc_id: f.score for f in fused}
     assert scores["c2"] == pytest.approx(1 / 62 + 1 / 61)
@@ -186,12 +186,12 @@ def test_a_registry_store_outage_is_a_typed_db_error() -> None:
     assert _failure(redis.ConnectionError("refused"), "search").code == "db_error"
 
 
-# --- issue 12 hardening ---------------------------------------------------------------------
+# --- hardening ------------------------------------------------------------------------------
 
 
 @pytest.mark.timeout(60)
 def test_heading_parse_is_linear_on_pathological_lines() -> None:
-    """Finding 10: `^(#{1,6})\\s+(.*?)\\s*#*\\s*$` took 24 s on one 3,200-character line of
+    """`^(#{1,6})\\s+(.*?)\\s*#*\\s*$` took 24 s on one 3,200-character line of
     this shape (n=1,600) and grows cubically: these 16,000-character lines would take about an
     hour each. The plain-string parse does them at once (the timeout bounds it, no clock
     assertion)."""
@@ -207,7 +207,7 @@ def test_heading_parse_is_linear_on_pathological_lines() -> None:
 
 
 def test_reindex_roots_accept_plain_paths_pathsep_lists_and_json(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Finding 10: a plain path used to crash start-up with a JSON decode traceback."""
+    """A plain path used to crash start-up with a JSON decode traceback."""
     import os
 
     from pydantic import ValidationError
@@ -224,7 +224,7 @@ def test_reindex_roots_accept_plain_paths_pathsep_lists_and_json(monkeypatch: py
 
 
 def test_task_names_are_keyed_by_the_server_secret() -> None:
-    """Finding 7: names used to be blake3(tenant, principals, task), computable by anyone."""
+    """Names used to be blake3(tenant, principals, task), computable by anyone."""
     import blake3
 
     from services.core.reserved import is_reserved_collection

@@ -1,4 +1,4 @@
-"""Crashes (issue 12, "Guarantees to measure"): kill -9 the API during a bulk load and during a
+"""Crashes: kill -9 the API during a bulk load and during a
 follower batch, kill -9 a Celery worker mid-batch, stop Redis and PostgreSQL for ~10 s while
 writes and reads go on. After restart: nothing acknowledged is lost, the indexes agree with the
 store (/semantic/mismatch missingVectors == 0, a keyword read finds every document the store

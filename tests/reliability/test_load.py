@@ -1,4 +1,4 @@
-"""Load (issue 12, "Guarantees to measure"): a mixed workload — JSON and SSE reads, single
+"""Load: a mixed workload — JSON and SSE reads, single
 PUTs, bulk writes, deletes, GETs, admin GETs — from several client threads for a bounded time,
 against the embedded profile and against API + 2 Celery workers + beat + private Redis +
 private PostgreSQL. Required: 0 errors (no 5xx, no transport error, no 429: the request rate

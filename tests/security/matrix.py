@@ -1,4 +1,4 @@
-"""The permission-matrix harness (issue #12): randomized (principal x document x endpoint)
+"""The permission-matrix harness: randomized (principal x document x endpoint)
 cases over every read path, with ACL changes, deletes and re-creations interleaved, checked
 against an oracle built only from the writes the harness made.
 
@@ -276,7 +276,7 @@ class Matrix:
             r = self.w.call("DELETE", f"/v1/collections/{d.collection}/docs/{d.doc_id}", WRITER[tenant])
             assert r.status_code == 200, r.text
             d.current = None
-        elif op < 0.7:  # delete and re-create at once (finding 2)
+        elif op < 0.7:  # delete and re-create at once
             r = self.w.call("DELETE", f"/v1/collections/{d.collection}/docs/{d.doc_id}", WRITER[tenant])
             assert r.status_code == 200, r.text
             d.current = None

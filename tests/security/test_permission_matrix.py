@@ -1,4 +1,4 @@
-"""Permission matrix (issue #12): >= 10,000 randomized (principal x document x endpoint)
+"""Permission matrix: >= 10,000 randomized (principal x document x endpoint)
 cases over every read path of the HTTP API and the MCP tools, with ACL changes, deletes and
 re-creations interleaved, against an oracle of what each key may read (tests/security/matrix.py).
 The readers include API-made keys and end-user tokens (one with a filter), made on the writing

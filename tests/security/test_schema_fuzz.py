@@ -1,4 +1,4 @@
-"""Schema fuzzing (issue #12): schemathesis against the served app's /openapi.json, every
+"""Schema fuzzing: schemathesis against the served app's /openapi.json, every
 route and method, with a valid admin key. Bounded for `make test`; set VIBE_FUZZ_EXAMPLES
 (examples per operation and phase; default 15) higher for bench/reliability runs, e.g.
 `VIBE_FUZZ_EXAMPLES=1000 pytest tests/security/test_schema_fuzz.py`.

@@ -1,5 +1,5 @@
 """Every JSON answer the integration tests receive is checked against the served app's own
-`/openapi.json` (issue #13: a schema test over the whole integration suite). A mismatch raises
+`/openapi.json` (a schema test over the whole integration suite). A mismatch raises
 `ResponseMismatch` from the HTTP call, so the test that made it fails and says why.
 
 What is checked: the operation (method + path template) must be declared; the status must be

@@ -1,4 +1,4 @@
-"""Layering rules of DESIGN.md §1 that a reviewer would otherwise have to remember."""
+"""Layering rules (ports and adapters) that a reviewer would otherwise have to remember."""
 
 from __future__ import annotations
 

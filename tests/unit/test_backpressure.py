@@ -1,4 +1,4 @@
-"""Global backpressure from queue depth (shared/backpressure.py, V§12): backfills stop at
+"""Global backpressure from queue depth (shared/backpressure.py): backfills stop at
 VIBE_BACKPRESSURE_QUEUE_DEPTH, on-touch embedding at VIBE_TOUCH_BACKPRESSURE_QUEUE_DEPTH. A read
 under backpressure still answers with what is embedded, queues nothing (not even a
 rehydration), and says why it does not warm; once the queue drains, touches queue again."""

@@ -109,7 +109,7 @@ def test_429_is_never_counted_and_surfaces_as_rate_limited() -> None:
 
 
 def test_a_4xx_refusal_is_never_counted() -> None:
-    """Issue 12 finding 8: a provider refusing one input (400: too long, bad parameter) is up;
+    """A provider refusing one input (400: too long, bad parameter) is up;
     counting it would let one tenant's bad documents open the circuit for every tenant."""
     inner, _, b = _rig(failures=2)
     inner.mode = "400"

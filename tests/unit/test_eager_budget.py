@@ -1,4 +1,4 @@
-"""Eager writes spend the tenant's per-minute bucket (V§12, issue 11): what the bucket does not
+"""Eager writes spend the tenant's per-minute bucket: what the bucket does not
 grant stays `none`, the write is still accepted, and the scheduler backfills the rest."""
 
 from __future__ import annotations

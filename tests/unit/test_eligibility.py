@@ -1,4 +1,4 @@
-"""The eligibility rule engine (V§5): policy > writer deny intent > heuristics > fallback."""
+"""The eligibility rule engine: policy > writer deny intent > heuristics > fallback."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """A change an index refuses for good is quarantined instead of blocking the log for every
-tenant (issue 12 finding 1); an index that refuses everything is down, and nothing is skipped."""
+tenant; an index that refuses everything is down, and nothing is skipped."""
 
 from __future__ import annotations
 

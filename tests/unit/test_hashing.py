@@ -1,4 +1,4 @@
-"""Content normalization and hashing (seed 000 "Content Normalization"), text extraction."""
+"""Content normalization and hashing (as inner_voice clients hash), text extraction."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Issue 12 finding 1: `_acl` bounds each principal's size and the ACL's total size (UTF-8
+"""`_acl` bounds each principal's size and the ACL's total size (UTF-8
 bytes) with a clear invalid_params, below what the index mappings accept."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Analysis languages per collection (issue #15 item 3): the registry, the map from settings, and
+"""Analysis languages per collection: the registry, the map from settings, and
 each language's analyzer as tantivy runs it (OpenSearch's is built from the same definitions:
 tests/unit/test_opensearch_bodies.py; run against a server: tests/contract/test_lexical_contract.py)."""
 

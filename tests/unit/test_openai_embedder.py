@@ -85,7 +85,7 @@ class StrictServer(OpenAIProtocolServer):
 
 
 def test_over_long_inputs_are_truncated_to_the_bound() -> None:
-    """Issue 12 finding 8: an input over the model's limit would make the provider answer 400
+    """An input over the model's limit would make the provider answer 400
     for the whole batch; the embedder cuts it (at a character boundary) before sending."""
     with StrictServer(limit=1_000) as api:
         emb = OpenAIEmbedder(api.base_url, "k", "m", max_input_bytes=1_000)

@@ -1,5 +1,5 @@
 """The OpenAPI document declares every request, response and error body and the bearer scheme
-(DESIGN.md §5 "Clients", issue #13), and what it declares is what the API does: the error
+(so clients can be generated from it), and what it declares is what the API does: the error
 body is the one handler's, success statuses are the handlers' (201, 202), no 422 (the API
 answers 400), the SSE alternative of /v1/read, and 405 answers carry `Allow`.
 tests/security/test_schema_fuzz.py checks the same declarations against the served app."""
@@ -178,7 +178,7 @@ def _read_schema(doc: dict[str, Any]) -> dict[str, Any]:
     ({"q": "x", "collection": ""}, False),
     ({"q": "x", "semantic": {"strategy": "vector"}}, False),
     ({"q": "x", "unknown": 1}, False),
-    # issue #13: filters, include.fields, cursors, and no accepted-but-ignored option
+    # filters, include.fields, cursors, and no accepted-but-ignored option
     ({"q": "x", "filter": {"year": {"gte": 1990, "lt": 2000}, "tag": {"in": ["a", 1, True]}, "lang": "en"}}, True),
     ({"q": "x", "filter": {"year": {"eq": 3}}, "include": {"fields": ["title", "year"]}}, True),
     ({"q": "x", "filter": None, "include": {"fields": True}}, True),

@@ -335,7 +335,7 @@ def test_large_batches_are_split_on_action_boundaries(monkeypatch: pytest.Monkey
 
 
 def test_bulk_requests_are_sized_by_bytes(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Finding 1 (issue 12): a few documents with large ACLs or bodies must not make one bulk
+    """A few documents with large ACLs or bodies must not make one bulk
     request over the size OpenSearch accepts; each request stays under BULK_MAX_BYTES (a
     single larger action goes alone) and the order of actions is kept."""
     monkeypatch.setattr(osl, "BULK_MAX_BYTES", 4_000)
@@ -398,7 +398,7 @@ def test_from_settings_needs_a_url() -> None:
 
 
 def test_metadata_filters_and_id_allow_list_are_bool_filter_clauses() -> None:
-    """Issue #13: metadata conditions sit in `bool.filter` next to the ACL (selected before scoring,
+    """Metadata conditions sit in `bool.filter` next to the ACL (selected before scoring,
     never a post_filter on a top-k): eq/in as `terms` on the facet tokens, a range as a keyword
     `range` over the fixed-width number tokens, the allow-list as an `ids` query."""
     client, calls = recording_client()
@@ -502,7 +502,7 @@ FR_STAMP = FR.stamp()
 
 
 def test_a_french_collection_gets_its_analyzer_fields_and_stamp() -> None:
-    """Issue #15 item 3, as sent: the template carries one analyzer per language in use (the
+    """Languages, as sent: the template carries one analyzer per language in use (the
     tantivy pipeline with the French stop list and Snowball French), `title_fr`/`body_fr` copied
     to `all_fr`, and the map's stamp beside the schema version; a French document fills only
     those fields."""

@@ -1,4 +1,4 @@
-"""The query-vector cache (issue 12 findings 8 and 10): keys are fixed-size digests, memory is
+"""The query-vector cache: keys are fixed-size digests, memory is
 bounded by bytes as well as entries, over-long texts are never cached, and a hit is scoped to
 the tenant and the principal set, so one user's cached query cannot be confirmed by another
 user's faster answer."""
@@ -58,7 +58,7 @@ def test_a_vector_larger_than_the_whole_bound_is_not_kept() -> None:
 
 
 def test_hits_are_scoped_by_tenant_and_principal_set() -> None:
-    """Finding 10: another principal (same tenant) asking the same text is a miss, so its
+    """Another principal (same tenant) asking the same text is a miss, so its
     answer time cannot confirm what someone else asked; the same principal set in any order
     shares its entries."""
     c = QueryVectorCache()

@@ -1,5 +1,5 @@
-"""The lexical leg runs on its own thread while the request's thread embeds the query (issue 15
-item 2): same rankings as before, the ACL filter inside every engine query, and an encoder
+"""The lexical leg runs on its own thread while the request's thread embeds the query: same
+rankings as before, the ACL filter inside every engine query, and an encoder
 failure reported (embedded once), never left as a pending `embedding_query`."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Redaction at the provider boundary and the field allowlist (V§9)."""
+"""Redaction at the provider boundary and the field allowlist."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Writes that land while a rehydration is in flight (issue 11: "a revoked ACL or a delete during
+"""Writes that land while a rehydration is in flight ("a revoked ACL or a delete during
 eviction/rehydration never resurfaces a document"). A document's vector is evicted to the cold
 store; a read's touch queues it; the worker loads the job and reads the cold vector, and is held
 there, before it commits, while the test deletes the document, narrows its ACL, or edits it.

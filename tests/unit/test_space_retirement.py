@@ -1,4 +1,4 @@
-"""Retiring a space without holding up the activation (issue 11, V§13): the cut-over is one
+"""Retiring a space without holding up the activation: the cut-over is one
 store transaction and the retired space's vectors move to the cold store afterwards, in
 batches, stopped by a re-activation; and the two races around a re-activation: a document
 write committing during it, and the retention expiry of the same space. Over a real store

@@ -1,4 +1,4 @@
-"""An embedded process's start and `queued` rows no job can finish (issue 11). The embedded
+"""An embedded process's start and `queued` rows no job can finish. The embedded
 profile has no reconciler: at start it re-enqueues every row a previous run left `queued`. An
 earlier bug could leave rows queued for a document that is gone or for content it no longer
 has (the handler drops such a job, so the row stayed `queued` across every restart), and a

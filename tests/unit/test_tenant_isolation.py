@@ -1,4 +1,4 @@
-"""What one tenant's work costs another inside one process (issue 41), each fix on its own:
+"""What one tenant's work costs another inside one process, each fix on its own:
 the rate limit charges by the work asked for, a tenant's in-flight requests are capped, the
 in-process job queue serves tenants in turn, a bulk is stored in chunks, and the per-document
 write locks are per tenant. tests/integration/test_noisy_tenant.py runs them together."""

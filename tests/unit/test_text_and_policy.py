@@ -1,4 +1,4 @@
-"""Content hashing (seed 000), redaction (V§9) and the eligibility policy (V§5)."""
+"""Content hashing, redaction and the eligibility policy."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Celery beat's lifecycle tick, end to end with real processes (issue 11, distributed profile):
+"""Celery beat's lifecycle tick, end to end with real processes (distributed profile):
 the API (its own scheduler off), Celery workers and beat share only PostgreSQL and Redis, and
 every decision below is made by the `vibe.lifecycle` task beat schedules, never by the API:
 

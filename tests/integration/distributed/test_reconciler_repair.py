@@ -1,4 +1,4 @@
-"""The reconciler and `queued` rows no job can finish (issue 11): an earlier bug left rows
+"""The reconciler and `queued` rows no job can finish: an earlier bug left rows
 `queued` for a (document, space) whose content is gone, and a row of a space the tenant no
 longer reads keeps the same promise of a job. Re-enqueued, such a row stays `queued` for good
 (the handler drops a job whose document is gone or whose content changed) or is embedded into
