@@ -31,32 +31,33 @@ class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="VIBE_", extra="ignore", populate_by_name=True,
                                       env_file=".env", env_file_encoding="utf-8")
 
-    profile: Literal["embedded", "distributed"] = Field("embedded", description=(
+    profile: Literal["embedded", "distributed"] = Field(default="embedded", description=(
         "Deployment profile: `embedded` (one process, no servers) or `distributed` (PostgreSQL, "
         "Redis/Celery, OpenSearch, Qdrant); sets the defaults of queue, lexical, vectors and store."))
-    queue: Literal["embedded", "celery"] | None = Field(None, description=(
+    queue: Literal["embedded", "celery"] | None = Field(default=None, description=(
         "Where embedding jobs run: `embedded` (threads in the serving process) or `celery` (workers "
         "through Redis); unset = the profile's default."))
-    lexical: Literal["embedded", "opensearch"] | None = Field(None, description=(
+    lexical: Literal["embedded", "opensearch"] | None = Field(default=None, description=(
         "Keyword (BM25) index: `embedded` (tantivy in the data dir) or `opensearch`; unset = the "
         "profile's default."))
-    vectors: Literal["embedded", "qdrant"] | None = Field(None, description=(
+    vectors: Literal["embedded", "qdrant"] | None = Field(default=None, description=(
         "Vector index: `embedded` (qdrant-edge in the data dir) or `qdrant` (a Qdrant server); unset = "
         "the profile's default."))
 
-    data_dir: Path = Field(Path("./data"), description=(
+    data_dir: Path = Field(default=Path("./data"), description=(
         "Directory for the embedded store, indexes, model cache, cold store and generated secrets."))
     api_keys: list[ApiKey] = Field(default_factory=list, description=(
         "Bootstrap API keys, a JSON list of `{\"key\", \"tenant\", \"principals\", \"scopes\"}`; empty = `make "
         "run` creates a local dev key."))
 
-    embedder: Literal["local", "openai", "hash"] = Field("local", description=(
+    embedder: Literal["local", "openai", "hash"] = Field(default="local", description=(
         "Embedding provider: `local` (a sentence-transformers model in process), `openai` (an OpenAI-"
         "compatible API) or `hash` (deterministic test vectors)."))
-    embed_model: str = Field("all-MiniLM-L6-v2", description=(
+    embed_model: str = Field(default="all-MiniLM-L6-v2", description=(
         "Model name for the embedder (for `local`, a name or path; for `openai`, the API's model id)."))
     # used by the hash embedder; real models report their own
-    embed_dim: int = Field(384, description="Vector dimension of the `hash` embedder; real models report their own.")
+    embed_dim: int = Field(default=384, description=(
+        "Vector dimension of the `hash` embedder; real models report their own."))
     # Local models (`local:<name>`) a tenant's space may use besides VIBE_EMBED_MODEL: names or
     # paths the operator vouches for; anything else is refused by its text (shared/model_specs.py).
     local_models: list[str] = Field(default_factory=list, max_length=100, description=(
@@ -68,69 +69,70 @@ class Settings(BaseSettings):
     filterable_fields: list[str] = Field(default_factory=list, max_length=1000, description=(
         "Numeric fields that get a payload index in the vector collections all tenants share (range "
         "filters on other fields stay exact)."))
-    max_payload_indexes: Annotated[int, Field(ge=0, le=1000)] = Field(32, description=(
+    max_payload_indexes: Annotated[int, Field(ge=0, le=1000)] = Field(default=32, description=(
         "At most this many payload indexes per shared vector collection."))
     # documents per pipeline batch (store writes, a provider call, a queue message)
-    embed_batch_size: int = Field(32, description=(
+    embed_batch_size: int = Field(default=32, description=(
         "Documents per embedding batch: one store write, one provider call, one queue message."))
     # Documents per forward pass of the local model (onnxruntime or torch), within a pipeline
     # batch. Small passes pad less and keep activations in cache: with one document thread,
     # onnxruntime embeds 49.6 docs/s in passes of 4 against 38.0 in passes of 32, torch 50.0
     # against 47.3 (bench/results/perf-throughput-20261124-*.md).
-    embed_model_batch_size: Annotated[int, Field(ge=1, le=256)] = Field(4, description=(
+    embed_model_batch_size: Annotated[int, Field(ge=1, le=256)] = Field(default=4, description=(
         "Documents per forward pass of the local model within a batch (small passes pad less)."))
-    openai_base_url: str | None = Field(None, description=(
+    openai_base_url: str | None = Field(default=None, description=(
         "Base URL of the OpenAI-compatible embeddings API (unset = OpenAI's)."))
-    openai_api_key: str | None = Field(None, description="API key for the `openai` embedder.")
+    openai_api_key: str | None = Field(default=None, description="API key for the `openai` embedder.")
 
-    redis_url: str = Field("redis://127.0.0.1:6379/0", description=(
+    redis_url: str = Field(default="redis://127.0.0.1:6379/0", description=(
         "Redis URL for the Celery broker, job deduplication and budgets (distributed profile)."))
-    opensearch_url: str | None = Field(None, description="OpenSearch URL when VIBE_LEXICAL=opensearch.")
+    opensearch_url: str | None = Field(default=None, description="OpenSearch URL when VIBE_LEXICAL=opensearch.")
     # Every tenant index is `<prefix><tenant>-<hash>` and the template `<prefix>template`: deployments
     # (or test runs) sharing one cluster keep apart by prefix. Lowercase, as index names must be.
-    opensearch_prefix: Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9_-]{0,40}-$")] = Field("vibe-lex-", description=(
+    opensearch_prefix: Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9_-]{0,40}-$")] = Field(
+        default="vibe-lex-", description=(
         "Prefix of every OpenSearch index and template name, so deployments sharing a cluster stay apart."))
-    qdrant_url: str | None = Field(None, description="Qdrant server URL when VIBE_VECTORS=qdrant.")
+    qdrant_url: str | None = Field(default=None, description="Qdrant server URL when VIBE_VECTORS=qdrant.")
 
-    host: str = Field("127.0.0.1", description="Address `serve` listens on.")
-    port: int = Field(8080, description="TCP port `serve` listens on.")
-    debug: bool = Field(False, description="Verbose (debug-level) logging.")
-    access_log: bool = Field(True, description=(
+    host: str = Field(default="127.0.0.1", description="Address `serve` listens on.")
+    port: int = Field(default=8080, description="TCP port `serve` listens on.")
+    debug: bool = Field(default=False, description="Verbose (debug-level) logging.")
+    access_log: bool = Field(default=True, description=(
         "One JSON line per HTTP request (logger `vibe.access`: method, path, route, status, duration, bytes, "
         "tenant, request id; never a query string, body or key); a stream's line when it ends."))
 
     # Read path (the design's example numbers as defaults).
-    space: str = Field("core", description=(
+    space: str = Field(default="core", description=(
         "The default embedding space (a model's vectors) every tenant reads and writes unless it migrated"
         " to another."))
-    lexical_candidates: int = Field(500, description=(
+    lexical_candidates: int = Field(default=500, description=(
         "How many keyword hits a read considers for fusion and for embedding on touch."))
-    max_limit: int = Field(200, description=(
+    max_limit: int = Field(default=200, description=(
         "Largest `limit` (results per page) a read may ask for; more is refused with 400."))
-    max_k: int = Field(2000, description=(
+    max_k: int = Field(default=2000, description=(
         "Largest `semantic.k` (semantic candidates) a read may ask for; more is refused with 400."))
-    per_query_max_embeds: int = Field(50, description=(
+    per_query_max_embeds: int = Field(default=50, description=(
         "Most documents one query may queue for embedding (the per-query ceiling)."))
-    per_tenant_per_min: int = Field(200, description=(
+    per_tenant_per_min: int = Field(default=200, description=(
         "Documents per minute a tenant may send to the embedder (touches, eager writes, backfills)."))
-    stream_wait_seconds: float = Field(15.0, description=(
+    stream_wait_seconds: float = Field(default=15.0, description=(
         "How long a stream waits for the embeddings its query queued before it ends with `done`."))
     # SSE hygiene: a `: keep-alive` comment after this many seconds without an
     # event, and the `retry:` reconnection hint (milliseconds) a stream starts with.
-    stream_heartbeat_seconds: Annotated[float, Field(gt=0)] = Field(10.0, description=(
+    stream_heartbeat_seconds: Annotated[float, Field(gt=0)] = Field(default=10.0, description=(
         "A stream sends a `: keep-alive` comment after this many seconds without an event."))
-    stream_retry_ms: Annotated[int, Field(ge=0)] = Field(3_000, description=(
+    stream_retry_ms: Annotated[int, Field(ge=0)] = Field(default=3_000, description=(
         "The `retry:` reconnection hint (milliseconds) every stream starts with."))
     # The in-process embedding pipeline waits for first answers in flight before each batch and
     # each index apply, at most this long each time (0 = never waits; shared/foreground.py).
-    foreground_max_wait_seconds: Annotated[float, Field(ge=0, le=5)] = Field(0.05, description=(
+    foreground_max_wait_seconds: Annotated[float, Field(ge=0, le=5)] = Field(default=0.05, description=(
         "The in-process embedding pipeline waits at most this long for first answers in flight before "
         "each batch (0 = never waits)."))
     # A stream's steps after its first event (the semantic leg, fusion, the touch) start this
     # long after it is sent and then wait for first answers in flight like the pipeline
     # (services/api/routes_read.py `_stream`): a client that reads first events back to back
     # sends its next query within about this time, and that query's first answer goes first.
-    stream_tail_grace_seconds: Annotated[float, Field(ge=0, le=1)] = Field(0.003, description=(
+    stream_tail_grace_seconds: Annotated[float, Field(ge=0, le=1)] = Field(default=0.003, description=(
         "A stream's steps after its first event (semantic leg, fusion, touch) start this long after it, "
         "so the next query's first answer goes first."))
     # Browser origins allowed to call the API (CORS): a JSON list or a comma-separated list;
@@ -139,51 +141,53 @@ class Settings(BaseSettings):
         "Browser origins allowed to call the API (CORS): a JSON list or comma-separated origins; empty = "
         "no CORS headers."))
     # POST .../docs:mget ids per request
-    max_mget_ids: Annotated[int, Field(ge=1)] = Field(100, description="Most ids one `docs:mget` request may ask for.")
+    max_mget_ids: Annotated[int, Field(ge=1)] = Field(default=100, description=(
+        "Most ids one `docs:mget` request may ask for."))
     # How long a write waits for a SHARED index (OpenSearch, Qdrant server) that another
     # replica is applying to reach it, so a revoked ACL or a delete is searched no more once
     # the write returns (shared/indexing.py). Embedded indexes apply in the writer's process.
-    write_sync_wait_seconds: float = Field(2.0, description=(
+    write_sync_wait_seconds: float = Field(default=2.0, description=(
         "How long a write waits for a shared index (OpenSearch, Qdrant server) applied by another replica"
         " to reach it."))
-    rrf_k: int = Field(60, description=(
+    rrf_k: int = Field(default=60, description=(
         "The k constant of reciprocal-rank fusion (VIBE_FUSION=rrf and the MCP hybrid search)."))
     # Hybrid fusion (services/planner/fusion.py), chosen leave-one-collection-out by
     # `python -m bench.fusion_loo` (bench/results/fusion_loo.json).
-    fusion: Literal["zscore", "rrf"] = Field("zscore", description=(
+    fusion: Literal["zscore", "rrf"] = Field(default="zscore", description=(
         "Hybrid fusion: `zscore` (weighted z-scores, the default) or `rrf` (reciprocal-rank fusion)."))
-    semantic_weight: Annotated[float, Field(ge=0.0, le=1.0)] = Field(0.55, description=(
+    semantic_weight: Annotated[float, Field(ge=0.0, le=1.0)] = Field(default=0.55, description=(
         "Weight of the semantic leg in z-score fusion (the keyword leg gets the rest)."))
     # What z-score fusion gives a lexical candidate with no vector yet (fusion.stand_in_line):
     # the query's own line from lexical to semantic z ("line"), or its lexical z ("agree", the
     # behaviour before; kept for comparison in bench.touch_sim).
-    fusion_stand_in: Literal["line", "agree"] = Field("line", description=(
+    fusion_stand_in: Literal["line", "agree"] = Field(default="line", description=(
         "Score z-score fusion gives a keyword candidate with no vector yet: `line` (predicted from the "
         "query's embedded candidates) or `agree` (its keyword z)."))
 
     # Workers.
-    workers: int = Field(2, description=(
+    workers: int = Field(default=2, description=(
         "Embedding worker threads in the embedded profile; default Celery concurrency for `vibe-semantic "
         "worker`."))
-    job_max_attempts: int = Field(4, description="Attempts per embedding job before its documents are marked failed.")
-    job_backoff_seconds: float = Field(0.5, description=(
+    job_max_attempts: int = Field(default=4, description=(
+        "Attempts per embedding job before its documents are marked failed."))
+    job_backoff_seconds: float = Field(default=0.5, description=(
         "First retry delay of a failed embedding job (doubled per attempt, with jitter)."))
     # Threads the local model may use; 0 = all cores but one, so background embedding leaves
     # a core to the read path (bench latency: first events wait behind a busy model otherwise).
-    embed_threads: int = Field(0, description="Threads the local model may use; 0 = all cores but one.")
+    embed_threads: int = Field(default=0, description="Threads the local model may use; 0 = all cores but one.")
     # The local model's runtime (shared/adapters/embedders/onnx_embedder.py): auto = an ONNX
     # export (cached in <data_dir>/models, verified against torch) when it verifies, torch
     # otherwise (logged at start-up); onnx = fail at start-up without it. Documents follow
     # embed_doc_runtime (auto = onnxruntime: bench/throughput.py compares the two).
-    embed_runtime: Literal["auto", "onnx", "torch"] = Field("auto", description=(
+    embed_runtime: Literal["auto", "onnx", "torch"] = Field(default="auto", description=(
         "Local model runtime for queries: `auto` (onnxruntime when its graph verifies, else torch if the "
         "`export` extra is installed), `onnx` or `torch` (needs the `export` extra)."))
-    embed_doc_runtime: Literal["auto", "onnx", "torch"] = Field("auto", description=(
+    embed_doc_runtime: Literal["auto", "onnx", "torch"] = Field(default="auto", description=(
         "Local model runtime for documents: `auto` (onnxruntime), `onnx` or `torch` (needs the `export` "
         "extra)."))
     # How many nice levels below the process the local model's document thread runs (Linux,
     # per thread), so queries get a core first; 0 = same priority.
-    embed_doc_nice: Annotated[int, Field(ge=0, le=19)] = Field(5, description=(
+    embed_doc_nice: Annotated[int, Field(ge=0, le=19)] = Field(default=5, description=(
         "Nice levels below the process at which the document-embedding thread runs (Linux), so queries "
         "get a core first."))
     # The serving process's garbage-collector thresholds (gc.set_threshold: allocations before a
@@ -193,32 +197,31 @@ class Settings(BaseSettings):
     # reads; (5000, 20, 1000) spent a third of the collector time with no full collection in the
     # same 400 back-to-back reads at 100k documents (bench/results/gc-thresholds-*.json).
     gc_thresholds: tuple[Annotated[int, Field(ge=1)], Annotated[int, Field(ge=1)], Annotated[int, Field(ge=1)]] = Field(
-        (
-        5000, 20, 1000), description=(
+        default=(5000, 20, 1000), description=(
         "The serving process's garbage-collector thresholds, a JSON list of three integers."))
     # The ONNX query encoder's weights: int8 = the feed-forward MatMuls' weights as int8 blocks
     # (onnx_export.query_int8), used only when its vectors of the probes are within 0.999
     # cosine of torch's at load (fp32 otherwise, logged); documents always go through fp32.
-    embed_query_weights: Literal["int8", "fp32"] = Field("int8", description=(
+    embed_query_weights: Literal["int8", "fp32"] = Field(default="int8", description=(
         "Weights of the ONNX query encoder: `int8` (checked against torch at load, else fp32) or `fp32`."))
 
     # Input limits.
-    max_doc_bytes: int = Field(1_048_576, description="Largest document accepted, in bytes.")
-    passage_chars: int = Field(1000, ge=200, le=100_000, description=(
+    max_doc_bytes: int = Field(default=1_048_576, description="Largest document accepted, in bytes.")
+    passage_chars: int = Field(default=1000, ge=200, le=100_000, description=(
         "A document whose text is longer is embedded as passages of at most this many characters "
         "(split on headings, paragraphs, sentences); its semantic score is its best passage's. "
         "1000 fits all-MiniLM-L6-v2's 256 word pieces."))
-    passage_overlap: int = Field(120, ge=0, le=10_000, description=(
+    passage_overlap: int = Field(default=120, ge=0, le=10_000, description=(
         "Characters a passage cut inside a paragraph repeats from the one before it."))
-    max_passages: int = Field(256, ge=1, le=4096, description=(
+    max_passages: int = Field(default=256, ge=1, le=4096, description=(
         "Most passages embedded per document (usage and budgets count each one); text past them is "
         "counted in vibe_passages_capped_total."))
-    max_bulk_docs: int = Field(5_000, description="Most documents in one bulk request.")
-    max_bulk_bytes: int = Field(64 * 1_048_576, description="Largest bulk request body, in bytes.")
+    max_bulk_docs: int = Field(default=5_000, description="Most documents in one bulk request.")
+    max_bulk_bytes: int = Field(default=64 * 1_048_576, description="Largest bulk request body, in bytes.")
     # A bulk is stored in transactions of at most this many documents, the store's writer lock
     # and the index follower released between them, so another tenant's single write waits for
     # one chunk, not a whole 5,000-document bulk. Each item still answers on its own.
-    bulk_write_chunk: Annotated[int, Field(ge=1)] = Field(64, description=(
+    bulk_write_chunk: Annotated[int, Field(ge=1)] = Field(default=64, description=(
         "A bulk is stored in transactions of at most this many documents, so other tenants' writes wait "
         "for one chunk only."))
 
@@ -235,7 +238,7 @@ class Settings(BaseSettings):
     # '{"docs_fr": "fr"}'. Every other collection is analysed in `default_language`. Changing
     # either rebuilds the lexical index from the store of record at the next start (with
     # progress): set a collection's language before writing to it.
-    default_language: str = Field("en", description=(
+    default_language: str = Field(default="en", description=(
         "Keyword-analysis language of every collection not named in VIBE_COLLECTION_LANGUAGES (ISO code, "
         "English name or `simple`)."))
     collection_languages: dict[str, str] = Field(default_factory=dict, max_length=10_000, description=(
@@ -245,94 +248,95 @@ class Settings(BaseSettings):
     # --- distributed: Celery/Redis, reconciler, breaker ---
     # `vibe-semantic worker` serves Prometheus metrics for the whole worker (prefork children
     # included) on this port; None = off.
-    metrics_port: int | None = Field(None, description=(
+    metrics_port: int | None = Field(default=None, description=(
         "Port on which `vibe-semantic worker` serves Prometheus metrics for the whole worker; unset = "
         "off."))
     # A message a worker took but did not ack comes back after this long; it must exceed the
     # Per-collection settings stored through `PUT /v1/collections/{c}/settings` win over the two
     # above and over `embed_fields`; each process re-reads a tenant's rows after this many seconds
     # (shared/collection_settings.py): the bound on how long another replica's change takes.
-    collection_settings_ttl_seconds: Annotated[float, Field(ge=0, le=60)] = Field(1.0, description=(
+    collection_settings_ttl_seconds: Annotated[float, Field(ge=0, le=60)] = Field(default=1.0, description=(
         "How often a process re-reads stored collection settings (the bound on how long another replica's"
         " change takes)."))
     # Documents a collection delete removes per transaction (`DELETE /v1/collections/{c}`), and
     # per `docs:deleteByFilter` call (the caller repeats the call while `more` is true).
-    collection_delete_page: Annotated[int, Field(ge=1, le=10_000)] = Field(500, description=(
+    collection_delete_page: Annotated[int, Field(ge=1, le=10_000)] = Field(default=500, description=(
         "Documents a collection delete removes per transaction."))
-    delete_by_filter_max: Annotated[int, Field(ge=1, le=10_000)] = Field(1_000, description=(
+    delete_by_filter_max: Annotated[int, Field(ge=1, le=10_000)] = Field(default=1_000, description=(
         "Most documents one `docs:deleteByFilter` call deletes (repeat while `more` is true)."))
     # longest batch plus the longest retry countdown, or a slow batch would run twice.
-    celery_visibility_timeout: float = Field(3600.0, description=(
+    celery_visibility_timeout: float = Field(default=3600.0, description=(
         "Seconds before a message a worker took but did not acknowledge is delivered again; must exceed "
         "the longest batch plus retry."))
     # how often workers sweep for messages past the visibility timeout
-    celery_restore_interval: int = Field(10, description=(
+    celery_restore_interval: int = Field(default=10, description=(
         "Seconds between workers' sweeps for messages past the visibility timeout."))
     # lanes a worker consumes, strictly in this order
-    worker_queues: str = Field("interactive,control,bulk", description=(
+    worker_queues: str = Field(default="interactive,control,bulk", description=(
         "Lanes a worker consumes, strictly in this order (comma-separated)."))
     # a dead broker must not stall a read or a write
-    redis_timeout_seconds: float = Field(0.5, description=(
+    redis_timeout_seconds: float = Field(default=0.5, description=(
         "Timeout of each Redis call, so a dead broker does not stall reads or writes."))
     # after a Redis error, skip Redis this long (no per-call timeouts)
-    redis_down_backoff_seconds: float = Field(2.0, description="After a Redis error, skip Redis for this long.")
+    redis_down_backoff_seconds: float = Field(default=2.0, description="After a Redis error, skip Redis for this long.")
     # a pending job key older than this no longer blocks a re-enqueue
-    job_dedupe_ttl_seconds: float = Field(3600.0, description=(
+    job_dedupe_ttl_seconds: float = Field(default=3600.0, description=(
         "A pending-job key older than this no longer blocks a re-enqueue."))
-    job_backoff_max_seconds: float = Field(60.0, description="Longest retry delay of an embedding job.")
-    reconcile_interval_seconds: float = Field(30.0, description=(
+    job_backoff_max_seconds: float = Field(default=60.0, description="Longest retry delay of an embedding job.")
+    reconcile_interval_seconds: float = Field(default=30.0, description=(
         "How often the reconciler looks for rows stuck in `queued`."))
     # `queued` longer than this without progress = a lost job
-    reconcile_stuck_seconds: float = Field(300.0, description=(
+    reconcile_stuck_seconds: float = Field(default=300.0, description=(
         "A row `queued` this long without progress counts as a lost job and is repaired or re-enqueued."))
-    reconcile_batch: int = Field(10_000, description="Most stuck rows the reconciler handles per pass.")
+    reconcile_batch: int = Field(default=10_000, description="Most stuck rows the reconciler handles per pass.")
     # workers announce finished jobs on Redis pub/sub (faster stream wake-ups)
-    queue_pubsub: bool = Field(True, description=(
+    queue_pubsub: bool = Field(default=True, description=(
         "Workers announce finished jobs on Redis pub/sub, so streams wake up sooner."))
     # consecutive non-429 provider failures that open the circuit
-    breaker_failures: int = Field(5, description=(
+    breaker_failures: int = Field(default=5, description=(
         "Consecutive non-429 provider failures that open the circuit breaker (reads then answer "
         "lexically)."))
     # open → half-open (one probe call) after this long
-    breaker_cooldown_seconds: float = Field(30.0, description="How long the circuit stays open before one probe call.")
+    breaker_cooldown_seconds: float = Field(default=30.0, description=(
+        "How long the circuit stays open before one probe call."))
     # per provider call (openai embedder)
-    embed_timeout_seconds: float = Field(30.0, description="Timeout of each call to the `openai` embedder.")
+    embed_timeout_seconds: float = Field(default=30.0, description="Timeout of each call to the `openai` embedder.")
     # The system of record (documents, sidecar state, vectors by content hash, change log):
     # SQLite in the data dir (one host) or PostgreSQL (API and workers on any host; each API
     # process keeps its embedded indexes in its own data dir). None = the profile's default.
-    store: Literal["sqlite", "postgres"] | None = Field(None, description=(
+    store: Literal["sqlite", "postgres"] | None = Field(default=None, description=(
         "System of record: `sqlite` (in the data dir, one host) or `postgres`; unset = the profile's "
         "default."))
     # libpq URL or key=value DSN
-    postgres_url: str = Field("postgresql://vibe:vibe@postgres:5432/vibe", description=(
+    postgres_url: str = Field(default="postgresql://vibe:vibe@postgres:5432/vibe", description=(
         "PostgreSQL URL (libpq URL or key=value DSN) when VIBE_STORE=postgres."))
     # connections per process (API threads, or one Celery pool child)
-    postgres_pool_size: int = Field(10, description="PostgreSQL connections per process.")
+    postgres_pool_size: int = Field(default=10, description="PostgreSQL connections per process.")
 
     # --- MCP and agent tools ---
     # the key `vibe-semantic mcp` (stdio) acts as
-    mcp_key: str | None = Field(None, description="The API key `vibe-semantic mcp` (stdio) acts as.")
+    mcp_key: str | None = Field(default=None, description="The API key `vibe-semantic mcp` (stdio) acts as.")
     # Seed 000's own names (SURR_*, MCP_NO_LOG) are read too; the VIBE_ name wins when both are set.
     enable_inner_voice: bool = Field(default=False, validation_alias=AliasChoices(
         "VIBE_ENABLE_INNER_VOICE", "SURR_ENABLE_INNER_VOICE"), description=(
         "Enable the MCP `inner_voice.retrieve` tool (also read from SURR_ENABLE_INNER_VOICE)."))
     # where `reindex` stores chunks and `search` looks by default
-    mcp_collection: str = Field("kb", description=(
+    mcp_collection: str = Field(default="kb", description=(
         "Collection where the MCP `reindex` tool stores chunks and `search` looks by default."))
-    mcp_max_file_bytes: int = Field(2_000_000, description="Largest file the MCP `reindex` tool reads.")
-    mcp_chunk_chars: int = Field(1200, description="Characters per chunk when `reindex` splits a file.")
-    mcp_chunk_overlap: int = Field(200, description="Characters two consecutive chunks share.")
-    mcp_max_top_k: int = Field(100, description="Largest `top_k` an MCP search tool accepts.")
+    mcp_max_file_bytes: int = Field(default=2_000_000, description="Largest file the MCP `reindex` tool reads.")
+    mcp_chunk_chars: int = Field(default=1200, description="Characters per chunk when `reindex` splits a file.")
+    mcp_chunk_overlap: int = Field(default=200, description="Characters two consecutive chunks share.")
+    mcp_max_top_k: int = Field(default=100, description="Largest `top_k` an MCP search tool accepts.")
     mcp_no_log: bool = Field(default=False, validation_alias=AliasChoices(  # inner_voice's switch: counters only
         "VIBE_MCP_NO_LOG", "MCP_NO_LOG"), description=(
         "Counters only, no detailed logs of MCP tool calls (also read from MCP_NO_LOG)."))
     # "module:attr" of a PreCallCheck (extract_key_info's billing hook)
-    mcp_precall_check: str | None = Field(None, description=(
+    mcp_precall_check: str | None = Field(default=None, description=(
         "`module:attr` of a hook called before each MCP tool call (for billing), after its arguments are "
         "checked."))
-    inner_voice_kg_collection: str = Field("kg", description=(
+    inner_voice_kg_collection: str = Field(default="kg", description=(
         "Collection `inner_voice.retrieve` reads knowledge-graph entries from."))
-    inner_voice_thoughts_collection: str = Field("thoughts", description=(
+    inner_voice_thoughts_collection: str = Field(default="thoughts", description=(
         "Collection `inner_voice.retrieve` reads thoughts from."))
     inner_voice_mix: float = Field(default=0.6, validation_alias=AliasChoices(
         "VIBE_INNER_VOICE_MIX", "SURR_INNER_VOICE_MIX"), description=(
@@ -340,7 +344,7 @@ class Settings(BaseSettings):
     inner_voice_topk_default: int = Field(default=10, validation_alias=AliasChoices(
         "VIBE_INNER_VOICE_TOPK_DEFAULT", "SURR_INNER_VOICE_TOPK_DEFAULT"), description=(
         "Results `inner_voice.retrieve` returns when not asked (also SURR_INNER_VOICE_TOPK_DEFAULT)."))
-    inner_voice_floor: float = Field(0.25, description="Default score floor of `inner_voice.retrieve`.")
+    inner_voice_floor: float = Field(default=0.25, description="Default score floor of `inner_voice.retrieve`.")
     inner_voice_min_floor: float = Field(default=0.15, validation_alias=AliasChoices(
         "VIBE_INNER_VOICE_MIN_FLOOR", "SURR_INNER_VOICE_MIN_FLOOR"), description=(
         "Lowest score floor `inner_voice.retrieve` accepts (also SURR_INNER_VOICE_MIN_FLOOR)."))
@@ -348,41 +352,42 @@ class Settings(BaseSettings):
         "VIBE_INNER_VOICE_MAX_CANDIDATES_PER_SOURCE", "SURR_INNER_VOICE_MAX_CANDIDATES_PER_SOURCE"), description=(
         "Candidates `inner_voice.retrieve` takes from each source (also "
         "SURR_INNER_VOICE_MAX_CANDIDATES_PER_SOURCE)."))
-    extract_top_k_default: int = Field(5, description="Items `extract_key_info` returns when `topK` is 0.")
-    extract_max_top_k: int = Field(20, description="Largest `topK` `extract_key_info` accepts.")
-    extract_max_materials_chars: int = Field(200_000, description=(
+    extract_top_k_default: int = Field(default=5, description="Items `extract_key_info` returns when `topK` is 0.")
+    extract_max_top_k: int = Field(default=20, description="Largest `topK` `extract_key_info` accepts.")
+    extract_max_materials_chars: int = Field(default=200_000, description=(
         "Most characters of materials in one `extract_key_info` call."))
-    extract_max_query_chars: int = Field(2_000, description="Longest `extract_key_info` query, in characters.")
-    extract_max_chunk_chars: int = Field(1_500, description="Characters per chunk of `extract_key_info` materials.")
+    extract_max_query_chars: int = Field(default=2_000, description="Longest `extract_key_info` query, in characters.")
+    extract_max_chunk_chars: int = Field(default=1_500, description=(
+        "Characters per chunk of `extract_key_info` materials."))
     # extract_key_info's fusion: 0.65 semantic/0.35 lexical, recency ties
-    extract_fusion: Literal["rrf", "weighted"] = Field("weighted", description=(
+    extract_fusion: Literal["rrf", "weighted"] = Field(default="weighted", description=(
         "Fusion of `extract_key_info`: `weighted` (0.65 semantic / 0.35 keyword, recency breaks ties) or "
         "`rrf`."))
     # Seed 004 `Authorization: Bearer <identity>@<token>`: when on, a call without task_id takes
     # <identity> as its task and <token> as the API key (off: task_id is required).
-    extract_task_from_bearer: bool = Field(False, description=(
+    extract_task_from_bearer: bool = Field(default=False, description=(
         "Let `extract_key_info` callers send `Bearer <task>@<key>` instead of a `task_id` argument."))
     # then `embedder_unavailable`
-    extract_embed_attempts: Annotated[int, Field(ge=1, le=10)] = Field(3, description=(
+    extract_embed_attempts: Annotated[int, Field(ge=1, le=10)] = Field(default=3, description=(
         "Embedder attempts in `extract_key_info` before it answers `embedder_unavailable`."))
     # doubled per retry
-    extract_embed_backoff_seconds: Annotated[float, Field(ge=0)] = Field(0.2, description=(
+    extract_embed_backoff_seconds: Annotated[float, Field(ge=0)] = Field(default=0.2, description=(
         "First retry delay of those attempts (doubled per retry)."))
     # 0 = keep forever
-    extract_task_retention_days: Annotated[float, Field(ge=0)] = Field(90.0, description=(
+    extract_task_retention_days: Annotated[float, Field(ge=0)] = Field(default=90.0, description=(
         "`extract_key_info` tasks unused this many days are purged (0 = kept forever)."))
     # --- reranker (as in SurfSense): a Cohere/TEI-compatible `/rerank` endpoint; off when unset ---
     # the full endpoint, e.g. http://tei:8080/rerank
-    rerank_url: str | None = Field(None, description=(
+    rerank_url: str | None = Field(default=None, description=(
         "Full URL of a Cohere- or TEI-compatible `/rerank` endpoint for `search_knowledge_base`; unset = "
         "no reranker."))
-    rerank_model: str | None = Field(None, description="Model name sent to the reranker.")
+    rerank_model: str | None = Field(default=None, description="Model name sent to the reranker.")
     rerank_api_key: str | None = Field(default=None, repr=False, description="API key sent to the reranker.")
-    rerank_protocol: Literal["cohere", "tei"] = Field("cohere", description="Reranker API: `cohere` or `tei`.")
+    rerank_protocol: Literal["cohere", "tei"] = Field(default="cohere", description="Reranker API: `cohere` or `tei`.")
     # fused candidates sent to the reranker
-    rerank_candidates: Annotated[int, Field(ge=1, le=1000)] = Field(50, description=(
+    rerank_candidates: Annotated[int, Field(ge=1, le=1000)] = Field(default=50, description=(
         "Fused candidates sent to the reranker."))
-    rerank_timeout_seconds: Annotated[float, Field(gt=0)] = Field(10.0, description=(
+    rerank_timeout_seconds: Annotated[float, Field(gt=0)] = Field(default=10.0, description=(
         "Timeout of a reranker call; on failure the fused order is kept."))
 
     # --- lifecycle: scheduler, promotion, eviction, cold store, spaces, cost caps ---
@@ -396,80 +401,81 @@ class Settings(BaseSettings):
     # the workers (Celery beat). Until 2026-11 false stopped the whole thread: a large reindex
     # stalled after its first step, and an API replica's usage never reached the store.
     # Celery beat (distributed) decides whatever this says.
-    scheduler_enabled: bool = Field(True, description=(
+    scheduler_enabled: bool = Field(default=True, description=(
         "Whether this `serve` process runs lifecycle ticks (promotion, eviction, pruning); false still "
         "flushes usage and runs backfill steps."))
-    scheduler_interval_seconds: Annotated[float, Field(gt=0)] = Field(60.0, description=(
+    scheduler_interval_seconds: Annotated[float, Field(gt=0)] = Field(default=60.0, description=(
         "Seconds between lifecycle ticks."))
     # Usage statistics: each API process buffers them in memory and flushes this often (a
     # read never waits for a statistics write); counts within the promotion window are exact
     # to one bucket (window / 12).
-    usage_flush_seconds: Annotated[float, Field(gt=0)] = Field(2.0, description=(
+    usage_flush_seconds: Annotated[float, Field(gt=0)] = Field(default=2.0, description=(
         "How often each API process writes its buffered usage statistics to the store."))
     # Collection promotion (defaults `collection: {queries: 20, hits: 50, windowMins: 120}`).
-    promote_min_queries: Annotated[int, Field(ge=1)] = Field(20, description=(
+    promote_min_queries: Annotated[int, Field(ge=1)] = Field(default=20, description=(
         "Queries within the promotion window that make a collection eager (with VIBE_PROMOTE_MIN_HITS)."))
-    promote_min_hits: Annotated[int, Field(ge=0)] = Field(50, description=(
+    promote_min_hits: Annotated[int, Field(ge=0)] = Field(default=50, description=(
         "First-page hits within the promotion window that make a collection eager (with "
         "VIBE_PROMOTE_MIN_QUERIES)."))
-    promote_window_seconds: Annotated[float, Field(gt=0)] = Field(7200.0, description=(
+    promote_window_seconds: Annotated[float, Field(gt=0)] = Field(default=7200.0, description=(
         "The window over which promotion counts queries and hits."))
-    demote_idle_seconds: Annotated[float, Field(gt=0)] = Field(7 * 86400.0, description=(
+    demote_idle_seconds: Annotated[float, Field(gt=0)] = Field(default=7 * 86400.0, description=(
         "An automatically promoted collection is demoted after this long without a query."))
     # Document promotion (defaults `doc: {touches: 3, ttlDays: 30}`): a document touched this often
     # (decayed with the half-life) or found this often beside pinned ones is kept embedded
     # (pinned) for the TTL from the tick that finds it so, and pinned again while its decayed
     # count stays there: a burst of touches keeps a document for about half-lives x log2(count /
     # touches) beyond its last use, plus the TTL.
-    doc_promote_touches: Annotated[float, Field(gt=0)] = Field(3.0, description=(
+    doc_promote_touches: Annotated[float, Field(gt=0)] = Field(default=3.0, description=(
         "Decayed touches (or appearances beside pinned documents) that pin a document embedded."))
-    doc_promote_ttl_seconds: Annotated[float, Field(ge=0)] = Field(30 * 86400.0, description=(
+    doc_promote_ttl_seconds: Annotated[float, Field(ge=0)] = Field(default=30 * 86400.0, description=(
         "How long a pinned document stays pinned after the tick that pins it."))
-    usage_half_life_seconds: Annotated[float, Field(gt=0)] = Field(7 * 86400.0, description=(
+    usage_half_life_seconds: Annotated[float, Field(gt=0)] = Field(default=7 * 86400.0, description=(
         "Half-life of a document's decayed touch count."))
     # Eviction to the cold store (FP16/INT8 cold codes, to save space).
-    evict_idle_seconds: Annotated[float, Field(gt=0)] = Field(30 * 86400.0, description=(
+    evict_idle_seconds: Annotated[float, Field(gt=0)] = Field(default=30 * 86400.0, description=(
         "Vectors of lazy collections unused this long move to the cold store."))
-    evict_batch: Annotated[int, Field(ge=1)] = Field(5000, description=(
+    evict_batch: Annotated[int, Field(ge=1)] = Field(default=5000, description=(
         "Page size of the lifecycle's sweeps (eviction, pruning, retiring a space)."))
-    cold_codec: Literal["float16", "int8"] = Field("float16", description=(
+    cold_codec: Literal["float16", "int8"] = Field(default="float16", description=(
         "Encoding of cold vectors: `float16` or `int8`."))
     # default DATA_DIR/cold; legacy files (and `files`) on a shared volume
-    cold_dir: Path | None = Field(None, description="Directory of the cold store; unset = DATA_DIR/cold.")
+    cold_dir: Path | None = Field(default=None, description="Directory of the cold store; unset = DATA_DIR/cold.")
     # `packed` (default): codes many to a page, in `cold.sqlite3` in the cold dir (SQLite store) or
     # a PostgreSQL table beside the store of record (no shared volume); files evicted before are
     # still read. `files`: one file per vector (as before 2026-11), at least a filesystem block each:
     # 5x (float16) to 10x (int8) the codes' size on ext4 (shared/adapters/cold_packed.py).
-    cold_store: Literal["packed", "files"] = Field("packed", description=(
+    cold_store: Literal["packed", "files"] = Field(default="packed", description=(
         "Cold store layout: `packed` (many codes to a page, in SQLite or PostgreSQL) or `files` (one file"
         " per vector)."))
     # Model rollback: a space retired at activation keeps its vectors in the cold store this
     # long (re-activating it needs no provider call for unchanged content); then they go.
     # 0 = kept until the space is re-activated.
-    retired_space_retention_seconds: Annotated[float, Field(ge=0)] = Field(7 * 86400.0, description=(
+    retired_space_retention_seconds: Annotated[float, Field(ge=0)] = Field(default=7 * 86400.0, description=(
         "A retired space's cold vectors are kept this long for a rollback (0 = until re-activated)."))
     # Backfills (promotion, reindex, space migration) advance by at most this many documents per
     # step, spending only what the tenant's per-minute bucket holds beyond what reads keep.
-    backfill_step_docs: Annotated[int, Field(ge=1)] = Field(2000, description=(
+    backfill_step_docs: Annotated[int, Field(ge=1)] = Field(default=2000, description=(
         "Most documents one backfill step (promotion, reindex, migration) advances."))
     # The share of the per-minute bucket that backfills leave to reads (touches). A backfill
     # still gets the whole refill rate while reads are idle (it takes the top of the bucket as it
     # refills); what this buys is the burst reads can spend at once while a backfill runs.
-    backfill_read_share: Annotated[float, Field(ge=0, le=0.95)] = Field(0.75, description=(
+    backfill_read_share: Annotated[float, Field(ge=0, le=0.95)] = Field(default=0.75, description=(
         "Share of the per-minute embedding budget that backfills leave to reads."))
-    backfill_interval_seconds: Annotated[float, Field(gt=0)] = Field(2.0, description="Seconds between backfill steps.")
+    backfill_interval_seconds: Annotated[float, Field(gt=0)] = Field(default=2.0, description=(
+        "Seconds between backfill steps."))
     # Global backpressure (shared/backpressure.py): no backfill step while this many jobs wait in
     # the queue (every lane together), and no on-touch embedding while the touch's bound does:
     # twice as deep by default, so backfills yield first and reads, which someone waits for, last.
-    backpressure_queue_depth: Annotated[int, Field(ge=1)] = Field(20_000, description=(
+    backpressure_queue_depth: Annotated[int, Field(ge=1)] = Field(default=20_000, description=(
         "No backfill step while this many jobs wait in the queue (all lanes)."))
-    touch_backpressure_queue_depth: Annotated[int, Field(ge=1)] = Field(40_000, description=(
+    touch_backpressure_queue_depth: Annotated[int, Field(ge=1)] = Field(default=40_000, description=(
         "No embedding on touch while this many jobs wait in the queue (all lanes); reads then answer with"
         " what is embedded."))
     # Jobs one tenant may have queued (every lane, rehydrations included) before its touches and
     # backfills queue no more (shared/backpressure.py TenantShare): below the bounds above, so
     # no tenant alone stops the others' embedding. None = a quarter of the backfill bound; 0 = off.
-    tenant_queue_max: Annotated[int, Field(ge=0)] | None = Field(None, description=(
+    tenant_queue_max: Annotated[int, Field(ge=0)] | None = Field(default=None, description=(
         "Jobs one tenant may have queued before its touches and backfills queue no more; unset = a "
         "quarter of VIBE_BACKPRESSURE_QUEUE_DEPTH, 0 = off."))
 
@@ -477,9 +483,9 @@ class Settings(BaseSettings):
         return self.backpressure_queue_depth // 4 if self.tenant_queue_max is None else self.tenant_queue_max
     # Cost caps: embedding tokens per tenant per UTC day (0 = no cap) and the price used
     # for /semantic/usage estimates (None = 0.02 $/1M tokens for openai, 0 for local models).
-    tenant_daily_tokens: Annotated[int, Field(ge=0)] = Field(0, description=(
+    tenant_daily_tokens: Annotated[int, Field(ge=0)] = Field(default=0, description=(
         "Embedding tokens per tenant per UTC day (documents and queries); 0 = no cap."))
-    embed_cost_per_million_tokens: float | None = Field(None, description=(
+    embed_cost_per_million_tokens: float | None = Field(default=None, description=(
         "Price used for the cost estimates of `/semantic/usage`; unset = 0.02 for openai, 0 for local "
         "models."))
 
@@ -492,119 +498,121 @@ class Settings(BaseSettings):
     # documents as at its last touch, or its last dig did not reach the page) spends nothing
     # past its page; depth/fixed: the earlier policies. The finer knobs (similar probes, probe
     # rounds) are TouchPolicy fields, measured with bench.touch_sim `policy.*` settings.
-    touch_policy: Literal["adaptive", "depth", "fixed"] = Field("adaptive", description=(
+    touch_policy: Literal["adaptive", "depth", "fixed"] = Field(default="adaptive", description=(
         "What a query embeds: `adaptive` (page first, digs deeper on unstable repeats), `depth` or "
         "`fixed`."))
-    touch_depth_factor: float = Field(1.0, description="A touch's depth as a multiple of the read's `limit`.")
-    touch_min_depth: int = Field(10, description="Smallest touch depth, in keyword candidates.")
-    speculate_neighbors: int = Field(0, description="Neighbours queued per page document on a touch (0 = off).")
-    speculate_sources: int = Field(3, description=(
+    touch_depth_factor: float = Field(default=1.0, description="A touch's depth as a multiple of the read's `limit`.")
+    touch_min_depth: int = Field(default=10, description="Smallest touch depth, in keyword candidates.")
+    speculate_neighbors: int = Field(default=0, description="Neighbours queued per page document on a touch (0 = off).")
+    speculate_sources: int = Field(default=3, description=(
         "How many page documents lend their neighbours when VIBE_SPECULATE_NEIGHBORS is on."))
     # adaptive only (TouchPolicy fields of the same names without `touch_`; dig step chosen on
     # Cranfield, checked on CISI: bench/results/touch-cranfield.json, touch-cisi*.json):
-    touch_dig_step: Annotated[int, Field(ge=0)] = Field(5, description=(
+    touch_dig_step: Annotated[int, Field(ge=0)] = Field(default=5, description=(
         "How much deeper a repeated query with an unstable page looks (adaptive)."))
-    touch_dig_max: Annotated[int, Field(ge=0)] = Field(60, description=(
+    touch_dig_max: Annotated[int, Field(ge=0)] = Field(default=60, description=(
         "A dig never goes deeper than this many keyword candidates (adaptive)."))
-    touch_remember: bool = Field(True, description=(
+    touch_remember: bool = Field(default=True, description=(
         "A repeated query whose page is unchanged since its last touch spends nothing past its page "
         "(adaptive)."))
-    touch_probe_rounds: Annotated[int, Field(ge=0)] = Field(3, description=(
+    touch_probe_rounds: Annotated[int, Field(ge=0)] = Field(default=3, description=(
         "Probing rounds a repeated query may spend below its page (adaptive)."))
-    touch_similar: Annotated[int, Field(ge=0)] = Field(0, description=(
+    touch_similar: Annotated[int, Field(ge=0)] = Field(default=0, description=(
         "Extra cold candidates per touch ranked by likeness to the semantic leg's best hits (0 = off)."))
-    touch_first_under_budget: Annotated[int, Field(ge=0)] = Field(1, description=(
+    touch_first_under_budget: Annotated[int, Field(ge=0)] = Field(default=1, description=(
         "Under the per-minute budget, a query's first touch embeds only this many of its page's cold "
         "documents."))
     # TouchPolicy.reach_best (0 = off)
-    touch_reach_best: Annotated[int, Field(ge=0)] = Field(10, description=(
+    touch_reach_best: Annotated[int, Field(ge=0)] = Field(default=10, description=(
         "A dig stops where a candidate could no longer reach the page with the semantic score of this hit"
         " (0 = off)."))
     # TouchPolicy.reach_until (0 = every touch)
-    touch_reach_until: Annotated[int, Field(ge=0)] = Field(2, description=(
+    touch_reach_until: Annotated[int, Field(ge=0)] = Field(default=2, description=(
         "The reach bound applies until a query has been touched this many times (0 = always)."))
     # TouchPolicy.stable_zone
-    touch_stable_zone: Annotated[float, Field(gt=0, le=1)] = Field(0.4, description=(
+    touch_stable_zone: Annotated[float, Field(gt=0, le=1)] = Field(default=0.4, description=(
         "A page is unstable while it uses documents in this deepest share of the embedded keyword prefix."))
     # TouchPolicy.unstable_least
-    touch_unstable_least: Annotated[int, Field(ge=1, le=100)] = Field(2, description=(
+    touch_unstable_least: Annotated[int, Field(ge=1, le=100)] = Field(default=2, description=(
         "A page counts as unstable only when at least this many of its documents sit in that zone."))
     # TouchPolicy.follow_up: a streamed first read touches again once landed; "auto": per tenant and
     # collection, where its first reads agree with their lexical top (touch.FollowUpSwitch), then
     # with `touch_auto_dig_step` for that collection's digs
-    touch_follow_up: bool | Literal["auto"] = Field("auto", description=(
+    touch_follow_up: bool | Literal["auto"] = Field(default="auto", description=(
         "A streamed first read touches again once its first touch has landed: `auto` (per collection, "
         "where it pays), true or false."))
     # TouchPolicy.auto_dig_step
-    touch_auto_dig_step: Annotated[int, Field(ge=0)] = Field(8, description=(
+    touch_auto_dig_step: Annotated[int, Field(ge=0)] = Field(default=8, description=(
         "Dig step of a collection the `auto` follow-up has turned on (agree state)."))
     # "auto", a collection whose first reads disagree with their lexical top: follow up too, with
     # these probing rounds and dig step (TouchPolicy.auto_disagree*); false = no follow-up there
-    touch_auto_disagree: bool = Field(True, description=(
+    touch_auto_disagree: bool = Field(default=True, description=(
         "With `auto`, collections whose first reads disagree with their keyword top follow up too, with a"
         " short probe."))
-    touch_auto_disagree_probe_rounds: Annotated[int, Field(ge=0)] = Field(1, description=(
+    touch_auto_disagree_probe_rounds: Annotated[int, Field(ge=0)] = Field(default=1, description=(
         "Probing rounds of the disagree follow-up."))
-    touch_auto_disagree_dig_step: Annotated[int, Field(ge=0)] = Field(4, description=(
+    touch_auto_disagree_dig_step: Annotated[int, Field(ge=0)] = Field(default=4, description=(
         "Dig step of the disagree follow-up."))
     # The "auto" switch's state lives in the store of record (touch.FollowUpSwitch): a process writes
     # its observations of a collection every `touch_auto_flush_every` of them (and at once when one
     # changes the collection's state) and reads the stored row again at most every
     # `touch_auto_refresh_seconds` (how soon another replica's reads reach it)
     # TouchPolicy.auto_after: first reads before a state
-    touch_auto_after: Annotated[int, Field(ge=1)] = Field(50, description=(
+    touch_auto_after: Annotated[int, Field(ge=1)] = Field(default=50, description=(
         "Streamed first reads a collection needs before the `auto` switch decides its state."))
     # TouchPolicy.auto_below: "agree" while the running mean is below it
-    touch_auto_below: Annotated[float, Field(allow_inf_nan=False)] = Field(-0.05, description=(
+    touch_auto_below: Annotated[float, Field(allow_inf_nan=False)] = Field(default=-0.05, description=(
         "The `auto` switch counts a collection as agreeing while its running mean is below this."))
-    touch_auto_flush_every: Annotated[int, Field(ge=1, le=10_000)] = Field(10, description=(
+    touch_auto_flush_every: Annotated[int, Field(ge=1, le=10_000)] = Field(default=10, description=(
         "A process writes its `auto` observations of a collection to the store every this many reads."))
-    touch_auto_refresh_seconds: Annotated[float, Field(ge=0)] = Field(30.0, description=(
+    touch_auto_refresh_seconds: Annotated[float, Field(ge=0)] = Field(default=30.0, description=(
         "How often a process re-reads a collection's stored `auto` state."))
 
     # --- hardening: input bounds, adapters, MCP: helper C's block ---
     # ACL bounds (services/api/writes.py DocumentService._acl): each principal is one keyword term
     # in OpenSearch, whose `acl` field ignores terms over 1024 characters (fail closed: a dropped
     # term matches nobody), so a principal stays below that; the total bounds a point's payload.
-    acl_max_principal_bytes: Annotated[int, Field(ge=1, le=1024)] = Field(512, description=(
+    acl_max_principal_bytes: Annotated[int, Field(ge=1, le=1024)] = Field(default=512, description=(
         "Longest ACL principal, in bytes."))
-    acl_max_bytes: Annotated[int, Field(ge=1)] = Field(65_536, description="Largest `_acl` of one document, in bytes.")
+    acl_max_bytes: Annotated[int, Field(ge=1)] = Field(default=65_536, description=(
+        "Largest `_acl` of one document, in bytes."))
     # Query text (POST /v1/read `q` and `semantic.query.text`), in characters.
-    max_query_chars: Annotated[int, Field(ge=1)] = Field(4_096, description="Longest query text, in characters.")
+    max_query_chars: Annotated[int, Field(ge=1)] = Field(default=4_096, description=(
+        "Longest query text, in characters."))
     # Query-vector cache (services/planner/query_cache.py): bounded by bytes as well as entries.
-    query_cache_max_entries: Annotated[int, Field(ge=0)] = Field(10_000, description=(
+    query_cache_max_entries: Annotated[int, Field(ge=0)] = Field(default=10_000, description=(
         "Entries of the query-vector cache."))
-    query_cache_max_bytes: Annotated[int, Field(ge=0)] = Field(64 * 1_048_576, description=(
+    query_cache_max_bytes: Annotated[int, Field(ge=0)] = Field(default=64 * 1_048_576, description=(
         "Bytes of the query-vector cache."))
     # Longest input the openai embedder sends, in UTF-8 bytes (longer ones are cut at a character
     # boundary): a byte-level BPE token covers at least one byte, so 8,000 bytes stay under the
     # 8,191-token input limit of OpenAI's embedding models whatever the script.
-    embed_max_input_bytes: Annotated[int, Field(ge=16)] = Field(8_000, description=(
+    embed_max_input_bytes: Annotated[int, Field(ge=16)] = Field(default=8_000, description=(
         "Longest input the `openai` embedder sends, in UTF-8 bytes (longer input is cut at a character "
         "boundary)."))
     # GET /metrics asks for `Authorization: Bearer <token>` when set (off by default).
-    metrics_token: str | None = Field(None, description=(
+    metrics_token: str | None = Field(default=None, description=(
         "When set, `/metrics` and the worker's metrics port ask for `Authorization: Bearer <token>`."))
     # Per-tenant request rate (token bucket in the API process; 0 = no limit) and its burst.
-    per_tenant_requests_per_second: Annotated[float, Field(ge=0)] = Field(200.0, description=(
+    per_tenant_requests_per_second: Annotated[float, Field(ge=0)] = Field(default=200.0, description=(
         "Request tokens per second per tenant (0 = no limit); excess requests answer 429."))
-    per_tenant_request_burst: Annotated[int, Field(ge=1)] = Field(400, description=(
+    per_tenant_request_burst: Annotated[int, Field(ge=1)] = Field(default=400, description=(
         "Burst size of the per-tenant request bucket."))
     # What a request costs in that bucket (services/api/ratelimit.py `RequestCost`): one token
     # per this many body bytes (at least 1; at the default rate a tenant's bulks get about
     # 3 MB/s, more in a burst: a bench's one-stream upload of 500-byte documents is not refused),
     # plus (limit + k) / this for POST /v1/read, plus a fixed cost for admin actions that start
     # a backfill. Never more than the burst at once; charged into debt (ratelimit.py).
-    rate_cost_body_bytes: Annotated[int, Field(ge=1)] = Field(16_384, description=(
+    rate_cost_body_bytes: Annotated[int, Field(ge=1)] = Field(default=16_384, description=(
         "A request costs one rate-limit token per this many body bytes (at least one)."))
-    rate_cost_read_candidates: Annotated[int, Field(ge=1)] = Field(100, description=(
+    rate_cost_read_candidates: Annotated[int, Field(ge=1)] = Field(default=100, description=(
         "A read also costs (limit + k) / this many tokens."))
-    rate_cost_backfill: Annotated[float, Field(ge=0)] = Field(50.0, description=(
+    rate_cost_backfill: Annotated[float, Field(ge=0)] = Field(default=50.0, description=(
         "Tokens an admin action that starts a backfill costs (promote, reindex, spaces)."))
     # Requests of one tenant running at once in this process (until the answer's head is sent),
     # so one tenant cannot hold every thread of the event loop's pool (40); the others wait in
     # the event loop, off the pool. 0 = no cap.
-    per_tenant_max_inflight: Annotated[int, Field(ge=0)] = Field(8, description=(
+    per_tenant_max_inflight: Annotated[int, Field(ge=0)] = Field(default=8, description=(
         "Requests of one tenant running at once in a process; others wait (0 = no cap)."))
 
     # --- hardening: agent tools: helper E's block ---
@@ -620,29 +628,31 @@ class Settings(BaseSettings):
         "Folders bound to one tenant each, JSON `{\"<tenant>\": [paths]}`; only that tenant's keys reindex "
         "them."))
     # Background reindex jobs one tenant may have queued or running in a process (0 = no bound).
-    mcp_reindex_jobs_per_tenant: Annotated[int, Field(ge=0)] = Field(4, description=(
+    mcp_reindex_jobs_per_tenant: Annotated[int, Field(ge=0)] = Field(default=4, description=(
         "Background reindex jobs one tenant may have queued or running (0 = no bound)."))
     # locations per reindex call
-    mcp_reindex_max_paths: Annotated[int, Field(ge=1)] = Field(64, description="Locations per `reindex` call.")
+    mcp_reindex_max_paths: Annotated[int, Field(ge=1)] = Field(default=64, description="Locations per `reindex` call.")
     # files per reindex call
-    mcp_reindex_max_files: Annotated[int, Field(ge=1)] = Field(10_000, description="Files per `reindex` call.")
-    mcp_max_path_chars: Annotated[int, Field(ge=1)] = Field(4096, description=(
+    mcp_reindex_max_files: Annotated[int, Field(ge=1)] = Field(default=10_000, description="Files per `reindex` call.")
+    mcp_max_path_chars: Annotated[int, Field(ge=1)] = Field(default=4096, description=(
         "Longest path an MCP tool accepts, in characters."))
     # search, inner_voice.retrieve (as POST /v1/read)
-    mcp_max_query_chars: Annotated[int, Field(ge=1)] = Field(4_096, description=(
+    mcp_max_query_chars: Annotated[int, Field(ge=1)] = Field(default=4_096, description=(
         "Longest query of the MCP search tools, in characters."))
     # ids across a search scope's lists
-    mcp_max_scope_ids: Annotated[int, Field(ge=1)] = Field(1_000, description="Most ids across a search scope's lists.")
+    mcp_max_scope_ids: Annotated[int, Field(ge=1)] = Field(default=1_000, description=(
+        "Most ids across a search scope's lists."))
     # one scope id, tag or collection name
-    mcp_max_id_chars: Annotated[int, Field(ge=1)] = Field(1_024, description=(
+    mcp_max_id_chars: Annotated[int, Field(ge=1)] = Field(default=1_024, description=(
         "Longest scope id, tag or collection name, in characters."))
     # include_tags / exclude_tags each
-    mcp_max_tags: Annotated[int, Field(ge=1)] = Field(100, description="Most tags in `include_tags` or `exclude_tags`.")
+    mcp_max_tags: Annotated[int, Field(ge=1)] = Field(default=100, description=(
+        "Most tags in `include_tags` or `exclude_tags`."))
     # citations.resolve numbers
-    mcp_max_resolve_numbers: Annotated[int, Field(ge=1)] = Field(1_000, description=(
+    mcp_max_resolve_numbers: Annotated[int, Field(ge=1)] = Field(default=1_000, description=(
         "Most citation numbers one `citations.resolve` call takes."))
     # citations.resolve text
-    mcp_max_resolve_text_chars: Annotated[int, Field(ge=1)] = Field(200_000, description=(
+    mcp_max_resolve_text_chars: Annotated[int, Field(ge=1)] = Field(default=200_000, description=(
         "Longest text one `citations.resolve` call takes."))
     # extract_key_info task collections and ACL tokens are HMACs under this secret. None = a
     # random secret kept in DATA_DIR/mcp_task_secret (created on first use, mode 0600); API
@@ -652,9 +662,9 @@ class Settings(BaseSettings):
         "DATA_DIR/mcp_task_secret. Replicas must share one."))
     # extract_key_info material budget per API key per UTC day: characters of materials
     # submitted, and new chunks stored (and embedded). Refused with `quota_exceeded`.
-    extract_daily_chars_per_key: Annotated[int, Field(ge=1)] = Field(2_000_000, description=(
+    extract_daily_chars_per_key: Annotated[int, Field(ge=1)] = Field(default=2_000_000, description=(
         "Characters of materials an API key may submit to `extract_key_info` per UTC day."))
-    extract_daily_chunks_per_key: Annotated[int, Field(ge=1)] = Field(10_000, description=(
+    extract_daily_chunks_per_key: Annotated[int, Field(ge=1)] = Field(default=10_000, description=(
         "New chunks an API key may store through `extract_key_info` per UTC day."))
 
     # --- keys and end-user tokens (POST /v1/keys, POST /v1/tokens; docs/keys-and-tokens.md) ---
@@ -664,16 +674,16 @@ class Settings(BaseSettings):
         "HS256 secret (32+ characters) that signs end-user tokens; unset = kept in DATA_DIR/token-secret "
         "(embedded), required when distributed."))
     # a token's life when `ttlSeconds` is not given
-    token_ttl_seconds: Annotated[int, Field(ge=1)] = Field(3600, description=(
+    token_ttl_seconds: Annotated[int, Field(ge=1)] = Field(default=3600, description=(
         "Life of an end-user token when `ttlSeconds` is not given."))
     # the longest `ttlSeconds` accepted
-    token_max_ttl_seconds: Annotated[int, Field(ge=1, le=86_400)] = Field(86_400, description=(
+    token_max_ttl_seconds: Annotated[int, Field(ge=1, le=86_400)] = Field(default=86_400, description=(
         "Longest `ttlSeconds` a token may ask for."))
     # API-made keys (bootstrap keys not counted)
-    max_keys_per_tenant: Annotated[int, Field(ge=1)] = Field(1000, description=(
+    max_keys_per_tenant: Annotated[int, Field(ge=1)] = Field(default=1000, description=(
         "API-made keys per tenant (bootstrap keys not counted)."))
     # How often an API process asks the store whether keys changed (a revocation reaches it within this)
-    key_refresh_seconds: Annotated[float, Field(gt=0, le=1)] = Field(0.5, description=(
+    key_refresh_seconds: Annotated[float, Field(gt=0, le=1)] = Field(default=0.5, description=(
         "How often an API process checks for key changes (a revocation reaches it within this)."))
 
     @field_validator("cors_origins", mode="before")
