@@ -53,10 +53,12 @@ class ErrorDetail(BaseModel):
 
     code: str = Field(description="a stable code: invalid_params, unauthorized, forbidden, not_found, conflict, "
                                   "dimension_mismatch, payload_too_large, rate_limited, embedder_unavailable, "
-                                  "index_unavailable, internal_error, method_not_allowed")
+                                  "index_unavailable, internal_error, method_not_allowed, not_ready")
     message: str = Field(description="human text, safe to show; never a stack trace")
     details: dict[str, Any] | SkipJsonSchema[None] = Field(
         default=None, description="machine-readable context, e.g. `field` for invalid_params")
+    requestId: str | SkipJsonSchema[None] = Field(
+        default=None, description="the answer's X-Request-Id (quote it when reporting a problem)")
 
 
 class ErrorBody(BaseModel):

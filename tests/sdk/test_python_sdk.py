@@ -260,7 +260,8 @@ HIT = {"id": ("id", "x"), "collection": ("collection", "c"), "score": ("score", 
 HIT_JSON = {wire: value for wire, (_, value) in HIT.items()}
 HIT_JSON["passage"] = {"field": "body", "start": 120, "end": 980, "headings": ["Setup", "Tyres"]}
 WARMING = {"queued": ("queued", 3), "message": ("message", "Warming up")}
-ERROR = {"code": ("code", "conflict"), "message": ("message", "m"), "details": ("details", {"waiting": 1})}
+ERROR = {"code": ("code", "conflict"), "message": ("message", "m"), "details": ("details", {"waiting": 1}),
+         "requestId": ("request_id", "r-1")}
 ANSWER_FIELDS = {"results": "results", "strategy": "strategy", "warming": "warming", "diagnostics": "diagnostics",
                  "nextCursor": "next_cursor"}
 
@@ -276,6 +277,7 @@ def test_models_cover_the_openapi_document(spec: OpenApiResponses) -> None:
     assert all(getattr(warming, attr) == value for attr, value in WARMING.values())
     error = parse_event("error", {wire: value for wire, (_, value) in ERROR.items()})
     assert all(getattr(error, attr) == value for attr, value in ERROR.values())
+    assert error.exception().request_id == "r-1"  # type: ignore[union-attr]
     answer = ReadAnswer.from_json({"results": [HIT_JSON], "strategy": "hybrid", "diagnostics": {"a": 1},
                                    "warming": {"queued": 1, "message": "m"}, "nextCursor": "cur"})
     assert (answer.results[0].id, answer.strategy, answer.warming.queued, answer.diagnostics, answer.next_cursor) == (

@@ -318,7 +318,7 @@ export interface paths {
         put?: never;
         /**
          * Post Reindex
-         * @description V§8: re-check the collection (or the tenant) against the current policy and embed what
+         * @description Re-check the collection (or the tenant) against the current policy and embed what
          *     has no current vector; `force` re-embeds `ready` documents too (a provider call each).
          */
         post: operations["post_reindex_semantic_reindex_post"];
@@ -449,7 +449,7 @@ export interface paths {
         };
         /**
          * Get Spaces
-         * @description V§2.1 / V§13: the tenant's spaces with model, dimension, state, coverage and migration progress.
+         * @description The tenant's spaces with model, dimension, state, coverage and migration progress.
          */
         get: operations["get_spaces_semantic_spaces_get"];
         put?: never;
@@ -487,8 +487,8 @@ export interface paths {
         };
         /**
          * Get Dead Letters
-         * @description Index changes a follower quarantined because the index refused them for good (issue 12
-         *     finding 1): the documents were removed from that index; rewriting them retries.
+         * @description Index changes a follower quarantined because the index refused them for good: the documents
+         *     were removed from that index; rewriting them retries.
          */
         get: operations["get_dead_letters_semantic_deadLetters_get"];
         put?: never;
@@ -844,7 +844,7 @@ export interface components {
         };
         /**
          * DeadLetters
-         * @description Index changes a follower quarantined (issue #12, finding 1).
+         * @description Index changes a follower quarantined.
          */
         DeadLetters: {
             /** Deadletters */
@@ -970,7 +970,7 @@ export interface components {
         ErrorDetail: {
             /**
              * Code
-             * @description a stable code: invalid_params, unauthorized, forbidden, not_found, conflict, dimension_mismatch, payload_too_large, rate_limited, embedder_unavailable, index_unavailable, internal_error, method_not_allowed
+             * @description a stable code: invalid_params, unauthorized, forbidden, not_found, conflict, dimension_mismatch, payload_too_large, rate_limited, embedder_unavailable, index_unavailable, internal_error, method_not_allowed, not_ready
              */
             code: string;
             /**
@@ -985,6 +985,11 @@ export interface components {
             details?: {
                 [key: string]: unknown;
             };
+            /**
+             * Requestid
+             * @description the answer's X-Request-Id (quote it when reporting a problem)
+             */
+            requestId?: string;
         };
         /** Evicted */
         Evicted: {
@@ -1010,7 +1015,7 @@ export interface components {
         };
         /**
          * Explanation
-         * @description Why a result is where it is (V§9).
+         * @description Why a result is where it is.
          */
         Explanation: {
             /** Id */
@@ -1138,6 +1143,8 @@ export interface components {
              * @description with include.semantic
              */
             __semantic?: components["schemas"]["SemanticState"];
+            /** @description a long document matched by the semantic leg: its best passage (a document longer than VIBE_PASSAGE_CHARS is embedded as passages and scored by its best one) */
+            passage?: components["schemas"]["Passage"];
         };
         /** KeyCreated */
         KeyCreated: {
@@ -1280,6 +1287,32 @@ export interface components {
         } & {
             [key: string]: unknown;
         };
+        /**
+         * Passage
+         * @description Where a long document's best-matching passage sits (a page can show or scroll to it).
+         */
+        Passage: {
+            /**
+             * Field
+             * @description the field holding it (`name[i]` for one string of a list field)
+             */
+            field: string;
+            /**
+             * Start
+             * @description character offset of the passage in that field's string
+             */
+            start: number;
+            /**
+             * End
+             * @description character offset just past it
+             */
+            end: number;
+            /**
+             * Headings
+             * @description the Markdown heading path above it, outermost first
+             */
+            headings: string[];
+        };
         /** Promoted */
         Promoted: {
             /** Collection */
@@ -1343,17 +1376,50 @@ export interface components {
              */
             nextCursor: string | null;
         };
-        /** Readiness */
+        /**
+         * Readiness
+         * @description Every required check passed. Otherwise 503 `not_ready`, whose `details` hold `failed` (the
+         *     required checks that failed) and `checks` (every check, as here).
+         */
         Readiness: {
             /**
              * Status
              * @constant
              */
             status: "ready";
+            /** Ready */
+            ready: boolean;
             /** Embedder */
             embedder: string;
             /** Dim */
             dim: number;
+            /**
+             * Checks
+             * @description store, lexical, vectors, queue
+             */
+            checks: {
+                [key: string]: components["schemas"]["ReadinessCheckResult"];
+            };
+        };
+        /** ReadinessCheckResult */
+        ReadinessCheckResult: {
+            /** Ok */
+            ok: boolean;
+            /**
+             * Required
+             * @description false: the service answers without this part, degraded (the job queue's broker), so its failure alone does not make /readyz answer 503
+             */
+            required: boolean;
+            /**
+             * Ms
+             * @description how long the check took, in milliseconds
+             */
+            ms: number;
+            /**
+             * Error
+             * @description why it failed (never a secret)
+             */
+            error?: string;
         };
         /** Rehydration */
         Rehydration: {
@@ -1524,7 +1590,7 @@ export interface components {
         };
         /**
          * SemanticState
-         * @description `__semantic` (V§3.2) and GET /semantic/status.
+         * @description `__semantic` and GET /semantic/status.
          */
         SemanticState: {
             /**
@@ -2760,7 +2826,7 @@ export interface operations {
                         strategy?: "auto" | "keyword" | "semantic" | "hybrid";
                         /**
                          * Domainhint
-                         * @description V§7.1: the server MAY map a domain to a space. This server maps none: any value other than null answers 400 `invalid_params` (never silently ignored).
+                         * @description The server MAY map a domain to a space. This server maps none: any value other than null answers 400 `invalid_params` (never silently ignored).
                          */
                         domainHint?: null;
                         /**
@@ -2799,7 +2865,7 @@ export interface operations {
                     limit?: number;
                     /**
                      * Global
-                     * @description V§7.1 cross-database search: every collection of the key's tenant (as collection `any`, which it requires; never another tenant's)
+                     * @description Cross-database search: every collection of the key's tenant (as collection `any`, which it requires; never another tenant's)
                      * @default false
                      */
                     global?: boolean;
@@ -3437,7 +3503,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description ready to serve */
+            /** @description ready to serve: every required check passed */
             200: {
                 headers: {
                     [name: string]: unknown;
@@ -3448,6 +3514,15 @@ export interface operations {
             };
             /** @description internal_error */
             500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description not_ready: `details.failed` names the required checks that failed, `details.checks` says why */
+            503: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -4272,7 +4347,7 @@ export interface operations {
                     dim?: number | null;
                     /**
                      * Scope
-                     * @description `all`: re-embed every document of the tenant (V§13); `ready`: only those with a vector in the active space now (and every document of an eager collection), the rest being embedded on its first touch once the space is active, as in any lazy collection
+                     * @description `all`: re-embed every document of the tenant; `ready`: only those with a vector in the active space now (and every document of an eager collection), the rest being embedded on its first touch once the space is active, as in any lazy collection
                      * @default all
                      * @enum {string}
                      */

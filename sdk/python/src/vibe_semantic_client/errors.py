@@ -18,13 +18,15 @@ class VibeError(Exception):
     default_code = "error"
 
     def __init__(self, message: str, *, code: str | None = None, status: int | None = None,
-                 retry_after: float | None = None, details: dict[str, Any] | None = None) -> None:
+                 retry_after: float | None = None, details: dict[str, Any] | None = None,
+                 request_id: str | None = None) -> None:
         super().__init__(message)
         self.message = message
         self.code = code or self.default_code
         self.status = status
         self.retry_after = retry_after
         self.details = details or {}
+        self.request_id = request_id  # the answer's X-Request-Id: what to quote in a bug report
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(code={self.code!r}, status={self.status!r}, message={self.message!r})"
@@ -125,7 +127,9 @@ def error_from_body(body: Any, status: int | None, retry_after: float | None = N
     if isinstance(err, dict) and isinstance(err.get("code"), str):
         code, message = err["code"], str(err.get("message") or err["code"])
         details = err.get("details") if isinstance(err.get("details"), dict) else None
+        request_id = err.get("requestId") if isinstance(err.get("requestId"), str) else None
     else:
         code, message, details = None, f"HTTP {status}" if status else "unexpected answer", None
+        request_id = None
     cls = error_class(code, status)
-    return cls(message, code=code, status=status, retry_after=retry_after, details=details)
+    return cls(message, code=code, status=status, retry_after=retry_after, details=details, request_id=request_id)

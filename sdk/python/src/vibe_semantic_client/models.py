@@ -162,6 +162,7 @@ class Error:
     details: JSON = field(default_factory=dict)
     id: str | None = None
     retry: int | None = None
+    request_id: str | None = None  # the request's X-Request-Id, to quote when reporting a problem
     event: ClassVar[Literal["error"]] = "error"
 
     @property
@@ -170,7 +171,8 @@ class Error:
         return []
 
     def exception(self) -> VibeError:
-        return error_from_body({"code": self.code, "message": self.message, "details": self.details}, None)
+        return error_from_body({"code": self.code, "message": self.message, "details": self.details,
+                                "requestId": self.request_id}, None)
 
 
 Event = Lexical | Warming | Semantic | Done | Error
@@ -188,7 +190,8 @@ def parse_event(name: str, data: Any, id: str | None = None, retry: int | None =
         d = data if isinstance(data, dict) else {}
         details = d.get("details")
         return Error(str(d.get("code") or "internal_error"), str(d.get("message") or ""),
-                     details if isinstance(details, dict) else {}, id or None, retry)
+                     details if isinstance(details, dict) else {}, id or None, retry,
+                     d.get("requestId") if isinstance(d.get("requestId"), str) else None)
     return None
 
 
