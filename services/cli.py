@@ -121,6 +121,7 @@ def serve(
     from services.api.app import create_app
     from services.api.auth import KeyRing, TokenSecretMissing, dev_key, token_secret
     from services.wiring import build
+    from shared.adapters.schema.runner import SchemaTooNew
     from shared.logging import configure_logging
 
     given = {"host": host, "port": port, "data_dir": data_dir}
@@ -137,7 +138,11 @@ def serve(
         keys = [key]
         typer.echo(f"No VIBE_API_KEYS configured; using the local dev key (tenant 'default'):\n  {key.key}")
     typer.echo(f"Loading the '{settings.embedder}' embedder…")
-    container = build(settings)
+    try:
+        container = build(settings)
+    except SchemaTooNew as e:  # a store a newer release migrated: say so, never run on it
+        typer.echo(str(e), err=True)
+        raise typer.Exit(code=2) from None
     url = f"http://{settings.host}:{settings.port}"
     typer.echo(f"vibe-semantic ({settings.profile} profile) listening on {url}  data: {settings.data_dir}")
     api = create_app(container, KeyRing(keys))

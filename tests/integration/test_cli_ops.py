@@ -56,6 +56,27 @@ def test_a_configuration_error_never_shows_a_secret_value() -> None:
     assert "s3cr3t" not in broken_json.stderr
 
 
+def test_serve_on_a_store_a_newer_release_migrated_stops_with_one_line(tmp_path: Path) -> None:
+    import sqlite3
+
+    from shared.adapters.schema import sqlite as sqlite_schema
+    from shared.adapters.sqlite_store import SqliteStore
+
+    data = tmp_path / "data"
+    data.mkdir()
+    SqliteStore(data / "vibe.sqlite3").close()
+    conn = sqlite3.connect(data / "vibe.sqlite3")
+    conn.execute("INSERT INTO schema_migrations VALUES (?, 'from the future', 0)", (sqlite_schema.LATEST + 1,))
+    conn.commit()
+    conn.close()
+    out = cli("serve", "--data-dir", str(data), "--port", str(free_port()), env={"VIBE_EMBEDDER": "hash"})
+    assert out.returncode == 2, out.stderr
+    assert out.stderr.strip().splitlines()[-1] == (
+        f"store schema version {sqlite_schema.LATEST + 1} is newer than this build ({sqlite_schema.LATEST}); "
+        "upgrade vibe-semantic")
+    assert "Traceback" not in out.stderr
+
+
 def test_dotenv_in_the_working_directory_is_read(tmp_path: Path) -> None:
     (tmp_path / ".env").write_text("VIBE_PORT=from-dotenv\n")
     out = cli("serve", cwd=tmp_path, env={"PYTHONPATH": str(REPO)})
