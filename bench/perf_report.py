@@ -401,7 +401,7 @@ def _targets(lat: dict[str, Any] | None, peers: dict[str, Any] | None, tp: dict[
         rows.append((f"{last['docs']:,} docs: bulk ingest >= 3,000 docs/s", f"{last['ingest_searchable_docs_per_s']} "
                      "docs/s to searchable", last["ingest_searchable_docs_per_s"] >= 3000))
     body = "\n".join(f"| {t} | {m} | {_verdict(ok)} |" for t, m, ok in rows)
-    return ("## Issue 15's targets against the newest runs\n\nOn 2 cores shared with other work (each section "
+    return ("## The performance targets against the newest runs\n\nOn 2 cores shared with other work (each section "
             "gives its run's load average) an absolute target can be missed for lack of CPU alone; the sections below "
             "give the same-run baselines.\n\n| target | measured | |\n|---|---|---|\n" + body + "\n")
 
