@@ -128,7 +128,7 @@ def test_reindex_reports_its_backfill_and_force_re_embeds(app: Served, api: Open
     calls = api.inputs
     r = app.call("POST", "/semantic/reindex", "k-admin-a", {"collection": "rx", "force": True})
     assert r.status_code == 202 and r.json()["queued"] == 3 and r.json()["task"]["kind"] == "reindex"
-    wait_for(lambda: api.inputs - calls >= 3, 30, "a forced re-embed of three documents")
+    wait_for(lambda: api.inputs - calls >= 3, 90, "a forced re-embed of three documents")  # 2 loaded cores
     assert app.call("POST", "/semantic/reindex", "k-admin-a", {"collection": "rx", "force": "yes"}).status_code == 400
     tasks = app.call("GET", "/semantic/backfills", "k-admin-a").json()["backfills"]
     assert any(t["kind"] == "reindex" and t["collection"] == "rx" for t in tasks)
