@@ -179,14 +179,20 @@ def plot_long_docs(doc: dict[str, Any] | None) -> str | None:
     return path.name
 
 
+def _kept_section(marks: tuple[str, str], title: str, command: str) -> str:
+    """The report's section between `marks` as it stands, for a rebuild without the (uncommitted)
+    result file it was made from; a placeholder naming `command` when there is none."""
+    start, end = marks
+    old = (RESULTS / "performance.md").read_text() if (RESULTS / "performance.md").exists() else ""
+    kept = re.search(re.escape(start) + ".*?" + re.escape(end), old, re.S)
+    return (kept.group(0) + "\n") if kept else f"{start}\n## {title}\n\nNot measured yet (`{command}`).\n{end}\n"
+
+
 def _long_docs_section(found: tuple[Path, dict[str, Any]] | None) -> str:
     """Between markers, so a rebuild without the (uncommitted) result file keeps it."""
     start, end = LONG_DOCS_MARKS
     if found is None:
-        old = (RESULTS / "performance.md").read_text() if (RESULTS / "performance.md").exists() else ""
-        kept = re.search(re.escape(start) + ".*?" + re.escape(end), old, re.S)
-        return (kept.group(0) + "\n") if kept else (
-            f"{start}\n## Long documents\n\nNot measured yet (`python -m bench.long_docs`).\n{end}\n")
+        return _kept_section(LONG_DOCS_MARKS, "Long documents", "python -m bench.long_docs")
     from bench import report
     from bench.long_docs import BUCKETS
 
@@ -218,11 +224,8 @@ def _lexical_legs_section(found: tuple[Path, dict[str, Any]] | None) -> str:
     """Between markers, so a rebuild without the (uncommitted) result file keeps it."""
     start, end = LEXICAL_LEGS_MARKS
     if found is None:
-        old = (RESULTS / "performance.md").read_text() if (RESULTS / "performance.md").exists() else ""
-        kept = re.search(re.escape(start) + ".*?" + re.escape(end), old, re.S)
-        return (kept.group(0) + "\n") if kept else (
-            f"{start}\n## The lexical leg: OpenSearch against tantivy\n\nNot measured yet "
-            f"(`vibe-semantic bench lexical-legs`).\n{end}\n")
+        return _kept_section(LEXICAL_LEGS_MARKS, "The lexical leg: OpenSearch against tantivy",
+                             "vibe-semantic bench lexical-legs")
     from bench import report
     from bench.lexical_legs import ADAPTER_HEAD, INGEST_HEAD, READ_HEAD, adapter_rows, ingest_rows, read_rows
 
