@@ -40,7 +40,7 @@ def main(docs: int, queries: int, wait: float = 0.05) -> Path:
     corpus = synthetic_docs(docs, rng, 60, vocab)
     root = Path(tempfile.mkdtemp(prefix="vibe-foreground-"))
     c = build(Settings(data_dir=root / "data", embedder="hash", embed_dim=384, per_tenant_per_min=1_000_000,
-                       promote_min_queries=10**9, scheduler_enabled=False))
+                       promote_min_queries=10**9, promote_min_hits=0, scheduler_enabled=False))
     c.start()
     out: dict[str, Any] = {}
     load_before = os.getloadavg()

@@ -40,7 +40,8 @@ READER = "k-alice"
 # lifted so `done` measures real embedding work. Say so when quoting the numbers.
 # The scheduler would promote the collection to eager after 20 queries and embed all of it in
 # the background: this benchmark measures the lazy read path, so promotion is kept off.
-ENV = {"VIBE_EMBEDDER": "local", "VIBE_PER_TENANT_PER_MIN": "1000000", "VIBE_PROMOTE_MIN_QUERIES": "1000000000"}
+ENV = {"VIBE_EMBEDDER": "local", "VIBE_PER_TENANT_PER_MIN": "1000000", "VIBE_PROMOTE_MIN_QUERIES": "1000000000",
+       "VIBE_PROMOTE_MIN_HITS": "0"}
 
 
 def warm_json_ms(s: Served, q: str, strategy: str) -> float:

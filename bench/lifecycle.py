@@ -265,7 +265,7 @@ class Policy:
 
 
 def _settings(data_dir: Path, embedder: str, p: Policy) -> Settings:
-    promotion: dict[str, Any] = {} if p.promotion else {"promote_min_queries": 10**9}
+    promotion: dict[str, Any] = {} if p.promotion else {"promote_min_queries": 10**9, "promote_min_hits": 0}
     return Settings(data_dir=data_dir, embedder="hash" if embedder == "hash" else "openai",
                     scheduler_enabled=False, per_tenant_per_min=1_000_000,  # the policy, not the rate limit
                     evict_idle_seconds=p.evict_idle_days * DAY, doc_promote_ttl_seconds=p.pin_ttl_days * DAY,

@@ -34,7 +34,7 @@ STRATEGIES = ("keyword", "semantic", "hybrid", "auto")
 CHECKPOINTS = (10_000, 100_000, 250_000, 500_000, 1_000_000)
 # Lazy throughout (no promotion to eager): the figures are the lazy read path's.
 ENV = {"VIBE_EMBEDDER": "hash", "VIBE_EMBED_DIM": "384", "VIBE_PER_TENANT_PER_MIN": "1000000",
-       "VIBE_PROMOTE_MIN_QUERIES": "1000000000"}
+       "VIBE_PROMOTE_MIN_QUERIES": "1000000000", "VIBE_PROMOTE_MIN_HITS": "0"}
 
 
 def _bodies(n: int, chunk: int, rng: random.Random, vocab: list[str]) -> Iterator[bytes]:

@@ -352,21 +352,41 @@ class Settings(BaseSettings):
         "VIBE_INNER_VOICE_MAX_CANDIDATES_PER_SOURCE", "SURR_INNER_VOICE_MAX_CANDIDATES_PER_SOURCE"), description=(
         "Candidates `inner_voice.retrieve` takes from each source (also "
         "SURR_INNER_VOICE_MAX_CANDIDATES_PER_SOURCE)."))
-    extract_top_k_default: int = Field(default=5, description="Items `extract_key_info` returns when `topK` is 0.")
+    # also read by the name the tool's own manual gives it (settings.mcp.extract_key_info.top_k_default)
+    extract_top_k_default: Annotated[int, Field(ge=1)] = Field(default=5, validation_alias=AliasChoices(
+        "VIBE_EXTRACT_TOP_K_DEFAULT", "VIBE_MCP_EXTRACT_KEY_INFO_TOP_K_DEFAULT"), description=(
+        "Items `extract_key_info` returns when `topK` is omitted (also VIBE_MCP_EXTRACT_KEY_INFO_TOP_K_DEFAULT)."))
     extract_max_top_k: int = Field(default=20, description="Largest `topK` `extract_key_info` accepts.")
     extract_max_materials_chars: int = Field(default=200_000, description=(
         "Most characters of materials in one `extract_key_info` call."))
     extract_max_query_chars: int = Field(default=2_000, description="Longest `extract_key_info` query, in characters.")
-    extract_max_chunk_chars: int = Field(default=1_500, description=(
-        "Characters per chunk of `extract_key_info` materials."))
+    extract_max_chunk_chars: Annotated[int, Field(ge=100)] = Field(default=1_500, validation_alias=AliasChoices(
+        "VIBE_EXTRACT_MAX_CHUNK_CHARS", "VIBE_MCP_EXTRACT_KEY_INFO_MAX_CHUNK_CHARS"), description=(
+        "Characters per chunk of `extract_key_info` materials (also VIBE_MCP_EXTRACT_KEY_INFO_MAX_CHUNK_CHARS)."))
     # extract_key_info's fusion: 0.65 semantic/0.35 lexical, recency ties
     extract_fusion: Literal["rrf", "weighted"] = Field(default="weighted", description=(
         "Fusion of `extract_key_info`: `weighted` (0.65 semantic / 0.35 keyword, recency breaks ties) or "
         "`rrf`."))
-    # Seed 004 `Authorization: Bearer <identity>@<token>`: when on, a call without task_id takes
-    # <identity> as its task and <token> as the API key (off: task_id is required).
-    extract_task_from_bearer: bool = Field(default=False, description=(
-        "Let `extract_key_info` callers send `Bearer <task>@<key>` instead of a `task_id` argument."))
+    # `Authorization: Bearer <identity>@<key>` is how extract_key_info clients name their task
+    # (the key is the user, the identity the task); on by default so those clients work as
+    # written. The key still authenticates: an identity only picks a task among the key's own.
+    extract_task_from_bearer: bool = Field(default=True, description=(
+        "Accept `Authorization: Bearer <task>@<key>` (and VIBE_MCP_KEY=`<task>@<key>` over stdio): the key "
+        "authenticates, `<task>` is the `extract_key_info` task when no `task_id` is given."))
+    # The task of a call that names none (no task_id, no identity): extract_key_info clients
+    # call with (query, materials, topK) only. Empty = such a call is refused with invalid_params.
+    extract_default_task: str = Field(default="default", max_length=128, description=(
+        "`extract_key_info` task of a call without `task_id` or identity (empty: such calls are refused)."))
+    # The tool is registered only when on (off: not listed, calls answer "unknown tool").
+    mcp_extract_key_info_enabled: bool = Field(default=True, description=(
+        "Register the MCP `extract_key_info` tool."))
+    # Tenant-labelled series of the agent tools' metrics, on their own endpoint; /metrics never
+    # carries a tenant label (cardinality, and a scrape must not list the tenants).
+    mcp_tenant_metrics: Literal["off", "hashed", "name"] = Field(default="off", description=(
+        "`tool_calls_total`, `embedding_latency_seconds`, `bm25_latency_seconds` labelled by tenant at "
+        "GET /metrics/tenants: `hashed` (a pseudonymous id of the tenant), `name` (the tenant itself) or `off`."))
+    mcp_tenant_metrics_max_tenants: Annotated[int, Field(ge=1)] = Field(default=1_000, description=(
+        "Most distinct tenant labels per process in GET /metrics/tenants; later tenants count as `_other`."))
     # then `embedder_unavailable`
     extract_embed_attempts: Annotated[int, Field(ge=1, le=10)] = Field(default=3, description=(
         "Embedder attempts in `extract_key_info` before it answers `embedder_unavailable`."))
@@ -413,10 +433,11 @@ class Settings(BaseSettings):
         "How often each API process writes its buffered usage statistics to the store."))
     # Collection promotion (defaults `collection: {queries: 20, hits: 50, windowMins: 120}`).
     promote_min_queries: Annotated[int, Field(ge=1)] = Field(default=20, description=(
-        "Queries within the promotion window that make a collection eager (with VIBE_PROMOTE_MIN_HITS)."))
+        "Queries within the promotion window that make a collection eager (either this or "
+        "VIBE_PROMOTE_MIN_HITS is enough)."))
     promote_min_hits: Annotated[int, Field(ge=0)] = Field(default=50, description=(
-        "First-page hits within the promotion window that make a collection eager (with "
-        "VIBE_PROMOTE_MIN_QUERIES)."))
+        "First-page hits within the promotion window that make a collection eager (either this or "
+        "VIBE_PROMOTE_MIN_QUERIES is enough); 0 = hits alone never promote."))
     promote_window_seconds: Annotated[float, Field(gt=0)] = Field(default=7200.0, description=(
         "The window over which promotion counts queries and hits."))
     demote_idle_seconds: Annotated[float, Field(gt=0)] = Field(default=7 * 86400.0, description=(

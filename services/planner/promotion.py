@@ -2,8 +2,10 @@
 tested with any clock and explained with the figures that made them.
 
 - A collection is promoted to eager-on-write when, within the window, it saw at least
-  `min_queries` queries AND at least `min_hits` lexical hits on the first pages (both, because
-  "either" would promote a collection on one busy query's hits).
+  `min_queries` queries OR at least `min_hits` lexical hits on the first pages: either is
+  evidence that readers wait on lazy embedding (many queries, or few queries that each find
+  many cold documents). A threshold of 0 switches that leg off (a count of at least 0 would
+  promote every collection that saw any use). The reason names the leg(s) that fired.
 - An automatically promoted collection is demoted after `demote_idle` seconds without a query.
 - Manual decisions (an operator's promote or demote) stand until an operator changes them.
 """
@@ -43,10 +45,11 @@ def decide_collections(
         figures = {"queries": u.queries, "hits": u.hits, "windowSeconds": policy.window_seconds,
                    "minQueries": policy.min_queries, "minHits": policy.min_hits}
         if mode is None or mode.mode == "lazy":
-            if u.queries >= policy.min_queries and u.hits >= policy.min_hits:
-                reason = (f"auto: {u.queries} queries and {u.hits} hits in {policy.window_seconds:g} s "
-                          f"(at least {policy.min_queries} and {policy.min_hits})")
-                out.append(CollectionMode(u.tenant, u.collection, "eager", now, reason, False, figures))
+            fired = _fired(policy, u)
+            if fired:
+                figures["fired"] = fired
+                out.append(CollectionMode(u.tenant, u.collection, "eager", now, _reason(policy, u, fired), False,
+                                          figures))
             continue
         demoted = _idle_demotion(policy, mode, u.last_query_at, now)
         if demoted is not None:
@@ -57,6 +60,19 @@ def decide_collections(
             if demoted is not None:
                 out.append(demoted)
     return out
+
+
+def _fired(policy: PromotionPolicy, u: CollectionUsage) -> list[str]:
+    """Which promotion legs the window's figures meet: "queries", "hits", both or none."""
+    legs = (("queries", u.queries, policy.min_queries), ("hits", u.hits, policy.min_hits))
+    return [name for name, seen, least in legs if least > 0 and seen >= least]
+
+
+def _reason(policy: PromotionPolicy, u: CollectionUsage, fired: list[str]) -> str:
+    seen = {"queries": u.queries, "hits": u.hits}
+    least = {"queries": policy.min_queries, "hits": policy.min_hits}
+    parts = " and ".join(f"{seen[leg]} {leg} (at least {least[leg]})" for leg in fired)
+    return f"auto: {parts} in {policy.window_seconds:g} s"
 
 
 def _idle_demotion(policy: PromotionPolicy, mode: CollectionMode, last_query: float | None,

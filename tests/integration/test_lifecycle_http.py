@@ -36,7 +36,7 @@ def api() -> Iterator[OpenAIProtocolServer]:
 def app(api: OpenAIProtocolServer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     env = {"VIBE_EMBEDDER": "openai", "VIBE_OPENAI_BASE_URL": api.base_url, "VIBE_EMBED_MODEL": "test-embed",
            "VIBE_SCHEDULER_INTERVAL_SECONDS": "0.5", "VIBE_USAGE_FLUSH_SECONDS": "0.2",
-           "VIBE_BACKFILL_INTERVAL_SECONDS": "0.2", "VIBE_PROMOTE_MIN_QUERIES": "3", "VIBE_PROMOTE_MIN_HITS": "3",
+           "VIBE_BACKFILL_INTERVAL_SECONDS": "0.2", "VIBE_PROMOTE_MIN_QUERIES": "3", "VIBE_PROMOTE_MIN_HITS": "0",
            "VIBE_PER_TENANT_PER_MIN": "100000"}
     with served(Path(tmp_path_factory.mktemp("life")) / "data", env=env) as s:
         yield s

@@ -19,7 +19,7 @@ from typing import cast
 import numpy as np
 import pytest
 
-from services.planner.promotion import PromotionPolicy
+from services.planner.promotion import PromotionPolicy, decide_collections
 from services.planner.usage import UsageRecorder
 from services.worker.backfill import BackfillLimits, Backfills
 from services.worker.handlers import EmbedHandler
@@ -30,6 +30,7 @@ from shared.adapters.memory_budget import MemoryBudget
 from shared.costs import estimate_tokens, utc_day
 from shared.model import (
     PUBLIC_PRINCIPAL,
+    CollectionUsage,
     DocKey,
     EmbedJob,
     SemanticStatus,
@@ -164,18 +165,38 @@ def test_promotion_after_enough_queries_and_hits_in_the_window(rig: Rig) -> None
     (m,) = rig.store.collection_modes("t")
     assert (m.mode, m.manual, m.since) == ("eager", False, rig.now)
     assert "5 queries" in m.reason and "20 hits" in m.reason
-    assert m.figures["queries"] == 5 and m.figures["hits"] == 20
+    assert m.figures["queries"] == 5 and m.figures["hits"] == 20 and m.figures["fired"] == ["queries", "hits"]
     assert rig.store.promoted() == {("t", "c")}
     (task,) = rig.store.tasks("t")
     assert (task.kind, task.collection, task.state) == ("promote", "c", "running")
     assert rig.lifecycle.tick().promoted == []  # decided once
 
 
-@pytest.mark.parametrize(("queries", "hits"), [(4, 10), (10, 1), (0, 0)])
-def test_no_promotion_below_either_threshold(rig: Rig, queries: int, hits: int) -> None:
+@pytest.mark.parametrize(("queries", "hits_each", "fired"), [(5, 0, ["queries"]), (1, 20, ["hits"]),
+                                                            (2, 10, ["hits"])])
+def test_either_threshold_alone_promotes_and_the_reason_says_which(rig: Rig, queries: int, hits_each: int,
+                                                                   fired: list[str]) -> None:
+    """Enough queries OR enough hits within the window: one busy leg is enough."""
+    rig.query(queries, hits_each)
+    assert rig.lifecycle.tick().promoted == ["t/c"]
+    (m,) = rig.store.collection_modes("t")
+    assert m.mode == "eager" and m.figures["fired"] == fired
+    other = {"queries": "hits", "hits": "queries"}[fired[0]]
+    assert f"{m.figures[fired[0]]} {fired[0]} (at least" in m.reason and other not in m.reason
+
+
+@pytest.mark.parametrize(("queries", "hits"), [(4, 4), (1, 19), (0, 0)])
+def test_no_promotion_below_both_thresholds(rig: Rig, queries: int, hits: int) -> None:
     rig.query(queries, hits)
     assert rig.lifecycle.tick().promoted == []
     assert rig.store.promoted() == set() and rig.store.tasks("t") == []
+
+
+def test_a_zero_hits_threshold_is_off_not_always_met() -> None:
+    policy = replace(POLICY, min_hits=0)
+    quiet = CollectionUsage("t", "c", 1, 0, 0.0)
+    busy = CollectionUsage("t", "d", POLICY.min_queries, 0, 0.0)
+    assert [m.collection for m in decide_collections(policy, [quiet, busy], [], 0.0)] == ["d"]
 
 
 def test_queries_outside_the_window_do_not_promote(rig: Rig) -> None:
