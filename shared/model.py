@@ -57,6 +57,10 @@ class Principal:
     def may(self, scope: str) -> bool:
         return scope in self.scopes
 
+    def holds(self, certs: Sequence[str]) -> bool:
+        """Whether this caller holds every one of a document's certificates (none: always)."""
+        return all(c in self.certs for c in certs)
+
     def admits(self, fields: dict[str, Any]) -> bool:
         """Whether a document's fields meet this caller's own filter (always, without one)."""
         if not self.filter:
@@ -89,11 +93,34 @@ class StoredDoc:
     content_hash: str
     updated_at: float
     vibe: dict[str, Any] = field(default_factory=dict)
+    # Certificates a reader must hold, every one of them, besides the ACL ("issuer:name").
+    # Documents stored before certificates existed have none, so they require none.
+    certs: list[str] = field(default_factory=list)
 
     def readable_by(self, principal: Principal) -> bool:
         return principal.tenant == self.key.tenant and bool(
             set(self.acl) & set(principal.readable_acl)
-        ) and principal.admits(self.fields)
+        ) and principal.holds(self.certs) and principal.admits(self.fields)
+
+
+# Where a document's certificates are kept in the store: beside `_vibe`, in the same JSON
+# column, so documents stored before certificates existed read back with none and no schema
+# change is needed. `_vibe` itself may not use this key (services/core/documents.py).
+CERTS_IN_VIBE = "_certs"
+
+
+def vibe_column(doc: StoredDoc) -> dict[str, Any]:
+    """What the store writes in a document's `vibe` column: `_vibe`, plus its certificates."""
+    return {**doc.vibe, CERTS_IN_VIBE: list(doc.certs)} if doc.certs else doc.vibe
+
+
+def from_vibe_column(stored: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    """A `vibe` column read back: (`_vibe`, certificates)."""
+    if CERTS_IN_VIBE not in stored:
+        return stored, []
+    vibe = {k: v for k, v in stored.items() if k != CERTS_IN_VIBE}
+    certs = stored[CERTS_IN_VIBE]
+    return vibe, [str(c) for c in certs] if isinstance(certs, list) else []
 
 
 @dataclass

@@ -71,6 +71,13 @@ class SearchFilter:
     acl: tuple[str, ...]  # the caller's readable ACL tokens
     where: tuple[FieldCondition, ...] = ()  # all must hold
     ids: tuple[DocKey, ...] | None = None  # None = any document; () = none
+    # Certificates the caller holds. A document passes only if it requires none outside these
+    # (doc certs ⊆ caller certs); the default, none held, admits only documents requiring none.
+    certs: frozenset[str] = frozenset()
+
+    def admits_certs(self, certs: Sequence[str]) -> bool:
+        """The certificate part of the filter for one document (re-checks beside a query)."""
+        return all(c in self.certs for c in certs)
 
 
 @runtime_checkable

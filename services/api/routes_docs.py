@@ -63,14 +63,20 @@ _ACL: dict[str, Any] = {"type": ["array", "null"], "minItems": 1, "maxItems": 10
 _VIBE: dict[str, Any] = {"type": ["object", "null"], "properties": {"semantic": {"type": "object", "properties": {
     # null = no intent, as if absent (the policy and heuristics decide)
     "intent": {"enum": ["deny", "allow", None]}}}}}
+_CERTS: dict[str, Any] = {"type": ["array", "null"], "maxItems": 32, "items": {
+    "type": "string", "maxLength": 128, "pattern": r"^[A-Za-z0-9._~@+/=-]{1,64}:[A-Za-z0-9._~@+/=:-]{1,63}$"},
+    "description": "certificates (\"issuer:name\") a reader must hold, every one of them, besides the ACL; "
+                   "absent, null or empty = none"}
 # shared/names.py: 1 to 64 characters without control characters, at most 1000 fields a document
-_FIELD_NAME: dict[str, Any] = {"pattern": r"^(_acl|_vibe|[^_\x00-\x1f][^\x00-\x1f]{0,63})$"}
-_DOC: dict[str, Any] = {"type": "object", "properties": {"_acl": _ACL, "_vibe": _VIBE}, "propertyNames": _FIELD_NAME,
+_FIELD_NAME: dict[str, Any] = {"pattern": r"^(_acl|_vibe|_certs|[^_\x00-\x1f][^\x00-\x1f]{0,63})$"}
+_DOC: dict[str, Any] = {"type": "object", "properties": {"_acl": _ACL, "_vibe": _VIBE, "_certs": _CERTS},
+        "propertyNames": _FIELD_NAME,
         "maxProperties": MAX_DOC_FIELDS,
         "description": "the document's JSON fields (no other field may start with '_'; no string may hold "
-                       "U+0000) plus optional `_acl` and `_vibe`"}
-_BULK_DOC: dict[str, Any] = {**_DOC, "required": ["_id"], "properties": {"_id": _DOC_ID, "_acl": _ACL, "_vibe": _VIBE},
-             "propertyNames": {"pattern": r"^(_acl|_vibe|_id|[^_\x00-\x1f][^\x00-\x1f]{0,63})$"}}
+                       "U+0000) plus optional `_acl`, `_vibe` and `_certs`"}
+_BULK_DOC: dict[str, Any] = {**_DOC, "required": ["_id"], "properties": {"_id": _DOC_ID, "_acl": _ACL, "_vibe": _VIBE,
+                                                                     "_certs": _CERTS},
+             "propertyNames": {"pattern": r"^(_acl|_vibe|_certs|_id|[^_\x00-\x1f][^\x00-\x1f]{0,63})$"}}
 _WRITTEN: dict[str, Any] = {"type": "object", "required": ["_id", "collection", "result"], "properties": {
     "_id": {"type": "string"}, "collection": {"type": "string"}, "result": {"enum": ["created", "updated"]}}}
 _DELETED: dict[str, Any] = {**_WRITTEN, "properties": {**_WRITTEN["properties"], "result": {"const": "deleted"}}}

@@ -11,6 +11,7 @@ A bulk write validates every document first and stores the valid ones in transac
 from __future__ import annotations
 
 import json
+import re
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -23,6 +24,7 @@ from shared.errors import ErrorCode, VibeError, invalid
 from shared.indexing import Follower
 from shared.metrics import METRICS
 from shared.model import (
+    CERTS_IN_VIBE,
     PUBLIC_PRINCIPAL,
     DocKey,
     EmbedJob,
@@ -39,8 +41,14 @@ from shared.text.hashing import content_hash, doc_text
 from shared.text.redaction import select_fields
 
 RESERVED_COLLECTIONS = {"any"}
-KNOWN_META = {"_id", "_acl", "_vibe"}
+KNOWN_META = {"_id", "_acl", "_vibe", "_certs"}
 INTENTS = {"deny", "allow"}
+# A document's `_certs`: each "issuer:name" becomes one index term in every engine and rides
+# with every index write and every filter, so the list and each entry are bounded and the
+# charset is plain (no separators the engines' tokens use, no control characters).
+MAX_DOC_CERTS = 32
+MAX_CERT_CHARS = 128
+CERT_PATTERN = re.compile(r"[A-Za-z0-9._~@+/=-]{1,64}:[A-Za-z0-9._~@+/=:-]{1,63}")
 
 
 @dataclass
@@ -71,6 +79,22 @@ def check_doc_id(doc_id: object) -> str:
     if any(ord(ch) < 32 for ch in doc_id):
         raise invalid("_id must not contain control characters", field="_id")
     return doc_id
+
+
+def parse_certs(raw: object) -> list[str]:
+    """A document's `_certs`: the certificates ("issuer:name") a reader must all hold. Absent,
+    null or empty: none required. Duplicates collapse (the engines count distinct terms)."""
+    if raw is None:
+        return []
+    if not isinstance(raw, list) or not all(isinstance(c, str) for c in raw):
+        raise invalid("_certs must be a list of \"issuer:name\" strings", field="_certs")
+    if len(raw) > MAX_DOC_CERTS:
+        raise invalid(f"_certs has more than {MAX_DOC_CERTS} certificates", field="_certs")
+    for c in raw:
+        if len(c) > MAX_CERT_CHARS or not CERT_PATTERN.fullmatch(c):
+            raise invalid(f"_certs entries must be \"issuer:name\" (letters, digits and ._~@+/=:- ; issuer up "
+                          f"to 64 characters, at most {MAX_CERT_CHARS} in all); got {c[:64]!r}", field="_certs")
+    return sorted(set(raw))
 
 
 def _has_nul(value: object) -> bool:
@@ -141,12 +165,13 @@ class DocumentService:
             raise invalid(f"unknown reserved field(s): {', '.join(sorted(unknown))[:200]}", fields=unknown)
         acl = self._acl(body.get("_acl"), *self.acl_limits)
         vibe, intent = self._vibe(body.get("_vibe"))
+        certs = parse_certs(body.get("_certs"))
         fields = {k: v for k, v in body.items() if k not in KNOWN_META}
         check_doc_fields(fields)  # each name becomes a facet token and a payload key
         allow = embed_fields_of(self.embed_fields, principal.tenant, collection)
         chash = content_hash(doc_text(select_fields(fields, allow), allow))
         return StoredDoc(DocKey(principal.tenant, collection, doc_id), fields, acl, intent, chash,
-                         self.store.clock(), vibe)
+                         self.store.clock(), vibe, certs)
 
     @staticmethod
     def _acl(raw: object, max_principal_bytes: int = 512, max_bytes: int = 65_536) -> list[str]:
@@ -179,6 +204,8 @@ class DocumentService:
             return {}, None
         if not isinstance(raw, dict):
             raise invalid("_vibe must be an object", field="_vibe")
+        if CERTS_IN_VIBE in raw:  # the store keeps the document's certificates under this key
+            raise invalid(f"_vibe.{CERTS_IN_VIBE} is reserved; certificates go in _certs", field="_vibe")
         sem = raw.get("semantic", {})
         if not isinstance(sem, dict):
             raise invalid("_vibe.semantic must be an object", field="_vibe.semantic")
@@ -259,8 +286,8 @@ class DocumentService:
             counts[d.key] = counts.get(d.key, 0) + 1
         stored = self.store.get_docs([d.key for d in docs])
         same = {d.key for d in docs if counts[d.key] == 1 and (was := stored.get(d.key)) is not None
-                and (was.fields, was.acl, was.intent, was.vibe, was.content_hash)
-                == (d.fields, d.acl, d.intent, d.vibe, d.content_hash)}
+                and (was.fields, was.acl, was.intent, was.vibe, was.content_hash, was.certs)
+                == (d.fields, d.acl, d.intent, d.vibe, d.content_hash, d.certs)}
         for row in sidecars:
             o = old[row.space].get(row.key)
             if o is None or (row.status, row.content_hash, row.reason, row.cold_ref) != (o.status, o.content_hash,

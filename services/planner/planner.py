@@ -285,7 +285,8 @@ class Planner:
                       where: tuple[FieldCondition, ...] = ()) -> SearchFilter:
         cols = None if collection == "any" else (collection,)
         # an end-user token's own filter is ANDed to the request's, inside every engine query
-        return SearchFilter(principal.tenant, cols, tuple(principal.readable_acl), (*where, *principal.filter))
+        return SearchFilter(principal.tenant, cols, tuple(principal.readable_acl), (*where, *principal.filter),
+                            certs=principal.certs)
 
 
 def _evicted(side: SidecarEntry) -> bool:

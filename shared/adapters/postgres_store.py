@@ -32,7 +32,17 @@ from shared.adapters.schema import postgres as postgres_schema
 from shared.adapters.schema.runner import Migrated
 from shared.adapters.store_reports import COLD_FLAG, KEEP_READY_SAME_CONTENT, coverage_report
 from shared.adapters.touch_switch_sql import TouchSwitchSql
-from shared.model import STATUS_OF, DocKey, DocVectors, SemanticStatus, SidecarEntry, StoredDoc, as_doc_vectors
+from shared.model import (
+    STATUS_OF,
+    DocKey,
+    DocVectors,
+    SemanticStatus,
+    SidecarEntry,
+    StoredDoc,
+    as_doc_vectors,
+    from_vibe_column,
+    vibe_column,
+)
 from shared.ports import Change
 
 # pg_advisory_xact_lock keys (any constant bigint; they only have to differ from each other).
@@ -88,12 +98,13 @@ def _row_to_sidecar(r: DictRow) -> SidecarEntry:
 
 
 def _row_to_doc(r: DictRow) -> StoredDoc:
+    vibe, certs = from_vibe_column(r["vibe"])
     return StoredDoc(key=_key(r), fields=r["fields"], acl=r["acl"], intent=r["intent"],
-                     content_hash=r["content_hash"], updated_at=r["updated_at"], vibe=r["vibe"])
+                     content_hash=r["content_hash"], updated_at=r["updated_at"], vibe=vibe, certs=certs)
 
 
 def _doc_params(d: StoredDoc) -> tuple[object, ...]:
-    return (d.key.tenant, d.key.collection, d.key.doc_id, Json(d.fields), Json(d.acl), d.intent, Json(d.vibe),
+    return (d.key.tenant, d.key.collection, d.key.doc_id, Json(d.fields), Json(d.acl), d.intent, Json(vibe_column(d)),
             d.content_hash, d.updated_at)
 
 

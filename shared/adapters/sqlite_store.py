@@ -38,6 +38,8 @@ from shared.model import (
     StoredDoc,
     as_doc_vectors,
     doc_key,
+    from_vibe_column,
+    vibe_column,
 )
 from shared.ports import Change
 from shared.threads import TicketLock
@@ -92,6 +94,7 @@ def _row_to_sidecar(r: sqlite3.Row) -> SidecarEntry:
 
 
 def _row_to_doc(r: sqlite3.Row) -> StoredDoc:
+    vibe, certs = from_vibe_column(json.loads(r["vibe"]))
     return StoredDoc(
         key=doc_key(r["tenant"], r["collection"], r["doc_id"]),
         fields=json.loads(r["fields"]),
@@ -99,7 +102,8 @@ def _row_to_doc(r: sqlite3.Row) -> StoredDoc:
         intent=r["intent"],
         content_hash=r["content_hash"],
         updated_at=r["updated_at"],
-        vibe=json.loads(r["vibe"]),
+        vibe=vibe,
+        certs=certs,
     )
 
 
@@ -208,7 +212,7 @@ class SqliteStore(LifecycleSql, TouchSwitchSql, CollectionSettingsSql):
                 "INSERT OR REPLACE INTO docs VALUES (?,?,?,?,?,?,?,?,?)",
                 [
                     (d.key.tenant, d.key.collection, d.key.doc_id, json.dumps(d.fields),
-                     json.dumps(d.acl), d.intent, json.dumps(d.vibe), d.content_hash, d.updated_at)
+                     json.dumps(d.acl), d.intent, json.dumps(vibe_column(d)), d.content_hash, d.updated_at)
                     for d in docs
                 ],
             )

@@ -1,0 +1,96 @@
+"""A document's `_certs`: validated on write, kept in the store of record (SQLite and
+PostgreSQL), and required of every reader besides the ACL. Documents stored before certificates
+existed read back with none and stay readable without a rewrite."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from services.planner.planner import ReadRequest
+from services.wiring import Container, build
+from shared.config import Settings
+from shared.errors import ErrorCode, VibeError
+from shared.model import DocKey, Principal
+
+WRITER = Principal("t", ("user:alice",), frozenset({"read", "write"}), frozenset({"hr:staff", "legal:nda"}))
+NONE = Principal("t", ("user:alice",), frozenset({"read"}))
+ONE = Principal("t", ("user:alice",), frozenset({"read"}), frozenset({"hr:staff"}))
+BOTH = Principal("t", ("user:alice",), frozenset({"read"}), frozenset({"hr:staff", "legal:nda"}))
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def c(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Container]:
+    extra = {} if request.param == "sqlite" else {"store": "postgres", "postgres_url": request.getfixturevalue(
+        "postgres_url"), "postgres_pool_size": 2}
+    c = build(Settings(data_dir=tmp_path / "data", embedder="hash", **extra))
+    c.start()
+    try:
+        yield c
+    finally:
+        c.stop()
+
+
+def _ids(c: Container, who: Principal, q: str) -> set[str]:
+    """What the caller is shown, and what the engine ranked for it: both must be its readable set."""
+    session = c.planner.open(who, ReadRequest("c", q, "keyword", limit=50))
+    shown = {str(r["id"]) for r in session.payload()["results"]}  # type: ignore[attr-defined]
+    return shown
+
+
+def test_certs_are_stored_and_required_of_readers(c: Container) -> None:
+    bodies = {"open": {"body": "gearbox notes"},
+              "one": {"body": "gearbox memo", "_certs": ["hr:staff"]},
+              "two": {"body": "gearbox contract", "_certs": ["legal:nda", "hr:staff", "hr:staff"]}}
+    c.docs.put([c.docs.parse(WRITER, "c", i, b) for i, b in bodies.items()])
+    two = c.store.get_doc(DocKey("t", "c", "two"))
+    assert two is not None and two.certs == ["hr:staff", "legal:nda"] and two.vibe == {}
+    assert _ids(c, NONE, "gearbox") == {"open"}
+    assert _ids(c, ONE, "gearbox") == {"open", "one"}
+    assert _ids(c, BOTH, "gearbox") == {"open", "one", "two"}
+    assert not two.readable_by(ONE) and two.readable_by(BOTH)
+
+
+def test_a_certificate_change_alone_is_written_and_enforced(c: Container) -> None:
+    c.docs.put([c.docs.parse(WRITER, "c", "d", {"body": "gearbox"})])
+    head = c.store.change_log_head()
+    c.docs.put([c.docs.parse(WRITER, "c", "d", {"body": "gearbox", "_certs": ["legal:nda"]})])
+    assert c.store.change_log_head() > head  # not taken for an unchanged rewrite
+    assert _ids(c, ONE, "gearbox") == set()
+    assert _ids(c, BOTH, "gearbox") == {"d"}
+
+
+@pytest.mark.parametrize("certs", [
+    "hr:staff", [1], ["nocolon"], [":name"], ["issuer:"], ["a b:c"], ["x:" + "n" * 200],
+    ["i:\u00e9"], ["i:n\x1f"], [f"i:n{i}" for i in range(33)], {"a": "b"},
+])
+def test_bad_certs_are_refused_and_nothing_is_written(c: Container, certs: object) -> None:
+    with pytest.raises(VibeError) as err:
+        c.docs.parse(WRITER, "c", "d", {"body": "x", "_certs": certs})
+    assert err.value.code is ErrorCode.INVALID_PARAMS
+    assert c.store.get_doc(DocKey("t", "c", "d")) is None
+
+
+def test_vibe_may_not_smuggle_the_stored_certificate_key(c: Container) -> None:
+    with pytest.raises(VibeError):
+        c.docs.parse(WRITER, "c", "d", {"body": "x", "_vibe": {"_certs": ["a:b"]}})
+
+
+def test_documents_stored_before_certificates_stay_readable(tmp_path: Path) -> None:
+    """A row written as the previous release wrote it (no certificate key in its `vibe`
+    column) reads back requiring none."""
+    c = build(Settings(data_dir=tmp_path / "data", embedder="hash"))
+    c.start()
+    try:
+        c.docs.put([c.docs.parse(WRITER, "c", "old", {"body": "gearbox", "_vibe": {"note": 1}})])
+        raw = c.store._conn().execute(  # type: ignore[attr-defined]
+            "SELECT vibe FROM docs WHERE doc_id='old'").fetchone()[0]
+        assert json.loads(raw) == {"note": 1}
+        doc = c.store.get_doc(DocKey("t", "c", "old"))
+        assert doc is not None and doc.certs == [] and doc.vibe == {"note": 1}
+        assert _ids(c, NONE, "gearbox") == {"old"}
+    finally:
+        c.stop()
