@@ -91,10 +91,21 @@ KEY_CACHE_MAX = 250_000
 
 def _payload(doc: StoredDoc) -> dict[str, object]:
     """Key, ACL and the metadata filter values: `facet` tokens for equality (the lexical
-    indexes' tokens, shared/adapters/facets.py) and `num` numbers per hashed field for ranges."""
+    indexes' tokens, shared/adapters/facets.py) and `num` numbers per hashed field for ranges;
+    `certs` only when the document requires some (a point without it requires none, as every
+    point written before certificates existed)."""
     k = doc.key
-    return {"tenant": k.tenant, "collection": k.collection, "doc_id": k.doc_id, "acl": list(doc.acl),
-            "facet": facets.doc_tokens(doc.fields, trie=False), "num": facets.num_payload(doc.fields)}
+    out: dict[str, object] = {"tenant": k.tenant, "collection": k.collection, "doc_id": k.doc_id,
+                              "acl": list(doc.acl), "facet": facets.doc_tokens(doc.fields, trie=False),
+                              "num": facets.num_payload(doc.fields)}
+    if doc.certs:
+        out["certs"] = list(doc.certs)
+    return out
+
+
+# Keyword payload indexes every shard has; `certs` joined later, so shards made before it get
+# it when opened (a filter reads an unindexed field from each point's payload, slower but exact).
+KEYWORD_FIELDS = ("collection", "acl", "facet", "certs")
 
 
 def num_key(cond: FieldCondition) -> str:
@@ -145,6 +156,7 @@ class EdgeVectorIndex:
             path = self.root / name
             if path.exists() and any(path.iterdir()):
                 shard = qe.EdgeShard.load(str(path))
+                self._index_certs(shard)
             elif dim is None:
                 return None
             else:
@@ -195,9 +207,14 @@ class EdgeVectorIndex:
         shard = qe.EdgeShard.create(str(path), cfg)
         tenant_idx = qe.KeywordIndexParams(is_tenant=True)
         shard.update(qe.UpdateOperation.create_field_index("tenant", tenant_idx))
-        for name in ("collection", "acl", "facet"):
+        for name in KEYWORD_FIELDS:
             shard.update(qe.UpdateOperation.create_field_index(name, qe.PayloadSchemaType.Keyword))
         return shard
+
+    @staticmethod
+    def _index_certs(shard: qe.EdgeShard) -> None:
+        if "certs" not in shard.info().payload_schema:
+            shard.update(qe.UpdateOperation.create_field_index("certs", qe.PayloadSchemaType.Keyword))
 
     def upsert(self, space: str, items: Sequence[tuple[StoredDoc, Sequence[float] | DocVectors]]) -> None:
         by_dim: dict[int, list[tuple[StoredDoc, DocVectors]]] = {}
@@ -296,7 +313,12 @@ class EdgeVectorIndex:
             must.append(qe.HasIdCondition({edge_point_id(k) for k in only}))
         if flt.ids is not None:
             must.append(qe.HasIdCondition({edge_point_id(k) for k in flt.ids if k.tenant == flt.tenant}))
-        return qe.Filter(must=must)
+        # Certificates: a point requiring any certificate outside the caller's is excluded.
+        # `except` on an array matches when some element is not listed (checked against this
+        # engine, indexed and not, in tests/contract/test_vector_contract.py); a point without
+        # `certs` or with none never matches, so it stays.
+        cert_gate = qe.FieldCondition("certs", match=qe.MatchExcept(sorted(flt.certs)))
+        return qe.Filter(must=must, must_not=[cert_gate])
 
     def search(
         self,

@@ -37,7 +37,15 @@ from collections.abc import Iterator, Sequence
 from qdrant_client import QdrantClient, models
 
 from shared.adapters import facets
-from shared.adapters.edge_vectors import DIM_SEP, PASSAGES_SUFFIX, SCHEMA_VERSION, num_key, passages_shard, point_id
+from shared.adapters.edge_vectors import (
+    DIM_SEP,
+    KEYWORD_FIELDS,
+    PASSAGES_SUFFIX,
+    SCHEMA_VERSION,
+    num_key,
+    passages_shard,
+    point_id,
+)
 from shared.adapters.edge_vectors import _payload as payload  # same payload in both profiles
 from shared.config import Settings
 from shared.model import DocKey, DocVectors, Hit, StoredDoc, as_doc_vectors
@@ -74,7 +82,10 @@ def search_filter(flt: SearchFilter, only: Sequence[DocKey] | None) -> models.Fi
         must.append(models.HasIdCondition(has_id=[point_id(k) for k in only]))
     if flt.ids is not None:
         must.append(models.HasIdCondition(has_id=[point_id(k) for k in flt.ids if k.tenant == flt.tenant]))
-    return models.Filter(must=must)
+    # Certificates: a point requiring any certificate outside the caller's is excluded (`except`
+    # on an array matches when some element is not listed; a point without `certs` never does).
+    cert_gate = models.FieldCondition(key="certs", match=models.MatchExcept(**{"except": sorted(flt.certs)}))
+    return models.Filter(must=must, must_not=[cert_gate])
 
 
 # How long a passages collection seen missing is believed missing (QdrantVectorIndex._has_passages).
@@ -148,6 +159,8 @@ class QdrantVectorIndex:
         # the `num.*` indexes it has: the bound counts them (another process may have made them)
         self._num_indexed.setdefault(space, set()).update(
             k[len("num."):] for k in (info.payload_schema or {}) if k.startswith("num."))
+        if "certs" not in (info.payload_schema or {}):  # a collection made before certificates
+            self.client.create_payload_index(name, "certs", field_schema=models.PayloadSchemaType.KEYWORD, wait=True)
         return True
 
     def ensure_space(self, space: str, dim: int) -> None:
@@ -179,7 +192,7 @@ class QdrantVectorIndex:
                 return
         tenant = models.KeywordIndexParams(type=models.KeywordIndexType.KEYWORD, is_tenant=True)
         self.client.create_payload_index(name, "tenant", field_schema=tenant, wait=True)
-        for field in ("collection", "acl", "facet"):
+        for field in KEYWORD_FIELDS:
             self.client.create_payload_index(name, field, field_schema=models.PayloadSchemaType.KEYWORD, wait=True)
         self._dims[space] = dim
 

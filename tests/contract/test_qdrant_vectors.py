@@ -99,7 +99,7 @@ def test_collection_per_space_with_cosine_tenant_index_and_per_tenant_graphs() -
     assert indexes == [
         ("tenant", models.KeywordIndexParams(type=models.KeywordIndexType.KEYWORD, is_tenant=True)),
         ("collection", models.PayloadSchemaType.KEYWORD), ("acl", models.PayloadSchemaType.KEYWORD),
-        ("facet", models.PayloadSchemaType.KEYWORD),
+        ("facet", models.PayloadSchemaType.KEYWORD), ("certs", models.PayloadSchemaType.KEYWORD),
         # the corpus's one numeric field declared filterable, under its hashed key, for range filters
         (f"num.{facets.num_field('n')}", models.PayloadSchemaType.FLOAT)]
     # asked for without waiting: the server builds it while every tenant's requests go on

@@ -18,6 +18,7 @@ from shared.adapters.qdrant_vectors import QdrantVectorIndex
 from shared.adapters.schema_stamp import VERSION_FILE
 from shared.model import PUBLIC_PRINCIPAL, DocKey, StoredDoc
 from shared.ports import FieldCondition, Rebuildable, SearchFilter, VectorIndex
+from tests.contract.cert_cases import DOC_CERTS, HELD_SEES
 
 # Local mode warns once that payload indexes have no effect there; the server uses them.
 pytestmark = pytest.mark.filterwarnings("ignore:Payload indexes have no effect:UserWarning")
@@ -345,3 +346,58 @@ def test_edge_indexes_only_declared_fields_within_the_bound_across_restarts(tmp_
     schema = again._shard("core", None).info().payload_schema  # type: ignore[union-attr]
     assert {k for k in schema if k.startswith("num.")} == nums
     again.close()
+
+
+def _cert_doc(i: str, certs: list[str], acl: list[str] | None = None) -> StoredDoc:
+    return StoredDoc(DocKey("t", "c", i), {}, acl or [PUBLIC_PRINCIPAL], None, "h", 0.0, certs=certs)
+
+
+@pytest.mark.parametrize(("held", "sees"), HELD_SEES)
+def test_certificates_are_required_inside_the_query(index: VectorIndex, held: frozenset[str], sees: set[str]) -> None:
+    index.upsert("core", [(_cert_doc(i, certs), unit(1)) for i, certs in DOC_CERTS.items()])
+    flt = SearchFilter("t", None, ("*",), certs=held)
+    assert {h.key.doc_id for h in index.search("core", flt, unit(1), 50)} == sees
+
+
+def test_certificates_apply_before_the_top_k_and_with_the_acl(index: VectorIndex) -> None:
+    """Many near documents requiring a certificate the caller lacks must not crowd out the one
+    far document it may read; the ACL still applies to a caller holding every certificate."""
+    near = [(_cert_doc(f"n{i}", ["iss:a"]), unit(1)) for i in range(30)]
+    index.upsert("core", [*near, (_cert_doc("far", []), unit(2)), (_cert_doc("hr", ["iss:a"], ["g:hr"]), unit(1))])
+    assert [h.key.doc_id for h in index.search("core", SearchFilter("t", None, ("*",)), unit(1), 1)] == ["far"]
+    held = SearchFilter("t", None, ("*",), certs=frozenset({"iss:a"}))
+    assert "hr" not in {h.key.doc_id for h in index.search("core", held, unit(1), 50)}
+    assert len(index.search("core", held, unit(1), 50)) == 31
+
+
+def test_a_certificate_change_replaces_the_point(index: VectorIndex) -> None:
+    index.upsert("core", [(_cert_doc("d", ["iss:a"]), unit(1))])
+    assert index.search("core", F(), unit(1), 5) == []
+    index.upsert("core", [(_cert_doc("d", []), unit(1))])
+    assert [h.key.doc_id for h in index.search("core", F(), unit(1), 5)] == ["d"]
+    index.upsert("core", [(_cert_doc("d", ["iss:b"]), [unit(1), unit(3)])])  # now of two passages
+    assert index.search("core", F(), unit(1), 5) == []
+    assert index.search("core", SearchFilter("t", None, ("*",), certs=frozenset({"iss:b"})), unit(3), 5)
+
+
+def test_an_edge_shard_made_before_certificates_gets_their_index(tmp_path: Path) -> None:
+    """A shard written without the `certs` payload index (an older release) is given one when
+    opened; its points, which carry no certificates, stay readable by everyone."""
+    import qdrant_edge as qe
+
+    idx = EdgeVectorIndex(tmp_path / "vec")
+    idx.upsert("core", [(doc("t", "c", "old"), unit(1))])
+    idx.close()
+    shard = qe.EdgeShard.load(str(tmp_path / "vec" / "core"))
+    shard.update(qe.UpdateOperation.delete_field_index("certs"))
+    assert "certs" not in shard.info().payload_schema
+    shard.close()
+    idx = EdgeVectorIndex(tmp_path / "vec")
+    try:
+        assert [h.key.doc_id for h in idx.search("core", F(), unit(1), 5)] == ["old"]
+        idx.upsert("core", [(_cert_doc("new", ["iss:a"]), unit(1))])
+        assert [h.key.doc_id for h in idx.search("core", F(), unit(1), 5)] == ["old"]
+        reopened = idx._shard("core", None)
+        assert reopened is not None and "certs" in reopened.info().payload_schema
+    finally:
+        idx.close()
