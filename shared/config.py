@@ -316,10 +316,16 @@ class Settings(BaseSettings):
     # --- MCP and agent tools ---
     # the key `vibe-semantic mcp` (stdio) acts as
     mcp_key: str | None = Field(default=None, description="The API key `vibe-semantic mcp` (stdio) acts as.")
-    # Seed 000's own names (SURR_*, MCP_NO_LOG) are read too; the VIBE_ name wins when both are set.
+    # inner_voice's own names (SURR_*, MCP_NO_LOG) are read too; the VIBE_ name wins when both are
+    # set, except for the gate: inner_voice clients are told the tool is on exactly when
+    # SURR_ENABLE_INNER_VOICE is "1", so when that variable is set it alone decides.
     enable_inner_voice: bool = Field(default=False, validation_alias=AliasChoices(
-        "VIBE_ENABLE_INNER_VOICE", "SURR_ENABLE_INNER_VOICE"), description=(
-        "Enable the MCP `inner_voice.retrieve` tool (also read from SURR_ENABLE_INNER_VOICE)."))
+        "VIBE_ENABLE_INNER_VOICE"), description=(
+        "Enable the MCP `inner_voice.retrieve` tool when SURR_ENABLE_INNER_VOICE is not set."))
+    surr_enable_inner_voice: str | None = Field(default=None, validation_alias=AliasChoices(
+        "SURR_ENABLE_INNER_VOICE"), description=(
+        "inner_voice's own gate: when set, it alone decides, and only the exact string `1` enables "
+        "`inner_voice.retrieve` (`true`, `yes`, ` 1` do not); unset = VIBE_ENABLE_INNER_VOICE decides."))
     # where `reindex` stores chunks and `search` looks by default
     mcp_collection: str = Field(default="kb", description=(
         "Collection where the MCP `reindex` tool stores chunks and `search` looks by default."))
@@ -770,6 +776,12 @@ class Settings(BaseSettings):
 
     def language_map(self) -> LanguageMap:
         return LanguageMap.parse(self.default_language, self.collection_languages)
+
+    @model_validator(mode="after")
+    def _inner_voice_gate(self) -> Settings:
+        if self.surr_enable_inner_voice is not None:
+            self.enable_inner_voice = self.surr_enable_inner_voice == "1"
+        return self
 
     @model_validator(mode="after")
     def _profile_defaults(self) -> Settings:

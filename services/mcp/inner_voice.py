@@ -6,13 +6,20 @@ Sources are collections of the caller's tenant: the knowledge graph is
 `kg_observation`, any other a `kg_entity`), the thoughts are
 `VIBE_INNER_VOICE_THOUGHTS_COLLECTION` (default `thoughts`; fields `text`, `origin`
 human|logged|tool|model, `is_private`, `tags`, `created_at`). `table` is the collection name
-and `id` is `kg:<doc id>` or `t:<doc id>`. Each source is a separate engine query (no
-UNION), filtered by tenant and ACL inside the engine; privacy and tag filters apply to an
-over-fetched candidate list, which is then cut to `min(3 x top_k, max candidates)`.
+and `id` is `kg:<doc id>` or `t:<doc id>`.
+
+Three sources, each its own engine query (no UNION) with its own candidate cap
+`min(3 x top_k, max candidates)`: KG entities, KG observations (`kind` = "observation" inside
+the engine query) and thoughts, so a crowd of close entities cannot starve observations, nor
+the reverse. Tenant and ACL are filtered inside every engine query; what no engine filter
+expresses (privacy, tags, "not an observation") is applied to the ranked candidates, and the
+query widens (bounded) until the cap is met or the source is exhausted, so those filters cut
+no source short either. Entities and observations together are the KG side of `mix`.
 
 Seed 000 exactly where it is explicit:
 - configuration: the seed's names (`SURR_ENABLE_INNER_VOICE`, `SURR_INNER_VOICE_*`,
-  `MCP_NO_LOG`) are read by shared/config.py beside the `VIBE_` ones (which win); out-of-range
+  `MCP_NO_LOG`) are read by shared/config.py beside the `VIBE_` ones (which win, except that a
+  set `SURR_ENABLE_INNER_VOICE` alone decides the gate: only "1" enables); out-of-range
   values clamp (mix, top_k) or fall back (min_floor, max candidates) with a warning at start;
 - call parameters: `top_k`, `mix` and `floor` out of range are clamped (with a warning, no
   content); only what no clamp can fix (NaN) is `invalid_params`;
@@ -33,7 +40,8 @@ import math
 import re
 import time
 import unicodedata
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import blake3
@@ -44,7 +52,7 @@ from services.wiring import Container
 from shared.config import Settings
 from shared.errors import ErrorCode
 from shared.model import Hit, Principal, StoredDoc
-from shared.ports import EmbedderError, SearchFilter
+from shared.ports import EmbedderError, FieldCondition, SearchFilter
 from shared.text.hashing import SNIPPET_LIMIT, cap_text, doc_text
 
 log = logging.getLogger("vibe.mcp.inner_voice")
@@ -68,8 +76,14 @@ def seed_normalize(text: str) -> str:
 def seed_hash(text: str) -> str:
     """`content_hash`: bare hex blake3 of the normalised text (no `blake3:` prefix)."""
     return blake3.blake3(seed_normalize(text).encode("utf-8")).hexdigest()
+
+
 MAX_TOP_K = 50
 DEFAULT_MIN_FLOOR = 0.15
+OBSERVATION = "observation"  # the `kind` of a KG observation; any other KG document is an entity
+# Widest engine query one source makes while its privacy/tag filters leave the cap unmet: a
+# bound on work per call whatever the data (the cap itself is at most 3 x 50).
+MAX_SCAN = 5_000
 
 
 @dataclass(frozen=True)
@@ -181,6 +195,10 @@ def passes(doc: StoredDoc, p: Params, thought: bool) -> bool:
     return not (p.exclude_tags and tags & set(p.exclude_tags))
 
 
+def is_observation(doc: StoredDoc) -> bool:
+    return doc.fields.get("kind") == OBSERVATION
+
+
 def snippet_text(doc: StoredDoc) -> str:
     for name in ("text", "content", "observation"):
         v = doc.fields.get(name)
@@ -201,7 +219,7 @@ def snippet(c: Cand) -> dict[str, Any]:
     return {
         "id": f"{'kg' if c.kg else 't'}:{c.doc.key.doc_id}",
         "table": c.table,
-        "source_type": ("kg_observation" if f.get("kind") == "observation" else "kg_entity") if c.kg else "thought",
+        "source_type": ("kg_observation" if is_observation(c.doc) else "kg_entity") if c.kg else "thought",
         "origin": origin,
         "trust_tier": "green" if c.kg else TRUST.get(origin, "red"),
         "created_at": f["created_at"] if isinstance(f.get("created_at"), str) else _iso(c.doc.updated_at),
@@ -223,7 +241,7 @@ class InnerVoice:
     def params(self, query: str, top_k: int | None, floor: float | None, mix: float | None, include_private: bool,
                include_tags: list[str], exclude_tags: list[str]) -> Params:
         if not self.c.settings.enable_inner_voice:
-            raise ToolFailure(FEATURE_DISABLED, "inner_voice.retrieve is disabled (VIBE_ENABLE_INNER_VOICE=1)")
+            raise ToolFailure(FEATURE_DISABLED, "inner_voice.retrieve is disabled (set SURR_ENABLE_INNER_VOICE=1)")
         s = self.c.settings
         if len(query) > s.mcp_max_query_chars:
             raise invalid(f"query is longer than {s.mcp_max_query_chars} characters")
@@ -258,14 +276,33 @@ class InnerVoice:
             raise ToolFailure(ErrorCode.EMBEDDER_UNAVAILABLE.code, "the embedder returned another dimension")
         return vec
 
-    def candidates(self, p: Principal, prm: Params, qvec: list[float], collection: str, kg: bool) -> list[Cand]:
+    def candidates(self, p: Principal, prm: Params, qvec: list[float], collection: str,
+                   kg: bool) -> list[list[Cand]]:
+        """The ranked candidates of the collection's sources: [entities, observations] for the KG,
+        [thoughts] otherwise, each cut to its own cap."""
         flt = SearchFilter(p.tenant, (collection,), tuple(p.readable_acl), p.filter)
         core.touch(self.c, p, collection, prm.query, self.c.lexical.search(flt, prm.query, 2 * prm.top_k))
         cap = min(3 * prm.top_k, self.cfg.max_candidates)
-        hits: list[Hit] = core.exact_semantic(self.c, flt, qvec, 3 * cap)
-        docs = core.readable(self.c, p, [h.key for h in hits])
-        out = [Cand(collection, docs[h.key], h.score, kg) for h in hits
-               if h.key in docs and passes(docs[h.key], prm, thought=not kg)][:cap]
+        if not kg:
+            return [self._ranked(p, flt, qvec, cap, collection, kg, lambda d: passes(d, prm, thought=True))]
+        observations = replace(flt, where=(*flt.where, FieldCondition("kind", "eq", (OBSERVATION,))))
+        return [self._ranked(p, flt, qvec, cap, collection, kg,
+                             lambda d: not is_observation(d) and passes(d, prm, thought=False)),
+                self._ranked(p, observations, qvec, cap, collection, kg, lambda d: passes(d, prm, thought=False))]
+
+    def _ranked(self, p: Principal, flt: SearchFilter, qvec: list[float], cap: int, collection: str, kg: bool,
+                keep: Callable[[StoredDoc], bool]) -> list[Cand]:
+        """Up to `cap` candidates `keep` accepts, by descending cosine. The engine query starts at 3x
+        the cap and widens while filtered-out documents leave the cap unmet and more may exist."""
+        limit = 3 * cap
+        while True:
+            hits: list[Hit] = core.exact_semantic(self.c, flt, qvec, limit)
+            docs = core.readable(self.c, p, [h.key for h in hits])
+            kept = [Cand(collection, docs[h.key], h.score, kg) for h in hits if h.key in docs and keep(docs[h.key])]
+            if len(kept) >= cap or len(hits) < limit or limit >= MAX_SCAN:
+                break
+            limit = min(4 * limit, MAX_SCAN)
+        out = kept[:cap]
         for cand in out:
             cand.text = cap_text(snippet_text(cand.doc), SNIPPET_LIMIT)  # what is returned is what is hashed
             cand.hash = seed_hash(cand.text)
@@ -275,8 +312,13 @@ class InnerVoice:
         started = time.perf_counter()
         qvec = self.embed(prm.query, p.tenant)
         s = self.c.settings
-        kg = self.candidates(p, prm, qvec, s.inner_voice_kg_collection, kg=True) if qvec is not None else []
-        th = self.candidates(p, prm, qvec, s.inner_voice_thoughts_collection, kg=False) if qvec is not None else []
+        entities: list[Cand] = []
+        observations: list[Cand] = []
+        th: list[Cand] = []
+        if qvec is not None:  # None: over budget, no candidates
+            entities, observations = self.candidates(p, prm, qvec, s.inner_voice_kg_collection, kg=True)
+            (th,) = self.candidates(p, prm, qvec, s.inner_voice_thoughts_collection, kg=False)
+        kg = sorted(entities + observations, key=lambda c: -c.score)
         floor_used = adapt_floor(prm.floor, self.cfg.min_floor, [kg, th])
         kg_hits, th_hits = dedupe([c for c in kg if c.score >= floor_used], [c for c in th if c.score >= floor_used])
         take_kg, take_t = allocate(prm.top_k, prm.mix, len(kg_hits), len(th_hits))
@@ -286,6 +328,7 @@ class InnerVoice:
         diag: dict[str, Any] = {
             "provider": provider if model else s.embedder, "model": model or emb.model_id, "dim": emb.dim,
             "k_req": prm.top_k, "k_ret": len(picked), "kg_candidates": len(kg), "thought_candidates": len(th),
+            "kg_entity_candidates": len(entities), "kg_observation_candidates": len(observations),
             "floor_used": round(floor_used, 6), "latency_ms": int(round((time.perf_counter() - started) * 1000))}
         if not picked:
             diag["no_results"] = True

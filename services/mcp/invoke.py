@@ -1,6 +1,7 @@
 """One path for every tool call: authenticate, check the scope, validate the arguments, run
 the pre-call (billing) check, do the work, map failures to typed errors, count and time the
-call (tool_calls_total, tool_call_seconds), log counters (never text) and write the audit log.
+call (tool_calls_total, tool_call_seconds), log counters (never text) and write the audit log
+(with MCP_NO_LOG: the counters only, no log line and no audit row).
 
 Storage failures of any store (SQLite, PostgreSQL, Redis, the engines) leave as `db_error`
 (the code inner_voice clients handle), never as SDK text or a stack trace."""
@@ -77,7 +78,8 @@ def failed(e: ToolFailure) -> CallToolResult:
                           is_error=True)
 
 
-def _failure(e: Exception, tool: str) -> ToolFailure:
+def _failure(e: Exception, tool: str, quiet: bool = False) -> ToolFailure:
+    """`quiet` (MCP_NO_LOG): the failure is still counted by outcome, but not logged."""
     if isinstance(e, ToolFailure):
         return e
     if isinstance(e, VibeError):
@@ -85,9 +87,11 @@ def _failure(e: Exception, tool: str) -> ToolFailure:
     if isinstance(e, PreCallDenied):
         return forbidden(f"refused by the pre-call check: {str(e)[:200]}")
     if isinstance(e, STORAGE_ERRORS):  # the store, an index, the registry or the audit log
-        log.warning("tool storage error", extra={"tool": tool, "error": type(e).__name__})
+        if not quiet:
+            log.warning("tool storage error", extra={"tool": tool, "error": type(e).__name__})
         return ToolFailure(DB_ERROR, "the store failed; try again")
-    log.exception("tool crashed", extra={"tool": tool})
+    if not quiet:
+        log.exception("tool crashed", extra={"tool": tool})
     return ToolFailure(ErrorCode.INTERNAL_ERROR.code, "internal error")
 
 
@@ -113,7 +117,7 @@ def invoke(rt: ToolRuntime, headers: Mapping[str, str] | None, tool: str, scope:
             count = body.get("count") if isinstance(body.get("count"), int) else None
         return ok(body)
     except Exception as e:  # every failure leaves as a typed error, never a stack trace
-        fail = _failure(e, tool)
+        fail = _failure(e, tool, quiet=rt.settings.mcp_no_log)
         outcome = fail.code
         return failed(fail)
     finally:
@@ -121,12 +125,14 @@ def invoke(rt: ToolRuntime, headers: Mapping[str, str] | None, tool: str, scope:
         METRICS.tool_calls.labels(tool=tool, outcome=outcome).inc()
         METRICS.tool_call_seconds.labels(tool=tool).observe(ms / 1000)
         _log(rt, tool, outcome, ms, count)
-        if principal is not None:
+        # MCP_NO_LOG: counters only, so no audit row either (it holds the caller, the
+        # parameters' sizes and the outcome: more than a counter).
+        if principal is not None and not rt.settings.mcp_no_log:
             rt.audit.record(AuditRecord(tool, principal.tenant, owner_id(principal), audit_params, outcome, ms,
                                         task, count, {"key": key[:16]}))
 
 
 def _log(rt: ToolRuntime, tool: str, outcome: str, ms: float, count: int | None) -> None:
     if rt.settings.mcp_no_log:
-        return  # MCP_NO_LOG (inner_voice's switch): nothing beyond what the audit log and metrics keep
+        return  # MCP_NO_LOG (inner_voice's switch): nothing beyond what the metrics count
     log.info("tool call", extra={"tool": tool, "outcome": outcome, "latency_ms": round(ms, 3), "count": count})

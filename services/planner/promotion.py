@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
 
 from shared.model import CollectionMode, CollectionUsage
 
@@ -42,7 +43,7 @@ def decide_collections(
         mode = by_key.get(key)
         if mode is not None and mode.manual:
             continue
-        figures = {"queries": u.queries, "hits": u.hits, "windowSeconds": policy.window_seconds,
+        figures: dict[str, Any] = {"queries": u.queries, "hits": u.hits, "windowSeconds": policy.window_seconds,
                    "minQueries": policy.min_queries, "minHits": policy.min_hits}
         if mode is None or mode.mode == "lazy":
             fired = _fired(policy, u)

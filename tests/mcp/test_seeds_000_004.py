@@ -104,7 +104,8 @@ def test_seed_000_names_and_vibe_wins(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("VIBE_ENABLE_INNER_VOICE", "0")
     monkeypatch.setenv("VIBE_MCP_NO_LOG", "0")
     s = Settings()
-    assert (s.enable_inner_voice, s.mcp_no_log) == (False, False)  # VIBE_* wins when both are set
+    # VIBE_* wins when both are set, except the gate: a set SURR_ENABLE_INNER_VOICE alone decides it
+    assert (s.enable_inner_voice, s.mcp_no_log) == (True, False)
 
 
 def test_seed_004_embedder_failure_is_retried_then_embedder_unavailable(tmp_path: Path) -> None:
