@@ -204,6 +204,11 @@ async def metrics(request: Request) -> Response:
     """Prometheus text. With VIBE_METRICS_TOKEN set, only `Authorization: Bearer <token>` is
     answered (Prometheus: `authorization.credentials_file`); unset, anyone who reaches the
     port may scrape, as before."""
+    _metrics_token(request)
+    return Response(generate_latest(), media_type=CONTENT_TYPE_LATEST)
+
+
+def _metrics_token(request: Request) -> None:
     import hmac
 
     token = _c(request).settings.metrics_token
@@ -211,4 +216,18 @@ async def metrics(request: Request) -> Response:
         scheme, _, given = request.headers.get("authorization", "").partition(" ")
         if scheme.lower() != "bearer" or not hmac.compare_digest(given.strip().encode(), token.encode()):
             raise VibeError(ErrorCode.UNAUTHORIZED, "metrics need the metrics token (Authorization: Bearer ...)")
-    return Response(generate_latest(), media_type=CONTENT_TYPE_LATEST)
+
+
+@router.get("/metrics/tenants", response_class=PlainTextResponse, openapi_extra=OPTIONAL_BEARER,
+            responses={**METRICS_TEXT, **errors(401, 404, authenticated=False, json_route=False)})
+async def tenant_metrics(request: Request) -> Response:
+    """The agent tools' `tool_calls_total`, `embedding_latency_seconds` and
+    `bm25_latency_seconds` labelled by tenant (services/mcp/tenant_metrics.py), kept off
+    `/metrics`; 404 unless VIBE_MCP_TENANT_METRICS is `hashed` or `name`. Same token rule as
+    `/metrics`."""
+    from services.mcp.tenant_metrics import TENANT_METRICS
+
+    _metrics_token(request)
+    if _c(request).settings.mcp_tenant_metrics == "off":
+        raise VibeError(ErrorCode.NOT_FOUND, "tenant metrics are off (VIBE_MCP_TENANT_METRICS)")
+    return Response(TENANT_METRICS.exposition(), media_type=CONTENT_TYPE_LATEST)

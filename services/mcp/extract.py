@@ -18,19 +18,28 @@ VIBE_EXTRACT_DAILY_CHUNKS_PER_KEY new chunks); past either, the call is refused 
 Ingestion: paragraphs, then sentences above the cap (chunking.material_chunks); the cleaned
 text is indexed and embedded, the original is kept (in `meta`, which nothing indexes) and
 returned. A chunk's id is the hash of its cleaned text, so the same chunk of the same task
-is stored once (dedupe per key and task); one `put` writes the new chunks in one
-transaction. Retrieval is hybrid: extract_key_info's weighted fusion (0.65 semantic + 0.35 lexical
-on min-max normalised scores, ties by recency; the default, VIBE_EXTRACT_FUSION) or RRF.
+is stored once (dedupe per key and task). The new chunks of one call become visible together
+or not at all: they are first stored under a staging ACL token only this call knows (so no
+query, this task's included, can match them), embedded, and then published in one transaction
+that gives them the task's token; any failure on the way deletes what was staged. Retrieval is
+hybrid: the weighted fusion (0.65 semantic + 0.35 lexical on min-max normalised scores, ties by
+recency; the default, VIBE_EXTRACT_FUSION) or RRF.
 
-Seed 004's contract:
-- the answer is the seed's `[]string` of contexts: one text content block per context and
-  structured content `{"result": [...]}` (the MCP SDK's shape for a list return); the other
-  facts (task, fusion, counts) ride in the result's `_meta["vibe/extract_key_info"]`;
-- `topK` 0 or absent means the default (VIBE_EXTRACT_TOP_K_DEFAULT), at most
-  VIBE_EXTRACT_MAX_TOP_K;
-- `task_id` is required, unless the operator enabled VIBE_EXTRACT_TASK_FROM_BEARER and the
-  caller sent `Authorization: Bearer <identity>@<key>`: then `<identity>` is the task;
+The contract its clients rely on:
+- the answer is a `[]string` of contexts: one text content block per context and structured
+  content `{"result": [...]}` (the MCP SDK's shape for a list return); the other facts (task,
+  where the task came from, fusion, counts) ride in the result's `_meta["vibe/extract_key_info"]`;
+- `topK` absent means the default (VIBE_EXTRACT_TOP_K_DEFAULT, 5); otherwise it must be in
+  (0, VIBE_EXTRACT_MAX_TOP_K]: 0 is refused like 21;
+- the task: `task_id` when given; else the identity of `Authorization: Bearer <identity>@<key>`
+  (over stdio, of VIBE_MCP_KEY=`<identity>@<key>`); else VIBE_EXTRACT_DEFAULT_TASK. The user is
+  always the key, so a task name never reaches another key's materials;
 - every check runs before the pre-call (billing) hook; nothing is charged for a refused call;
+- the chunks to embed must fit the tenant's per-minute embedding budget as a whole, or the call
+  is refused with `rate_limited` (retry_after_seconds in the details) before anything is stored;
+  more than the budget holds at all is `payload_too_large`; a tenant past its daily token cap
+  is refused with `rate_limited` and what was staged is removed. Chunks the eligibility policy
+  keeps from the embedder are stored lexical-only and counted in `_meta` (`not_embedded`);
 - the query embedding, and the materials' embeddings, are retried with exponential backoff
   (VIBE_EXTRACT_EMBED_ATTEMPTS, VIBE_EXTRACT_EMBED_BACKOFF_SECONDS), then the call fails with
   `embedder_unavailable`: never a silent lexical-only answer;
@@ -41,10 +50,14 @@ Seed 004's contract:
 from __future__ import annotations
 
 import logging
+import math
 import re
+import secrets
 import threading
 import time
-from dataclasses import dataclass
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
 from typing import Any
 
 import blake3
@@ -53,12 +66,13 @@ from services.mcp import core
 from services.mcp.chunking import material_chunks
 from services.mcp.errors import QUOTA_EXCEEDED, ToolFailure, invalid
 from services.mcp.secret import task_names
+from services.mcp.tenant_metrics import TENANT_METRICS
 from services.planner.fusion import Fused, rrf
 from services.wiring import Container
 from shared.agent_ports import BudgetExceeded, MaterialBudget, TaskLedger
 from shared.errors import ErrorCode
 from shared.metrics import METRICS
-from shared.model import DocKey, Hit, Principal, SemanticStatus, StoredDoc
+from shared.model import DocKey, EmbedJob, Hit, Principal, SemanticStatus, StoredDoc
 from shared.ports import EmbedderError, SearchFilter
 
 log = logging.getLogger("vibe.mcp")
@@ -66,6 +80,7 @@ log = logging.getLogger("vibe.mcp")
 TASK_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$")
 SEMANTIC_WEIGHT, LEXICAL_WEIGHT = 0.65, 0.35
 SWEEP_EVERY_SECONDS = 3600.0
+EMBED_BATCH = 32  # chunks per embedding request at most
 
 
 @dataclass(frozen=True)
@@ -77,6 +92,7 @@ class Request:
     top_k: int
     fusion: str
     task: str
+    task_from: str = "task_id"  # task_id | identity | default
 
 
 def sanitize_task(task_id: str) -> str:
@@ -122,9 +138,9 @@ class KeyInfo:
     def validate(self, query: str, materials: str, top_k: int | None, fusion: str | None, task_id: str | None,
                  identity: str | None) -> Request:
         s = self.c.settings
-        k = top_k or s.extract_top_k_default  # topK 0 means the default (extract_key_info clients send 0)
+        k = min(s.extract_top_k_default, s.extract_max_top_k) if top_k is None else top_k
         if not 0 < k <= s.extract_max_top_k:
-            raise invalid(f"topK must be between 1 and {s.extract_max_top_k} (0 or absent: the default)")
+            raise invalid(f"topK must be between 1 and {s.extract_max_top_k} (absent: {s.extract_top_k_default})")
         if not query.strip():
             raise invalid("query must not be empty")
         if len(query) > s.extract_max_query_chars:
@@ -138,11 +154,19 @@ class KeyInfo:
         mode = fusion or s.extract_fusion
         if mode not in ("rrf", "weighted"):
             raise invalid("fusion must be 'rrf' or 'weighted'")
-        raw_task = task_id if task_id is not None else (identity if s.extract_task_from_bearer else None)
-        if raw_task is None:
-            how = " (or send `Authorization: Bearer <task>@<key>`)" if s.extract_task_from_bearer else ""
-            raise invalid(f"task_id is required{how}")
-        return Request(query.strip(), materials, k, mode, sanitize_task(raw_task))
+        raw_task, source = self._task_of(task_id, identity)
+        return Request(query.strip(), materials, k, mode, sanitize_task(raw_task), source)
+
+    def _task_of(self, task_id: str | None, identity: str | None) -> tuple[str, str]:
+        """(raw task, where it came from): the argument, the caller's identity, the default."""
+        s = self.c.settings
+        if task_id is not None:
+            return task_id, "task_id"
+        if identity is not None and s.extract_task_from_bearer:
+            return identity, "identity"
+        if s.extract_default_task:
+            return s.extract_default_task, "default"
+        raise invalid("task_id is required (or send `Authorization: Bearer <task>@<key>`)")
 
     def run(self, p: Principal, key: str, req: Request) -> tuple[list[str], dict[str, Any]]:
         """(the contexts, the facts that go into the result's metadata)."""
@@ -150,15 +174,79 @@ class KeyInfo:
         col, token = task_names(self.secret, key, req.task)
         docs = self._docs(p, col, token, req.materials)
         existing = self.c.store.get_docs([d.key for d in docs])
-        new = [d for d in docs if d.key not in existing]
+        # a chunk still under another call's staging token (that call failed or is running)
+        # is not published: this call stages and publishes it again
+        new = [d for d in docs if d.key not in existing or token not in existing[d.key].acl]
         self._charge(key, len(req.materials), len(new))
-        if new:
-            self.c.docs.put(new)  # one transaction: all new chunks or none
+        fresh = {d.key for d in new}
+        skipped = self._ingest(p.tenant, token, new, [d for d in docs if d.key in existing and d.key not in fresh])
         self.tasks.touch(p.tenant, col, time.time())
-        self._embed_materials(docs)
-        contexts = self._retrieve(SearchFilter(p.tenant, (col,), (token,)), req.query, req.top_k, req.fusion)
-        return contexts, {"task_id": req.task, "fusion": req.fusion, "topK": req.top_k, "count": len(contexts),
-                          "ingested_chunks": len(new), "duplicate_chunks": len(docs) - len(new)}
+        contexts, lexical_only = self._retrieve(SearchFilter(p.tenant, (col,), (token,)), req.query, req.top_k,
+                                                req.fusion)
+        facts: dict[str, Any] = {"task_id": req.task, "task_from": req.task_from, "fusion": req.fusion,
+                                 "topK": req.top_k, "count": len(contexts), "ingested_chunks": len(new),
+                                 "duplicate_chunks": len(docs) - len(new)}
+        if skipped:
+            facts["not_embedded"] = dict(skipped)
+        if lexical_only:  # said, never silent: the daily token cap left the query unembedded
+            facts["semantic"] = "skipped: the tenant's daily embedding token cap is spent"
+        return contexts, facts
+
+    def _ingest(self, tenant: str, token: str, new: list[StoredDoc], stored: list[StoredDoc]) -> Counter[str]:
+        """Stage the new chunks, embed them (and stored chunks of the task still without a
+        vector), publish the new ones in one transaction. Returns the chunks the eligibility
+        policy kept from the embedder, by reason."""
+        space = self.c.spaces.active(tenant)
+        sides = self.c.store.sidecars([d.key for d in stored], space)
+        waiting = [d for d in stored if (sd := sides.get(d.key)) is not None and _embeddable(sd.status)]
+        self._reserve(tenant, len(new) + len(waiting))
+        if not new:
+            return self._embed_materials(waiting, space) if waiting else Counter()
+        staging = f"{token}#staging:{secrets.token_hex(8)}"
+        staged = [replace(d, acl=[staging]) for d in new]
+        try:
+            self.c.docs.put(staged)  # one transaction; nobody's filter holds the staging token
+            skipped = self._embed_materials(staged + waiting, space)
+            self.c.docs.put(new)  # one transaction: every new chunk visible at once, vectors ready
+        except BaseException:
+            self._discard(staged, staging)
+            raise
+        return skipped
+
+    def _discard(self, staged: Sequence[StoredDoc], staging: str) -> None:
+        """Remove what this call staged and did not publish (a chunk another call published
+        meanwhile carries the task's token, not ours, and stays)."""
+        try:
+            now = self.c.store.get_docs([d.key for d in staged])
+            for k, d in now.items():
+                if d.acl == [staging]:
+                    self.c.docs.delete(k)
+        except Exception:  # noqa: BLE001 - the call's own error is the one to report; staged rows match no query
+            log.warning("extract_key_info could not remove staged chunks", exc_info=True)
+
+    def _reserve(self, tenant: str, wanted: int) -> None:
+        """The tenant's per-minute embedding budget for every chunk of the call, all or none,
+        before anything is stored: a call is never answered with chunks left unembedded."""
+        if wanted <= 0:
+            return
+        budget = self.c.planner.budget
+        per_minute = self.c.settings.per_tenant_per_min
+        if wanted > per_minute:
+            raise ToolFailure(ErrorCode.PAYLOAD_TOO_LARGE.code,
+                              f"the materials need {wanted} chunks embedded; this tenant may embed at most "
+                              f"{per_minute} per minute: send them in smaller parts",
+                              {"budget": "per_minute", "needed": wanted, "per_minute": per_minute})
+        have = budget.available(tenant)
+        if have >= wanted and budget.take(tenant, wanted) >= wanted:
+            return
+        if not budget.reachable():
+            return  # the bucket cannot be asked (Redis away): embed, as every write then does
+        wait = math.ceil((wanted - min(have, wanted)) * 60.0 / max(1, per_minute))
+        raise ToolFailure(ErrorCode.RATE_LIMITED.code,
+                          f"the materials need {wanted} chunks embedded and this tenant's per-minute embedding "
+                          f"budget has {have} left; nothing was stored, retry in about {wait} s",
+                          {"budget": "per_minute", "needed": wanted, "available": have,
+                           "retry_after_seconds": max(1, wait)})
 
     def _charge(self, key: str, chars: int, chunks: int) -> None:
         s = self.c.settings
@@ -187,29 +275,56 @@ class KeyInfo:
         return ToolFailure(ErrorCode.EMBEDDER_UNAVAILABLE.code,
                            f"the embedder failed after {self.c.settings.extract_embed_attempts} attempts: {why}")
 
-    def _embed_materials(self, docs: list[StoredDoc]) -> None:
-        """Embed the task's chunks now; chunks whose embedding failed are retried with backoff,
-        then the call fails. Chunks the tenant's budget did not grant stay lazy (not a failure)."""
+    def _embed_materials(self, docs: list[StoredDoc], space: str) -> Counter[str]:
+        """Embed the chunks now, in requests of at most EMBED_BATCH; chunks whose embedding
+        failed are retried with backoff, then the call fails (`embedder_unavailable`). A tenant
+        past its daily token cap fails the call (`rate_limited`). Returns the chunks the
+        eligibility policy kept from the embedder, by reason."""
         if not docs:
-            return
-        space = self.c.spaces.active(docs[0].key.tenant)
+            return Counter()
+        tenant = docs[0].key.tenant
         attempts = self.c.settings.extract_embed_attempts
+        todo = docs
+        started = time.perf_counter()
         with METRICS.embedding_latency.labels(tool="extract_key_info", stage="materials").time():
             for attempt in range(attempts):
-                core.embed_now(self.c, docs)
-                sides = self.c.store.sidecars([d.key for d in docs], space)
-                failing = [k for k, sd in sides.items() if sd.status != SemanticStatus.READY
-                           and (sd.reason or "").startswith("embed_error")]
-                if not failing:
-                    return
-                docs = [d for d in docs if d.key in set(failing)]
+                self._run_jobs(todo, space)
+                sides = self.c.store.sidecars([d.key for d in todo], space)
+                todo = [d for d in todo if (sd := sides.get(d.key)) is None or _embeddable(sd.status)]
+                if not todo:
+                    break
                 if attempt + 1 < attempts:
                     self._backoff(attempt)
-        raise self._unavailable(f"{len(failing)} material chunk(s) could not be embedded")
+        TENANT_METRICS.embedding("extract_key_info", "materials", tenant, time.perf_counter() - started)
+        if todo:
+            raise self._unavailable(f"{len(todo)} material chunk(s) could not be embedded")
+        sides = self.c.store.sidecars([d.key for d in docs], space)
+        capped = sum(1 for sd in sides.values() if sd.status == SemanticStatus.DEFERRED and sd.reason == "budget")
+        if capped:
+            raise ToolFailure(ErrorCode.RATE_LIMITED.code,
+                              f"this tenant's daily embedding token cap is spent ({capped} chunk(s) could not be "
+                              "embedded); nothing new was stored; it resets at 00:00 UTC",
+                              {"budget": "daily_tokens", "retry_after_seconds": _utc_day(time.time())[1]})
+        return Counter(sd.reason or sd.status.value for sd in sides.values() if sd.status != SemanticStatus.READY)
+
+    def _run_jobs(self, docs: Sequence[StoredDoc], space: str) -> None:
+        """Through the workers' EmbedHandler (eligibility, redaction, dim safety, usage), synchronously."""
+        jobs = [EmbedJob(d.key, space, d.content_hash, priority="bulk") for d in docs]
+        batch = max(1, min(EMBED_BATCH, self.c.settings.embed_batch_size))
+        for i in range(0, len(jobs), batch):
+            self.c.handler.run(jobs[i:i + batch])
+        self.c.follower.catch_up(tenant=docs[0].key.tenant)
 
     def _query_vector(self, query: str, tenant: str, collection: str) -> list[float] | None:
         """None: the tenant's daily token cap is spent (the retrieval is lexical)."""
         attempts = self.c.settings.extract_embed_attempts
+        started = time.perf_counter()
+        try:
+            return self._query_attempts(query, tenant, collection, attempts)
+        finally:
+            TENANT_METRICS.embedding("extract_key_info", "query", tenant, time.perf_counter() - started)
+
+    def _query_attempts(self, query: str, tenant: str, collection: str, attempts: int) -> list[float] | None:
         why = ""
         with METRICS.embedding_latency.labels(tool="extract_key_info", stage="query").time():
             for attempt in range(attempts):
@@ -227,10 +342,14 @@ class KeyInfo:
                     self._backoff(attempt)
         raise self._unavailable(why)
 
-    def _retrieve(self, flt: SearchFilter, query: str, k: int, mode: str) -> list[str]:
+    def _retrieve(self, flt: SearchFilter, query: str, k: int, mode: str) -> tuple[list[str], bool]:
+        """(the contexts, whether the semantic leg was skipped because the query could not be embedded
+        within the tenant's daily cap)."""
         depth = max(2 * k, 20)
+        started = time.perf_counter()
         with METRICS.bm25_latency.labels(tool="extract_key_info").time():
             lex = self.c.lexical.search(flt, query, depth)
+        TENANT_METRICS.bm25("extract_key_info", flt.tenant, time.perf_counter() - started)
         assert flt.collections is not None
         qvec = self._query_vector(query, flt.tenant, flt.collections[0])
         sem = core.exact_semantic(self.c, flt, qvec, depth) if qvec is not None else []
@@ -242,7 +361,7 @@ class KeyInfo:
         ranking = rrf(lex, sem, self.c.settings.rrf_k) if mode == "rrf" else weighted(
             lex, sem, {key: d.updated_at for key, d in mine.items()})
         return [str(mine[f.key].fields.get("meta", {}).get("original", mine[f.key].fields["content"]))
-                for f in ranking[:k]]
+                for f in ranking[:k]], qvec is None
 
     def _sweep(self) -> None:
         """Seed 004 retention: materials of tasks unused for the retention period are deleted.
@@ -266,3 +385,9 @@ class KeyInfo:
                 self.c.docs.delete(key)
             self.tasks.forget(tenant, col)
         return len(stale)
+
+
+def _embeddable(status: SemanticStatus) -> bool:
+    """Not embedded yet, and not because the policy said so (denied, deferred) : the handler
+    should make it ready, so a chunk left here is a failure to report."""
+    return status not in (SemanticStatus.READY, SemanticStatus.DENIED, SemanticStatus.DEFERRED)

@@ -21,6 +21,7 @@ from mcp_types import CallToolResult, TextContent
 
 from services.mcp.errors import DB_ERROR, ToolFailure, forbidden
 from services.mcp.runtime import Caller, ToolRuntime, owner_id
+from services.mcp.tenant_metrics import TENANT_METRICS
 from shared.agent_ports import AuditRecord, PreCallDenied
 from shared.errors import ErrorCode, VibeError
 from shared.metrics import METRICS
@@ -124,6 +125,7 @@ def invoke(rt: ToolRuntime, headers: Mapping[str, str] | None, tool: str, scope:
         ms = (time.perf_counter() - started) * 1000
         METRICS.tool_calls.labels(tool=tool, outcome=outcome).inc()
         METRICS.tool_call_seconds.labels(tool=tool).observe(ms / 1000)
+        TENANT_METRICS.tool_call(tool, outcome, principal.tenant if principal is not None else None)
         _log(rt, tool, outcome, ms, count)
         # MCP_NO_LOG: counters only, so no audit row either (it holds the caller, the
         # parameters' sizes and the outcome: more than a counter).

@@ -8,9 +8,11 @@ over stdio by `VIBE_MCP_KEY` (or the local dev key when no keys are configured).
 also carries `key`, an HMAC of the bearer key under the server secret (services/mcp/secret.py):
 what a tool keeps per API key (extract_key_info materials, their budget) is keyed by it.
 
-Seed 004's `Authorization: Bearer <identity>@<token>`: with VIBE_EXTRACT_TASK_FROM_BEARER on,
-a bearer that is not itself a key but `<identity>@<key>` authenticates as `<key>`, and
-`<identity>` becomes the caller's `identity` (extract_key_info's task when no task_id is given).
+extract_key_info clients' `Authorization: Bearer <identity>@<token>`: with
+VIBE_EXTRACT_TASK_FROM_BEARER on (the default), a bearer that is not itself a key but
+`<identity>@<key>` authenticates as `<key>`, and `<identity>` becomes the caller's `identity`
+(extract_key_info's task when no task_id is given). A stdio server has no header: its
+VIBE_MCP_KEY may take the same `<identity>@<key>` form, so a stdio session has an identity too.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ import blake3
 from services.api.auth import KeyRing
 from services.mcp.errors import ToolFailure, forbidden
 from services.mcp.secret import key_ref, server_secret
+from services.mcp.tenant_metrics import TENANT_METRICS
 from services.wiring import Container, build_citations
 from shared.agent_ports import AuditLog, CitationRegistry, MaterialBudget, PreCallCheck, Reranker, TaskLedger
 from shared.config import Settings
@@ -95,10 +98,13 @@ def split_identity(bearer: str) -> tuple[str | None, str]:
     return (identity, token) if at and identity and token else (None, bearer)
 
 
-def build_runtime(container: Container, keys: KeyRing, fixed: tuple[Principal, str] | None = None) -> ToolRuntime:
-    """`fixed`: the (principal, bearer key) a stdio server acts as."""
+def build_runtime(container: Container, keys: KeyRing, fixed: tuple[Principal, str] | None = None,
+                  identity: str | None = None) -> ToolRuntime:
+    """`fixed`: the (principal, bearer key) a stdio server acts as; `identity`: its
+    `<identity>@` part, when VIBE_MCP_KEY had one."""
     secret = server_secret(container.settings)
-    caller = Caller(fixed[0], key_ref(secret, fixed[1])) if fixed else None
+    TENANT_METRICS.configure(container.settings)
+    caller = Caller(fixed[0], key_ref(secret, fixed[1]), identity) if fixed else None
     a = container.agent()
     return ToolRuntime(container, keys, a.citations, a.audit, a.precall, a.budget, a.tasks, a.reranker, secret,
                        caller)

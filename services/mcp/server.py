@@ -7,7 +7,7 @@ Tools, by the names their clients call (older names stay as aliases):
 - Rifflux (Markdown knowledge base search): `search_rifflux` (alias `search`), `reindex`, `reindex_status`,
   `get_chunk`, `get_file`, `index_status`;
 - SurfSense (cited retrieval): `search_knowledge_base`, `citations.resolve`;
-- `extract_key_info`;
+- `extract_key_info` (registered while VIBE_MCP_EXTRACT_KEY_INFO_ENABLED is on, the default);
 - inner_voice / Surr memory: `inner_voice.retrieve` (alias `snippets.retrieve`), listed always and gated per
   call with `feature_disabled` when `SURR_ENABLE_INNER_VOICE`/`VIBE_ENABLE_INNER_VOICE` is off.
 
@@ -19,6 +19,7 @@ SDK text (`VibeMCPServer.call_tool`).
 
 from __future__ import annotations
 
+import inspect
 import logging
 from typing import Annotated, Any, Literal
 
@@ -31,7 +32,7 @@ from pydantic import Field, ValidationError
 from services.api.auth import KeyRing, dev_key
 from services.mcp.errors import invalid
 from services.mcp.invoke import failed, invoke
-from services.mcp.runtime import ToolRuntime, build_runtime
+from services.mcp.runtime import ToolRuntime, build_runtime, split_identity
 from services.mcp.tools import Tools
 from shared.config import Settings
 from shared.metrics import METRICS
@@ -171,28 +172,8 @@ def build_server(rt: ToolRuntime) -> MCPServer:
         return invoke(rt, ctx.headers, "citations.resolve", "read", params,
                       lambda c: t.resolve(c.principal, conversation_id, numbers, text))
 
-    @srv.tool(name="extract_key_info", description="Top-K context strings from ad-hoc materials for a task: "
-              "returns a list of strings.")
-    def extract_key_info(query: Annotated[str, Field(description="Natural-language question.")],
-                         materials: Annotated[str, Field(description="Unstructured source text to search.")],
-                         ctx: Context,
-                         topK: Annotated[int, Field(ge=0, le=20, description="Snippets to return (0 = the "  # noqa: N803
-                                                                             "default, 5; at most 20).")] = 0,
-                         task_id: Annotated[str | None, Field(description="The task the materials belong to "
-                                                                          "(required unless the server derives it "
-                                                                          "from `Bearer <task>@<key>`).")] = None,
-                         fusion: Annotated[Literal["weighted", "rrf"] | None, Field(
-                             description="weighted: 0.65 semantic + 0.35 lexical, ties by recency (default); "
-                                         "rrf: reciprocal rank fusion.")] = None) -> CallToolResult:
-        params = {"query_chars": len(query), "materials_chars": len(materials), "topK": topK, "fusion": fusion}
-        checked: dict[str, Any] = {}
-
-        def check(c: Any) -> None:
-            checked["req"] = t.extract_check(c, query, materials, topK, task_id, fusion)
-            params["task"] = checked["req"].task[:128]
-
-        return invoke(rt, ctx.headers, "extract_key_info", "read", params,
-                      lambda c: t.extract(c, checked["req"]), task=(task_id or "")[:128] or None, check=check)
+    if rt.settings.mcp_extract_key_info_enabled:
+        _extract_key_info_tool(srv, rt, t)
 
     def inner_voice_tool(name: str) -> None:
         @srv.tool(name=name, description="Provenance-rich snippets from the knowledge graph and thoughts; "
@@ -224,16 +205,61 @@ def build_server(rt: ToolRuntime) -> MCPServer:
     return srv
 
 
-def stdio_principal(settings: Settings) -> tuple[KeyRing, Principal, str]:
-    """The key the stdio server acts as (its principal and the key itself): VIBE_MCP_KEY among
-    VIBE_API_KEYS, or the local dev key when no keys are configured (the same rule as `serve`)."""
+def _extract_key_info_tool(srv: MCPServer, rt: ToolRuntime, t: Tools) -> None:
+    """extract_key_info(query, materials, topK): the task comes from `task_id`, else the
+    caller's identity (`Bearer <task>@<key>`), else VIBE_EXTRACT_DEFAULT_TASK."""
+    s = rt.settings
+
+    def extract_key_info(query: Annotated[str, Field(description="Natural-language question.")],
+                         materials: Annotated[str, Field(description="Unstructured source text containing "
+                                                                     "candidate answers.")],
+                         ctx: Context,
+                         topK: int | None = None,  # noqa: N803 - the name clients send
+                         task_id: Annotated[str | None, Field(description="The task the materials belong to "
+                                                                          "(default: the identity of `Bearer "
+                                                                          "<task>@<key>`, else the server's "
+                                                                          "default task).")] = None,
+                         fusion: Annotated[Literal["weighted", "rrf"] | None, Field(
+                             description="weighted: 0.65 semantic + 0.35 lexical, ties by recency (default); "
+                                         "rrf: reciprocal rank fusion.")] = None) -> CallToolResult:
+        params = {"query_chars": len(query), "materials_chars": len(materials), "topK": topK, "fusion": fusion}
+        checked: dict[str, Any] = {}
+
+        def check(c: Any) -> None:
+            checked["req"] = t.extract_check(c, query, materials, topK, task_id, fusion)
+            params["task"] = checked["req"].task[:128]
+
+        return invoke(rt, ctx.headers, "extract_key_info", "read", params,
+                      lambda c: t.extract(c, checked["req"]), task=(task_id or "")[:128] or None, check=check)
+
+    # topK's bounds and default are the operator's settings, so they are set on the signature
+    # the SDK builds the input schema from (a static annotation could not name them).
+    top_k = Annotated[int, Field(ge=1, le=s.extract_max_top_k, description=(
+        f"Number of snippets to return (default {s.extract_top_k_default}, at most {s.extract_max_top_k})."))]
+    sig = inspect.signature(extract_key_info, eval_str=True)
+    extract_key_info.__signature__ = sig.replace(parameters=[  # type: ignore[attr-defined]
+        p.replace(annotation=top_k, default=min(s.extract_top_k_default, s.extract_max_top_k))
+        if p.name == "topK" else p for p in sig.parameters.values()])
+    srv.tool(name="extract_key_info", description="Top-K context strings from ad-hoc materials for a task: "
+             "returns a list of strings.")(extract_key_info)
+
+
+def stdio_principal(settings: Settings) -> tuple[KeyRing, Principal, str, str | None]:
+    """The key the stdio server acts as (its principal, the key itself and the identity of an
+    `<identity>@<key>` VIBE_MCP_KEY): VIBE_MCP_KEY among VIBE_API_KEYS, or the local dev key
+    when no keys are configured (the same rule as `serve`). The `<identity>@<key>` form is the
+    stdio twin of the `Bearer <identity>@<key>` header, accepted under the same setting."""
     keys = list(settings.api_keys) or [dev_key(settings.data_dir)]
     ring = KeyRing(keys)
     token = settings.mcp_key or (keys[0].key if not settings.api_keys else None)
     found = ring.lookup(token) if token else None
+    identity = None
+    if found is None and token and settings.extract_task_from_bearer:
+        identity, token = split_identity(token)
+        found = ring.lookup(token) if identity is not None else None
     if found is None or token is None:
-        raise SystemExit("vibe-semantic mcp: set VIBE_MCP_KEY to one of VIBE_API_KEYS")
-    return ring, found, token
+        raise SystemExit("vibe-semantic mcp: set VIBE_MCP_KEY to one of VIBE_API_KEYS (or <identity>@<key>)")
+    return ring, found, token, identity
 
 
 def run_stdio(settings: Settings) -> None:
@@ -241,10 +267,10 @@ def run_stdio(settings: Settings) -> None:
     from shared.logging import configure_logging
 
     configure_logging(settings.debug)  # JSON lines on stderr; stdout carries the protocol
-    ring, principal, token = stdio_principal(settings)
+    ring, principal, token, identity = stdio_principal(settings)
     container = build(settings)
     container.start()
-    rt = build_runtime(container, ring, fixed=(principal, token))
+    rt = build_runtime(container, ring, fixed=(principal, token), identity=identity)
     try:
         anyio.run(build_server(rt).run_stdio_async)
     finally:

@@ -8,7 +8,7 @@ human/green, integer `latency_ms`, `diagnostics.model` without our provider pref
 
 004: the answer is a list of strings; an embedder failure is retried and then
 `embedder_unavailable` (never a lexical-only answer); `Bearer <identity>@<key>` gives the task
-when the operator enables it; task retention purges unused tasks.
+(a plain key without task_id uses the default task); task retention purges unused tasks.
 """
 
 from __future__ import annotations
@@ -148,8 +148,8 @@ def test_seed_004_task_from_bearer_identity(bearer_srv: Served) -> None:
         assert got == ["Budget is small."] and facts["task_id"] == "plan-b"  # plan-a's materials stay apart
         assert plain.extract({"query": "launch date", "materials": "x", "task_id": "plan-a"})[0][0] == \
             "Launch is on March 10."  # the same key naming the task explicitly reaches the same materials
-        err, body = plain.call("extract_key_info", {"query": "q", "materials": "m"})
-        assert err and body["error"]["code"] == "invalid_params" and "task_id" in body["error"]["message"]
+        got, facts = plain.extract({"query": "launch date", "materials": "Nothing about dates."})
+        assert got == ["Nothing about dates."] and (facts["task_id"], facts["task_from"]) == ("default", "default")
     finally:
         for c in (a, b, plain):
             c.close()
@@ -166,7 +166,7 @@ def test_seed_004_retention_purges_unused_tasks(tmp_path: Path) -> None:
         t = Tools(rt)
         p = ring.lookup("k-alice")
         assert p is not None
-        req = t.key_info.validate("launch", "Launch is on March 10.\n\nBudget is small.", 0, None, "old", None)
+        req = t.key_info.validate("launch", "Launch is on March 10.\n\nBudget is small.", None, None, "old", None)
         assert t.key_info.run(p, "ref-1", req)[0]
         col = {col for tenant, col in rt.tasks.stale(time.time() + 1)}
         assert len(col) == 1

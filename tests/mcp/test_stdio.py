@@ -161,12 +161,15 @@ def test_extract_key_info_isolation_dedupe_limits_and_audit(mcp: McpClient, corp
     assert mcp.error("extract_key_info", {"query": "", "materials": "m", **t}) == "invalid_params"
     assert mcp.error("extract_key_info", {"query": "q", "materials": "x" * 200_001, **t}) == "payload_too_large"
     assert mcp.error("extract_key_info", {"query": "q", "materials": "m", "task_id": "../x"}) == "invalid_params"
-    assert mcp.error("extract_key_info", {"query": "q", "materials": "m"}) == "invalid_params"  # task_id required
+    got, facts = mcp.extract({"query": "lemons", "materials": "Lemons are sour."})  # no task_id: the default task
+    assert (facts["task_id"], facts["task_from"]) == ("default", "default") and got == ["Lemons are sour."]
     assert mcp.error("extract_key_info", {"query": "q", "materials": "m", "topK": 13, **t}) == "forbidden"  # pre-call
     # validation runs before the pre-call (billing) hook: an invalid call is never billed
     assert mcp.error("extract_key_info", {"query": "", "materials": "m", "topK": 13, **t}) == "invalid_params"
-    got, facts = mcp.extract({"query": "grass", "materials": "Grass is green.", "topK": 0, **t})
-    assert facts["topK"] == 5  # topK=0 means the default
+    got, facts = mcp.extract({"query": "grass", "materials": "Grass is green.", **t})
+    assert facts["topK"] == 5  # topK absent means the default
+    assert mcp.error("extract_key_info", {"query": "grass", "materials": "Grass is green.", "topK": 0, **t}) == \
+        "invalid_params"  # topK must be in (0, 20]
     # no search, not even over every collection of the tenant, surfaces task materials
     for mode in ("lexical", "semantic", "hybrid"):
         found = _search(mcp, query="bananas yellow sky blue", mode=mode, collection="any", top_k=100)["results"]
