@@ -21,7 +21,7 @@ from typing import Any
 
 from services.mcp.citations import Passage, cite, render_context
 from services.mcp.scope import resolve
-from services.mcp.search import ChunkSearch, SearchOut, chunk_fields, citation_locator
+from services.mcp.search import ChunkSearch, SearchOut, chunk_fields, citation_locator, document_label, folder_of
 from services.planner.fusion import Fused
 from shared.agent_ports import CitationRegistry, Reranker, RerankError
 from shared.model import Principal
@@ -62,16 +62,19 @@ class KnowledgeBase:
             doc = out.docs[f.key]
             ch = chunk_fields(doc)
             loc = citation_locator(doc)
-            title = doc.fields["title"] if isinstance(doc.fields.get("title"), str) else ch["path"]
+            title = document_label(doc)  # never the document's key: an id is a number a model would cite
             display = {"title": title, "source": f.key.collection, "heading_path": ch["heading_path"]}
             n = cite(self.citations, owner, cid, "kb_chunk", loc, display)
             r: dict[str, Any] = {"n": n, "source_type": "kb_chunk", "document_id": loc["document_id"],
                                  "chunk_id": loc["chunk_id"], "title": title, "source": f.key.collection,
                                  "heading_path": ch["heading_path"], "content": ch["content"], "score": f.score}
+            if (folder := folder_of(doc)) is not None:
+                r["folder_id"] = folder  # what scope.folder_ids takes to search this chunk's folder
             if f.key in scores:
                 r["rerank_score"] = scores[f.key]
             results.append(r)
-            passages.append(Passage(n, title, f.key.collection, ch["content"]))
+            passages.append(Passage(n, title, f.key.collection, ch["content"],
+                                    group=f"{f.key.collection}/{loc['document_id']}"))
         body: dict[str, Any] = {"query": query, "conversation_id": cid, "count": len(results), "results": results,
                                 "context": render_context(passages, INTRO), "reranked": reranked}
         if self.reranker is not None:

@@ -19,11 +19,18 @@ without following a final symlink, and the opened descriptor's real path is chec
 (/proc/self/fd), so swapping a symlink in between the listing and the read gains nothing.
 
 Chunks are ordinary documents of the collection (id `<file id>~<chunk index>`, fields
-`path`, `heading_path`, `chunk_index`, `content`, and a `meta` object with the file hash,
-which nothing indexes), written through DocumentService like any PUT, so tenant and ACL
+`path`, `heading_path`, `chunk_index`, `content`, `folder_id` and a `meta` object with the file
+hash, which nothing indexes), written through DocumentService like any PUT, so tenant and ACL
 filtering inside the engines applies to them. A file whose hash equals the stored one is
 skipped unless `force`; a file that shrank loses its surplus chunks. Vectors are produced at
 once by the EmbedHandler (core.embed_now), as Rifflux's reindex embeds at index time.
+
+Folders: every folder read gets a stable integer id (`folder_id(path)`, from its absolute
+path), and each chunk's `folder_id` lists the ids of its file's folder and of every enclosing
+folder up to the indexed location, innermost first, so `scope.folder_ids` of a search finds a
+folder's files and its subfolders' (services/mcp/scope.py). Integers, because that is what
+SurfSense folder ids are, and because numbers are filterable but never embedded or matched as
+words. A file indexed before it had folder ids is rewritten by the next reindex, not skipped.
 
 `prune_missing` (default true): a file this tool indexed from inside a scanned folder (its
 absolute path is kept in the chunks' `meta.file`) that is no longer there loses all its
@@ -60,8 +67,9 @@ SUFFIXES = {".md", ".markdown", ".txt"}
 
 
 def chosen(path: str | None, paths: Sequence[str] | None) -> list[str] | None:
-    """Seed 002 precedence: non-empty `paths`, else `path`; None = the working directory."""
-    return list(paths) if paths else ([path] if path else None)
+    """Rifflux precedence: non-empty `paths`, else `path`; None = the working directory. An
+    empty `path` is not an omitted one: it is refused, never read as the working directory."""
+    return list(paths) if paths else ([path] if path is not None else None)
 
 
 def locations(path: str | None, paths: Sequence[str] | None, cwd: Path) -> list[Path]:
@@ -114,7 +122,11 @@ def check_locations(given: Sequence[str] | None, cwd: Path, roots: Roots | Seque
         except (OSError, RuntimeError, ValueError):  # symlink loops, NUL bytes, unreadable parents
             ok = False
         if not ok and given is None:
-            raise invalid("the server's working directory is not inside the allowed reindex roots; pass path or paths")
+            # safe default: the folder a server happened to start in is not readable by a remote
+            # caller unless an operator made it a root
+            raise invalid("reindex without path or paths reads the server's working directory, which is not "
+                          "inside the allowed reindex roots; pass path or paths, or add the working directory "
+                          "to VIBE_MCP_REINDEX_ROOTS (or VIBE_MCP_REINDEX_TENANT_ROOTS for one tenant)")
         if not ok:
             raise _unknown(g)
         out.append(loc)
@@ -178,6 +190,21 @@ def read_inside(f: Path, roots: Roots | Sequence[Path], skip: Path, max_bytes: i
 
 def file_id(f: Path) -> str:
     return blake3.blake3(str(f).encode()).hexdigest()[:20]
+
+
+def folder_id(d: Path) -> int:
+    """A folder's id: 53 bits of a hash of its absolute path (exact in JSON and in a double)."""
+    return int.from_bytes(blake3.blake3(b"folder\0" + str(d).encode()).digest()[:8], "big") >> 11
+
+
+def folder_ids(f: Path, base: Path) -> list[int]:
+    """The ids of `f`'s folder and of each enclosing folder up to `base`, innermost first."""
+    out, d = [], f.parent
+    while True:
+        out.append(folder_id(d))
+        if d == base or base not in d.parents:
+            return out
+        d = d.parent
 
 
 @dataclass
@@ -298,11 +325,13 @@ class Reindexer:
             fid = file_id(f)
             old = self.c.store.get_doc(DocKey(p.tenant, col, f"{fid}{CHUNK_SEP}0"))
             meta = old.fields.get("meta", {}) if old is not None and old.readable_by(p) else {}
-            if not force and meta.get("file_hash") == digest and meta.get("file") == str(f):
+            folders = folder_ids(f, base)
+            if (not force and meta.get("file_hash") == digest and meta.get("file") == str(f)
+                    and old is not None and old.fields.get("folder_id") == folders):
                 tally.skipped += 1
                 continue
             docs = self._docs(p, col, fid, str(f.relative_to(base)), raw.decode("utf-8", "replace"), digest,
-                              str(f))
+                              str(f), folders)
             try:
                 self._write(p, col, fid, docs, old)
             except VibeError as e:
@@ -315,13 +344,13 @@ class Reindexer:
             tally.embedded += core.embed_now(self.c, docs)
 
     def _docs(self, p: Principal, col: str, fid: str, rel: str, text: str, digest: str,
-              source: str) -> list[StoredDoc]:
+              source: str, folders: list[int]) -> list[StoredDoc]:
         s = self.c.settings
         chunks = markdown_chunks(text, s.mcp_chunk_chars, s.mcp_chunk_overlap)
         meta = {"file_hash": digest, "chunk_count": len(chunks), "file": source}
         return [self.c.docs.parse(p, col, f"{fid}{CHUNK_SEP}{ch.index}", {
             "path": rel, "heading_path": ch.heading_path, "chunk_index": ch.index, "content": ch.content,
-            "meta": meta}) for ch in chunks]
+            "folder_id": folders, "meta": meta}) for ch in chunks]
 
     def _write(self, p: Principal, col: str, fid: str, docs: list[StoredDoc], old: StoredDoc | None) -> None:
         """The file's chunks, under the HTTP API's overwrite rule (services/core/overwrite.py): a

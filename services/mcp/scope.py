@@ -1,19 +1,29 @@
 """`scope` (SurfSense-compatible): the typed filter that narrows a search's haystack, applied INSIDE
-the engine queries as an id allow-list (`SearchFilter.ids`), never as a post-filter of a top
-list (which lost in-scope documents ranked past the candidate depth in large collections).
+the engine queries (an id allow-list, `SearchFilter.ids`, and field conditions,
+`SearchFilter.where`), never as a post-filter of a top list (which lost in-scope documents
+ranked past the candidate depth in large collections).
+
+Each non-empty key is one constraint and every constraint must hold (SQL's `WHERE a IN (...)
+AND b IN (...)`); ids inside one key are alternatives. An empty list is no constraint. Ids
+are strings or integers; `7` and `"7"` name the same id.
 
 Keys and what they map to here:
 - `document_ids`: a document of the collection; a file indexed by `reindex` is one document
   whose chunks are `<file id>~<i>`, so its id covers every chunk (a chunk id names one chunk);
-- `folder_ids`: a folder of indexed files, by the path `reindex` stored (relative to the
-  location) or the file's absolute path; `paths` is an alias;
-- `collection_ids`: collections to search instead of the default one (ours, not the seed's);
-- `connector_ids`, `thread_ids`: kinds this server has nothing for (no connectors, chats are
-  not indexed): a non-empty list is refused with `invalid_params` naming the kind, an empty
-  list is no constraint (as every empty list).
+- `folder_ids`: folder ids, not paths. A document is in folder F when its `folder_id` field
+  holds F (one id or a list). `reindex` gives every folder it reads a stable integer id and
+  stores on each chunk the ids of the file's folder and of every enclosing folder up to the
+  indexed location, so a folder's id covers its subfolders; search_knowledge_base results
+  show a chunk's `folder_id`;
+- `connector_ids`: documents whose `connector_id` field holds one of the ids (what a connector
+  sync writes); this server runs no connectors, so only documents written with that field match;
+- `thread_ids`: documents whose `thread_id` field holds one of the ids (indexed chat turns);
+- `paths` (ours): files `reindex` stored, by the path it stored (relative to the location) or
+  the file's absolute path, prefix by whole path segments;
+- `collection_ids` (ours): collections to search instead of the default one.
 
-Ids the caller cannot read, or that do not exist, simply match nothing: the allow-list only
-narrows the caller's tenant+ACL filter, so it cannot widen what a caller sees.
+Ids the caller cannot read, or that do not exist, simply match nothing: every constraint only
+narrows the caller's tenant+ACL filter, so no scope can widen what a caller sees.
 """
 
 from __future__ import annotations
@@ -28,9 +38,11 @@ from services.mcp.errors import invalid
 from services.wiring import Container
 from shared.errors import VibeError
 from shared.model import DocKey, Principal, StoredDoc
+from shared.ports import FieldCondition, Scalar
 
 SCOPE_KEYS = {"document_ids", "folder_ids", "connector_ids", "thread_ids", "collection_ids", "paths"}
-UNSERVED = {"connector_ids": "this server has no connectors", "thread_ids": "chats are not indexed on this server"}
+# The scope keys served by a document field, and that field.
+FIELD_KEYS = {"folder_ids": "folder_id", "connector_ids": "connector_id", "thread_ids": "thread_id"}
 CHUNK_SEP = "~"  # chunk doc id = <file id>~<chunk index>
 ANY = "any"
 SCAN_BATCH = 500
@@ -40,10 +52,11 @@ SCAN_BATCH = 500
 class Scope:
     collections: tuple[str, ...]
     ids: frozenset[DocKey] | None = None  # None = no id constraint
+    where: tuple[FieldCondition, ...] = ()  # field conditions, all must hold
 
     @property
     def narrows(self) -> bool:
-        return self.ids is not None
+        return self.ids is not None or bool(self.where)
 
 
 def check_search_collection(name: str) -> str:
@@ -93,10 +106,10 @@ def file_source(doc: StoredDoc) -> str:
     return src if isinstance(src, str) else ""
 
 
-def in_folder(doc: StoredDoc, folders: list[str]) -> bool:
+def under_path(doc: StoredDoc, prefixes: list[str]) -> bool:
     rel = doc.fields.get("path")
     names = [n for n in (rel if isinstance(rel, str) else "", file_source(doc)) if n]
-    for f in folders:
+    for f in prefixes:
         base = f.rstrip("/")
         if not base:  # "/" or "": the root holds everything
             return True
@@ -117,6 +130,26 @@ def _document_keys(c: Container, tenant: str, collection: str, doc_ids: list[str
     return out
 
 
+def id_values(ids: list[str]) -> tuple[Scalar, ...]:
+    """An id as a field may hold it: the string, and for a decimal string also the integer (a
+    client sends `7` or `"7"`; a document stores one or the other)."""
+    out: list[Scalar] = []
+    for x in ids:
+        out.append(x)
+        try:
+            n = int(x) if x.isascii() and len(x) <= 17 else None
+        except ValueError:
+            n = None
+        if n is not None and str(n) == x and abs(n) < 2**53:  # canonical, and exact as a JSON number
+            out.append(n)
+    return tuple(dict.fromkeys(out))
+
+
+def field_conditions(lists: dict[str, list[str]]) -> tuple[FieldCondition, ...]:
+    return tuple(FieldCondition(name, "in", id_values(lists[key]))
+                 for key, name in sorted(FIELD_KEYS.items()) if lists[key])
+
+
 def resolve(c: Container, p: Principal, raw: dict[str, Any] | None, collection: str) -> Scope:
     s = c.settings
     if raw is None:
@@ -130,22 +163,26 @@ def resolve(c: Container, p: Principal, raw: dict[str, Any] | None, collection: 
     lists = {name: _ids(raw, name, s.mcp_max_id_chars) for name in SCOPE_KEYS}
     if sum(len(v) for v in lists.values()) > s.mcp_max_scope_ids:
         raise invalid(f"scope lists at most {s.mcp_max_scope_ids} ids in all")
-    for name, why in UNSERVED.items():
-        if lists[name]:
-            raise invalid(f"scope.{name} cannot be served: {why}; pass an empty list or leave it out")
     cols = tuple(dict.fromkeys(check_search_collection(x) for x in lists["collection_ids"])) \
         or (check_search_collection(collection),)
-    docs, folders = lists["document_ids"], lists["folder_ids"] + lists["paths"]
-    if not docs and not folders:
-        return Scope(cols)  # only empty lists (or collections): no id constraint
+    where = field_conditions(lists)
+    docs, prefixes = lists["document_ids"], lists["paths"]
+    if not docs and not prefixes:
+        return Scope(cols, None, where)  # no id constraint (field conditions hold on any collection)
     if ANY in cols:
-        raise invalid("document_ids and folder_ids need named collections, not 'any'")
-    ids: set[DocKey] = set()
-    for col in cols:
-        if docs:
-            ids |= _document_keys(c, p.tenant, col, docs)
-        if folders:
-            for head in file_heads(c, p.tenant, col):
-                if in_folder(head, folders):
-                    ids.update(file_chunk_keys(head))
-    return Scope(cols, frozenset(ids))
+        raise invalid("document_ids and paths need named collections, not 'any'")
+    ids: set[DocKey] | None = None
+    for keys in ([_document_keys(c, p.tenant, col, docs) for col in cols] if docs else [],
+                 [_path_keys(c, p.tenant, col, prefixes) for col in cols] if prefixes else []):
+        if keys:
+            union = set().union(*keys)
+            ids = union if ids is None else ids & union
+    return Scope(cols, frozenset(ids or ()), where)
+
+
+def _path_keys(c: Container, tenant: str, collection: str, prefixes: list[str]) -> set[DocKey]:
+    out: set[DocKey] = set()
+    for head in file_heads(c, tenant, collection):
+        if under_path(head, prefixes):
+            out.update(file_chunk_keys(head))
+    return out

@@ -5,13 +5,24 @@ Candidates: up to `top_k * 2` per enabled modality (REQ-006), each from an engin
 already carries the caller's tenant, collections, ACL and the scope's id allow-list
 (services/mcp/scope.py), so an in-scope chunk is found however deep it ranks in the whole
 collection. Hybrid is RRF with k=60 and ranks from 1 (the planner's `rrf`); raw BM25 and
-cosine are never averaged (their scales differ). Lexical `bm25` is tantivy's BM25 (higher is better,
-unlike FTS5's negated value). Semantic `cosine` is exact cosine over the stored vectors of
-the ANN candidates; a zero-norm query vector gives rows with cosine 0.0, as Rifflux does.
+cosine are never averaged (their scales differ). Semantic `cosine` is exact cosine over the
+stored vectors of the ANN candidates; a zero-norm query vector gives rows with cosine 0.0, as
+Rifflux does.
 
-Bounds: the query (VIBE_MCP_MAX_QUERY_CHARS), top_k
-(VIBE_MCP_MAX_TOP_K) and the scope (VIBE_MCP_MAX_SCOPE_IDS ids of at most
-VIBE_MCP_MAX_ID_CHARS characters) are refused with `invalid_params` past their limit.
+Lexical `bm25` follows SQLite FTS5's sign: negative, lower is better, results in ascending
+order. Its magnitude is the hit's BM25 divided by the caller's best hit (so the best is -1.0):
+raw BM25 carries IDF over every document of the tenant, which would tell a caller how many
+documents it may not read contain a word (services/planner/fusion.py `relative`).
+
+`top_k`: any positive value is accepted (Rifflux clients only promise "positive"); above
+VIBE_MCP_MAX_TOP_K the answer holds at most that many results and `diagnostics.top_k` says
+so. `db_path`: Rifflux lets a local client choose its SQLite file; a server must never open
+a file a remote caller names, so the argument is accepted and not used, and
+`diagnostics.db_path` says the answer came from this server's own store.
+
+Bounds: the query (VIBE_MCP_MAX_QUERY_CHARS), `db_path` (VIBE_MCP_MAX_PATH_CHARS) and the
+scope (VIBE_MCP_MAX_SCOPE_IDS ids of at most VIBE_MCP_MAX_ID_CHARS characters) are refused
+with `invalid_params` past their limit.
 """
 
 from __future__ import annotations
@@ -26,6 +37,7 @@ from services.mcp.scope import ANY, CHUNK_SEP, Scope, check_search_collection, r
 from services.planner.fusion import Fused, relative, rrf, single
 from services.wiring import Container
 from shared.agent_ports import CitationRegistry
+from shared.filters import matches
 from shared.model import DocKey, Hit, Principal, StoredDoc
 from shared.ports import SearchFilter
 from shared.text.hashing import doc_text
@@ -58,10 +70,33 @@ def chunk_fields(doc: StoredDoc) -> dict[str, Any]:
     }
 
 
+def document_label(doc: StoredDoc) -> str:
+    """What `<retrieved_context>` groups a passage under: its title, else the file path
+    `reindex` stored; never the document's key, an id a model would cite instead of `[n]`."""
+    f = doc.fields
+    for name in ("title", "path"):
+        if isinstance(f.get(name), str) and f[name].strip():
+            return str(f[name])
+    return "Untitled document"
+
+
+def folder_of(doc: StoredDoc) -> int | str | None:
+    """The document's own folder id: its `folder_id`, or the innermost of the list `reindex`
+    stores (the file's folder, then each enclosing one)."""
+    v = doc.fields.get("folder_id")
+    first = v[0] if isinstance(v, list) and v else v
+    return first if isinstance(first, int | str) and not isinstance(first, bool) else None
+
+
+def fts5_bm25(score: float | None) -> float | None:
+    """FTS5's sign: lower is better (0.0 stays 0.0, never -0.0)."""
+    return None if score is None else (-score or 0.0)
+
+
 def breakdown(mode: str, f: Fused) -> dict[str, Any]:
     """Exactly the keys per mode that Rifflux clients read."""
     if mode == "lexical":
-        return {"bm25": f.lexical_score}
+        return {"bm25": fts5_bm25(f.lexical_score)}
     if mode == "semantic":
         return {"cosine": f.semantic_score}
     return {"rrf": f.score, "lexical_rank": f.lexical_rank, "semantic_rank": f.semantic_rank}
@@ -90,7 +125,7 @@ class ChunkSearch:
         modality, each engine query filtered by tenant, collections, ACL and the scope's ids."""
         ids = tuple(sorted(scope.ids, key=lambda k: (k.collection, k.doc_id))) if scope.ids is not None else None
         flt = SearchFilter(p.tenant, None if ANY in scope.collections else scope.collections,
-                           tuple(p.readable_acl), p.filter, ids=ids)
+                           tuple(p.readable_acl), p.filter + scope.where, ids=ids)
         want = depth or top_k * 2
         lex = relative(self.c.lexical.search(flt, query, want)) if mode != "semantic" else []
         sem: list[Hit] = []
@@ -100,6 +135,8 @@ class ChunkSearch:
             qvec, why = core.query_vector(self.c, query, flt.tenant, cols[0] if len(cols) == 1 else ANY)
             sem = core.exact_semantic(self.c, flt, qvec, want, only=ids) if qvec is not None else []
         docs = core.readable(self.c, p, list(dict.fromkeys([h.key for h in lex] + [h.key for h in sem])))
+        if scope.where:  # re-checked on the store of record, as a read re-checks its filter
+            docs = {k: d for k, d in docs.items() if matches(scope.where, d.fields)}
         allowed = scope.ids
         lex = [h for h in lex if h.key in docs and (allowed is None or h.key in allowed)][:want]
         sem = [h for h in sem if h.key in docs and (allowed is None or h.key in allowed)][:want]
@@ -112,9 +149,20 @@ class ChunkSearch:
         return SearchOut(ranking[:top_k] if depth is None else ranking, docs, lex, why)
 
     def answer(self, p: Principal, owner: str, query: str, mode: str, top_k: int, collection: str | None,
-               scope_raw: dict[str, Any] | None, conversation_id: str | None) -> dict[str, Any]:
-        q = self.validate(query, mode, top_k)
+               scope_raw: dict[str, Any] | None, conversation_id: str | None,
+               db_path: str | None = None) -> dict[str, Any]:
         s = self.c.settings
+        diagnostics: dict[str, Any] = {}
+        if db_path is not None:
+            if len(db_path) > s.mcp_max_path_chars:
+                raise invalid(f"db_path is longer than {s.mcp_max_path_chars} characters")
+            diagnostics["db_path"] = {"used": False, "reason": "this server answers from its own store; "
+                                      "it never opens a file a caller names"}
+        if top_k > s.mcp_max_top_k:
+            diagnostics["top_k"] = {"requested": top_k, "applied": s.mcp_max_top_k,
+                                    "reason": "clamped to the server's limit (VIBE_MCP_MAX_TOP_K)"}
+            top_k = s.mcp_max_top_k
+        q = self.validate(query, mode, top_k)
         scope = resolve(self.c, p, scope_raw, collection or s.mcp_collection)
         out = self.run(p, q, mode, top_k, scope)
         self.touch(p, scope, q, out.lexical)
@@ -125,6 +173,8 @@ class ChunkSearch:
             # Rifflux answers an empty semantic leg here; say why, as a read's diagnostics do
             # (a spent daily cap in `semantic` mode was a bare `count: 0`)
             body["semantic"] = {"state": "degraded", "reason": out.semantic_unavailable}
+        if diagnostics:
+            body["diagnostics"] = diagnostics
         if conversation_id:
             body["conversation_id"] = conversation_id
             body["context"] = self._cite(owner, conversation_id, out, results)
@@ -144,10 +194,12 @@ class ChunkSearch:
     def _cite(self, owner: str, conversation: str, out: SearchOut, results: list[dict[str, Any]]) -> str:
         passages = []
         for f, r in zip(out.ranking, results, strict=True):
-            locator = citation_locator(out.docs[f.key])
-            display = {"title": r["path"], "heading_path": r["heading_path"], "source": f.key.collection}
+            doc = out.docs[f.key]
+            locator = citation_locator(doc)
+            display = {"title": document_label(doc), "heading_path": r["heading_path"], "source": f.key.collection}
             r["n"] = cite(self.citations, owner, conversation, "kb_chunk", locator, display)
-            passages.append(Passage(r["n"], r["path"], "", r["content"]))
+            passages.append(Passage(r["n"], document_label(doc), "", r["content"],
+                                    group=f"{f.key.collection}/{locator['document_id']}"))
         return render_context(passages)
 
 

@@ -12,9 +12,9 @@ Tools, by the names their clients call (older names stay as aliases):
   call with `feature_disabled` when `SURR_ENABLE_INNER_VOICE`/`VIBE_ENABLE_INNER_VOICE` is off.
 
 Every parameter has a JSON-schema description; enums and bounds are in the schema (for
-`search_rifflux`: `mode` lexical|semantic|hybrid, `top_k` 1..100). Arguments the schema refuses (missing,
-mistyped, out of bounds) come back as the tool's error shape with `invalid_params`, not as
-SDK text (`VibeMCPServer.call_tool`).
+`search_rifflux`: `mode` lexical|semantic|hybrid, `top_k` ≥ 1, clamped to VIBE_MCP_MAX_TOP_K).
+Arguments the schema refuses (missing, mistyped, out of bounds) come back as the tool's
+error shape with `invalid_params`, not as SDK text (`VibeMCPServer.call_tool`).
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from typing import Annotated, Any, Literal
 import anyio
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
-from mcp_types import CallToolResult
+from mcp_types import CallToolResult, TextContent
 from pydantic import Field, ValidationError
 
 from services.api.auth import KeyRing, dev_key
@@ -45,6 +45,10 @@ INSTRUCTIONS = ("Retrieval tools over vibe-semantic. search_knowledge_base retur
 
 Query = Annotated[str, Field(description="Natural-language search text.")]
 TopK = Annotated[int, Field(ge=1, le=100, description="Most results to return (1-100).")]
+# Rifflux clients may send any positive top_k: above the server's limit it is clamped, and said so.
+RiffluxTopK = Annotated[int, Field(ge=1, description="Most results to return: any positive number; above the "
+                                                     "server's limit (VIBE_MCP_MAX_TOP_K, default 100) at most that "
+                                                     "many come back and diagnostics.top_k says so.")]
 Mode = Annotated[Literal["lexical", "semantic", "hybrid"], Field(
     description="lexical: BM25 only; semantic: cosine over embeddings only; hybrid: RRF of both (default).")]
 Collection = Annotated[str | None, Field(
@@ -54,9 +58,12 @@ Conversation = Annotated[str | None, Field(
     description="Conversation whose citation registry numbers the passages [n] (1-256 characters).")]
 ScopeArg = Annotated[dict[str, Any] | None, Field(
     description="Optional filter applied inside the engine query: {document_ids, folder_ids, connector_ids, "
-                "thread_ids} lists (empty lists are no constraint; connector_ids and thread_ids cannot be served "
-                "here), plus collection_ids.")]
-DbPath = Annotated[str | None, Field(description="Rifflux's SQLite path; not supported by this server (leave it out).")]
+                "thread_ids} lists of ids (strings or integers). Each non-empty list must hold (AND); an empty "
+                "list is no constraint. folder_ids: ids as results' folder_id show them (a folder covers its "
+                "subfolders); connector_ids / thread_ids: documents whose connector_id / thread_id field holds "
+                "the id. Also paths (file path prefixes) and collection_ids.")]
+DbPath = Annotated[str | None, Field(description="Rifflux's SQLite path: accepted and not used; this server "
+                                                   "answers from its own store (diagnostics.db_path says so).")]
 
 
 class VibeMCPServer(MCPServer):
@@ -70,6 +77,16 @@ class VibeMCPServer(MCPServer):
                 raise
             METRICS.tool_calls.labels(tool=name[:64], outcome="invalid_params").inc()
             return failed(invalid(_describe(e.__cause__)))
+
+
+def context_as_text(res: CallToolResult) -> CallToolResult:
+    """The text a model reads is the `<retrieved_context>` alone, where `[n]` is the only
+    number next to each passage; the JSON (chunk ids, document ids, scores) stays in the
+    structured content for programs. A model shown ids beside passages cites them instead."""
+    body = res.structured_content
+    if res.is_error or not isinstance(body, dict) or not isinstance(body.get("context"), str):
+        return res
+    return res.model_copy(update={"content": [TextContent(type="text", text=body["context"])]})
 
 
 def _describe(e: ValidationError) -> str:
@@ -89,10 +106,10 @@ def build_server(rt: ToolRuntime) -> MCPServer:
         @srv.tool(name=name, description="Search indexed chunks: lexical (BM25), semantic (cosine) or hybrid (RRF). "
                   "Returns {query, mode, count, embedding_model, results[chunk_id, path, heading_path, chunk_index, "
                   "content, score_breakdown]} (Rifflux contract).")
-        def search(query: Query, ctx: Context, top_k: TopK = 10, mode: Mode = "hybrid", db_path: DbPath = None,
+        def search(query: Query, ctx: Context, top_k: RiffluxTopK = 10, mode: Mode = "hybrid", db_path: DbPath = None,
                    collection: Collection = None, scope: ScopeArg = None,
                    conversation_id: Conversation = None) -> CallToolResult:
-            params = {"query_chars": len(query), "top_k": top_k, "mode": mode, "collection": collection,
+            params = {"query_chars": len(query), "top_k": min(top_k, 1 << 31), "mode": mode, "collection": collection,
                       "scoped": scope is not None, "conversation": bool(conversation_id)}
             return invoke(rt, ctx.headers, name, "read", params,
                           lambda c: t.search(c.principal, query, top_k, mode, collection, scope, conversation_id,
@@ -111,9 +128,9 @@ def build_server(rt: ToolRuntime) -> MCPServer:
                               ) -> CallToolResult:
         params = {"query_chars": len(query), "top_k": top_k, "collection": collection, "scoped": scope is not None,
                   "conversation": bool(conversation_id), "rerank": rerank}
-        return invoke(rt, ctx.headers, "search_knowledge_base", "read", params,
-                      lambda c: t.knowledge_base(c.principal, query, scope, top_k, collection, conversation_id,
-                                                 rerank))
+        return context_as_text(invoke(rt, ctx.headers, "search_knowledge_base", "read", params,
+                                      lambda c: t.knowledge_base(c.principal, query, scope, top_k, collection,
+                                                                 conversation_id, rerank)))
 
     @srv.tool(name="reindex", description="Index Markdown/text files from folders into a collection (Rifflux "
               "contract): non-empty `paths` wins over `path`; neither = the server's working directory.")

@@ -45,10 +45,8 @@ class Tools:
 
     def search(self, p: Principal, query: str, top_k: int, mode: str, collection: str | None,
                scope: dict[str, Any] | None, conversation_id: str | None, db_path: str | None = None) -> dict[str, Any]:
-        if db_path is not None:  # Rifflux lets a local client pick its SQLite file; a server has one store
-            raise invalid("db_path is not supported: this server searches its own store (leave it out)")
         return self.searcher.answer(p, owner_id(p), query, mode, top_k, collection, scope,
-                                    _conversation(conversation_id))
+                                    _conversation(conversation_id), db_path)
 
     def knowledge_base(self, p: Principal, query: str, scope: dict[str, Any] | None, top_k: int,
                        collection: str | None, conversation_id: str | None, rerank: bool) -> dict[str, Any]:

@@ -179,7 +179,7 @@ def test_every_tool_input_is_bounded(tree: Path, clients: dict[str, McpClient]) 
     long_q = "q" * 4097
     refused = [
         (ann, "search", {"query": long_q}),
-        (ann, "search", {"query": "x", "top_k": 101}),
+        (ann, "search", {"query": "x", "db_path": "d" * 4097}),
         (ann, "search", {"query": "x", "top_k": 0}),
         (ann, "search", {"query": "x", "scope": {"document_ids": [str(i) for i in range(1001)]}}),
         (ann, "search", {"query": "x", "scope": {"paths": ["p" * 1025]}}),
@@ -206,4 +206,6 @@ def test_every_tool_input_is_bounded(tree: Path, clients: dict[str, McpClient]) 
     assert err and body["error"]["code"] == "payload_too_large"
     # at the limits, calls are served
     assert ann.ok("search", {"query": "q" * 4096, "top_k": 100, "mode": "lexical"})["count"] == 0
+    # a top_k past the limit is served at the limit, and the answer says so
+    assert ann.ok("search", {"query": "x", "top_k": 101})["diagnostics"]["top_k"]["applied"] == 100
     assert ann.ok("citations.resolve", {"conversation_id": "c", "numbers": list(range(1, 1001))})["citations"] == {}

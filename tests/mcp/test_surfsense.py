@@ -90,12 +90,11 @@ def test_seed_scope_example_numbers_and_context(alice: McpClient) -> None:
     assert res["normalized_text"] == "Launch is March 10 [citation:1] [citation:99]."
 
 
-def test_scope_kinds_empty_lists_and_unserved(alice: McpClient) -> None:
+def test_scope_kinds_empty_lists_and_field_kinds(alice: McpClient) -> None:
     empty = {"document_ids": [], "folder_ids": [], "connector_ids": [], "thread_ids": []}
     assert _skb(alice, query="launch", scope=empty, rerank=False)["count"] == 3  # empty lists: no constraint
-    for kind in ("connector_ids", "thread_ids"):
-        err, body = alice.call("search_knowledge_base", {"query": "launch", "scope": {kind: ["7"]}})
-        assert err and body["error"]["code"] == "invalid_params" and kind in body["error"]["message"]
+    for kind in ("connector_ids", "thread_ids", "folder_ids"):  # no seed document carries the field: nothing
+        assert _skb(alice, query="launch", scope={kind: ["7"]}, rerank=False)["results"] == []
     assert alice.error("search_knowledge_base", {"query": "launch", "scope": {"tags": ["x"]}}) == "invalid_params"
     assert _skb(alice, query="launch", scope={"document_ids": ["no-such-doc"]})["results"] == []
 

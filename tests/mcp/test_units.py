@@ -55,7 +55,7 @@ def test_rrf_edge_cases_one_or_both_lists_empty() -> None:
 
 
 def test_breakdown_shapes_per_mode() -> None:
-    assert breakdown("lexical", single([Hit(k("a"), 3.5)], "lexical")[0]) == {"bm25": 3.5}
+    assert breakdown("lexical", single([Hit(k("a"), 3.5)], "lexical")[0]) == {"bm25": -3.5}  # FTS5: lower is better
     assert breakdown("semantic", single([Hit(k("a"), 0.7)], "semantic")[0]) == {"cosine": 0.7}
 
 
@@ -90,6 +90,13 @@ def test_normalizer_handles_tokens_split_across_chunks() -> None:
     assert out == "March 10 [citation:12] and [citation:3] end [x] [9"
     assert normalize("a [1] b [citation:2] c [] d") == "a [citation:1] b [citation:2] c [] d"
     assert cited_numbers("x [3] y [citation:1] z [3]") == [3, 1]
+    # only real citations: n >= 1 without leading zeros, not an index glued to what it follows
+    assert normalize("[0] [007] a[1] x_2[3] f(x)[1] m[1][2] 10[4]") == "[0] [007] a[1] x_2[3] f(x)[1] m[1][2] 10[4]"
+    assert normalize("see [1][2], and [12].") == "see [citation:1][citation:2], and [citation:12]."
+    assert cited_numbers("[0] [007] a[1] [citation:0] [5]") == [5]
+    n = CitationNormalizer()  # an index split across chunks is still an index
+    assert "".join(n.feed(part) for part in ["arr", "[1", "]", "[2] ok [", "3]"]) + n.flush() == \
+        "arr[1][2] ok [citation:3]"
 
 
 def test_retrieved_context_puts_only_n_next_to_passages() -> None:
