@@ -16,7 +16,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from typing import TYPE_CHECKING, Any
 
-from shared.adapters.schema import baseline
+from shared.adapters.schema import baseline, ledger
 from shared.adapters.schema.runner import Migrated, Migration, latest, scalar
 from shared.adapters.schema.runner import migrate as run
 
@@ -67,6 +67,13 @@ CREATE TABLE IF NOT EXISTS follower_positions(name text PRIMARY KEY, seq bigint 
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "the schema as the code before versions made it; idempotent, so it adopts such a store",
               TABLES_V1 + baseline.SHARED),
+    Migration(2, "provider_calls: the provider-call ledger, one row per call per document", """
+CREATE TABLE IF NOT EXISTS provider_calls(
+  seq bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY, call_id text NOT NULL, tenant text NOT NULL,
+  collection text NOT NULL, doc_id text, fields json, space text NOT NULL, provider text NOT NULL,
+  model text NOT NULL, tokens bigint NOT NULL, purpose text NOT NULL, at double precision NOT NULL,
+  day text NOT NULL, outcome text NOT NULL);
+""" + ledger.INDEXES),
 )
 LATEST = latest(MIGRATIONS)
 

@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from typing import Any
 
-from shared.adapters.schema import baseline
+from shared.adapters.schema import baseline, ledger
 from shared.adapters.schema.runner import Migrated, Migration, latest
 from shared.adapters.schema.runner import migrate as run
 from shared.adapters.sqlite_wal import immediate
@@ -50,6 +50,12 @@ CREATE TABLE IF NOT EXISTS follower_positions(name TEXT PRIMARY KEY, seq INTEGER
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "the schema as the code before versions made it; idempotent, so it adopts such a store",
               TABLES_V1 + baseline.SHARED),
+    Migration(2, "provider_calls: the provider-call ledger, one row per call per document", """
+CREATE TABLE IF NOT EXISTS provider_calls(
+  seq INTEGER PRIMARY KEY AUTOINCREMENT, call_id TEXT NOT NULL, tenant TEXT NOT NULL, collection TEXT NOT NULL,
+  doc_id TEXT, fields TEXT, space TEXT NOT NULL, provider TEXT NOT NULL, model TEXT NOT NULL,
+  tokens INTEGER NOT NULL, purpose TEXT NOT NULL, at REAL NOT NULL, day TEXT NOT NULL, outcome TEXT NOT NULL);
+""" + ledger.INDEXES),
 )
 LATEST = latest(MIGRATIONS)
 
