@@ -27,6 +27,7 @@ from services.api.schemas import (
     errors,
     ok,
 )
+from services.core.content_view import checked_hash, content_view
 from services.planner.planner import iso_ms, semantic_projection
 from services.wiring import Container
 from shared.errors import ErrorCode, VibeError
@@ -47,9 +48,13 @@ def _c(request: Request) -> Container:
 async def get_status(request: Request, collection: str = Query(description="the document's collection",
                                                                 pattern=ANY_COLLECTION_NAME),
                      _id: str = Query(description="the document's id"),
+                     contentHash: str | None = Query(  # noqa: N803 - the wire name
+                         None, max_length=80, description="a content hash to compare with the document's "
+                         "(`sha256:<hex>` or `blake3:<hex>`): the answer's `contentMatches`"),
                      p: Principal = Depends(require("admin"))) -> JSONResponse:
     c = _c(request)
     check_collection_name(collection)
+    given = checked_hash(contentHash)
     key = DocKey(p.tenant, collection, _id)
     doc = await run_in_threadpool(c.store.get_doc, key)
     if doc is None:
@@ -57,7 +62,8 @@ async def get_status(request: Request, collection: str = Query(description="the 
     space = await run_in_threadpool(c.spaces.active, p.tenant)
     side = await run_in_threadpool(c.store.sidecar, key, space)
     life = await run_in_threadpool(c.lifecycle.doc_state, key, side)
-    return JSONResponse({**semantic_projection(side, space), "lifecycle": {
+    view = content_view(doc, side, space, c.docs.embed_fields, given)
+    return JSONResponse({**semantic_projection(side, space), **view, "lifecycle": {
         "eager": life.eager, "lastUsedAt": iso_ms(life.last_used_at), "touches": life.touches,
         "pinnedUntil": iso_ms(life.pinned_until), "evictableAt": iso_ms(life.evictable_at)}})
 

@@ -304,10 +304,23 @@ class DocLifecycle(BaseModel):
                                                 "(VIBE_EVICT_IDLE_SECONDS after its last use or embedding)")
 
 
+class PendingJob(BaseModel):
+    """The embedding job pending for a document, by its idempotent key."""
+
+    docId: str
+    space: str
+    contentHash: str = Field(description="`sha256:<hex>` of the document's normalized text")
+
+
 class DocStatus(SemanticState):
     """GET /semantic/status: `__semantic` and what the lifecycle scheduler knows of the document."""
 
     lifecycle: DocLifecycle
+    contentHash: str = Field(description="`sha256:<hex>` of the document's normalized text (what its "
+                                         "embedding is kept for; the same text always has the same hash)")
+    job: PendingJob | SkipJsonSchema[None] = Field(default=None, description="while the document is `queued`")
+    contentMatches: bool | SkipJsonSchema[None] = Field(default=None, description=(
+        "with `?contentHash=`: whether that hash (`sha256:` or `blake3:`) names the document's content"))
 
 
 SCORE_TEXT = (

@@ -7,6 +7,7 @@ exactly when the text it would be embedded by changes.
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 import re
 import unicodedata
@@ -16,6 +17,13 @@ from typing import Any
 import blake3
 
 HASH_PREFIX = "blake3:"
+# The content hash clients read (`contentHash` in admin answers) is `sha256:` over the same
+# normalised text, while the store keeps keying sidecars, vectors, cold copies and job keys by
+# `blake3:`: changing that key would make every unchanged document of an existing store look
+# changed (a re-embedding storm) unless every row and cold file were rewritten. Both name the
+# same content, so a client may send either where a content hash is accepted.
+SHA256_PREFIX = "sha256:"
+_GIVEN_HASH = re.compile(r"(blake3|sha256):([0-9a-fA-F]{64})")
 SNIPPET_LIMIT = 800  # snippets are capped at 600–800 characters (what inner_voice clients expect)
 
 _WS = re.compile(r"\s+")
@@ -61,6 +69,26 @@ def normalize(text: str) -> str:
 def content_hash(text: str) -> str:
     """`blake3:` + hex digest of the normalized text: the dedupe and re-embed key."""
     return HASH_PREFIX + blake3.blake3(normalize(text).encode("utf-8")).hexdigest()
+
+
+def visible_content_hash(text: str) -> str:
+    """`sha256:` + hex digest of the normalized text: the content hash clients are shown."""
+    return SHA256_PREFIX + hashlib.sha256(normalize(text).encode("utf-8")).hexdigest()
+
+
+def parse_content_hash(value: str) -> tuple[str, str]:
+    """(`blake3`|`sha256`, lowercase hex) of a content hash a client sent; ValueError otherwise."""
+    m = _GIVEN_HASH.fullmatch(value) if isinstance(value, str) else None
+    if m is None:
+        raise ValueError("a content hash is `sha256:` or `blake3:` followed by 64 hex digits")
+    return m.group(1), m.group(2).lower()
+
+
+def same_content(given: str, text: str) -> bool:
+    """Whether a client's content hash (either scheme) names this text's content."""
+    scheme, digest = parse_content_hash(given)
+    mine = visible_content_hash(text) if scheme == "sha256" else content_hash(text)
+    return mine == f"{scheme}:{digest}"
 
 
 def _strings(value: Any) -> list[str]:

@@ -132,3 +132,29 @@ def test_token_count_at_most_is_the_count_capped() -> None:
     for text in ["", "one", "one two", "one two three", "a b c d e f", "漢字かな x", "..., !!"]:
         for cap in range(5):
             assert token_count(text, at_most=cap) == min(token_count(text), cap), (text, cap)
+
+
+def test_visible_content_hash_is_sha256_of_the_same_normalized_text() -> None:
+    import hashlib
+
+    text = "  Ｈello\u200b   WORLD\n"
+    assert hashing.visible_content_hash(text) == "sha256:" + hashlib.sha256(b"hello world").hexdigest()
+    assert hashing.visible_content_hash("hello world") == hashing.visible_content_hash(text)
+    assert hashing.visible_content_hash("hello world!") != hashing.visible_content_hash(text)
+
+
+@pytest.mark.parametrize("scheme", ["sha256", "blake3"])
+def test_a_client_hash_of_either_scheme_names_the_same_content(scheme: str) -> None:
+    text = "Flutter report: gust loads."
+    given = hashing.visible_content_hash(text) if scheme == "sha256" else content_hash(text)
+    assert hashing.same_content(given, "flutter   REPORT: gust loads.")
+    assert hashing.same_content(given.upper().replace(scheme.upper(), scheme), text)  # hex in capitals too
+    assert not hashing.same_content(given, "Flutter report: gust load.")
+    assert hashing.parse_content_hash(given)[0] == scheme
+
+
+@pytest.mark.parametrize("bad", ["", "sha256:", "md5:" + "0" * 32, "sha256:" + "0" * 63, "blake3:" + "g" * 64,
+                                 "0" * 64, "sha256:" + "0" * 64 + "\n"])
+def test_a_malformed_client_hash_is_refused(bad: str) -> None:
+    with pytest.raises(ValueError):
+        hashing.parse_content_hash(bad)
