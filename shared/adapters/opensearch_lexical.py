@@ -39,8 +39,11 @@ Errors: a bulk response is checked item by item; any failed item raises `OpenSea
 does not advance its position in the store's change log, so the batch is replayed (writes are
 idempotent: same `_id`), and an accepted write is never dropped.
 
-Not mapped: certificates. The domain model (shared/model.py Principal, SearchFilter) carries
-tenant, collections and ACL tokens only; a certs field joins the mapping when the model has one.
+Certificates: a document's `_certs` are the keyword `certs`, their number `certs_n` (absent when
+none). A caller passes a document when it holds at least `certs_n` of the document's
+certificates, `terms_set` with the caller's certificates: that is all of them. Both fields joined
+the mapping after the first release: a template put by this code adds them to indices made
+before (`CERT_MAPPING`), and a document without `certs_n` (every one written before) requires none.
 """
 
 from __future__ import annotations
@@ -159,6 +162,11 @@ def template_meta(languages: LanguageMap) -> dict[str, Any]:
     return {"schema_version": SCHEMA_VERSION, **({"languages": stamp} if stamp else {})}
 
 
+# Added to the mapping of indices made before certificates (`_put_template`): adding fields is
+# allowed on a live index, so no rebuild is needed and old documents simply lack them.
+CERT_MAPPING: dict[str, Any] = {"certs": {"type": "keyword"}, "certs_n": {"type": "integer"}}
+
+
 def template_body(prefix: str = INDEX_PREFIX, languages: LanguageMap = ENGLISH_ONLY) -> dict[str, Any]:
     """Settings and mappings of every tenant index (a composable index template)."""
     keyword = {"type": "keyword"}
@@ -173,6 +181,7 @@ def template_body(prefix: str = INDEX_PREFIX, languages: LanguageMap = ENGLISH_O
             # Metadata filter tokens (shared/adapters/facets.py): one keyword field for every
             # document field name, so arbitrary names never grow the mapping (1,000-field limit).
             "facet": keyword,
+            **CERT_MAPPING,
             **text_mappings(languages),
         },
     }
@@ -199,8 +208,23 @@ def text_fields(d: StoredDoc) -> tuple[str, str]:
 def source(d: StoredDoc, languages: LanguageMap = ENGLISH_ONLY) -> dict[str, Any]:
     title, body = text_fields(d)
     k, lang = d.key, languages.for_doc(d.key.tenant, d.key.collection)
-    return {"tenant": k.tenant, "collection": k.collection, "doc_id": k.doc_id, "acl": list(d.acl),
-            lang.field("title"): title, lang.field("body"): body, "facet": facets.doc_tokens(d.fields, trie=False)}
+    out: dict[str, Any] = {"tenant": k.tenant, "collection": k.collection, "doc_id": k.doc_id, "acl": list(d.acl),
+                           lang.field("title"): title, lang.field("body"): body,
+                           "facet": facets.doc_tokens(d.fields, trie=False)}
+    if d.certs:
+        certs = sorted(set(d.certs))  # terms_set counts distinct matching terms
+        out |= {"certs": certs, "certs_n": len(certs)}
+    return out
+
+
+def cert_clause(held: frozenset[str]) -> dict[str, Any]:
+    """Documents whose certificates the caller all holds: those with none (no `certs_n`), and
+    those matching at least `certs_n` of the caller's certificates (each document's own count)."""
+    none_required: dict[str, Any] = {"bool": {"must_not": [{"exists": {"field": "certs_n"}}]}}
+    if not held:
+        return none_required
+    all_held = {"terms_set": {"certs": {"terms": sorted(held), "minimum_should_match_field": "certs_n"}}}
+    return {"bool": {"should": [none_required, all_held], "minimum_should_match": 1}}
 
 
 def condition_clause(cond: FieldCondition) -> dict[str, Any]:
@@ -215,9 +239,10 @@ def condition_clause(cond: FieldCondition) -> dict[str, Any]:
 
 
 def filter_clauses(flt: SearchFilter) -> list[dict[str, Any]]:
-    """Tenant, ACL, collections, metadata conditions and the id allow-list: `bool.filter`
+    """Tenant, ACL, certificates, collections, metadata conditions and the id allow-list: `bool.filter`
     clauses (select before scoring, score 0)."""
-    clauses: list[dict[str, Any]] = [{"term": {"tenant": flt.tenant}}, {"terms": {"acl": list(flt.acl)}}]
+    clauses: list[dict[str, Any]] = [{"term": {"tenant": flt.tenant}}, {"terms": {"acl": list(flt.acl)}},
+                                     cert_clause(flt.certs)]
     if flt.collections is not None:
         clauses.append({"terms": {"collection": list(flt.collections)}})
     clauses += [condition_clause(c) for c in flt.where]
@@ -353,7 +378,7 @@ def _key(tenant: str, hit: dict[str, Any]) -> DocKey:
 
 
 def _permitted(flt: SearchFilter, d: StoredDoc) -> bool:
-    if d.key.tenant != flt.tenant or not set(flt.acl) & set(d.acl):
+    if d.key.tenant != flt.tenant or not set(flt.acl) & set(d.acl) or not flt.admits_certs(d.certs):
         return False
     if flt.collections is not None and d.key.collection not in flt.collections:
         return False
@@ -487,12 +512,15 @@ class OpenSearchLexicalIndex:
         """Drop every tenant index and put the current template at once, so a replica writing
         meanwhile creates its index with the new mapping; the caller replays the log."""
         self.drop()
-        self._put_template()
+        self._put_template(existing=False)
         log.info("lexical index reset", extra={"schema_version": SCHEMA_VERSION, **template_meta(self.languages)})
 
-    def _put_template(self) -> None:
+    def _put_template(self, existing: bool = True) -> None:
         body = template_body(self.prefix, self.languages)
         self.client.indices.put_index_template(name=template_name(self.prefix), body=body)
+        if existing:  # indices made from a template that predates certificates get their fields now
+            self.client.indices.put_mapping(index=self.prefix + "*", body={"properties": CERT_MAPPING},
+                                            ignore_unavailable=True, allow_no_indices=True)
         self._template_ready = True
 
     def drop(self) -> None:

@@ -54,6 +54,9 @@ SCHEMA_VERSION = 6
 # and its measurements: shared/adapters/analysis.py.
 FIELD_BOOSTS = analysis.FIELD_BOOSTS
 WRITER_HEAP = 15_000_000
+# A document's certificates are `facet` tokens under this prefix. No metadata token can start so:
+# field names starting with `_` are refused on write and long tokens are hashed to `~...`.
+CERT_PREFIX = f"_certs{facets.SEP}"
 TERM_SET_ABOVE = 1000  # values in a filter clause above which one term-set query is cheaper
 
 
@@ -124,8 +127,20 @@ def _text_fields(d: StoredDoc) -> tuple[str, str]:
 
 def _to_tantivy(d: StoredDoc) -> tantivy.Document:
     title, body = (analysis.tantivy_text(t) for t in _text_fields(d))
+    tokens = facets.doc_tokens(d.fields, trie=True) + [CERT_PREFIX + c for c in d.certs]
     return tantivy.Document(key=d.key.ref, collection=d.key.collection, acl=list(d.acl), title=title,
-                            all=[title, body], facet=facets.doc_tokens(d.fields, trie=True))
+                            all=[title, body], facet=tokens)
+
+
+def _unheld_certs(searcher: tantivy.Searcher, held: frozenset[str]) -> list[str]:
+    """The certificate tokens of this snapshot of a tenant's index that the caller does not hold.
+    tantivy has no `terms_set` (at least n of these terms, n read per document), so "every
+    certificate a document requires is held" is asked as "it has none of the others": the
+    others are read from the term dictionary of the very snapshot the query runs on, so a
+    document committed since cannot bring one the list lacks. The list is bounded by the
+    tenant's distinct certificates (terms of deleted documents linger until a merge: a longer
+    exclusion list, never a wrong answer)."""
+    return [t for t, _ in searcher.terms_with_prefix("facet", CERT_PREFIX) if t[len(CERT_PREFIX):] not in held]
 
 
 def _snippet_html(gen: tantivy.SnippetGenerator, field: str, text: str) -> str:
@@ -261,7 +276,7 @@ class TantivyLexicalIndex:
         """Analysed query terms with their counts in the query."""
         return Counter(self.analyzers[lang].analyze(text))
 
-    def _query(self, idx: _TenantIndex, flt: SearchFilter, text: str) -> Query | None:
+    def _query(self, idx: _TenantIndex, searcher: tantivy.Searcher, flt: SearchFilter, text: str) -> Query | None:
         """BM25 over title and all, each query term weighted by how often the query says
         it (standard BM25 query-term frequency, as Lucene/OpenSearch do): long natural-language
         queries repeat what matters. On CISI this took keyword nDCG@10 from 0.31 to 0.38.
@@ -275,7 +290,7 @@ class TantivyLexicalIndex:
         for t, n in terms.items():
             for field, boost in FIELD_BOOSTS.items():
                 should.append((Occur.Should, Query.boost_query(Query.term_query(schema, field, t), boost * n)))
-        clauses = [(Occur.Must, Query.boolean_query(should)), (Occur.Must, self._filter(schema, flt))]
+        clauses = [(Occur.Must, Query.boolean_query(should)), (Occur.Must, self._filter(schema, flt, searcher))]
         return Query.boolean_query(clauses)
 
     @staticmethod
@@ -288,9 +303,13 @@ class TantivyLexicalIndex:
             return Query.term_set_query(schema, field, list(values))
         return Query.boolean_query([(Occur.Should, Query.term_query(schema, field, v)) for v in values])
 
-    def _filter(self, schema: tantivy.Schema, flt: SearchFilter) -> Query:
-        """The ACL, collection, metadata and id filter, scored 0 so BM25 stays the only signal."""
+    def _filter(self, schema: tantivy.Schema, flt: SearchFilter, searcher: tantivy.Searcher) -> Query:
+        """The ACL, certificate, collection, metadata and id filter, scored 0 so BM25 stays the
+        only signal."""
         parts = [(Occur.Must, self._any_of(schema, "acl", flt.acl))]
+        unheld = _unheld_certs(searcher, flt.certs)
+        if unheld:
+            parts.append((Occur.MustNot, self._any_of(schema, "facet", unheld)))
         if flt.collections is not None:
             parts.append((Occur.Must, self._any_of(schema, "collection", flt.collections)))
         for cond in flt.where:
@@ -304,22 +323,26 @@ class TantivyLexicalIndex:
         found = self.candidates(flt, text, limit)
         return [hit(k, s) for k, s in zip(found.keys(len(found.scores)), found.scores, strict=True)]
 
-    def _searched(self, flt: SearchFilter, text: str) -> list[tuple[_TenantIndex, Query]]:
-        """The tenant's index of each language in the filter's scope that exists, with its query."""
+    def _searched(self, flt: SearchFilter, text: str) -> list[tuple[_TenantIndex, tantivy.Searcher, Query]]:
+        """The tenant's index of each language in the filter's scope that exists, with the
+        snapshot to search and its query (built from that snapshot: `_unheld_certs`)."""
         out = []
         for lang in self.languages.in_scope(flt.collections, flt.tenant):
             idx = self._tenant(flt.tenant, lang, create=False)
-            query = self._query(idx, flt, text) if idx is not None else None
-            if idx is not None and query is not None:
-                out.append((idx, query))
+            if idx is None:
+                continue
+            searcher = idx.index.searcher()
+            query = self._query(idx, searcher, flt, text)
+            if query is not None:
+                out.append((idx, searcher, query))
         return out
 
     def candidates(self, flt: SearchFilter, text: str, limit: int) -> Candidates:
         if limit <= 0 or facets.unsatisfiable(flt):
             return ResolvedCandidates([])
         searched = self._searched(flt, text)
-        searchers = [idx.index.searcher() for idx, _ in searched]
-        hits = [sr.search(q, limit=limit, count=False).hits for sr, (_, q) in zip(searchers, searched, strict=True)]
+        searchers = [sr for _, sr, _ in searched]
+        hits = [sr.search(q, limit=limit, count=False).hits for _, sr, q in searched]
         if len(hits) == 1:
             return _Addressed(flt.tenant, searchers, hits[0])
         # Each language's best, merged by score (sorted is stable: ties keep the languages' order).
@@ -332,15 +355,14 @@ class TantivyLexicalIndex:
         """Snippets of the given documents for the query's terms. Callers pass documents
         from a filtered ranking; documents outside the filter are skipped here as well."""
         gens = {}
-        for idx, query in self._searched(flt, text):
-            searcher = idx.index.searcher()
+        for idx, searcher, query in self._searched(flt, text):
             gens[idx.lang] = [tantivy.SnippetGenerator.create(searcher, query, idx.schema, f) for f in ("title", "all")]
         if not gens:
             return {}
         readable = set(flt.acl)
         out: dict[DocKey, list[str]] = {}
         for d in docs:
-            if d.key.tenant != flt.tenant or not readable & set(d.acl):
+            if d.key.tenant != flt.tenant or not readable & set(d.acl) or not flt.admits_certs(d.certs):
                 continue
             if flt.collections is not None and d.key.collection not in flt.collections:
                 continue

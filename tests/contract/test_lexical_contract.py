@@ -22,6 +22,7 @@ from shared.adapters.tantivy_lexical import TantivyLexicalIndex
 from shared.model import PUBLIC_PRINCIPAL, DocKey, StoredDoc
 from shared.ports import FieldCondition, LexicalIndex, SearchFilter
 from tests.contract import analysis_samples as samples
+from tests.contract.cert_cases import DOC_CERTS, HELD_SEES
 
 
 def _opensearch(url: str, languages: LanguageMap = ENGLISH_ONLY) -> OpenSearchLexicalIndex:
@@ -496,3 +497,57 @@ def test_a_changed_language_map_outdates_the_index(tmp_path: Path) -> None:
     assert not TantivyLexicalIndex(tmp_path / "lex", languages=LANGS).schema_outdated()
     assert TantivyLexicalIndex(tmp_path / "lex").schema_outdated()
     assert TantivyLexicalIndex(tmp_path / "lex", languages=LanguageMap.parse("en", {"fr": "es"})).schema_outdated()
+
+
+def _cert_doc(i: str, certs: list[str], acl: list[str] | None = None, body: str = "rotor icing") -> StoredDoc:
+    return StoredDoc(DocKey("t", "c", i), {"title": "Rotor", "body": body}, acl or [PUBLIC_PRINCIPAL], None, "h",
+                     0.0, certs=certs)
+
+
+def _held(certs: frozenset[str], acl: tuple[str, ...] = (PUBLIC_PRINCIPAL,)) -> SearchFilter:
+    return SearchFilter("t", None, acl, certs=certs)
+
+
+@pytest.mark.parametrize(("held", "sees"), HELD_SEES)
+def test_certificates_are_required_inside_the_query(index: LexicalIndex, held: frozenset[str], sees: set[str]) -> None:
+    index.apply([_cert_doc(i, certs) for i, certs in DOC_CERTS.items()], [])
+    assert {h.key.doc_id for h in index.search(_held(held), "rotor", 50)} == sees
+    docs = [_cert_doc(i, certs) for i, certs in DOC_CERTS.items()]
+    assert {k.doc_id for k in index.highlights(_held(held), "icing", docs)} == sees
+
+
+def test_certificates_apply_before_the_top_k_and_leave_scores_alone(index: LexicalIndex) -> None:
+    """Better-scoring documents requiring a certificate the caller lacks never crowd out the
+    one it may read, and filtering on certificates does not move its score."""
+    strong = [_cert_doc(f"s{i}", ["iss:a"], body="rotor rotor rotor icing") for i in range(30)]
+    index.apply([*strong, _cert_doc("weak", [], body="rotor and a great many other words here")], [])
+    assert [h.key.doc_id for h in index.search(_held(frozenset()), "rotor", 1)] == ["weak"]
+    wide = {h.key.doc_id: h.score for h in index.search(_held(frozenset({"iss:a"})), "rotor", 50)}
+    assert len(wide) == 31
+    narrow = index.search(_held(frozenset()), "rotor", 50)
+    assert narrow[0].score == pytest.approx(wide["weak"], rel=1e-9)
+
+
+def test_certificates_combine_with_the_acl_and_follow_updates(index: LexicalIndex) -> None:
+    index.apply([_cert_doc("hr", ["iss:a"], ["g:hr"]), _cert_doc("d", ["iss:a"])], [])
+    both = frozenset({"iss:a"})
+    assert {h.key.doc_id for h in index.search(_held(both), "rotor", 10)} == {"d"}
+    assert {h.key.doc_id for h in index.search(_held(both, ("*", "g:hr")), "rotor", 10)} == {"d", "hr"}
+    assert index.search(_held(frozenset(), ("*", "g:hr")), "rotor", 10) == []
+    index.apply([_cert_doc("d", [])], [])  # its certificate dropped
+    assert {h.key.doc_id for h in index.search(_held(frozenset()), "rotor", 10)} == {"d"}
+    index.apply([_cert_doc("d", ["iss:b", "iss:a"])], [])  # now two
+    assert index.search(_held(both), "rotor", 10) == []
+    assert {h.key.doc_id for h in index.search(_held(frozenset({"iss:a", "iss:b"})), "rotor", 10)} == {"d"}
+
+
+def test_a_certificate_name_is_no_metadata_filter_token(index: LexicalIndex) -> None:
+    """A document field can never produce a certificate's index term (and so pass or block a
+    certificate check): field names starting with `_` are refused on write, and a value that looks
+    like one is just a value."""
+    index.apply([StoredDoc(DocKey("t", "c", "v"), {"title": "rotor", "certs": "iss:a"}, ["*"], None, "h", 0.0),
+                 _cert_doc("d", ["iss:a"])], [])
+    assert {h.key.doc_id for h in index.search(_held(frozenset()), "rotor", 10)} == {"v"}
+    by_value = SearchFilter("t", None, ("*",), (FieldCondition("certs", "eq", ("iss:a",)),),
+                            certs=frozenset({"iss:a"}))
+    assert {h.key.doc_id for h in index.search(by_value, "rotor", 10)} == {"v"}

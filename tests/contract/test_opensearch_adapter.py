@@ -146,3 +146,45 @@ def test_a_change_the_engine_refuses_is_quarantined_and_the_rest_applies(index: 
     store.put_docs([doc("3", tenant="u")], [SidecarEntry(DocKey("u", "c", "3"), "core", SemanticStatus.NONE, "h")])
     follower.sync()
     assert found(index, (PUBLIC_PRINCIPAL,), tenant="u") == {"1", "2", "3"}
+
+
+def test_an_index_made_before_certificates_gets_their_fields_and_keeps_its_documents(
+        opensearch_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A tenant index (and template) written by a release without certificates: the next
+    process adds the fields to it (no rebuild), its documents stay readable by everyone, and
+    documents written since require their certificates."""
+    prefix = f"vibe-adapter-{uuid.uuid4().hex[:12]}-"
+    old_template = osl.template_body
+
+    def without_certs(*args: Any, **kwargs: Any) -> dict[str, Any]:
+        body = old_template(*args, **kwargs)
+        for field in osl.CERT_MAPPING:
+            del body["template"]["mappings"]["properties"][field]
+        return body
+
+    monkeypatch.setattr(osl, "template_body", without_certs)
+    old = OpenSearchLexicalIndex(OpenSearch(hosts=[opensearch_url], timeout=60), prefix=prefix, refresh="true")
+    monkeypatch.setattr(OpenSearchLexicalIndex, "_put_template", _put_template_as_before)
+    old.apply([doc("before")], [])
+    mapping = old.client.indices.get_mapping(index=index_name("t", prefix))
+    assert "certs_n" not in next(iter(mapping.values()))["mappings"]["properties"]
+    old.close()
+    monkeypatch.undo()
+    new = OpenSearchLexicalIndex(OpenSearch(hosts=[opensearch_url], timeout=60), prefix=prefix, refresh="true")
+    try:
+        assert not new.schema_outdated()  # nothing to rebuild
+        new.apply([StoredDoc(DocKey("t", "c", "after"), {"title": "rotor"}, ["*"], None, "h", 0.0,
+                             certs=["iss:a"])], [])
+        assert found(new, (PUBLIC_PRINCIPAL,)) == {"before"}
+        held = SearchFilter("t", None, (PUBLIC_PRINCIPAL,), certs=frozenset({"iss:a"}))
+        assert {h.key.doc_id for h in new.search(held, "rotor", 10)} == {"before", "after"}
+    finally:
+        new.drop()
+        new.close()
+
+
+def _put_template_as_before(self: OpenSearchLexicalIndex) -> None:
+    """The template put as a release before certificates did: no mapping update."""
+    self.client.indices.put_index_template(name=osl.template_name(self.prefix),
+                                           body=osl.template_body(self.prefix, self.languages))
+    self._template_ready = True

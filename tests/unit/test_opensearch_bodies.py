@@ -126,6 +126,8 @@ TEMPLATE = {
                 "doc_id": {"type": "keyword"},
                 "acl": {"type": "keyword", "ignore_above": 1024},
                 "facet": {"type": "keyword"},
+                "certs": {"type": "keyword"},  # a document's certificates, and how many
+                "certs_n": {"type": "integer"},
                 "title": {"type": "text", "analyzer": "vibe_en", "copy_to": "all"},
                 "body": {"type": "text", "analyzer": "vibe_en", "copy_to": "all"},
                 "all": {"type": "text", "analyzer": "vibe_en", "index_options": "freqs"},
@@ -133,6 +135,10 @@ TEMPLATE = {
         },
     },
 }
+
+
+# The certificate clause of a caller holding none: only documents requiring none pass.
+NO_CERTS = {"bool": {"must_not": [{"exists": {"field": "certs_n"}}]}}
 
 
 def _keys_anywhere(obj: Any) -> set[str]:
@@ -156,12 +162,15 @@ def test_first_write_installs_template_creates_tenant_index_then_bulk_waits_for_
     idx.apply([d1], [DocKey("t", "c", "old")])
     assert [(c.method, c.path, c.params) for c in calls] == [
         ("PUT", "/_index_template/vibe-lex-template", {}),
+        # indices made before certificates get their fields (none here: nothing is made)
+        ("PUT", "/vibe-lex-*/_mapping", {"allow_no_indices": "true", "ignore_unavailable": "true"}),
         ("PUT", f"/{IDX_T}", {}),
         ("POST", "/_bulk", {"refresh": "wait_for"}),
     ]
     assert calls[0].body == TEMPLATE
-    assert calls[1].body is None  # settings and mappings come from the template
-    assert calls[2].body == [
+    assert calls[1].body == {"properties": {"certs": {"type": "keyword"}, "certs_n": {"type": "integer"}}}
+    assert calls[2].body is None  # settings and mappings come from the template
+    assert calls[3].body == [
         {"delete": {"_index": IDX_T, "_id": "c/old", "routing": "t"}},
         {"index": {"_index": IDX_T, "_id": "c/1", "routing": "t"}},
         # body = every other text field in doc_text order (as tantivy); numbers carry no prose
@@ -228,7 +237,7 @@ def test_search_body_acl_in_bool_filter_never_post_filter() -> None:
             "should": [{"match": {"title": {"query": "wing flutter", "boost": 0.5}}},
                        {"match": {"all": {"query": "wing flutter", "boost": 1.0}}}],
             "minimum_should_match": 1,
-            "filter": [{"term": {"tenant": "t"}}, {"terms": {"acl": ["*", "g:eng"]}},
+            "filter": [{"term": {"tenant": "t"}}, {"terms": {"acl": ["*", "g:eng"]}}, NO_CERTS,
                        {"terms": {"collection": ["a", "b"]}}],
         }},
     }
@@ -238,7 +247,8 @@ def test_search_body_acl_in_bool_filter_never_post_filter() -> None:
 def test_search_without_collections_filters_tenant_and_acl_only() -> None:
     client, calls = recording_client()
     OpenSearchLexicalIndex(client).search(SearchFilter("t", None, ("*",)), "rotor", 5)
-    assert calls[0].body["query"]["bool"]["filter"] == [{"term": {"tenant": "t"}}, {"terms": {"acl": ["*"]}}]
+    assert calls[0].body["query"]["bool"]["filter"] == [{"term": {"tenant": "t"}}, {"terms": {"acl": ["*"]}},
+                                                        NO_CERTS]
 
 
 def test_search_reads_keys_from_doc_values_not_from_id() -> None:
@@ -285,7 +295,7 @@ def test_highlight_request_carries_the_filter_and_only_permitted_ids() -> None:
             "should": [{"match": {"title": {"query": "icing", "boost": 0.5}}},
                        {"match": {"all": {"query": "icing", "boost": 1.0}}}],
             "minimum_should_match": 1,
-            "filter": [{"term": {"tenant": "t"}}, {"terms": {"acl": ["*", "g:eng"]}},
+            "filter": [{"term": {"tenant": "t"}}, {"terms": {"acl": ["*", "g:eng"]}}, NO_CERTS,
                        {"terms": {"collection": ["a"]}}, {"ids": {"values": ["a/1", "a/4"]}}],
         }},
         "highlight": {"pre_tags": ["<b>"], "post_tags": ["</b>"], "encoder": "html", "require_field_match": False,
@@ -408,7 +418,7 @@ def test_metadata_filters_and_id_allow_list_are_bool_filter_clauses() -> None:
     OpenSearchLexicalIndex(client).search(SearchFilter("t", ("c",), ("*",), where, ids), "rotor", 7)
     (call,) = calls
     assert call.body["query"]["bool"]["filter"] == [
-        {"term": {"tenant": "t"}}, {"terms": {"acl": ["*"]}}, {"terms": {"collection": ["c"]}},
+        {"term": {"tenant": "t"}}, {"terms": {"acl": ["*"]}}, NO_CERTS, {"terms": {"collection": ["c"]}},
         {"terms": {"facet": ["lang\x1fs\x1fen"]}},
         {"terms": {"facet": ["tags\x1fs\x1fwind", "tags\x1fb\x1f1", "tags\x1fr0\x1fc000000000000000"]}},
         # 2000 = 0x409F400000000000 and the double just below 2010.5 (0x409F6A0000000000 - 1),
@@ -536,7 +546,7 @@ def test_a_french_collection_gets_its_analyzer_fields_and_stamp() -> None:
     assert props["body_fr"] == {"type": "text", "analyzer": "vibe_fr", "copy_to": "all_fr"}
     assert props["all_fr"] == {"type": "text", "analyzer": "vibe_fr", "index_options": "freqs"}
     assert props["title"] == {"type": "text", "analyzer": "vibe_en", "copy_to": "all"}
-    bulk = calls[2].body
+    bulk = calls[3].body
     fr_src, en_src = bulk[1], bulk[3]
     assert (fr_src["title_fr"], fr_src["body_fr"]) == ("Les chevaux", "au galop")
     assert not {"title", "body", "all"} & set(fr_src)
