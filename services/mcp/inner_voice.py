@@ -16,19 +16,19 @@ expresses (privacy, tags, "not an observation") is applied to the ranked candida
 query widens (bounded) until the cap is met or the source is exhausted, so those filters cut
 no source short either. Entities and observations together are the KG side of `mix`.
 
-Seed 000 exactly where it is explicit:
-- configuration: the seed's names (`SURR_ENABLE_INNER_VOICE`, `SURR_INNER_VOICE_*`,
+As inner_voice clients' manual says, exactly where it is explicit:
+- configuration: the manual's names (`SURR_ENABLE_INNER_VOICE`, `SURR_INNER_VOICE_*`,
   `MCP_NO_LOG`) are read by shared/config.py beside the `VIBE_` ones (which win, except that a
   set `SURR_ENABLE_INNER_VOICE` alone decides the gate: only "1" enables); out-of-range
   values clamp (mix, top_k) or fall back (min_floor, max candidates) with a warning at start;
 - call parameters: `top_k`, `mix` and `floor` out of range are clamped (with a warning, no
   content); only what no clamp can fix (NaN) is `invalid_params`;
-- `content_hash`: bare hex `blake3` of the returned (capped) text normalised in the seed's
+- `content_hash`: bare hex `blake3` of the returned (capped) text normalised in the manual's
   order (NFKC, lowercase, whitespace runs to one space, trim, then zero-width/control
   characters removed); dedupe across sources uses it;
 - `origin` as stored; a thought without one is `"unknown"` and `red` (nothing vouches for it:
   only human|logged is green), never assumed human;
-- `diagnostics`: `provider` and `model` as the seed shows them (`"openai"`,
+- `diagnostics`: `provider` and `model` as the manual shows them (`"openai"`,
   `"text-embedding-3-small"`: the model name without our `provider:` prefix), `latency_ms` an
   integer.
 """
@@ -60,13 +60,13 @@ log = logging.getLogger("vibe.mcp.inner_voice")
 TRUST = {"human": "green", "logged": "green", "tool": "amber", "model": "red"}
 UNKNOWN_ORIGIN = "unknown"
 _WS = re.compile(r"\s+")
-# Seed step 5: zero-width/format (Cf) and control (Cc) characters; lone surrogates (Cs) too,
+# Normalisation step 5: zero-width/format (Cf) and control (Cc) characters; lone surrogates (Cs) too,
 # which UTF-8 cannot encode (the hash would fail on JSON like "\ud800").
 _DROP = frozenset({"Cc", "Cf", "Cs"})
 
 
 def seed_normalize(text: str) -> str:
-    """Seed 000 "Content Normalization", in its order: NFKC, lowercase, whitespace sequences →
+    """The manual's "Content Normalization", in its order: NFKC, lowercase, whitespace sequences →
     one ASCII space, trim, then zero-width/control characters removed."""
     t = unicodedata.normalize("NFKC", text).lower()
     t = _WS.sub(" ", t).strip()
@@ -103,7 +103,7 @@ def _clamp(name: str, v: float, lo: float, hi: float, warnings: list[str]) -> fl
 
 
 def config(s: Settings) -> tuple[IVConfig, list[str]]:
-    """Seed 000 "Config validation": clamp (or fall back) with a warning, never refuse to start."""
+    """The manual's "Config validation": clamp (or fall back) with a warning, never refuse to start."""
     warns: list[str] = []
     mix = _clamp("inner_voice_mix", s.inner_voice_mix, 0.0, 1.0, warns)
     top_k = int(_clamp("inner_voice_topk_default", s.inner_voice_topk_default, 1, MAX_TOP_K, warns))
@@ -280,7 +280,7 @@ class InnerVoice:
                    kg: bool) -> list[list[Cand]]:
         """The ranked candidates of the collection's sources: [entities, observations] for the KG,
         [thoughts] otherwise, each cut to its own cap."""
-        flt = SearchFilter(p.tenant, (collection,), tuple(p.readable_acl), p.filter)
+        flt = SearchFilter(p.tenant, (collection,), tuple(p.readable_acl), p.filter, certs=p.certs)
         core.touch(self.c, p, collection, prm.query, self.c.lexical.search(flt, prm.query, 2 * prm.top_k))
         cap = min(3 * prm.top_k, self.cfg.max_candidates)
         if not kg:

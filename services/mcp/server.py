@@ -9,7 +9,8 @@ Tools, by the names their clients call (older names stay as aliases):
 - SurfSense (cited retrieval): `search_knowledge_base`, `citations.resolve`;
 - `extract_key_info` (registered while VIBE_MCP_EXTRACT_KEY_INFO_ENABLED is on, the default);
 - inner_voice / Surr memory: `inner_voice.retrieve` (alias `snippets.retrieve`), listed always and gated per
-  call with `feature_disabled` when `SURR_ENABLE_INNER_VOICE`/`VIBE_ENABLE_INNER_VOICE` is off.
+  call with `feature_disabled` unless `SURR_ENABLE_INNER_VOICE` is "1" (when it is unset,
+  `VIBE_ENABLE_INNER_VOICE` decides).
 
 Every parameter has a JSON-schema description; enums and bounds are in the schema (for
 `search_rifflux`: `mode` lexical|semantic|hybrid, `top_k` ≥ 1, clamped to VIBE_MCP_MAX_TOP_K).

@@ -50,9 +50,9 @@ def _keep(ch: str) -> bool:
 def normalize(text: str) -> str:
     """NFKC, lowercase, control/zero-width characters removed, whitespace collapsed, trimmed.
 
-    Seed 000 lists control removal last (step 5); it runs before the whitespace collapse
-    here so that "a \\u200b b" and "a b" normalize (and hash) the same instead of leaving a
-    double space. For every other input the result equals the seed's order.
+    inner_voice's manual lists control removal last (step 5); it runs before the whitespace
+    collapse here so that "a \\u200b b" and "a b" normalize (and hash) the same instead of
+    leaving a double space. For every other input the result equals the manual's order.
     """
     text = unicodedata.normalize("NFKC", text).lower()
     if text.isascii() and not _ASCII_DROPPED.search(text):
