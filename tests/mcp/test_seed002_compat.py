@@ -18,6 +18,13 @@ from typing import Any
 
 import pytest
 
+from services.mcp.reindex import Reindexer
+from services.mcp.scope import Scope
+from services.mcp.search import ChunkSearch
+from services.wiring import build
+from shared.adapters.citations_sqlite import SqliteCitationRegistry
+from shared.config import Settings
+from shared.model import Principal
 from tests.mcp.support import McpClient, http, stdio
 from tests.support.server import served
 
@@ -195,6 +202,58 @@ def test_defaults_are_hybrid_and_ten(indexed: tuple[str, McpClient, Path]) -> No
     _, c, _ = indexed
     out = _search(c, query="widget", collection="many")
     assert out["mode"] == "hybrid" and out["count"] == 10 and out["query"] == "widget"
+
+
+def test_each_modality_is_asked_for_top_k_times_two_then_fused_by_rrf(tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """REQ-006 and RRF-001..003 on the real engines, in process: each enabled leg is queried for
+    exactly `top_k * 2` candidates (a disabled one not at all), and the hybrid answer is the RRF
+    (k=60, ranks from 1) of the lexical and semantic rankings of that depth, truncated to top_k."""
+    root = tmp_path / "files"
+    root.mkdir()
+    for i in range(30):
+        # every chunk a different mix, so no two tie in either leg (a tie at the cut could go either way)
+        (root / f"w{i:02d}.md").write_text(f"# W{i}\n\n{'widget ' * (1 + i)}pile {i} {'gear ' * (i % 5)}\n")
+    c = build(Settings(data_dir=tmp_path / "data", embedder="hash", scheduler_enabled=False,
+                       mcp_reindex_roots=[root]))
+    alice = Principal("ta", ("user:alice",), frozenset({"read", "write"}))
+    registry = SqliteCitationRegistry(tmp_path / "cit.sqlite3")
+    try:
+        assert Reindexer(c).run(alice, str(root), None, False, None)["indexed_files"] == 30
+        asked: list[tuple[str, int]] = []
+        lex_search, vec_search = c.lexical.search, c.vectors.search
+
+        def lexical(flt: Any, text: str, limit: int) -> Any:
+            asked.append(("lexical", limit))
+            return lex_search(flt, text, limit)
+
+        def vectors(space: str, flt: Any, vec: list[float], limit: int, **kw: Any) -> Any:
+            asked.append(("semantic", limit))
+            return vec_search(space, flt, vec, limit, **kw)
+
+        monkeypatch.setattr(c.lexical, "search", lexical)  # recorders around the real engines
+        monkeypatch.setattr(c.vectors, "search", vectors)
+        s = ChunkSearch(c, registry)
+        scope = Scope((c.settings.mcp_collection,))
+        for top_k in (1, 4):
+            legs = {}
+            for mode in ("lexical", "semantic"):
+                asked.clear()
+                legs[mode] = [f.key for f in s.run(alice, "widget gear", mode, top_k * 2, scope).ranking]
+                assert asked == [(mode, top_k * 4)]  # asked alone for 2 * (2 * top_k): its full ranking
+            asked.clear()
+            fused = s.run(alice, "widget gear", "hybrid", top_k, scope).ranking
+            assert sorted(asked) == [("lexical", top_k * 2), ("semantic", top_k * 2)]
+            lex = {k: i for i, k in enumerate(legs["lexical"][:top_k * 2], 1)}
+            sem = {k: i for i, k in enumerate(legs["semantic"][:top_k * 2], 1)}
+            want = sorted(((sum(1 / (RRF_K + r) for r in (lex.get(k), sem.get(k)) if r is not None), k)
+                           for k in set(lex) | set(sem)), key=lambda x: (-x[0], x[1].collection, x[1].doc_id))
+            assert [(f.key, f.lexical_rank, f.semantic_rank) for f in fused] == \
+                [(k, lex.get(k), sem.get(k)) for _, k in want[:top_k]]
+            assert [f.score for f in fused] == pytest.approx([x for x, _ in want[:top_k]])
+    finally:
+        registry.close()
+        c.store.close()
 
 
 # --- reindex ------------------------------------------------------------------------------------
