@@ -166,12 +166,22 @@ class DocLifecycle(Model):
 
 
 @dataclass(frozen=True, slots=True)
+class PendingJob(Model):
+    doc_id: str
+    space: str
+    content_hash: str
+
+
+@dataclass(frozen=True, slots=True)
 class DocStatus(Model):
     status: str
     last_embedded_at: str | None
     space: str
     lifecycle: DocLifecycle
+    content_hash: str  # `sha256:<hex>` of the document's normalized text
     reason: str | None = None
+    job: PendingJob | None = None  # while the document is `queued`
+    content_matches: bool | None = None  # with `contentHash=`: whether it names the content
 
 
 @dataclass(frozen=True, slots=True)
