@@ -4,7 +4,7 @@ a stream's line comes when the stream ends, with its whole duration and size.
 Only what identifies the request's shape goes in: method, raw path (ASGI keeps the query string
 apart, and it is never logged: it can carry filters and text), route template, status,
 duration, bytes sent, tenant, request id. Never a body, a header, a key or a token. Off with
-VIBE_ACCESS_LOG=false."""
+VIBE_ACCESS_LOG=false; `/mcp` is left out with MCP_NO_LOG (tool calls keep counters only)."""
 
 from __future__ import annotations
 
@@ -24,20 +24,24 @@ MAX_PATH_CHARS = 512  # a path is the caller's text: bounded, like every other l
 
 class AccessLog:
     def __init__(self, app: ASGIApp, keys: KeyRing, routes: Sequence[BaseRoute] = (),
-                 clock: Callable[[], float] = time.perf_counter) -> None:
+                 clock: Callable[[], float] = time.perf_counter, quiet: Sequence[str] = ()) -> None:
         self.app = app
+        self.quiet = tuple(quiet)  # paths (and their sub-paths) that are never logged
         # The rate limit's own bearer -> principal rule (`<task>@<key>` bearers too), never
         # charging anything (rate 0): the line names the tenant the limit charged.
         self.principals = TenantRateLimit(app, keys, rate=0, burst=1)
         self.templates = RouteTemplates(routes)
         self.clock = clock
 
+    def _quiet(self, path: str) -> bool:
+        return any(path == q or path.startswith(q + "/") for q in self.quiet)
+
     def _tenant(self, scope: Scope) -> str | None:
         found = self.principals.principal(bearer(scope))  # from the key ring's cache by now
         return found.tenant if found is not None else None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
+        if scope["type"] != "http" or self._quiet(str(scope.get("path", ""))):
             await self.app(scope, receive, send)
             return
         started = self.clock()

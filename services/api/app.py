@@ -158,7 +158,9 @@ def create_app(container: Container, keys: KeyRing) -> FastAPI:
                            allow_headers=["Authorization", "Content-Type", "Accept", "Last-Event-ID", "X-Request-Id"],
                            expose_headers=["Retry-After", "X-Request-Id"], max_age=600)
     if s.access_log:
-        app.add_middleware(AccessLog, keys=keys, routes=app.router.routes)  # type: ignore[arg-type]
+        # MCP_NO_LOG: MCP tool calls leave counters only, not an access line per call either
+        quiet = ("/mcp",) if s.mcp_no_log else ()
+        app.add_middleware(AccessLog, keys=keys, routes=app.router.routes, quiet=quiet)  # type: ignore[arg-type]
     app.add_middleware(RequestId)  # type: ignore[arg-type]  # outermost: every answer and log line has the id
     return app
 

@@ -142,6 +142,8 @@ def test_mcp_no_log_keeps_counters_only(srv: Served, bob: McpClient) -> None:
     assert _audit_rows(audit) == 0  # no audit row
     lines = [json.loads(x) for x in srv.log().splitlines() if x.startswith("{")]
     assert not [x for x in lines if x.get("msg") in ("tool call", "inner_voice.retrieve")]  # no call log line
+    assert not [x for x in lines if x.get("path") == "/mcp"]  # nor an access line per call
+    assert [x for x in lines if x.get("logger") == "vibe.access"]  # other requests are still logged
 
 
 def _calls(srv: Served, tool: str) -> float:
