@@ -39,10 +39,13 @@ _citations = build_citations  # the name tests/contract imports
 
 
 def owner_id(p: Principal) -> str:
-    """A stable, opaque id of one identity (tenant + principals): conversations belong to it
-    (another identity never sees them) and the audit log names it. Task materials belong to
-    one API key instead (Caller.key)."""
+    """A stable, opaque id of one identity (tenant + principals, + certificates when it holds
+    any): conversations belong to it (another identity never sees them) and the audit log names
+    it. A token holding fewer certificates than its key is another identity: it must not list
+    what its key cited. Task materials belong to one API key instead (Caller.key)."""
     raw = p.tenant + "\x1f" + "\x1f".join(sorted(p.principals))
+    if p.certs:  # identities without certificates keep the ids they always had
+        raw += "\x1e" + "\x1f".join(sorted(p.certs))
     return blake3.blake3(raw.encode()).hexdigest()[:32]
 
 

@@ -28,17 +28,24 @@ from tests.mcp.support import McpClient, http
 from tests.support.server import Served
 
 WRITER = {"ta": "m-writer", "tb": "m-b-writer"}
-READERS = {
-    "m-u1": ("ta", ("user:u1", "group:g1")),
-    "m-u2": ("ta", ("user:u2", "group:g1", "group:g2")),
-    "m-u3": ("ta", ("user:u3", "group:g2")),
-    "m-u4": ("ta", ("user:u4",)),
-    "m-b-u1": ("tb", ("user:u1", "group:g1")),  # same principal names, other tenant
+# Certificates: documents require none, one or two; readers hold none, one, both, or others.
+ALL_CERTS = frozenset({"iss:a", "iss:b", "other:c"})
+CERT_SETS: list[list[str]] = [[], [], ["iss:a"], ["iss:b"], ["iss:a", "iss:b"], ["other:c"]]
+READERS: dict[str, tuple[str, tuple[str, ...], frozenset[str]]] = {
+    "m-u1": ("ta", ("user:u1", "group:g1"), frozenset()),
+    "m-u2": ("ta", ("user:u2", "group:g1", "group:g2"), frozenset({"iss:a"})),
+    "m-u3": ("ta", ("user:u3", "group:g2"), frozenset({"iss:a", "iss:b"})),
+    "m-u4": ("ta", ("user:u4",), frozenset({"other:c", "iss:z"})),
+    "m-b-u1": ("tb", ("user:u1", "group:g1"), frozenset({"iss:a", "iss:b"})),  # same names, other tenant
 }
+# The writers hold every certificate: only a reader may overwrite a document (routes_docs.py).
 KEYS: list[dict[str, Any]] = [
-    {"key": "m-writer", "tenant": "ta", "principals": ["svc:writer"], "scopes": ["read", "write", "admin"]},
-    {"key": "m-b-writer", "tenant": "tb", "principals": ["svc:writer"], "scopes": ["read", "write", "admin"]},
-    *({"key": k, "tenant": t, "principals": list(ps), "scopes": ["read"]} for k, (t, ps) in READERS.items()),
+    {"key": "m-writer", "tenant": "ta", "principals": ["svc:writer"], "certs": sorted(ALL_CERTS),
+     "scopes": ["read", "write", "admin"]},
+    {"key": "m-b-writer", "tenant": "tb", "principals": ["svc:writer"], "certs": sorted(ALL_CERTS),
+     "scopes": ["read", "write", "admin"]},
+    *({"key": k, "tenant": t, "principals": list(ps), "certs": sorted(cs), "scopes": ["read"]}
+      for k, (t, ps, cs) in READERS.items()),
 ]
 ENV = {"VIBE_ENABLE_INNER_VOICE": "1", "VIBE_STREAM_WAIT_SECONDS": "0.5"}
 COLLECTIONS = ("kb", "kg", "thoughts")
@@ -55,6 +62,7 @@ MATERIAL = re.compile(r"mtok([a-z0-9-]+)q(\d+)n\d+")
 class Version:
     acl: frozenset[str]  # "*" = public
     words: tuple[str, ...]
+    certs: frozenset[str] = frozenset()  # every one required of a reader
 
 
 @dataclass
@@ -97,9 +105,10 @@ class Reader(NamedTuple):
     tenant: str
     principals: tuple[str, ...]
     first: str | None = None
+    certs: frozenset[str] = frozenset()  # certificates held
 
     def fits(self, v: Version) -> bool:
-        return self.first is None or v.words[0] == self.first
+        return (self.first is None or v.words[0] == self.first) and v.certs <= self.certs
 
 
 class Oracle:
@@ -114,12 +123,13 @@ class Oracle:
         self.by_num[d.num] = d
         return d
 
-    def new_version(self, d: Doc, acl: list[str] | None, words: tuple[str, ...]) -> tuple[int, dict[str, Any]]:
+    def new_version(self, d: Doc, acl: list[str] | None, words: tuple[str, ...],
+                    certs: list[str] | None = None) -> tuple[int, dict[str, Any]]:
         self.next_version += 1
         v = self.next_version
         if acl is not None:  # the writer stays in every ACL, or it could not overwrite (routes_docs.py)
             acl = [*acl, "svc:writer"]
-        d.versions[v] = Version(frozenset(["*"] if acl is None else acl), words)
+        d.versions[v] = Version(frozenset(["*"] if acl is None else acl), words, frozenset(certs or ()))
         text = f"{' '.join(words)} marker zq{d.num}x{v}"
         body: dict[str, Any] = {"title": f"{words[0]} note"}
         if d.collection == "kb":
@@ -129,22 +139,26 @@ class Oracle:
             body["kind" if d.collection == "kg" else "origin"] = "entity" if d.collection == "kg" else "human"
         if acl is not None:
             body["_acl"] = acl
+        if certs:
+            body["_certs"] = certs
         return v, body
 
-    def can_read(self, d: Doc, tenant: str, principals: tuple[str, ...], first: str | None = None) -> bool:
+    def can_read(self, d: Doc, tenant: str, principals: tuple[str, ...], first: str | None = None,
+                 certs: frozenset[str] = frozenset()) -> bool:
         return (d.tenant == tenant and d.current is not None and readable(d.versions[d.current].acl, principals)
-                and (first is None or d.versions[d.current].words[0] == first))
+                and (first is None or d.versions[d.current].words[0] == first)
+                and d.versions[d.current].certs <= certs)
 
     def universe(self, tenant: str) -> list[Doc]:
         return [d for d in self.by_num.values() if d.tenant == tenant]
 
     def count(self, tenant: str, principals: tuple[str, ...], collection: str, word: str | None,
-              first: str | None = None) -> int:
+              first: str | None = None, certs: frozenset[str] = frozenset()) -> int:
         """Documents the caller may read in scope (containing `word`, when given)."""
         n = 0
         for d in self.universe(tenant):
             if (collection in ("any", d.collection) and d.current is not None
-                    and self.can_read(d, tenant, principals, first)
+                    and self.can_read(d, tenant, principals, first, certs)
                     and (word is None or word in d.versions[d.current].words)):
                 n += 1
         return n
@@ -156,6 +170,7 @@ class Stats:
     cases: int = 0
     calls: int = 0
     stale: int = 0
+    cert_cases: int = 0  # cases whose document required a certificate at the time
     leaks: list[Leak] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)  # 5xx / internal errors: not leaks, but reported
     by_endpoint: dict[str, int] = field(default_factory=dict)
@@ -163,7 +178,8 @@ class Stats:
     def summary(self) -> str:
         eps = ", ".join(f"{k}={v}" for k, v in sorted(self.by_endpoint.items()))
         return (f"permission matrix [{self.variant}]: {self.cases} cases over {self.calls} calls, "
-                f"{len(self.leaks)} leaks, {self.stale} stale-but-permitted, {len(self.errors)} server errors; "
+                f"{len(self.leaks)} leaks ({self.cert_cases} cases on documents requiring certificates), "
+                f"{self.stale} stale-but-permitted, {len(self.errors)} server errors; "
                 f"per endpoint: {eps}")
 
 
@@ -184,16 +200,16 @@ class Matrix:
         # Every bearer that reads, keys of VIBE_API_KEYS and (after `credentials`) API-made keys
         # and end-user tokens; `alias` names each in reports and in texts the harness writes
         # (a token is long and holds dots); `dead`: revoked and expired ones, refused everywhere.
-        self.readers: dict[str, Reader] = {k: Reader(t, ps) for k, (t, ps) in READERS.items()}
+        self.readers: dict[str, Reader] = {k: Reader(t, ps, None, cs) for k, (t, ps, cs) in READERS.items()}
         self.alias: dict[str, str] = {k: k for k in READERS}
         self.dead: dict[str, str] = {}  # bearer -> alias
         self.dead_after = 0.0  # time.time() from which every dead bearer must be refused
 
     # -- set-up and writes ---------------------------------------------------------
 
-    def _made_key(self, tenant: str, principals: list[str]) -> dict[str, Any]:
+    def _made_key(self, tenant: str, principals: list[str], certs: list[str] | None = None) -> dict[str, Any]:
         r = self.w.call("POST", "/v1/keys", WRITER[tenant], {"name": "matrix", "principals": principals,
-                                                             "scopes": ["read"]})
+                                                             "certs": certs or [], "scopes": ["read"]})
         assert r.status_code == 201, r.text
         return dict(r.json())
 
@@ -205,15 +221,23 @@ class Matrix:
     def credentials(self) -> None:
         """API-made keys and end-user tokens as readers (made on the writer process, used on the
         reader), and dead ones: a revoked key, a token it minted, an expired token."""
-        made = self._made_key("ta", ["user:u5", "group:g1"])
+        made = self._made_key("ta", ["user:u5", "group:g1"], ["iss:b"])
+        a, b = frozenset({"iss:a"}), frozenset({"iss:b"})
         live = {
-            "m-made": (made["key"], Reader("ta", ("user:u5", "group:g1"))),
-            "m-made-tok": (self._minted(made["key"], principals=["group:g1"])["token"], Reader("ta", ("group:g1",))),
+            "m-made": (made["key"], Reader("ta", ("user:u5", "group:g1"), None, b)),
+            # a token minted without `certs` holds its key's; with `certs: []`, none
+            "m-made-tok": (self._minted(made["key"], principals=["group:g1"])["token"],
+                           Reader("ta", ("group:g1",), None, b)),
+            "m-made-tok-none": (self._minted(made["key"], principals=["group:g1"], certs=[])["token"],
+                                Reader("ta", ("group:g1",))),
             "m-u3-tok": (self._minted("m-u3")["token"], self.readers["m-u3"]),  # the key's own principals
-            "m-filter-tok": (self._minted(WRITER["ta"], principals=["user:u6", "group:g2"],
+            "m-u3-tok-a": (self._minted("m-u3", certs=["iss:a"])["token"],
+                           Reader("ta", ("user:u3", "group:g2"), None, a)),
+            "m-filter-tok": (self._minted(WRITER["ta"], principals=["user:u6", "group:g2"], certs=["iss:a", "other:c"],
                                           filter={"title": f"{WORDS[0]} note"})["token"],
-                             Reader("ta", ("user:u6", "group:g2"), WORDS[0])),
-            "m-b-tok": (self._minted(WRITER["tb"], principals=["user:u1"])["token"], Reader("tb", ("user:u1",))),
+                             Reader("ta", ("user:u6", "group:g2"), WORDS[0], frozenset({"iss:a", "other:c"}))),
+            "m-b-tok": (self._minted(WRITER["tb"], principals=["user:u1"], certs=["iss:a"])["token"],
+                        Reader("tb", ("user:u1",), None, a)),
         }
         for alias, (bearer, who) in live.items():
             self.readers[bearer] = who
@@ -249,7 +273,7 @@ class Matrix:
         return tuple(self.rng.sample(WORDS, 3))
 
     def _put(self, d: Doc, acl: list[str] | None) -> None:
-        v, body = self.o.new_version(d, acl, self._words())
+        v, body = self.o.new_version(d, acl, self._words(), self.rng.choice(CERT_SETS))
         r = self.w.put(WRITER[d.tenant], d.collection, d.doc_id, body)
         assert r.status_code in (200, 201), r.text
         d.current = v
@@ -257,7 +281,7 @@ class Matrix:
     def _bulk(self, tenant: str, col: str, docs: list[Doc]) -> None:
         items, versions = [], []
         for d in docs:
-            v, body = self.o.new_version(d, self.rng.choice(ACLS), self._words())
+            v, body = self.o.new_version(d, self.rng.choice(ACLS), self._words(), self.rng.choice(CERT_SETS))
             items.append({"_id": d.doc_id, **body})
             versions.append(v)
         r = self.w.bulk(WRITER[tenant], col, items)
@@ -301,20 +325,22 @@ class Matrix:
 
     def check_shown(self, endpoint: str, key: str, shown: set[tuple[str, str]], text: str, request: Any) -> None:
         """`shown`: (collection, id) pairs the answer names; `text`: all of it, for tokens."""
-        who = self.readers.get(key) or (Reader("ta", ("svc:writer",)) if key == "m-writer"
-                                        else Reader("tb", ("svc:writer",)))
-        tenant, principals, first = who
+        who = self.readers.get(key) or (Reader("ta", ("svc:writer",), None, ALL_CERTS) if key == "m-writer"
+                                        else Reader("tb", ("svc:writer",), None, ALL_CERTS))
+        tenant, principals, first, certs = who
         universe = self.o.universe(tenant)
         self.stats.calls += 1
         self._case(endpoint, len(universe))
+        self.stats.cert_cases += sum(1 for d in universe if d.current is not None and d.versions[d.current].certs)
         known = {(d.collection, d.doc_id) for d in universe}
         for col, doc_id in shown:
             d = self.o.docs.get((tenant, col, doc_id))
             if d is None or (col, doc_id) not in known:
                 self._leak(endpoint, key, f"{col}/{doc_id}", "names a document this tenant's writes never made",
                            request)
-            elif not self.o.can_read(d, tenant, principals, first):
-                state = "deleted" if d.current is None else f"acl={sorted(d.versions[d.current].acl)}"
+            elif not self.o.can_read(d, tenant, principals, first, certs):
+                cur = d.versions[d.current] if d.current is not None else None
+                state = "deleted" if cur is None else f"acl={sorted(cur.acl)} certs={sorted(cur.certs)}"
                 self._leak(endpoint, key, f"{tenant}/{col}/{doc_id}", f"unreadable document shown ({state})", request)
         for m in TOKEN.finditer(text):
             d = self.o.by_num.get(int(m.group(1)))
@@ -323,7 +349,7 @@ class Matrix:
                 self._leak(endpoint, key, m.group(0), "unknown content token", request)
                 continue
             ver_ok = readable(d.versions[v].acl, principals) and d.tenant == tenant and who.fits(d.versions[v])
-            if not ver_ok or not self.o.can_read(d, tenant, principals, first):
+            if not ver_ok or not self.o.can_read(d, tenant, principals, first, certs):
                 why = ("content of a version this caller could never read" if not ver_ok
                        else "content of a document it can no longer read")
                 self._leak(endpoint, key, f"{d.tenant}/{d.collection}/{d.doc_id}@v{v}", why, request)
@@ -349,15 +375,15 @@ class Matrix:
 
     def _check_payload(self, endpoint: str, key: str, payload: dict[str, Any], col: str, word: str,
                        body: dict[str, Any]) -> None:
-        tenant, principals, first = self.readers[key]
+        tenant, principals, first, certs = self.readers[key]
         results = payload.get("results") or []
         self.check_shown(endpoint, key, {(str(x["collection"]), str(x["id"])) for x in results},
                          json.dumps(payload), body)
-        in_scope = self.o.count(tenant, principals, col, None, first)
+        in_scope = self.o.count(tenant, principals, col, None, first, certs)
         diag = payload.get("diagnostics") or {}
         lex = (diag.get("lexical") or {}).get("candidates")
         self.check_count(endpoint, key, "diagnostics.lexical.candidates", lex,
-                         self.o.count(tenant, principals, col, word, first), body)
+                         self.o.count(tenant, principals, col, word, first, certs), body)
         sem = diag.get("semantic") or {}
         for name in ("hits", "pending"):
             self.check_count(endpoint, key, f"diagnostics.semantic.{name}", sem.get(name), in_scope, body)
@@ -380,14 +406,14 @@ class Matrix:
         for event, data in self.r.stream(key, **body):
             assert event != "error", data
             if event == "warming":
-                tenant, principals, first = self.readers[key]
+                tenant, principals, first, certs = self.readers[key]
                 self.check_count("read.sse.warming", key, "warming.queued", data.get("queued"),
-                                 self.o.count(tenant, principals, col, None, first), body)
+                                 self.o.count(tenant, principals, col, None, first, certs), body)
                 continue
             self._check_payload(f"read.sse.{event}", key, data, col, word, body)
 
     def get_doc(self, key: str) -> None:
-        tenant, principals, first = self.readers[key]
+        tenant, principals, first, certs = self.readers[key]
         # ids of both tenants: the same ids exist in each
         d = self.rng.choice(list(self.o.by_num.values()))
         path = f"/v1/collections/{d.collection}/docs/{d.doc_id}"
@@ -398,7 +424,7 @@ class Matrix:
         mine = self.o.docs.get((tenant, d.collection, d.doc_id))
         shown = {(d.collection, d.doc_id)} if r.status_code == 200 else set()
         self.check_shown("get", key, shown, r.text if r.status_code == 200 else "", f"GET {path}")
-        if r.status_code == 404 and mine is not None and self.o.can_read(mine, tenant, principals, first):
+        if r.status_code == 404 and mine is not None and self.o.can_read(mine, tenant, principals, first, certs):
             pass  # a miss, not a leak
         if r.status_code == 200 and f"zq{mine.num if mine else -1}x" not in r.text:
             self._leak("get", key, path, "answered 200 with another document's content", f"GET {path}")
@@ -477,7 +503,7 @@ class Matrix:
         body = self._tool(key, "inner_voice.retrieve", args)
         if body is None:
             return
-        tenant, principals, first = self.readers[key]
+        tenant, principals, first, certs = self.readers[key]
         shown = set()
         for s in body.get("snippets") or []:
             kind, _, doc_id = str(s["id"]).partition(":")
@@ -486,7 +512,7 @@ class Matrix:
         diag = body.get("diagnostics") or {}
         for name, col in (("kg_candidates", "kg"), ("thought_candidates", "thoughts")):
             self.check_count("mcp.inner_voice", key, f"diagnostics.{name}", diag.get(name),
-                             self.o.count(tenant, principals, col, None, first), args)
+                             self.o.count(tenant, principals, col, None, first, certs), args)
 
     def mcp_extract(self, key: str) -> None:
         """Each call's materials carry tokens of (key, task); contexts may hold only this

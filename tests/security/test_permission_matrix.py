@@ -2,7 +2,9 @@
 cases over every read path of the HTTP API and the MCP tools, with ACL changes, deletes and
 re-creations interleaved, against an oracle of what each key may read (tests/security/matrix.py).
 The readers include API-made keys and end-user tokens (one with a filter), made on the writing
-process; revoked and expired ones must be refused on every path.
+process; revoked and expired ones must be refused on every path. Documents require none, one or
+two certificates (`_certs`), and readers hold none, one, both or others: a reader sees a
+document only with its ACL and every certificate it requires.
 
 Two variants: one API process; and two API processes on one data dir, writes to one and reads
 from the other once the write has returned. `VIBE_MATRIX_ROUNDS` (default 45) and
