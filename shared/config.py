@@ -383,6 +383,12 @@ class Settings(BaseSettings):
     # call with (query, materials, topK) only. Empty = such a call is refused with invalid_params.
     extract_default_task: str = Field(default="default", max_length=128, description=(
         "`extract_key_info` task of a call without `task_id` or identity (empty: such calls are refused)."))
+    # A call's chunks are embedded only if the tenant's per-minute embedding budget holds them
+    # all; short of that, the call waits this long at most for the bucket to refill (a
+    # rate-limited call is retried, not failed at once), then answers `rate_limited`.
+    extract_budget_wait_seconds: Annotated[float, Field(ge=0, le=60)] = Field(default=5.0, description=(
+        "Longest `extract_key_info` waits for the tenant's per-minute embedding budget to hold its chunks "
+        "before it answers `rate_limited`."))
     # The tool is registered only when on (off: not listed, calls answer "unknown tool").
     mcp_extract_key_info_enabled: bool = Field(default=True, description=(
         "Register the MCP `extract_key_info` tool."))

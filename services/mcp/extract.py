@@ -35,8 +35,9 @@ The contract its clients rely on:
   (over stdio, of VIBE_MCP_KEY=`<identity>@<key>`); else VIBE_EXTRACT_DEFAULT_TASK. The user is
   always the key, so a task name never reaches another key's materials;
 - every check runs before the pre-call (billing) hook; nothing is charged for a refused call;
-- the chunks to embed must fit the tenant's per-minute embedding budget as a whole, or the call
-  is refused with `rate_limited` (retry_after_seconds in the details) before anything is stored;
+- the chunks to embed must fit the tenant's per-minute embedding budget as a whole; short of it
+  the call waits for the bucket to refill (up to VIBE_EXTRACT_BUDGET_WAIT_SECONDS), then is
+  refused with `rate_limited` (retry_after_seconds in the details) before anything is stored;
   more than the budget holds at all is `payload_too_large`; a tenant past its daily token cap
   is refused with `rate_limited` and what was staged is removed. Chunks the eligibility policy
   keeps from the embedder are stored lexical-only and counted in `_meta` (`not_embedded`);
@@ -172,7 +173,7 @@ class KeyInfo:
         """(the contexts, the facts that go into the result's metadata)."""
         self._sweep()
         col, token = task_names(self.secret, key, req.task)
-        docs = self._docs(p, col, token, req.materials)
+        docs = self._docs(p, col, token, req.materials, {"task_id": req.task, "user_id": key[:16]})
         existing = self.c.store.get_docs([d.key for d in docs])
         # a chunk still under another call's staging token (that call failed or is running)
         # is not published: this call stages and publishes it again
@@ -226,7 +227,9 @@ class KeyInfo:
 
     def _reserve(self, tenant: str, wanted: int) -> None:
         """The tenant's per-minute embedding budget for every chunk of the call, all or none,
-        before anything is stored: a call is never answered with chunks left unembedded."""
+        before anything is stored: a call is never answered with chunks left unembedded. Short
+        of tokens, the call waits for the bucket to refill, up to VIBE_EXTRACT_BUDGET_WAIT_SECONDS,
+        then answers `rate_limited` with the wait it would need."""
         if wanted <= 0:
             return
         budget = self.c.planner.budget
@@ -236,17 +239,22 @@ class KeyInfo:
                               f"the materials need {wanted} chunks embedded; this tenant may embed at most "
                               f"{per_minute} per minute: send them in smaller parts",
                               {"budget": "per_minute", "needed": wanted, "per_minute": per_minute})
-        have = budget.available(tenant)
-        if have >= wanted and budget.take(tenant, wanted) >= wanted:
-            return
-        if not budget.reachable():
-            return  # the bucket cannot be asked (Redis away): embed, as every write then does
-        wait = math.ceil((wanted - min(have, wanted)) * 60.0 / max(1, per_minute))
+        deadline = time.monotonic() + self.c.settings.extract_budget_wait_seconds
+        while True:
+            have = budget.available(tenant)
+            if have >= wanted and budget.take(tenant, wanted) >= wanted:
+                return
+            if not budget.reachable():
+                return  # the bucket cannot be asked (Redis away): embed, as every write then does
+            refill = (wanted - min(have, wanted)) * 60.0 / max(1, per_minute)
+            if time.monotonic() + refill > deadline:
+                break
+            time.sleep(max(0.05, refill))
+        wait = max(1, math.ceil(refill))
         raise ToolFailure(ErrorCode.RATE_LIMITED.code,
                           f"the materials need {wanted} chunks embedded and this tenant's per-minute embedding "
                           f"budget has {have} left; nothing was stored, retry in about {wait} s",
-                          {"budget": "per_minute", "needed": wanted, "available": have,
-                           "retry_after_seconds": max(1, wait)})
+                          {"budget": "per_minute", "needed": wanted, "available": have, "retry_after_seconds": wait})
 
     def _charge(self, key: str, chars: int, chunks: int) -> None:
         s = self.c.settings
@@ -259,13 +267,16 @@ class KeyInfo:
                               {"quota": e.quota, "limit": e.limit, "used": e.used, "requested": e.requested,
                                "retry_after_seconds": retry_after}) from e
 
-    def _docs(self, p: Principal, col: str, token: str, materials: str) -> list[StoredDoc]:
+    def _docs(self, p: Principal, col: str, token: str, materials: str, owner: dict[str, str]) -> list[StoredDoc]:
+        """The chunks as documents. `owner` (the task and an opaque prefix of the key's ref) rides
+        in each chunk's `meta`, which nothing indexes or embeds, for audits of the store."""
         by_id: dict[str, StoredDoc] = {}
         for m in material_chunks(materials, self.c.settings.extract_max_chunk_chars):
             doc_id = blake3.blake3(m.cleaned.encode()).hexdigest()[:32]
             if doc_id not in by_id:
                 by_id[doc_id] = self.c.docs.parse(p, col, doc_id, {
-                    "content": m.cleaned, "meta": {"original": m.original, "index": m.index}, "_acl": [token]})
+                    "content": m.cleaned, "meta": {"original": m.original, "index": m.index, **owner},
+                    "_acl": [token]})
         return list(by_id.values())
 
     def _backoff(self, attempt: int) -> None:
@@ -309,7 +320,7 @@ class KeyInfo:
 
     def _run_jobs(self, docs: Sequence[StoredDoc], space: str) -> None:
         """Through the workers' EmbedHandler (eligibility, redaction, dim safety, usage), synchronously."""
-        jobs = [EmbedJob(d.key, space, d.content_hash, priority="bulk") for d in docs]
+        jobs = [EmbedJob(d.key, space, d.content_hash, priority="bulk", purpose="tool") for d in docs]
         batch = max(1, min(EMBED_BATCH, self.c.settings.embed_batch_size))
         for i in range(0, len(jobs), batch):
             self.c.handler.run(jobs[i:i + batch])

@@ -229,23 +229,28 @@ def test_a_failure_mid_way_leaves_nothing_behind(tmp_path: Path) -> None:
             c.close()
 
 
-def test_chunks_past_the_per_minute_budget_are_refused_not_left_unembedded(tmp_path: Path) -> None:
-    c = stdio(tmp_path / "data", VIBE_PER_TENANT_PER_MIN="6")
+def test_chunks_past_the_per_minute_budget_wait_or_are_refused_never_left_unembedded(tmp_path: Path) -> None:
+    c = stdio(tmp_path / "data", VIBE_PER_TENANT_PER_MIN="30")  # 30 a minute: one token every 2 s
     try:
-        first = "\n\n".join(PARAS[:4])
+        first = "\n\n".join(f"First {i}: the walrus {i} rests on the ice floe." for i in range(28))
         got, facts = _contexts(c, {"query": "walrus", "materials": first, "topK": 20})
-        assert facts["ingested_chunks"] == 4 and len(got) == 4
-        later = "\n\n".join(f"Later {i}: the seal {i} dives for herring." for i in range(4))
+        assert facts["ingested_chunks"] == 28 and "not_embedded" not in facts
+        # 4 more with 2 left: the call waits for the bucket (about 4 s, within the 5 s allowed)
+        more = "\n\n".join(f"More {i}: the gannet {i} dives." for i in range(4))
+        got, facts = _contexts(c, {"query": "gannet dives", "materials": more, "topK": 4})
+        assert facts["ingested_chunks"] == 4 and len(got) == 4 and all("gannet" in g for g in got)
+        # 20 more with none left would need 40 s: refused at once, with the wait it needs
+        later = "\n\n".join(f"Later {i}: the seal {i} hunts herring." for i in range(20))
         err = _error(c, {"query": "seal herring", "materials": later, "topK": 20})
-        assert err["code"] == "rate_limited" and err["details"]["needed"] == 4
-        assert err["details"]["available"] < 4 and err["details"]["retry_after_seconds"] >= 1
-        # nothing of the refused call was stored: re-sending the stored chunks (no new one, so
-        # no budget needed) finds only them
-        got, facts = _contexts(c, {"query": "seal herring dives", "materials": first, "topK": 20})
-        assert sorted(got) == sorted(PARAS[:4]) and facts["ingested_chunks"] == 0
+        assert err["code"] == "rate_limited" and err["details"]["needed"] == 20
+        assert err["details"]["available"] < 20 and err["details"]["retry_after_seconds"] > 5
+        # nothing of the refused call was stored: re-sending stored chunks (no new one, so no
+        # budget needed) finds none of them
+        got, facts = _contexts(c, {"query": "seal hunts herring", "materials": more, "topK": 20})
+        assert facts["ingested_chunks"] == 0 and not [g for g in got if "seal" in g]
         # more chunks than the budget holds in a minute can never fit: said so
-        many = "\n\n".join(f"Many {i}: the puffin {i} carries fish." for i in range(7))
+        many = "\n\n".join(f"Many {i}: the puffin {i} carries fish." for i in range(31))
         err = _error(c, {"query": "puffin", "materials": many})
-        assert err["code"] == "payload_too_large" and err["details"]["per_minute"] == 6
+        assert err["code"] == "payload_too_large" and err["details"]["per_minute"] == 30
     finally:
         c.close()
