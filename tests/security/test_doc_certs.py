@@ -15,6 +15,7 @@ from services.wiring import Container, build
 from shared.config import Settings
 from shared.errors import ErrorCode, VibeError
 from shared.model import DocKey, Principal
+from tests.support.server import ids, served
 
 WRITER = Principal("t", ("user:alice",), frozenset({"read", "write"}), frozenset({"hr:staff", "legal:nda"}))
 NONE = Principal("t", ("user:alice",), frozenset({"read"}))
@@ -94,3 +95,35 @@ def test_documents_stored_before_certificates_stay_readable(tmp_path: Path) -> N
         assert _ids(c, NONE, "gearbox") == {"old"}
     finally:
         c.stop()
+
+
+HTTP_KEYS = [
+    {"key": "c-writer", "tenant": "t", "principals": ["svc:w"], "certs": ["hr:staff", "legal:nda"],
+     "scopes": ["read", "write"]},
+    {"key": "c-none", "tenant": "t", "principals": ["user:x"], "scopes": ["read", "write"]},
+]
+
+
+def test_over_http_bad_certs_are_refused_one_by_one_and_unreadable_looks_absent(tmp_path: Path) -> None:
+    """PUT with bad `_certs`: 400 `invalid_params`, nothing written. In a bulk, only the bad
+    document is refused. A document requiring a certificate the caller lacks is absent to it:
+    GET 404, mget `found: false`, no result, and it cannot be overwritten or deleted by it."""
+    with served(tmp_path / "data", keys=HTTP_KEYS) as s:
+        bad = s.put("c-writer", "c", "bad", {"body": "gearbox", "_certs": ["no colon"]})
+        assert bad.status_code == 400 and bad.json()["error"]["code"] == "invalid_params", bad.text
+        assert s.call("GET", "/v1/collections/c/docs/bad", "c-writer").status_code == 404
+        r = s.bulk("c-writer", "c", [{"_id": "ok", "body": "gearbox", "_certs": ["hr:staff"]},
+                                     {"_id": "worse", "body": "gearbox", "_certs": "hr:staff"},
+                                     {"_id": "open", "body": "gearbox"}])
+        items = {i["_id"]: i for i in r.json()["results"]}
+        assert items["worse"]["status"] == 400 and items["worse"]["error"]["code"] == "invalid_params"
+        assert items["ok"]["status"] == 201 and items["open"]["status"] == 201
+        assert s.call("GET", "/v1/collections/c/docs/ok", "c-writer").status_code == 200
+        assert s.call("GET", "/v1/collections/c/docs/ok", "c-none").status_code == 404
+        got = s.call("POST", "/v1/collections/c/docs:mget", "c-none", {"ids": ["ok", "open"]}).json()
+        assert [d.get("_found") for d in got["docs"]] == [False, True]
+        assert ids(s.read("c-none", collection="c", q="gearbox").json()["results"]) == ["open"]
+        assert sorted(ids(s.read("c-writer", collection="c", q="gearbox").json()["results"])) == ["ok", "open"]
+        assert s.put("c-none", "c", "ok", {"body": "overwritten"}).status_code in (403, 404)
+        assert s.call("DELETE", "/v1/collections/c/docs/ok", "c-none").status_code == 404
+        assert s.call("GET", "/v1/collections/c/docs/ok", "c-writer").json()["body"] == "gearbox"
