@@ -57,6 +57,7 @@ WRITER_HEAP = 15_000_000
 # A document's certificates are `facet` tokens under this prefix. No metadata token can start so:
 # field names starting with `_` are refused on write and long tokens are hashed to `~...`.
 CERT_PREFIX = f"_certs{facets.SEP}"
+CERT_SET_ABOVE = 64  # certificates to exclude above which one term-set query is cheaper
 TERM_SET_ABOVE = 1000  # values in a filter clause above which one term-set query is cheaper
 
 
@@ -309,7 +310,11 @@ class TantivyLexicalIndex:
         parts = [(Occur.Must, self._any_of(schema, "acl", flt.acl))]
         unheld = _unheld_certs(searcher, flt.certs)
         if unheld:
-            parts.append((Occur.MustNot, self._any_of(schema, "facet", unheld)))
+            # one term set past a few dozen (1,000 certificates at 20k documents: 2.4 ms against
+            # 6.7 ms as a disjunction; ten: 0.5 ms as a disjunction against 0.7 ms)
+            exclude = (Query.term_set_query(schema, "facet", unheld) if len(unheld) > CERT_SET_ABOVE
+                       else self._any_of(schema, "facet", unheld))
+            parts.append((Occur.MustNot, exclude))
         if flt.collections is not None:
             parts.append((Occur.Must, self._any_of(schema, "collection", flt.collections)))
         for cond in flt.where:

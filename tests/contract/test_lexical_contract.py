@@ -551,3 +551,11 @@ def test_a_certificate_name_is_no_metadata_filter_token(index: LexicalIndex) -> 
     by_value = SearchFilter("t", None, ("*",), (FieldCondition("certs", "eq", ("iss:a",)),),
                             certs=frozenset({"iss:a"}))
     assert {h.key.doc_id for h in index.search(by_value, "rotor", 10)} == {"v"}
+
+
+def test_many_distinct_certificates(index: LexicalIndex) -> None:
+    """A tenant with many distinct certificates (tantivy's exclusion list then is one term set)."""
+    index.apply([_cert_doc(f"d{i}", [f"iss:c{i}"]) for i in range(100)] + [_cert_doc("open", [])], [])
+    held = frozenset(f"iss:c{i}" for i in range(0, 100, 3))
+    assert {h.key.doc_id for h in index.search(_held(held), "rotor", 200)} == {f"d{i}" for i in range(0, 100, 3)} | {
+        "open"}
