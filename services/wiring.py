@@ -57,6 +57,7 @@ from shared.metrics import METRICS
 from shared.model import DocKey, EmbedJob
 from shared.model_specs import ModelSpec, local_allowlist, parse_model
 from shared.policy.eligibility import EligibilityPolicy
+from shared.policy.provider_certs import ProviderCerts
 from shared.ports import (
     Budget,
     ColdStore,
@@ -514,6 +515,7 @@ def adopt_legacy_cold_dirs(settings: Settings, store: StoreOfRecord) -> dict[str
 def build_handler(settings: Settings, store: StoreOfRecord, emb: Embedder,
                   wrap: Callable[[Embedder], Embedder] | None = None) -> EmbedHandler:
     """The embedding job handler, the same in the API's worker threads and in Celery workers."""
+    check_declared_dim(settings, emb)
     _check_space(store, settings.space, emb)
     policy = EligibilityPolicy(settings.index_policy)
     directory = SpaceDirectory(store, settings.space)
@@ -521,7 +523,17 @@ def build_handler(settings: Settings, store: StoreOfRecord, emb: Embedder,
                         build_cold(settings, store), settings.tenant_daily_tokens, store.clock,
                         embedders=SpaceEmbedders(settings, store, emb, wrap), default_space=settings.space,
                         live=lambda tenant: set(embedding_spaces(directory, tenant)),
-                        passages=passage_config(settings))
+                        passages=passage_config(settings),
+                        provider_certs=ProviderCerts(settings.provider_certs))
+
+
+def check_declared_dim(settings: Settings, emb: Embedder) -> None:
+    """SURR_EMBED_DIM is a promise about the model: one that reports another dimension stops the
+    process here, before a vector of the wrong shape is stored or compared."""
+    declared = settings.declared_embed_dim()
+    if declared is not None and emb.dim != declared:
+        raise RuntimeError(f"SURR_EMBED_DIM={declared} but the model {emb.model_id} makes vectors of {emb.dim} "
+                           "dimensions; fix SURR_EMBED_DIM or the model")
 
 
 def passage_config(s: Settings) -> PassageConfig:

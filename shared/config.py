@@ -15,6 +15,15 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from shared.text.languages import LanguageMap
 
+# SURR_EMBED_PROVIDER values and the embedder each selects.
+SURR_PROVIDERS: dict[str, Literal["local", "openai", "hash"]] = {"openai": "openai", "local": "local", "hash": "hash"}
+# Dimensions of well-known models, so a contradicting SURR_EMBED_DIM stops the service before
+# any model is loaded or any provider is called.
+KNOWN_MODEL_DIMS: dict[str, int] = {
+    "all-MiniLM-L6-v2": 384, "sentence-transformers/all-MiniLM-L6-v2": 384,
+    "text-embedding-3-small": 1536, "text-embedding-3-large": 3072, "text-embedding-ada-002": 1536,
+}
+
 
 class ApiKey(BaseModel):
     """One entry of `VIBE_API_KEYS`."""
@@ -226,9 +235,21 @@ class Settings(BaseSettings):
         "for one chunk only."))
 
     # Eligibility and redaction: JSON in the environment.
-    index_policy: list[dict[str, Any]] = Field(default_factory=list, description=(
-        "Eligibility rules (JSON list of `{\"if\": ..., \"then\": {\"action\": \"embed|ignore|defer\", ...}}`) "
-        "deciding which documents may be embedded."))
+    index_policy: list[dict[str, Any]] | dict[str, Any] = Field(default_factory=list, description=(
+        "Eligibility policy deciding which documents are embedded, and where: the object `{\"default\": "
+        "{\"action\": \"sample\", \"p\": 0.1}, \"rules\": [{\"if\": {...}, \"then\": {\"action\": "
+        "\"embed|ignore|defer|sample\", \"p\"?, \"space\"?, \"fields\"?}}]}` or just the list of rules. "
+        "Conditions: `collection`, `mime`, `type`, `app` (regexes), `tokenCount`, `sensitivity`, `certs`. "
+        "Rules win over a writer's deny, which wins over the heuristics; `default` applies last."))
+    # Which certificates each external provider may receive documents under. Documents with
+    # no certificates are unaffected; local models receive everything (the text stays here).
+    provider_certs: dict[str, list[str]] = Field(default_factory=dict, validation_alias=AliasChoices(
+        "VIBE_PROVIDER_CERTS"), description=(
+        "Certificates under which documents may be sent to an external embedding provider, JSON "
+        "`{\"openai\": [\"acme:public\", \"docs:*\"]}` (`issuer:*`: every certificate of that issuer). A "
+        "document carrying any other certificate is never sent to that provider: a policy rule "
+        "`{\"if\": {\"certs\": ...}, \"then\": {\"space\": ...}}` may route it to a space with a local model, "
+        "else it stays `deferred` with reason `cert`. Empty = certificate-bearing documents stay local."))
     embed_fields: dict[str, list[str]] = Field(default_factory=dict, description=(
         "Fields embedded per collection, JSON `{\"<collection>\": [\"title\", \"body\"]}`; collection settings "
         "win over it."))
@@ -322,6 +343,17 @@ class Settings(BaseSettings):
     enable_inner_voice: bool = Field(default=False, validation_alias=AliasChoices(
         "VIBE_ENABLE_INNER_VOICE"), description=(
         "Enable the MCP `inner_voice.retrieve` tool when SURR_ENABLE_INNER_VOICE is not set."))
+    # inner_voice's clients configure the embedder with SURR_EMBED_*; VIBE_EMBEDDER,
+    # VIBE_EMBED_MODEL and VIBE_EMBED_DIM win when both are set.
+    surr_embed_provider: str | None = Field(default=None, validation_alias=AliasChoices(
+        "SURR_EMBED_PROVIDER"), description=(
+        "The embedding provider (`openai`, `local` or `hash`) when VIBE_EMBEDDER is not set."))
+    surr_embed_model: str | None = Field(default=None, validation_alias=AliasChoices(
+        "SURR_EMBED_MODEL"), description="The embedding model when VIBE_EMBED_MODEL is not set.")
+    surr_embed_dim: Annotated[int, Field(ge=1, le=65_536)] | None = Field(
+        default=None, validation_alias=AliasChoices("SURR_EMBED_DIM"), description=(
+            "The model's vector dimension: the `hash` embedder's when VIBE_EMBED_DIM is not set; for a "
+            "real model, a check: a model of another dimension stops the service at start-up."))
     surr_enable_inner_voice: str | None = Field(default=None, validation_alias=AliasChoices(
         "SURR_ENABLE_INNER_VOICE"), description=(
         "inner_voice's own gate: when set, it alone decides, and only the exact string `1` enables "
@@ -788,6 +820,32 @@ class Settings(BaseSettings):
         if self.surr_enable_inner_voice is not None:
             self.enable_inner_voice = self.surr_enable_inner_voice == "1"
         return self
+
+    @model_validator(mode="after")
+    def _surr_embedder(self) -> Settings:
+        """SURR_EMBED_* fill what the VIBE_ names leave unset; a declared dimension that a known
+        model contradicts is a start-up error (an unknown model is checked when it is loaded)."""
+        given = self.model_fields_set
+        if self.surr_embed_provider is not None and "embedder" not in given:
+            provider = self.surr_embed_provider.strip().lower()
+            if provider not in SURR_PROVIDERS:
+                raise ValueError(f"SURR_EMBED_PROVIDER {self.surr_embed_provider!r} is not one of "
+                                 f"{sorted(SURR_PROVIDERS)}")
+            self.embedder = SURR_PROVIDERS[provider]
+        if self.surr_embed_model and "embed_model" not in given:
+            self.embed_model = self.surr_embed_model.strip()
+        if self.surr_embed_dim is not None and "embed_dim" not in given:
+            self.embed_dim = self.surr_embed_dim
+        dim = self.declared_embed_dim()
+        known = KNOWN_MODEL_DIMS.get(self.embed_model)
+        if dim is not None and self.embedder != "hash" and known is not None and known != dim:
+            raise ValueError(f"SURR_EMBED_DIM={dim} disagrees with the model {self.embed_model!r}, whose "
+                             f"vectors have {known} dimensions")
+        return self
+
+    def declared_embed_dim(self) -> int | None:
+        """The dimension the operator declared for the configured model (SURR_EMBED_DIM), if any."""
+        return self.surr_embed_dim
 
     @model_validator(mode="after")
     def _profile_defaults(self) -> Settings:

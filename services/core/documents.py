@@ -325,7 +325,7 @@ class DocumentService:
     def _transition(self, d: StoredDoc, old: SidecarEntry | None, eager: bool, space: str) -> SidecarEntry:
         allow = embed_fields_of(self.embed_fields, d.key.tenant, d.key.collection)
         text = doc_text(select_fields(d.fields, allow), allow)
-        decision = self.policy.decide(d.key.collection, d.fields, d.intent, text, vibe=d.vibe)
+        decision = self.policy.decide_text(d, text)
         new = SidecarEntry(d.key, space, SemanticStatus.NONE, d.content_hash, updated_at=self.store.clock())
         if decision.action != "embed":
             new.status = SemanticStatus.DENIED if decision.action == "ignore" else SemanticStatus.DEFERRED

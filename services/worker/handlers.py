@@ -16,8 +16,9 @@ from dataclasses import dataclass, field, replace
 from shared.collection_settings import embed_fields_of
 from shared.costs import billed_tokens, estimate_tokens, utc_day
 from shared.metrics import METRICS
-from shared.model import DocKey, DocVectors, EmbedJob, SemanticStatus, SidecarEntry, StoredDoc, unflatten
+from shared.model import Decision, DocKey, DocVectors, EmbedJob, SemanticStatus, SidecarEntry, StoredDoc, unflatten
 from shared.policy.eligibility import EligibilityPolicy
+from shared.policy.provider_certs import REASON_CERT, ProviderCerts
 from shared.ports import ColdStore, DocumentStore, Embedder, EmbedderError, LifecycleStore
 from shared.text.hashing import doc_text
 from shared.text.passages import PassageConfig
@@ -25,6 +26,7 @@ from shared.text.passages import split as split_passages
 from shared.text.redaction import redact, select_fields
 
 log = logging.getLogger("vibe.worker")
+REASON_ROUTED = "routed"  # the policy sends the document to another space
 
 
 @dataclass
@@ -66,6 +68,7 @@ class EmbedHandler:
         default_space: str | None = None,
         live: Callable[[str], set[str]] | None = None,
         passages: PassageConfig | None = None,
+        provider_certs: ProviderCerts | None = None,
     ):
         self.store = store
         self.embedder = embedder
@@ -80,6 +83,8 @@ class EmbedHandler:
         self.live = live  # tenant -> the spaces it reads or builds (None: every space is)
         self.ledger = store if isinstance(store, LifecycleStore) else None
         self.passages = passages or PassageConfig()
+        # Certificate-bearing documents an external provider may not receive (default: none may).
+        self.provider_certs = provider_certs or ProviderCerts()
 
     def run(self, jobs: Sequence[EmbedJob]) -> BatchOutcome:
         out = BatchOutcome()
@@ -92,7 +97,7 @@ class EmbedHandler:
                 continue
             for embedder, part in self._by_model(space, group, out):
                 work = self._load(part)
-                work = self._eligible(work, out)
+                work = self._eligible(work, out, embedder)
                 work = self._reuse_stored_vectors(work, out, embedder)
                 work = self._within_daily_cap(work, out)
                 if work:
@@ -159,12 +164,13 @@ class EmbedHandler:
             work.append(_Work(j, doc, side))
         return work
 
-    def _eligible(self, work: list[_Work], out: BatchOutcome) -> list[_Work]:
+    def _eligible(self, work: list[_Work], out: BatchOutcome, embedder: Embedder) -> list[_Work]:
         keep = []
         for w in work:
             allow = embed_fields_of(self.embed_fields, w.doc.key.tenant, w.doc.key.collection)
             text = doc_text(select_fields(w.doc.fields, allow), allow)
-            d = self.policy.decide(w.doc.key.collection, w.doc.fields, w.doc.intent, text, vibe=w.doc.vibe)
+            d = self.policy.decide_text(w.doc, text)
+            d = route_or_gate(d, w.job.space, embedder.model_id, w.doc.certs, self.provider_certs)
             if d.action == "embed":
                 used = d.fields or allow
                 parts = split_passages(select_fields(w.doc.fields, used), used, self.passages)
@@ -356,3 +362,24 @@ def _regroup(flat: Sequence[list[float]], counts: Sequence[int]) -> list[DocVect
         out.append([list(v) for v in flat[at:at + n]])
         at += n
     return out
+
+def route_or_gate(d: Decision, space: str, model_id: str, certs: Sequence[str], gate: ProviderCerts) -> Decision:
+    """The policy's decision for this job's space. A document the policy routes to another
+    space is embedded by that space's jobs only, so here it is `deferred` (`routed`); one whose
+    certificates the space's external provider may not receive is `deferred` (`cert`) and its
+    text is never sent. Checked at every job, so touch, eager writes, backfills and MCP agree."""
+    if d.action != "embed":
+        return d
+    if d.space is not None and not in_space(space, d.space):
+        METRICS.jobs_skipped.labels(reason=REASON_ROUTED).inc()
+        return Decision("defer", REASON_ROUTED)
+    if not gate.allows(model_id, certs):
+        METRICS.jobs_skipped.labels(reason=REASON_CERT).inc()
+        return Decision("defer", REASON_CERT)
+    return d
+
+
+def in_space(space: str, routed: str) -> bool:
+    """Whether a job's space is the one a rule names: the name itself or one of its versions
+    (`core` routes to `core@v2` after a migration), so a rule survives model migrations."""
+    return space == routed or space.startswith(routed + "@")

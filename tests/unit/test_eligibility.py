@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
 
-from shared.model import Decision
+from shared.model import Decision, DocKey, StoredDoc
 from shared.policy import eligibility
 from shared.policy.eligibility import EligibilityPolicy, Rule, doc_attrs
 from tests.support.equivalence import assert_same_everywhere
@@ -135,7 +136,16 @@ def test_doc_attrs_prefers_mime_then_underscore_mime_then_content_type() -> None
 
 @pytest.mark.parametrize("rule, message", [
     ({"if": {}, "then": {"action": "explode"}}, "action"),
-    ({"if": {}, "then": {"action": "sample", "p": 0.1}}, "'then' key"),
+    ({"if": {}, "then": {"action": "sample"}}, "'p'"),
+    ({"if": {}, "then": {"action": "sample", "p": 1.5}}, "'p'"),
+    ({"if": {}, "then": {"action": "sample", "p": True}}, "'p'"),
+    ({"if": {}, "then": {"action": "embed", "p": 0.5}}, "'p' belongs"),
+    ({"if": {}, "then": {"action": "embed", "mode": "x"}}, "'then' key"),
+    ({"if": {"certs": []}, "then": {"action": "embed"}}, "certs"),
+    ({"if": {"certs": 3}, "then": {"action": "embed"}}, "certs"),
+    ({"if": {"certs": "("}, "then": {"action": "embed"}}, "certs"),
+    ({"if": {"app": 7}, "then": {"action": "embed"}}, "regex string"),
+    ({"if": {}, "then": {"action": "embed", "space": "s" * 65}}, "space"),
     ({"if": {}, "then": {}}, "action"),
     ({"if": {"collection": "("}, "then": {"action": "embed"}}, "not a valid regex"),
     ({"if": {"collection": 5}, "then": {"action": "embed"}}, "regex string"),
@@ -158,7 +168,7 @@ def test_bad_rules_raise_at_construction(rule: Any, message: str) -> None:
     assert "rule 1" in str(err.value)  # the message points at the offending rule
 
 
-def test_policy_must_be_a_list() -> None:
+def test_policy_must_be_a_list_or_the_policy_object() -> None:
     with pytest.raises(ValueError, match="list of rules"):
         EligibilityPolicy({"if": {}, "then": {"action": "embed"}})  # type: ignore[arg-type]
 
@@ -193,3 +203,150 @@ def test_short_and_structured_decisions_do_not_depend_on_rules_being_present() -
     bare, ruled = EligibilityPolicy([]), policy({"if": {"collection": "^never$"}, "then": {"action": "defer"}})
     for text in ["", "one", "one two", "one two three", "12 34 56 78 x", TEXT]:
         assert bare.decide("c", {}, None, text) == ruled.decide("c", {}, None, text), text
+
+
+# -- the policy object as the core spec writes it ------------------------------------------
+
+SPEC_POLICY: dict[str, Any] = {
+    "default": {"action": "sample", "p": 0.1},
+    "rules": [
+        {"if": {"collection": "posts|notes|docs", "tokenCount": {"gt": 40}},
+         "then": {"action": "embed", "space": "core", "fields": ["title", "body"]}},
+        {"if": {"mime": "image|binary"}, "then": {"action": "ignore"}},
+        {"if": {"sensitivity": "private"}, "then": {"action": "defer"}},
+    ],
+}
+LONG = " ".join(["turbulent boundary layer measurements"] * 15)  # > 40 tokens
+
+
+def key(doc_id: str, collection: str = "wiki", tenant: str = "t1") -> DocKey:
+    return DocKey(tenant, collection, doc_id)
+
+
+def test_the_spec_object_loads_as_written() -> None:
+    p = EligibilityPolicy(SPEC_POLICY)
+    assert len(p.rules) == 3 and p.default is not None and p.default.p == 0.1
+    assert p.decide("docs", {}, None, LONG, key=key("a", "docs")) == Decision(
+        "embed", "policy:rule0", ("title", "body"), "core")
+    assert p.decide("files", {"mime": "image/png"}, None, TEXT) == Decision("ignore", "policy:rule1")
+    assert p.decide("x", {"sensitivity": "private"}, None, TEXT) == Decision("defer", "policy:rule2")
+    assert p.spaces() == {"core"}
+
+
+# Priority, as a table: (policy, collection, fields, intent, text, expected decision).
+PRIORITY_TABLE: list[tuple[str, dict[str, Any], str, dict[str, Any], str | None, str, Decision]] = [
+    ("rule beats writer deny", SPEC_POLICY, "docs", {}, "deny", LONG,
+     Decision("embed", "policy:rule0", ("title", "body"), "core")),
+    ("rule beats heuristics", {"rules": [{"if": {"collection": "codes"}, "then": {"action": "embed"}}]},
+     "codes", {}, None, "42", Decision("embed", "policy:rule0")),
+    ("writer deny beats heuristics", SPEC_POLICY, "wiki", {}, "deny", "hi", Decision("ignore", "writer_deny")),
+    ("writer deny beats the default", {"default": {"action": "embed"}}, "wiki", {}, "deny", TEXT,
+     Decision("ignore", "writer_deny")),
+    ("heuristics beat the default", {"default": {"action": "embed"}}, "wiki", {}, None, "hi",
+     Decision("ignore", "too_short")),
+    ("structured beats the default", {"default": {"action": "embed"}}, "wiki", {}, None, "12 34 56 78 90 11",
+     Decision("ignore", "structured")),
+    ("configured default applies last", {"default": {"action": "defer"}}, "wiki", {}, None, TEXT,
+     Decision("defer", "default")),
+    ("no default: fallback embeds", {"rules": []}, "wiki", {}, None, TEXT, Decision("embed", "default")),
+    ("default may route", {"default": {"action": "embed", "space": "cheap"}}, "wiki", {}, None, TEXT,
+     Decision("embed", "default", None, "cheap")),
+    ("sample p=1 embeds", {"default": {"action": "sample", "p": 1}}, "wiki", {}, None, TEXT,
+     Decision("embed", "default")),
+    ("sample p=0 defers", {"default": {"action": "sample", "p": 0}}, "wiki", {}, None, TEXT,
+     Decision("defer", "sampled_out")),
+]
+
+
+@pytest.mark.parametrize("name, raw, collection, fields, intent, text, expected", PRIORITY_TABLE,
+                         ids=[row[0] for row in PRIORITY_TABLE])
+def test_priority_table(name: str, raw: dict[str, Any], collection: str, fields: dict[str, Any],
+                        intent: str | None, text: str, expected: Decision) -> None:
+    assert EligibilityPolicy(raw).decide(collection, fields, intent, text, key=key("d1", collection)) == expected
+
+
+def test_sample_embeds_about_p_and_is_fixed_per_document() -> None:
+    p = EligibilityPolicy({"default": {"action": "sample", "p": 0.1}})
+    keys = [key(f"doc-{i}") for i in range(4000)]
+    first = [p.decide("wiki", {}, None, TEXT, key=k).action for k in keys]
+    share = first.count("embed") / len(keys)
+    assert 0.08 < share < 0.12  # binomial(4000, 0.1): 5 standard deviations is about ±0.024
+    assert set(first) == {"embed", "defer"}
+    # deciding again, even after an edit of the text, never flips a document
+    again = [p.decide("wiki", {}, None, TEXT + " edited", key=k).action for k in keys]
+    assert again == first
+
+
+def test_sample_draw_depends_on_tenant_collection_and_id() -> None:
+    p = EligibilityPolicy({"default": {"action": "sample", "p": 0.5}})
+    def picks(make: Any) -> list[str]:
+        return [p.decide("c", {}, None, TEXT, key=make(i)).action for i in range(200)]
+    base = picks(lambda i: DocKey("t1", "c", str(i)))
+    assert base != picks(lambda i: DocKey("t2", "c", str(i)))
+    assert base != picks(lambda i: DocKey("t1", "c2", str(i)))
+    assert base != picks(lambda i: DocKey("t1", "c", f"x{i}"))
+
+
+def test_sample_in_a_rule_keeps_the_rules_routing() -> None:
+    p = EligibilityPolicy([{"if": {"collection": "logs"}, "then": {"action": "sample", "p": 0.5, "space": "cheap"}}])
+    decisions = [p.decide("logs", {}, "deny", TEXT, key=key(str(i), "logs")) for i in range(300)]
+    assert {d for d in decisions if d.action == "embed"} == {Decision("embed", "policy:rule0", None, "cheap")}
+    assert {d for d in decisions if d.action != "embed"} == {Decision("defer", "sampled_out")}
+
+
+@pytest.mark.parametrize("cond, certs, hit", [
+    (["hr:confidential"], ["hr:confidential"], True),
+    (["hr:confidential"], ["acme:staff", "hr:confidential"], True),
+    (["hr:confidential"], ["acme:staff"], False),
+    (["hr:confidential"], [], False),
+    ("^hr:", ["HR:payroll"], True),
+    ("^hr:", ["acme:hr"], False),
+    (True, ["acme:staff"], True),
+    (True, [], False),
+    (False, [], True),
+    (False, ["acme:staff"], False),
+])
+def test_certs_condition(cond: Any, certs: list[str], hit: bool) -> None:
+    p = policy({"if": {"certs": cond}, "then": {"action": "embed", "space": "private"}})
+    d = p.decide("notes", {}, None, TEXT, certs=certs)
+    assert (d == Decision("embed", "policy:rule0", None, "private")) is hit
+
+
+def test_certs_condition_reads_a_stored_documents_certificates() -> None:
+    p = policy({"if": {"certs": ["hr:confidential"]}, "then": {"action": "defer"}})
+    doc = StoredDoc(key("a"), {"body": TEXT}, ["*"], None, "h", 0.0, {}, ["hr:confidential"])
+    assert p.decide_doc(doc, None) == Decision("defer", "policy:rule0")
+    plain = StoredDoc(key("b"), {"body": TEXT}, ["*"], None, "h", 0.0)
+    assert p.decide_doc(plain, None).reason == "default"
+
+
+def test_app_condition_reads_the_creating_app_label() -> None:
+    p = policy({"if": {"app": "^crm$"}, "then": {"action": "ignore"}})
+    assert p.decide("notes", {}, None, TEXT, vibe={"app": "CRM"}) == Decision("ignore", "policy:rule0")
+    assert p.decide("notes", {}, None, TEXT, vibe={"app": "crm-sync"}).reason == "default"
+    assert p.decide("notes", {}, None, TEXT).reason == "default"  # no app: a regex cannot match
+
+
+@pytest.mark.parametrize("raw, message", [
+    ({"default": {"action": "sample"}}, "index_policy default: 'sample' needs 'p'"),
+    ({"default": {"action": "sample", "p": -0.1}}, "default"),
+    ({"default": "embed"}, "default"),
+    ({"rules": {"if": {}}}, "'rules' must be a list"),
+    ({"rules": [], "fallback": {}}, "unknown key"),
+    ("[]", "list of rules"),
+    ({"rules": [{"if": {}, "then": {"action": "embed"}}] * 1001}, "at most 1000"),
+])
+def test_bad_policy_objects_raise_at_construction(raw: Any, message: str) -> None:
+    with pytest.raises(ValueError, match=re.escape(message)):
+        EligibilityPolicy(raw)
+
+
+def test_settings_accept_both_shapes_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    import json
+
+    from shared.config import Settings
+
+    monkeypatch.setenv("VIBE_INDEX_POLICY", json.dumps(SPEC_POLICY))
+    assert EligibilityPolicy(Settings().index_policy).default == EligibilityPolicy(SPEC_POLICY).default
+    monkeypatch.setenv("VIBE_INDEX_POLICY", json.dumps(SPEC_POLICY["rules"]))
+    assert len(EligibilityPolicy(Settings().index_policy).rules) == 3
