@@ -15,6 +15,7 @@ from services.wiring import Container, build
 from shared.config import Settings
 from shared.errors import ErrorCode, VibeError
 from shared.model import DocKey, Principal
+from tests.mcp.support import http
 from tests.support.server import ids, served
 
 WRITER = Principal("t", ("user:alice",), frozenset({"read", "write"}), frozenset({"hr:staff", "legal:nda"}))
@@ -150,3 +151,23 @@ def test_over_http_more_like_this_and_delete_by_filter_respect_certificates(tmp_
         assert gone.status_code == 200 and gone.json()["deleted"] == 1, gone.text
         assert s.call("GET", "/v1/collections/c/docs/secret", "c-writer").status_code == 200
         assert s.call("GET", "/v1/collections/c/docs/open", "c-writer").status_code == 404
+
+
+def test_mcp_search_shows_a_certified_document_to_a_holder_only(tmp_path: Path) -> None:
+    """MCP search filters on the caller's certificates inside its engine queries: a holder finds
+    the document, a caller without the certificate never does (lexical and hybrid)."""
+    with served(tmp_path / "data", keys=HTTP_KEYS, env={"VIBE_EMBEDDER": "hash"}) as s:
+        r = s.bulk("c-writer", "kb", [{"_id": "secret", "content": "gearbox oil pump", "_certs": ["legal:nda"]},
+                                      {"_id": "open", "content": "gearbox oil filter"}])
+        assert not r.json()["errors"], r.text
+        holder, other = http(s.base, "c-writer"), http(s.base, "c-none")
+        try:
+            for mode in ("lexical", "hybrid"):
+                args = {"query": "gearbox", "collection": "kb", "mode": mode, "top_k": 10}
+                seen = {str(x["chunk_id"]) for x in holder.ok("search", args)["results"]}
+                assert "secret" in seen and "open" in seen, (mode, seen)
+                seen = {str(x["chunk_id"]) for x in other.ok("search", args)["results"]}
+                assert seen == {"open"}, (mode, seen)
+        finally:
+            holder.close()
+            other.close()
