@@ -23,7 +23,7 @@ from typing import IO, Any, Literal
 from urllib.parse import urlsplit
 
 from services.core.documents import DocumentService
-from services.planner.explain import Explains
+from services.planner.explain import ExplainCache
 from services.planner.passages import PassageLocator
 from services.planner.planner import Planner, PlannerConfig
 from services.planner.promotion import PromotionPolicy
@@ -64,6 +64,7 @@ from shared.ports import (
     Embedder,
     JobQueue,
     LexicalIndex,
+    ProviderLedger,
     StoreOfRecord,
     VectorIndex,
 )
@@ -118,6 +119,10 @@ class Container:
     # Per-collection settings (shared/collection_settings.py); None only where a test builds a
     # Container by hand: `collection_directory()` then makes one.
     collections: CollectionDirectory | None = field(default=None, repr=False)
+
+    def ledger(self) -> ProviderLedger:
+        """The provider-call ledger (GET /semantic/ledger): a view of the store, made per use."""
+        return build_ledger(self.store)
 
     def agent(self) -> AgentAdapters:
         """The agent tools' adapters (MCP over stdio and HTTP), built on first use so the
@@ -364,13 +369,12 @@ def build_key_store(store: StoreOfRecord) -> KeyStore:
     return SqlKeyStore(store)  # type: ignore[arg-type]  # both stores offer the lifecycle SQL hooks
 
 
-def build_explains(settings: Settings, store: StoreOfRecord) -> Explains:
-    """Explain records in a table of the store of record (either store: shared/adapters/explain_sql.py),
-    so every replica answers an explainId until its TTL, on the store's clock."""
-    from shared.adapters.explain_sql import SqlExplainStore
+def build_ledger(store: StoreOfRecord) -> ProviderLedger:
+    """The provider-call ledger, in a table of the store of record (either store:
+    shared/adapters/ledger_sql.py), so its rows and the usage totals they settle share a transaction."""
+    from shared.adapters.ledger_sql import SqlLedger
 
-    return Explains(SqlExplainStore(store),  # type: ignore[arg-type]  # both stores offer the lifecycle SQL hooks
-                    settings.explain_ttl_seconds, settings.explain_max_per_tenant, store.clock)
+    return SqlLedger(store)  # type: ignore[arg-type]  # both stores offer the lifecycle SQL hooks
 
 
 class SpaceEmbedders:
@@ -532,7 +536,7 @@ def build_handler(settings: Settings, store: StoreOfRecord, emb: Embedder,
                         build_cold(settings, store), settings.tenant_daily_tokens, store.clock,
                         embedders=SpaceEmbedders(settings, store, emb, wrap), default_space=settings.space,
                         live=lambda tenant: set(embedding_spaces(directory, tenant)),
-                        passages=passage_config(settings),
+                        passages=passage_config(settings), calls=build_ledger(store),
                         provider_certs=ProviderCerts(settings.provider_certs))
 
 
@@ -554,7 +558,8 @@ def lifecycle_config(s: Settings) -> LifecycleConfig:
         s.space, PromotionPolicy(s.promote_min_queries, s.promote_min_hits, s.promote_window_seconds,
                                  s.demote_idle_seconds),
         s.doc_promote_touches, s.doc_promote_ttl_seconds, s.usage_half_life_seconds, s.evict_idle_seconds,
-        s.evict_batch, s.cold_codec, s.retired_space_retention_seconds, s.tenant_daily_tokens)
+        s.evict_batch, s.cold_codec, s.retired_space_retention_seconds, s.tenant_daily_tokens,
+        ledger_retention_seconds=s.ledger_retention_days * 86400.0)
 
 
 def backfill_reserve(settings: Settings) -> int:
@@ -582,7 +587,8 @@ def build_lifecycle(settings: Settings, store: StoreOfRecord, queue: JobQueue, b
         fields, d.key.tenant, d.key.collection)), limits, store.clock)
     directory = SpaceDirectory(store, settings.space)
     return Lifecycle(lifecycle_config(settings), store, cold or build_cold(settings, store), backfills, store.clock,
-                     after_change=after_change, spaces=directory.live, active=directory.active)
+                     after_change=after_change, spaces=directory.live, active=directory.active,
+                     ledger=build_ledger(store))
 
 
 def _touch_policy(s: Settings) -> TouchPolicy:
@@ -641,13 +647,12 @@ def build(settings: Settings, embedder: Embedder | None = None, clock: Callable[
     budget = build_budget(settings)
     lifecycle = build_lifecycle(settings, store, queue, budget, handler.policy, follower.sync, handler.cold)
     usage = UsageRecorder(lifecycle.cfg.bucket_seconds, settings.usage_half_life_seconds, lifecycle.clock, store,
-                          settings.tenant_daily_tokens)
+                          settings.tenant_daily_tokens, calls=handler.calls)
     spaces = SpaceDirectory(store, settings.space)
     embedders = handler.embedders
     assert isinstance(embedders, SpaceEmbedders)
     # A semantic leg waits for the vector index only.
-    planner = Planner(cfg, store, lexical, vectors, emb, queue, budget, follower.of_vectors(),
-                      build_explains(settings, store),
+    planner = Planner(cfg, store, lexical, vectors, emb, queue, budget, follower.of_vectors(), ExplainCache(),
                       QueryVectorCache.from_settings(settings), usage=usage, spaces=spaces,
                       embedders=embedders.if_ready,  # a read never loads a model (`if_ready`)
                       lexical_follower=follower.of_lexical(), foreground=foreground,

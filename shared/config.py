@@ -554,16 +554,12 @@ class Settings(BaseSettings):
         "Price used for the cost estimates of `/semantic/usage`; unset = 0.02 for openai, 0 for local "
         "models."))
 
-
-    # --- explain records: helper H6's block ---
-    # Records live in the store of record, so an explainId answers on every replica and after a
-    # restart until this; the per-tenant cap keeps one tenant's reads from filling the store.
-    explain_ttl_seconds: Annotated[int, Field(ge=1, le=7 * 86_400)] = Field(default=3600, description=(
-        "Seconds an `explainId` answers (GET /v1/explain/{explainId}) on every replica; expired "
-        "records are swept from the store of record."))
-    explain_max_per_tenant: Annotated[int, Field(ge=100, le=10_000_000)] = Field(default=100_000, description=(
-        "Explain records kept per tenant; past it the tenant's oldest go first (each process enforces "
-        "it every few hundred records it writes)."))
+    # --- provider-call ledger: helper H5's block ---
+    # One row per provider call per document (GET /semantic/ledger); the lifecycle sweep prunes
+    # rows older than this, a bounded batch per tick.
+    ledger_retention_days: Annotated[int, Field(ge=1, le=3650)] = Field(default=90, description=(
+        "Days a provider-call ledger row (GET /semantic/ledger) is kept before the periodic "
+        "lifecycle sweep prunes it. The usage totals of GET /semantic/usage are kept apart and stay."))
 
 
     # --- touch economics (bench lazy): helper B's block ---

@@ -151,6 +151,9 @@ class EmbedJob:
     # A forced re-embed (`POST /semantic/reindex {"force": true}`) calls the provider even when
     # a stored or cold vector of the same content exists.
     fresh: bool = False
+    # Why the provider is called (the ledger's `purpose`: touch, eager, backfill, migration,
+    # tool); not part of the job's identity, so a touch and a backfill of one version dedupe.
+    purpose: str = "touch"
 
     @property
     def job_key(self) -> tuple[str, str, str, str, str]:

@@ -9,8 +9,8 @@ from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
 from shared.collection_settings import CollectionSettings
-from shared.explain_record import ExplainRecord
 from shared.follow_up import FollowUpFlush, FollowUpRow, SwitchState
+from shared.ledger import LedgerRow, UsageDelta
 from shared.model import (
     BackfillTask,
     CollectionMode,
@@ -654,19 +654,20 @@ class CollectionStore(Protocol):
 
 
 @runtime_checkable
-class ExplainStore(Protocol):
-    """Explain records (shared/explain_record.py), shared by every replica until they expire."""
+class ProviderLedger(Protocol):
+    """The provider-call ledger (shared/ledger.py): rows per call, read back by tenant only."""
 
-    def put_explains(self, records: Sequence[ExplainRecord], per_tenant: int) -> None:
-        """One ranking's records in one write; a tenant past `per_tenant` rows loses its oldest."""
+    def record(self, rows: Sequence[LedgerRow], usage: Sequence[UsageDelta]) -> None:
+        """A call's rows and the usage totals they settle, in one transaction."""
 
-    def get_explain(self, explain_id: str, now: float) -> ExplainRecord | None:
-        """The record, unless unknown or expired at `now` (callers check tenant and caller)."""
+    def ledger_page(self, tenant: str, collection: str | None, doc_id: str | None, since: float | None,
+                    after: int, limit: int) -> list[LedgerRow]:
+        """The tenant's rows with `seq` > `after` (and `at` >= `since`), oldest first."""
 
-    def prune_explains(self, now: float, limit: int) -> int:
-        """Up to `limit` records expired at `now` go (any tenant); returns how many."""
+    def oldest_ledger_at(self, tenant: str) -> float | None: ...
 
-    def count_explains(self) -> int: ...
+    def prune_ledger(self, before: float, limit: int) -> int:
+        """Up to `limit` rows older than `before` go (any tenant); returns how many."""
 
 
 @runtime_checkable

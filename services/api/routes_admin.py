@@ -6,9 +6,11 @@ from typing import Protocol, runtime_checkable
 
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi.concurrency import run_in_threadpool
-from fastapi.responses import JSONResponse, PlainTextResponse, Response
+from fastapi.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from starlette.concurrency import iterate_in_threadpool
 
+from services.api import ledger as ledger_api
 from services.api.auth import require
 from services.api.readiness import checks_of, not_ready_body
 from services.api.schemas import (
@@ -237,3 +239,31 @@ async def tenant_metrics(request: Request) -> Response:
     if _c(request).settings.mcp_tenant_metrics == "off":
         raise VibeError(ErrorCode.NOT_FOUND, "tenant metrics are off (VIBE_MCP_TENANT_METRICS)")
     return Response(TENANT_METRICS.exposition(), media_type=CONTENT_TYPE_LATEST)
+
+
+@router.get("/semantic/ledger", dependencies=AUTHENTICATED, responses={
+    **ok(ledger_api.LedgerPage, "the tenant's provider calls, one row per call per document, oldest first "
+         f"(or, with `format=ndjson` or `Accept: {ledger_api.NDJSON}`, every matching row as NDJSON)"),
+    **errors(400)})
+async def get_ledger(request: Request,
+                     collection: str | None = Query(None, max_length=128, description="one collection"),
+                     _id: str | None = Query(None, max_length=256, description="one document (needs collection)"),
+                     since: str | None = Query(None, max_length=40, description=(
+                         "rows from this time on: ISO 8601 (UTC when no zone is given) or epoch seconds")),
+                     limit: int = Query(100, json_schema_extra={"minimum": 1, "maximum": ledger_api.MAX_LIMIT},
+                                        description="rows per page"),
+                     cursor: str | None = Query(None, max_length=19, description="`nextCursor` of the previous page"),
+                     format: str | None = Query(None, max_length=8, description="`ndjson`: export every row"),  # noqa: A002
+                     p: Principal = Depends(require("admin"))) -> Response:
+    c = _c(request)
+    ledger_api.check_filters(collection, _id, limit)
+    after, start = ledger_api.parse_cursor(cursor), ledger_api.parse_since(since)
+    if format not in (None, "json", "ndjson"):
+        raise VibeError(ErrorCode.INVALID_PARAMS, "format must be json or ndjson", {"field": "format"})
+    store = c.ledger()
+    if format == "ndjson" or (format is None and ledger_api.NDJSON in request.headers.get("accept", "")):
+        rows = ledger_api.export(store, p.tenant, collection, _id, start, after)
+        return StreamingResponse(iterate_in_threadpool(rows), media_type=ledger_api.NDJSON)
+    body = await run_in_threadpool(ledger_api.page, store, p.tenant, collection, _id, start, after, limit,
+                                   c.settings.ledger_retention_days)
+    return JSONResponse(body)

@@ -267,7 +267,8 @@ class DocumentService:
                 sidecars = [s for s in sidecars if s.key not in same]
             if docs:
                 self.store.put_docs(docs, sidecars)
-        jobs = [EmbedJob(s.key, s.space, s.content_hash, priority="bulk")
+        jobs = [EmbedJob(s.key, s.space, s.content_hash, priority="bulk",
+                         purpose="eager" if s.space == spaces[s.key.tenant][0] else "migration")
                 for s in sidecars if s.status == SemanticStatus.QUEUED and _needs_job(s, old[s.space].get(s.key))]
         METRICS.docs_written.labels(op="put").inc(len(written))
         existed = {k for sp in {spaces[t][0] for t in tenants} for k in old[sp]}

@@ -31,7 +31,8 @@ def space_embedder(c: Container, tenant: str) -> Embedder:
 def embed_query(c: Container, emb: Embedder, tenant: str, collection: str, text: str) -> list[float]:
     """A tool's query embedding under the same daily cap and usage ledger as the read path's
     (usage.embed_query_within_cap). Raises OverBudget (no call made) or what the embedder raises."""
-    return embed_query_within_cap(c.planner.usage, emb, tenant, collection, text)
+    return embed_query_within_cap(c.planner.usage, emb, tenant, collection, text, space=c.spaces.active(tenant),
+                                  purpose="tool")
 
 
 def query_vector(c: Container, text: str, tenant: str | None = None,
@@ -80,7 +81,7 @@ def embed_now(c: Container, docs: Sequence[StoredDoc]) -> int:
         return 0
     space = c.spaces.active(docs[0].key.tenant)  # a tool writes for one caller, so one tenant
     sides = c.store.sidecars([d.key for d in docs], space)
-    jobs = [EmbedJob(d.key, space, d.content_hash, priority="bulk") for d in docs
+    jobs = [EmbedJob(d.key, space, d.content_hash, priority="bulk", purpose="tool") for d in docs
             if (s := sides.get(d.key)) is None or s.status != SemanticStatus.READY]
     # The tenant's per-minute bucket applies to tools too; what it does not grant now
     # stays lazy and is embedded when a query touches it.

@@ -320,7 +320,7 @@ class KeyInfo:
 
     def _run_jobs(self, docs: Sequence[StoredDoc], space: str) -> None:
         """Through the workers' EmbedHandler (eligibility, redaction, dim safety, usage), synchronously."""
-        jobs = [EmbedJob(d.key, space, d.content_hash, priority="bulk") for d in docs]
+        jobs = [EmbedJob(d.key, space, d.content_hash, priority="bulk", purpose="tool") for d in docs]
         batch = max(1, min(EMBED_BATCH, self.c.settings.embed_batch_size))
         for i in range(0, len(jobs), batch):
             self.c.handler.run(jobs[i:i + batch])

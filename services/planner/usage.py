@@ -12,9 +12,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from shared.costs import billed_tokens, estimate_tokens, utc_day
+from shared.ledger import OK, LedgerRow, UsageDelta, new_call_id, outcome_of, provider_and_model, reached_provider
 from shared.metrics import METRICS
 from shared.model import DocKey, UsageBatch
-from shared.ports import Embedder, LifecycleStore
+from shared.ports import Embedder, LifecycleStore, ProviderLedger
 
 log = logging.getLogger("vibe.usage")
 MAX_PENDING_DOCS = 200_000  # a batch never grows without bound while the store is away
@@ -39,33 +40,53 @@ class OverBudget(Exception):
 
 
 def embed_query_within_cap(usage: UsageRecorder | None, emb: Embedder, tenant: str, collection: str,
-                           text: str) -> list[float]:
+                           text: str, space: str = "", purpose: str = "query") -> list[float]:
     """One query embedding under the daily cap and usage ledger, for every path that embeds a
-    query (the read path, MCP tools): reserved before the provider call, given back if it fails.
-    Raises OverBudget (no call made) or what the embedder raises."""
+    query (the read path with purpose `query`, MCP tools with `tool`): reserved before the
+    provider call, given back if it fails; with a provider-call ledger, settled with its ledger
+    row. Raises OverBudget (no call made) or what the embedder raises."""
     charge = usage.reserve_query_embedding(tenant, collection, text) if usage is not None else None
     if usage is not None and charge is None:
         raise OverBudget(tenant)
+    at = usage.clock() if usage is not None else 0.0
     try:
         with billed_tokens() as billed:
             vec = emb.embed_query(text)
-    except BaseException:
-        if usage is not None:
+    except BaseException as e:
+        if usage is not None and charge is not None and usage.calls is not None:
+            usage.settle_query(charge, QueryCall(emb.model_id, space, purpose, at), None, e)
+        elif usage is not None:
             usage.release(charge)
         raise
-    if usage is not None and charge is not None and billed:
+    if usage is not None and charge is not None and usage.calls is not None:
+        usage.settle_query(charge, QueryCall(emb.model_id, space, purpose, at), sum(billed) if billed else None)
+    elif usage is not None and charge is not None and billed:
         usage.rebill(charge, sum(billed))
     return vec
 
 
+@dataclass(frozen=True)
+class QueryCall:
+    """What the ledger row of a query embedding names besides its charge."""
+
+    model_id: str
+    space: str
+    purpose: str
+    at: float
+
+
 class UsageRecorder:
     def __init__(self, bucket_seconds: float, half_life: float, clock: Callable[[], float] = time.time,
-                 ledger: LifecycleStore | None = None, daily_tokens: int = 0):
+                 ledger: LifecycleStore | None = None, daily_tokens: int = 0, calls: ProviderLedger | None = None):
         self.bucket_seconds = bucket_seconds
         self.half_life = half_life
         self.clock = clock
         self.ledger = ledger  # the store's provider_usage rows (the daily cap's ledger)
         self.daily_tokens = daily_tokens  # VIBE_TENANT_DAILY_TOKENS; 0 = no cap
+        # The provider-call ledger: with it an uncapped query is counted when its row is written
+        # (one store write after the provider call), not in the next flush, so usage and the
+        # ledger agree.
+        self.calls = calls
         self._batch = UsageBatch()
         self._lock = threading.Lock()
         self.dropped = 0
@@ -120,8 +141,34 @@ class UsageRecorder:
                     return None
                 charge.reserved = True
                 return charge
-        self._count(tenant, collection, 1, charge.tokens)
+        if self.calls is None:
+            self._count(tenant, collection, 1, charge.tokens)
         return charge
+
+    def settle_query(self, charge: QueryCharge, call: QueryCall, billed: int | None,
+                     error: BaseException | None = None) -> None:
+        """After a query's provider call: its ledger row and the usage it settles, in one store
+        transaction. A success counts what the provider billed (the estimate when it reported
+        nothing); a failure gives a reservation back and, when the call went out, leaves a row
+        with its outcome and no tokens. Without the store, an uncapped success is counted in the
+        next flush as before (its row is lost, and said in the log)."""
+        assert self.calls is not None
+        tokens = 0 if error is not None else (billed if billed is not None else charge.tokens)
+        calls = int(error is None) - int(charge.reserved)
+        delta = tokens - (charge.tokens if charge.reserved else 0)
+        usage = [UsageDelta(charge.tenant, charge.day, charge.collection, calls, 0, delta)]
+        rows = []
+        if error is None or reached_provider(error):
+            provider, model = provider_and_model(call.model_id)
+            rows = [LedgerRow(new_call_id(), charge.tenant, charge.collection, None, None, call.space, provider, model,
+                              tokens, call.purpose, call.at, utc_day(call.at),
+                              OK if error is None else outcome_of(error))]
+        try:
+            self.calls.record(rows, usage)
+        except Exception:  # noqa: BLE001 - the ledger is away: never fail the read for it
+            log.warning("provider ledger write failed; the query's row is lost", exc_info=True)
+            if error is None and not charge.reserved:
+                self._count(charge.tenant, charge.collection, 1, tokens)
 
     def rebill(self, charge: QueryCharge, billed: int) -> None:
         """The provider reported what it billed for the query: the charge becomes that figure

@@ -211,7 +211,8 @@ class Backfills:
         for status, rows in by_status.items():
             moved |= set(self.store.set_status([r.key for r in rows], task.space, SemanticStatus.QUEUED,
                                                only_from=[status]))
-        jobs = [EmbedJob(s.key, task.space, s.content_hash, priority="bulk", fresh=task.force)
+        purpose = {"promote": "eager", "migrate": "migration"}.get(task.kind, "backfill")
+        jobs = [EmbedJob(s.key, task.space, s.content_hash, priority="bulk", fresh=task.force, purpose=purpose)
                 for s in todo if s.key in moved]
         self.queue.enqueue(jobs)
         METRICS.backfill_queued.labels(kind=task.kind).inc(len(jobs))

@@ -15,11 +15,12 @@ from dataclasses import dataclass, field, replace
 
 from shared.collection_settings import embed_fields_of
 from shared.costs import billed_tokens, estimate_tokens, utc_day
+from shared.ledger import LedgerRow, UsageDelta, new_call_id, outcome_of, provider_and_model, reached_provider, shares
 from shared.metrics import METRICS
 from shared.model import Decision, DocKey, DocVectors, EmbedJob, SemanticStatus, SidecarEntry, StoredDoc, unflatten
 from shared.policy.eligibility import EligibilityPolicy
 from shared.policy.provider_certs import REASON_CERT, ProviderCerts
-from shared.ports import ColdStore, DocumentStore, Embedder, EmbedderError, LifecycleStore
+from shared.ports import ColdStore, DocumentStore, Embedder, EmbedderError, LifecycleStore, ProviderLedger
 from shared.text.hashing import doc_text
 from shared.text.passages import PassageConfig
 from shared.text.passages import split as split_passages
@@ -46,6 +47,7 @@ class _Work:
     side: SidecarEntry
     texts: list[str] = field(default_factory=list)  # one per passage (shared/text/passages.py)
     charged: bool = False  # its tokens are reserved against the daily cap already
+    fields: tuple[str, ...] = ()  # the fields its texts come from (the ledger names them, never their text)
 
     @property
     def tokens(self) -> int:
@@ -68,6 +70,7 @@ class EmbedHandler:
         default_space: str | None = None,
         live: Callable[[str], set[str]] | None = None,
         passages: PassageConfig | None = None,
+        calls: ProviderLedger | None = None,
         provider_certs: ProviderCerts | None = None,
     ):
         self.store = store
@@ -85,6 +88,7 @@ class EmbedHandler:
         self.passages = passages or PassageConfig()
         # Certificate-bearing documents an external provider may not receive (default: none may).
         self.provider_certs = provider_certs or ProviderCerts()
+        self.calls = calls  # the provider-call ledger; with it, usage is settled with each call's rows
 
     def run(self, jobs: Sequence[EmbedJob]) -> BatchOutcome:
         out = BatchOutcome()
@@ -173,7 +177,9 @@ class EmbedHandler:
             d = route_or_gate(d, w.job.space, embedder.model_id, w.doc.certs, self.provider_certs)
             if d.action == "embed":
                 used = d.fields or allow
-                parts = split_passages(select_fields(w.doc.fields, used), used, self.passages)
+                chosen = select_fields(w.doc.fields, used)
+                w.fields = tuple(k for k in chosen if not k.startswith("_"))
+                parts = split_passages(chosen, used, self.passages)
                 if len(parts) > self.passages.max_passages:  # bounded, and said
                     METRICS.passages_capped.inc(len(parts) - self.passages.max_passages)
                     log.warning("passages past the bound not embedded",
@@ -299,7 +305,7 @@ class EmbedHandler:
                     log.warning("usage refund failed", exc_info=True)
 
     def _embed(self, work: list[_Work], out: BatchOutcome, embedder: Embedder) -> None:
-        started = time.perf_counter()
+        started, call, at = time.perf_counter(), new_call_id(), self.clock()
         try:
             out.provider_calls += 1
             with billed_tokens() as billed:
@@ -308,16 +314,23 @@ class EmbedHandler:
             if not e.transient and len(work) > 1:
                 # One document the provider refuses (too long, bad input) must not sink the
                 # documents of other tenants batched with it: try each on its own.
+                self._settle_failed(work, embedder, call, at, e, refund=False)
                 for w in work:
                     self._embed([w], out, embedder)
                 return
-            self._refund(work)
+            self._settle_failed(work, embedder, call, at, e)
             self._failed(work, out, e)
             return
+        except BaseException as e:  # postponed by the job layer, or a crash: the reservation goes back
+            self._settle_failed(work, embedder, call, at, e)
+            raise
         METRICS.embed_seconds.observe(time.perf_counter() - started)
+        if self.calls is None:
+            self._charge(work, 1)
+            self._bill(work, billed)
+        else:
+            self._settle_ok(work, billed, embedder, call, at)
         vectors = _regroup(flat, [len(w.texts) for w in work])
-        self._charge(work, 1)
-        self._bill(work, billed)
         good: list[tuple[_Work, DocVectors]] = []
         wrong_dim: list[tuple[_Work, DocVectors]] = []
         for w, vecs in zip(work, vectors, strict=True):
@@ -328,6 +341,61 @@ class EmbedHandler:
         entries = [(replace(w.side, content_hash=w.job.content_hash), vec) for w, vec in good]
         out.changed += self.store.commit_vectors(entries, embedder.model_id, self.clock())
         METRICS.jobs_completed.inc(len(good))
+
+    def _rows(self, work: Sequence[_Work], embedder: Embedder, call: str, at: float, tokens: Sequence[int],
+              outcome: str) -> list[LedgerRow]:
+        provider, model = provider_and_model(embedder.model_id)
+        day = utc_day(at)
+        return [LedgerRow(call, w.doc.key.tenant, w.doc.key.collection, w.doc.key.doc_id, w.fields, w.job.space,
+                          provider, model, n, w.job.purpose, at, day, outcome)
+                for w, n in zip(work, tokens, strict=True)]
+
+    def _settle_ok(self, work: Sequence[_Work], billed: list[int], embedder: Embedder, call: str, at: float) -> None:
+        """A call that answered: one ledger row per document with its share of what the provider
+        billed (the estimate when it reported nothing), and the usage totals moved to match, in
+        one transaction, so the daily cap counts exactly what the ledger holds. A reserved
+        document's estimate is already counted: only the difference is added for it."""
+        assert self.calls is not None
+        estimates = [w.tokens for w in work]
+        tokens = shares(sum(billed) if billed else sum(estimates), estimates)
+        day = utc_day(at)
+        totals: dict[tuple[str, str], list[int]] = {}  # (tenant, collection) -> [docs in the call, docs, tokens]
+        for w, est, n in zip(work, estimates, tokens, strict=True):
+            row = totals.setdefault((w.doc.key.tenant, w.doc.key.collection), [0, 0, 0])
+            row[0] += 1
+            row[1] += 0 if w.charged else 1
+            row[2] += n - est if w.charged else n
+        busiest: dict[str, str] = {}  # the call is counted once per tenant, on its busiest collection
+        for (tenant, collection), (n_docs, _, _) in sorted(totals.items()):
+            if tenant not in busiest or n_docs > totals[(tenant, busiest[tenant])][0]:
+                busiest[tenant] = collection
+        usage = [UsageDelta(t, day, c, int(busiest[t] == c), docs, toks) for (t, c), (_, docs, toks) in totals.items()]
+        try:
+            self.calls.record(self._rows(work, embedder, call, at, tokens, "ok"), usage)
+        except Exception:  # noqa: BLE001 - the vectors are committed; a lost ledger write is only a report
+            log.warning("provider ledger write failed", exc_info=True)
+        METRICS.provider_tokens.labels(kind="documents").inc(sum(tokens))
+
+    def _settle_failed(self, work: Sequence[_Work], embedder: Embedder, call: str, at: float, e: BaseException,
+                       refund: bool = True) -> None:
+        """A call that failed: its reservations go back (its retry reserves again) and, when it
+        reached the provider, one row per document with the outcome and no tokens, together."""
+        if self.calls is None:
+            if refund:
+                self._refund(work)
+            return
+        day = utc_day(self.clock())
+        usage = []
+        if refund:
+            for w in work:
+                if w.charged:
+                    w.charged = False
+                    usage.append(UsageDelta(w.doc.key.tenant, day, w.doc.key.collection, 0, -1, -w.tokens))
+        rows = self._rows(work, embedder, call, at, [0] * len(work), outcome_of(e)) if reached_provider(e) else []
+        try:
+            self.calls.record(rows, usage)
+        except Exception:  # noqa: BLE001 - a lost refund only over-counts a report
+            log.warning("provider ledger write failed", exc_info=True)
 
     def _failed(self, work: list[_Work], out: BatchOutcome, e: EmbedderError) -> None:
         log.warning("embed batch failed", extra={"jobs": len(work), "error": str(e)[:200],
@@ -362,6 +430,7 @@ def _regroup(flat: Sequence[list[float]], counts: Sequence[int]) -> list[DocVect
         out.append([list(v) for v in flat[at:at + n]])
         at += n
     return out
+
 
 def route_or_gate(d: Decision, space: str, model_id: str, certs: Sequence[str], gate: ProviderCerts) -> Decision:
     """The policy's decision for this job's space. A document the policy routes to another

@@ -39,7 +39,7 @@ from services.planner.promotion import PromotionPolicy, decide_collections
 from services.worker.backfill import Backfills
 from shared.metrics import METRICS
 from shared.model import BackfillTask, CollectionMode, DocKey, SemanticStatus, SidecarEntry, SpaceInfo, flatten
-from shared.ports import CodeCursor, ColdStore, RowCursor, StoreOfRecord
+from shared.ports import CodeCursor, ColdStore, ProviderLedger, RowCursor, StoreOfRecord
 
 log = logging.getLogger("vibe.lifecycle")
 
@@ -65,6 +65,7 @@ CHANGES_CURSOR = "change_log"
 SPACES_PAGE = 200
 CHANGE_PAGES = 10  # change-log pages examined a tick (compact_change_log): ~30 ms SQLite, ~115 ms PostgreSQL
 EVICT_CURSOR = "evict"
+LEDGER_PAGES = 4  # ledger deletes of `evict_batch` rows a tick at most (prune_ledger)
 PINS_CURSOR = "pins"
 # The tick's eviction page, and its pins' page of usage rows, in `evict_batch`es of rows
 # (`evict_page`, `_pin`): a row costs ~2.5 us to examine (SQLite, PostgreSQL: /tmp scripts,
@@ -87,6 +88,7 @@ class LifecycleConfig:
     # then they, its sidecar rows and the space itself go. 0 = kept until re-activated.
     retired_retention_seconds: float = 7 * 86400.0
     daily_tokens: int = 0  # VIBE_TENANT_DAILY_TOKENS (0 = no cap)
+    ledger_retention_seconds: float = 90 * 86400.0  # VIBE_LEDGER_RETENTION_DAYS
 
     @property
     def bucket_seconds(self) -> float:
@@ -113,6 +115,7 @@ class TickReport:
     gone_rows: int = 0  # sidecar rows of documents that are gone (left by earlier versions), deleted
     compacted_changes: int = 0  # change-log entries a later entry of the same key superseded, deleted
     requeued_budget: int = 0
+    pruned_ledger: int = 0  # provider-call ledger rows past their retention, deleted
     backfills_started: int = 0
     skipped: bool = False
     failed: list[str] = field(default_factory=list)  # the stages that raised (the others ran)
@@ -145,7 +148,8 @@ class DocLifecycle:
 class Lifecycle:
     def __init__(self, cfg: LifecycleConfig, store: StoreOfRecord, cold: ColdStore, backfills: Backfills,
                  clock: Callable[[], float] = time.time, after_change: Callable[[], object] | None = None,
-                 spaces: Callable[[], set[str]] | None = None, active: Callable[[str], str] | None = None):
+                 spaces: Callable[[], set[str]] | None = None, active: Callable[[str], str] | None = None,
+                 ledger: ProviderLedger | None = None):
         self.cfg = cfg
         self.store = store
         self.cold = cold
@@ -154,6 +158,7 @@ class Lifecycle:
         self.after_change = after_change  # the embedded profile syncs its own indexes at once
         self.spaces = spaces  # every live space (shared/spaces.py); default: the configured one
         self.active = active or (lambda tenant: cfg.space)  # a tenant's active space
+        self.ledger = ledger  # the provider-call ledger, pruned past its retention
         self._orphans: set[ColdCode] = set()  # unreferenced at this process's last sweep (sweep_cold_orphans)
         self.monotonic: Callable[[], float] = time.monotonic  # what paces the gauges (tests replace it)
         self._gauges_due = 0.0  # monotonic time from which the next tick publishes the gauges
@@ -214,6 +219,7 @@ class Lifecycle:
         r.cold_orphans = self._stage(r, "cold_orphans", self.sweep_cold_orphans, 0)
         r.gone_rows = self._stage(r, "gone_rows", lambda: self.sweep_gone_rows(r), 0)
         r.compacted_changes = self._stage(r, "change_log", self.compact_change_log, 0)
+        r.pruned_ledger = self._stage(r, "ledger", lambda: self.prune_ledger(now), 0)
         r.requeued_budget = self._stage(r, "budget_requeue", lambda: self.store.requeue_budget_deferred(
             # refusals of past days come back; with no cap at all (an operator removed it and
             # restarted), today's too: they waited for midnight UTC, and no read or reindex
@@ -451,6 +457,20 @@ class Lifecycle:
             METRICS.pruned.labels(store="cold").inc(len(cold))
         self.store.prune_usage(now - self.cfg.usage_retention_seconds)
         return removed, len(cold)
+
+    def prune_ledger(self, now: float) -> int:
+        """Provider-call ledger rows older than the retention go, a bounded number a tick (the
+        delete holds the write lock): a backlog, say after the retention was shortened, drains
+        over ticks instead of stalling one."""
+        if self.ledger is None:
+            return 0
+        before, gone = now - self.cfg.ledger_retention_seconds, 0
+        for _ in range(LEDGER_PAGES):
+            n = self.ledger.prune_ledger(before, self.cfg.evict_batch)
+            gone += n
+            if n < self.cfg.evict_batch:
+                break
+        return gone
 
     def drop_cold_copies(self) -> int:
         """A rehydrated vector is back in the store: its cold copy goes (row, then file), since

@@ -72,7 +72,8 @@ def requeue_stuck(store: StoreOfRecord, spaces: Spaces, queue: JobQueue, stuck_f
         for r in rows:
             by_tenant.setdefault(r.key.tenant, []).append(r)
         for tenant, mine in sorted(by_tenant.items()):
-            jobs = [EmbedJob(r.key, space, r.content_hash, priority="bulk") for r in mine if r.key in kept]
+            jobs = [EmbedJob(r.key, space, r.content_hash, priority="bulk", purpose="backfill")
+                    for r in mine if r.key in kept]
             found = {"stuck": len(mine), "requeued": queue.enqueue(jobs), "repaired": len(mine) - len(jobs)}
             for who in (tenant, None):
                 row = out.setdefault(who, {"stuck": 0, "requeued": 0, "repaired": 0})

@@ -14,7 +14,7 @@ import random
 import threading
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from celery import Celery
@@ -117,7 +117,7 @@ class Runtime:
 
     def _crashed(self, jobs: list[EmbedJob]) -> BatchOutcome:
         out = BatchOutcome()
-        out.retry = [EmbedJob(j.key, j.space, j.content_hash, j.priority, j.attempt + 1)
+        out.retry = [replace(j, attempt=j.attempt + 1)
                      for j in jobs if j.attempt + 1 < self.settings.job_max_attempts]
         return out
 

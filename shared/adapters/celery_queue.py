@@ -145,12 +145,15 @@ def make_celery(s: Settings) -> Celery:
 
 
 def encode(j: EmbedJob) -> list[object]:
-    return [j.key.tenant, j.key.collection, j.key.doc_id, j.space, j.content_hash, j.priority, j.attempt, j.fresh]
+    return [j.key.tenant, j.key.collection, j.key.doc_id, j.space, j.content_hash, j.priority, j.attempt, j.fresh,
+            j.purpose]
 
 
 def decode(raw: Sequence[Any]) -> EmbedJob:
-    t, c, d, space, h, prio, attempt, *rest = raw  # messages from before `fresh` have 7 items
-    return EmbedJob(DocKey(str(t), str(c), str(d)), str(space), str(h), prio, int(attempt), bool(rest and rest[0]))
+    t, c, d, space, h, prio, attempt, *rest = raw  # messages from before `fresh` have 7 items, `purpose` 8
+    purpose = str(rest[1]) if len(rest) > 1 else "touch"
+    return EmbedJob(DocKey(str(t), str(c), str(d)), str(space), str(h), prio, int(attempt), bool(rest and rest[0]),
+                    purpose)
 
 
 def member(j: EmbedJob) -> str:

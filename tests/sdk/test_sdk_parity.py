@@ -31,7 +31,7 @@ SAME_CALLS = {
     "promote": "promote", "demote": "demote", "queue_depth": "queueDepth", "lag": "lag", "reindex": "reindex",
     "usage": "usage", "spaces": "spaces", "evict": "evict", "create_space": "createSpace",
     "activate_space": "activateSpace", "mismatch": "mismatch", "backfills": "backfills",
-    "dead_letters": "deadLetters", "touch": "touch",
+    "dead_letters": "deadLetters", "touch": "touch", "ledger": "ledger",
     # collections
     "list_collections": "listCollections", "delete_collection": "deleteCollection",
     "delete_by_filter": "deleteByFilter", "collection_settings": "collectionSettings",

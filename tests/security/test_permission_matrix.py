@@ -13,6 +13,7 @@ from the other once the write has returned. `VIBE_MATRIX_ROUNDS` (default 45) an
 from __future__ import annotations
 
 import os
+import uuid
 from pathlib import Path
 
 from tests.security.matrix import ENV, KEYS, Matrix, Stats
@@ -69,6 +70,30 @@ def test_permission_matrix_two_processes_on_postgres(tmp_path: Path, postgres_ur
            "VIBE_TOKEN_SECRET": "matrix-token-secret-" + "x" * 32}
     with served(tmp_path / "a", env=env, keys=KEYS) as w, served(tmp_path / "b", env=env, keys=KEYS) as r:
         stats = _run(w, r, "two processes, PostgreSQL")
+    assert stats.cases >= MIN_CASES
+    assert not stats.leaks, "\n".join(map(str, stats.leaks[:25]))
+    assert not stats.errors, stats.errors[:10]
+
+
+def test_permission_matrix_two_processes_on_postgres_and_opensearch(tmp_path: Path, postgres_url: str,
+                                                                   opensearch_url: str) -> None:
+    """The distributed profile's store and keyword index: two API processes on one PostgreSQL
+    store and one OpenSearch (ACL and certificates inside OpenSearch's queries), each with its
+    own qdrant-edge vectors (no Qdrant server runs here). Writes to one, reads from the other."""
+    prefix = f"vibe-matrix-{uuid.uuid4().hex[:10]}-"
+    env = {**ENV, "VIBE_STORE": "postgres", "VIBE_POSTGRES_URL": postgres_url, "VIBE_POSTGRES_POOL_SIZE": "4",
+           "VIBE_TOKEN_SECRET": "matrix-token-secret-" + "x" * 32, "VIBE_LEXICAL": "opensearch",
+           "VIBE_OPENSEARCH_URL": opensearch_url, "VIBE_OPENSEARCH_PREFIX": prefix}
+    try:
+        with served(tmp_path / "a", env=env, keys=KEYS) as w, served(tmp_path / "b", env=env, keys=KEYS) as r:
+            stats = _run(w, r, "two processes, PostgreSQL + OpenSearch")
+    finally:
+        from opensearchpy import OpenSearch
+
+        client = OpenSearch(hosts=[opensearch_url])
+        client.indices.delete(index=prefix + "*", ignore_unavailable=True, allow_no_indices=True)
+        client.indices.delete_index_template(name=prefix + "template", ignore=[404])
+        client.close()
     assert stats.cases >= MIN_CASES
     assert not stats.leaks, "\n".join(map(str, stats.leaks[:25]))
     assert not stats.errors, stats.errors[:10]

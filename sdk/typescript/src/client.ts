@@ -8,7 +8,7 @@ import type {
   Activated, Backfills, BulkAnswer, BulkDoc, BulkItem, Coverage, CreateSpaceBody, DeadLetters, DeleteAnswer,
   DocFields, Evicted, EvictBody, Explanation, GotDoc, Health, Lag, MgetAnswer, Migrating, Mismatch, Promoted,
   Demoted, Promotions, PutAnswer, SchedulerView, QueueDepth, ReadAnswer, ReadBody, ReadEvent, ReindexBody, Reindexing,
-  DocStatus, FollowUpView, Spaces, Usage, KeyBody, KeyCreated, Keys, TokenBody, TokenCreated,
+  DocStatus, FollowUpView, Spaces, Usage, LedgerPage, KeyBody, KeyCreated, Keys, TokenBody, TokenCreated,
   CollectionList, CollectionDeleted, DeleteByFilterBody, DeletedByFilter, CollectionSettingsBody, CollectionSettings,
 } from "./types.js";
 
@@ -234,6 +234,19 @@ export class Client {
     const { days, ...call } = options;
     const path = "/semantic/usage" + query({ collection, days: days?.toString() });
     return this.json({ method: "GET", path, idempotent: true, ...call });
+  }
+
+  /** The tenant's provider calls, oldest first; `since` is ISO 8601 or epoch seconds, `cursor` a
+   * page's `nextCursor`. */
+  ledger(
+    filter: { collection?: string; id?: string; since?: string | number; limit?: number; cursor?: string } = {},
+    options: CallOptions = {},
+  ): Promise<LedgerPage> {
+    const path = "/semantic/ledger" + query({
+      collection: filter.collection, _id: filter.id, since: filter.since?.toString(),
+      limit: filter.limit?.toString(), cursor: filter.cursor,
+    });
+    return this.json({ method: "GET", path, idempotent: true, ...options });
   }
 
   spaces(options: CallOptions = {}): Promise<Spaces> {

@@ -71,6 +71,9 @@ export type DocStatus = Schemas["DocStatus"];
 export type Reindexing = Schemas["Reindexing"];
 export type ReindexBody = In<"/semantic/reindex", "post">;
 export type Usage = Schemas["Usage"];
+/** `GET /semantic/ledger`: one row per provider call per document (never its text). */
+export type LedgerEntry = Schemas["LedgerEntry"];
+export type LedgerPage = Schemas["LedgerPage"];
 export type Spaces = Schemas["Spaces"];
 export type Health = Schemas["Health"];
 export type Evicted = Schemas["Evicted"];

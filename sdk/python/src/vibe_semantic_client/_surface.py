@@ -32,6 +32,7 @@ from vibe_semantic_client.answers import (
     KeyCreated,
     Keys,
     Lag,
+    LedgerPage,
     Migrating,
     Mismatch,
     Promoted,
@@ -203,6 +204,14 @@ class Calls:
     def usage(collection: str | None = None, days: int = 30) -> core.Call[Usage]:
         """Provider calls, tokens and estimated cost by day, `days` back."""
         return core.admin_get("/semantic/usage", Usage.from_json, collection=collection, days=days)
+
+    @endpoint
+    def ledger(collection: str | None = None, doc_id: str | None = None, since: str | float | None = None,
+               limit: int = 100, cursor: str | None = None) -> core.Call[LedgerPage]:
+        """The tenant's provider calls, one row per call per document, oldest first: `since` is ISO
+        8601 or epoch seconds; pass the page's `next_cursor` as `cursor` for the next one."""
+        return core.admin_get("/semantic/ledger", LedgerPage.from_json, collection=collection, _id=doc_id,
+                              since=since, limit=limit, cursor=cursor)
 
     @endpoint
     def queue_depth() -> core.Call[QueueDepth]:

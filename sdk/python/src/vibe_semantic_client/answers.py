@@ -323,6 +323,32 @@ class Usage(Model):
 
 
 @dataclass(frozen=True, slots=True)
+class LedgerEntry(Model):
+    """One document's part of one provider call; a query's row has no `id` nor `fields`."""
+
+    call_id: str
+    tenant: str
+    collection: str
+    id: str | None = field(metadata={"wire": "_id"})  # not the camelCase of its name
+    fields: list[str] | None = None
+    space: str = ""
+    provider: str = ""
+    model: str = ""
+    tokens: int = 0
+    purpose: str = ""
+    at: str = ""
+    outcome: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class LedgerPage(Model):
+    rows: list[LedgerEntry]
+    next_cursor: str | None
+    oldest_at: str | None
+    retention_days: int
+
+
+@dataclass(frozen=True, slots=True)
 class Evicted(Model):
     collection: str
     evicted: int
