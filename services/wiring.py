@@ -23,7 +23,7 @@ from typing import IO, Any, Literal
 from urllib.parse import urlsplit
 
 from services.core.documents import DocumentService
-from services.planner.explain import ExplainCache
+from services.planner.explain import Explains
 from services.planner.passages import PassageLocator
 from services.planner.planner import Planner, PlannerConfig
 from services.planner.promotion import PromotionPolicy
@@ -377,6 +377,15 @@ def build_ledger(store: StoreOfRecord) -> ProviderLedger:
     return SqlLedger(store)  # type: ignore[arg-type]  # both stores offer the lifecycle SQL hooks
 
 
+def build_explains(settings: Settings, store: StoreOfRecord) -> Explains:
+    """Explain records in a table of the store of record (either store: shared/adapters/explain_sql.py),
+    so every replica answers an explainId until its TTL, on the store's clock."""
+    from shared.adapters.explain_sql import SqlExplainStore
+
+    return Explains(SqlExplainStore(store),  # type: ignore[arg-type]  # both stores offer the lifecycle SQL hooks
+                    settings.explain_ttl_seconds, settings.explain_max_per_tenant, store.clock)
+
+
 class SpaceEmbedders:
     """Each space's embedder (a space bundles its model), built on first use from the
     model id the space is bound to in the store, and kept. The configured space uses the
@@ -652,7 +661,8 @@ def build(settings: Settings, embedder: Embedder | None = None, clock: Callable[
     embedders = handler.embedders
     assert isinstance(embedders, SpaceEmbedders)
     # A semantic leg waits for the vector index only.
-    planner = Planner(cfg, store, lexical, vectors, emb, queue, budget, follower.of_vectors(), ExplainCache(),
+    planner = Planner(cfg, store, lexical, vectors, emb, queue, budget, follower.of_vectors(),
+                      build_explains(settings, store),
                       QueryVectorCache.from_settings(settings), usage=usage, spaces=spaces,
                       embedders=embedders.if_ready,  # a read never loads a model (`if_ready`)
                       lexical_follower=follower.of_lexical(), foreground=foreground,

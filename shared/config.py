@@ -561,6 +561,16 @@ class Settings(BaseSettings):
         "Days a provider-call ledger row (GET /semantic/ledger) is kept before the periodic "
         "lifecycle sweep prunes it. The usage totals of GET /semantic/usage are kept apart and stay."))
 
+    # --- explain records: helper H6's block ---
+    # Records live in the store of record, so an explainId answers on every replica and after a
+    # restart until this; the per-tenant cap keeps one tenant's reads from filling the store.
+    explain_ttl_seconds: Annotated[int, Field(ge=1, le=7 * 86_400)] = Field(default=3600, description=(
+        "Seconds an `explainId` answers (GET /v1/explain/{explainId}) on every replica; expired "
+        "records are swept from the store of record."))
+    explain_max_per_tenant: Annotated[int, Field(ge=100, le=10_000_000)] = Field(default=100_000, description=(
+        "Explain records kept per tenant; past it the tenant's oldest go first (each process enforces "
+        "it every few hundred records it writes)."))
+
 
     # --- touch economics (bench lazy): helper B's block ---
     # What a query spends embedding on (services/planner/touch.py; tuned with `bench lazy` and

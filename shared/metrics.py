@@ -56,6 +56,9 @@ class _Metrics:
         )
         self.explain_cache = Gauge("vibe_explain_cache_entries", "Entries in the explain cache",
                                    multiprocess_mode=_SUM_PROCESSES)
+        # Rows of the store's explain records (every replica's), counted by the expiry sweep.
+        self.explain_records = Gauge("vibe_explain_records", "Explain records in the store of record",
+                                     multiprocess_mode=_ANY_PROCESS)
         # Computed on scrape in the API (services/wiring.py): changes committed to the store's log
         # that an index has not applied yet; "embedded" is this process's own indexes.
         self.follower_lag = Gauge("vibe_index_follower_lag_changes", "Change-log entries an index has not applied",

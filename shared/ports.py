@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
 from shared.collection_settings import CollectionSettings
+from shared.explain_record import ExplainRecord
 from shared.follow_up import FollowUpFlush, FollowUpRow, SwitchState
 from shared.ledger import LedgerRow, UsageDelta
 from shared.model import (
@@ -668,6 +669,22 @@ class ProviderLedger(Protocol):
 
     def prune_ledger(self, before: float, limit: int) -> int:
         """Up to `limit` rows older than `before` go (any tenant); returns how many."""
+
+
+@runtime_checkable
+class ExplainStore(Protocol):
+    """Explain records (shared/explain_record.py), shared by every replica until they expire."""
+
+    def put_explains(self, records: Sequence[ExplainRecord], per_tenant: int) -> None:
+        """One ranking's records in one write; a tenant past `per_tenant` rows loses its oldest."""
+
+    def get_explain(self, explain_id: str, now: float) -> ExplainRecord | None:
+        """The record, unless unknown or expired at `now` (callers check tenant and caller)."""
+
+    def prune_explains(self, now: float, limit: int) -> int:
+        """Up to `limit` records expired at `now` go (any tenant); returns how many."""
+
+    def count_explains(self) -> int: ...
 
 
 @runtime_checkable

@@ -19,6 +19,7 @@ from services.api import cursors
 from services.api.auth import principal_of, require
 from services.api.bodies import ReadBody, json_body, parse_model
 from services.api.schemas import AUTHENTICATED, READ_SSE, Explanation, ReadAnswer, ReadIn, body, errors
+from services.planner.explain import explained
 from services.planner.planner import ReadRequest, ReadSession
 from services.wiring import Container
 from shared.errors import ErrorCode, VibeError, invalid
@@ -288,11 +289,13 @@ async def _backfill(c: Container, session: ReadSession,
 @router.get("/v1/explain/{explain_id}", dependencies=AUTHENTICATED, responses={
     200: {"model": Explanation, "description": "why the result is where it is"}, **errors(404)})
 async def explain(explain_id: str, request: Request, p: Principal = Depends(require("read"))) -> JSONResponse:
+    """Answers on every replica until the id's TTL (VIBE_EXPLAIN_TTL_SECONDS), to the caller the
+    ranking was made for while they may still read the document; anyone else, like an unknown or
+    expired id, gets 404."""
     c: Container = request.app.state.container
-    record = c.planner.explain.get(p, explain_id)
-    doc = None
-    if record is not None:
-        doc = c.store.get_doc(DocKey(p.tenant, str(record["collection"]), str(record["id"])))
-    if record is None or doc is None or not doc.readable_by(p):
+    planner = c.planner
+    record = await run_in_threadpool(explained, planner.explain, p, explain_id, c.store, c.lexical,
+                                     lambda who, collection: planner.search_filter(who, collection))
+    if record is None:
         raise VibeError(ErrorCode.NOT_FOUND, "unknown or expired explainId")
     return JSONResponse(record)

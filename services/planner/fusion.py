@@ -81,6 +81,15 @@ class Fused:
     semantic_rank: int | None = None
     semantic_score: float | None = None
     matched_by: list[str] = field(default_factory=list)
+    # What each leg put into `score` (explain): its normalised score (z-score, or 1/(k + rank)
+    # for RRF) before the weight, and its share after it; the shares sum to `score`. A missing
+    # leg's share is its floor; `stand_in`: the semantic share is an estimate for a candidate
+    # with no vector yet.
+    lexical_norm: float | None = None
+    semantic_norm: float | None = None
+    lexical_part: float = 0.0
+    semantic_part: float = 0.0
+    stand_in: bool = False
 
 
 def rrf(lexical: Sequence[Hit], semantic: Sequence[Hit], k: int = 60,
@@ -90,14 +99,19 @@ def rrf(lexical: Sequence[Hit], semantic: Sequence[Hit], k: int = 60,
     lexical candidates, so it avoids hashing each key more than once or twice."""
     out: dict[DocKey, Fused] = {}
     for rank, h in enumerate(lexical, 1):
-        share = 2.0 if h.key in unembedded else 1.0  # its lexical rank stands in for the semantic one
-        out[h.key] = Fused(h.key, share / (k + rank), rank, h.score, matched_by=["keyword"])
+        part = 1.0 / (k + rank)
+        lex = out[h.key] = Fused(h.key, part, rank, h.score, matched_by=["keyword"], lexical_norm=part,
+                                 lexical_part=part)
+        if h.key in unembedded:  # its lexical rank stands in for the semantic one
+            lex.score, lex.semantic_norm, lex.semantic_part, lex.stand_in = 2 * part, part, part, True
     for rank, h in enumerate(semantic, 1):
         f = out.get(h.key)
         if f is None:
             f = out[h.key] = Fused(h.key, 0.0)
+        part = 1.0 / (k + rank)
         f.semantic_rank, f.semantic_score = rank, h.score
-        f.score += 1.0 / (k + rank)
+        f.semantic_norm, f.semantic_part = part, part
+        f.score += part
         f.matched_by.append("semantic")
     fused = list(out.values())
     fused.sort(key=lambda f: (-f.score, f.key.collection, f.key.doc_id))
@@ -110,9 +124,9 @@ def single(hits: Sequence[Hit], leg: str) -> list[Fused]:
     for i, h in enumerate(hits):
         f = Fused(h.key, h.score, matched_by=["keyword" if leg == "lexical" else "semantic"])
         if leg == "lexical":
-            f.lexical_rank, f.lexical_score = i + 1, h.score
+            f.lexical_rank, f.lexical_score, f.lexical_norm, f.lexical_part = i + 1, h.score, h.score, h.score
         else:
-            f.semantic_rank, f.semantic_score = i + 1, h.score
+            f.semantic_rank, f.semantic_score, f.semantic_norm, f.semantic_part = i + 1, h.score, h.score, h.score
         out.append(f)
     return out
 
@@ -221,7 +235,10 @@ def zscore(lexical: Sequence[Hit], semantic: Sequence[Hit], semantic_weight: flo
         # below a document known to miss the semantic hits (the floor).
         unknown = max(min(lz, a + b * lz), sem_floor) if f.key in unembedded else sem_floor
         sz = (f.semantic_score - sm) / ss if f.semantic_score is not None else unknown
-        f.score = (1 - w) * lz + w * sz
+        f.lexical_norm, f.semantic_norm = lz, sz
+        f.lexical_part, f.semantic_part = (1 - w) * lz, w * sz
+        f.stand_in = f.semantic_score is None and f.key in unembedded
+        f.score = f.lexical_part + f.semantic_part
     fused = list(out.values())
     fused.sort(key=lambda f: (-f.score, f.key.collection, f.key.doc_id))
     return fused

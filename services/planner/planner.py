@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 
-from services.planner.explain import ExplainCache
+from services.planner.explain import Explains, Ranking, ranking_query
 from services.planner.fusion import (
     DEFAULT_SEMANTIC_WEIGHT,
     Fused,
@@ -213,7 +213,7 @@ class Planner:
         queue: JobQueue,
         budget: Budget,
         follower: IndexFollower,
-        explain: ExplainCache,
+        explain: Explains,
         query_cache: QueryVectorCache | None = None,
         usage: UsageRecorder | None = None,
         spaces: Spaces | None = None,
@@ -989,6 +989,7 @@ class ReadSession:
         top = self._readable_top()
         shown = self._shown_scores(top)
         results = [self._result(f, s) for f, s in zip(top, shown, strict=True)]
+        self._explain(results, top, shown)
         self._decorate(results, top)
         body: dict[str, object] = {"results": results, "strategy": self.strategy,
                                    "warming": self.warming(), "diagnostics": self.diagnostics(final)}
@@ -1053,9 +1054,16 @@ class ReadSession:
             "collection": f.key.collection,
             "score": shown,
             "matchedBy": list(f.matched_by),
-            "explainId": self.p.explain.put(self.principal, f, self.strategy, self.req.q,
-                                            fusion=self.p.cfg.fusion, shown=shown),
         }
+
+    def _explain(self, results: list[dict[str, object]], top: list[Fused], shown: list[float]) -> None:
+        """Each result's `explainId`: the page's records go to the store in one write."""
+        cfg = self.p.cfg
+        ranking = Ranking(self.strategy, cfg.fusion, cfg.semantic_weight,
+                          ranking_query(self.req.q, self.req.query_text), self.space)
+        ids = self.p.explain.record(self.principal, ranking, list(zip(top, shown, strict=True)))
+        for r, eid in zip(results, ids, strict=True):
+            r["explainId"] = eid
 
     def _decorate(self, results: list[dict[str, object]], top: list[Fused]) -> None:
         wanted = self.req.include_fields

@@ -13,7 +13,7 @@ from prometheus_client.registry import Collector
 # Gauges whose value lives in the API process (computed on scrape there, or planner state); a
 # worker never sets them, so its files hold only zeros that would read as real values.
 API_ONLY = frozenset({"vibe_queue_depth", "vibe_celery_broker_messages", "vibe_explain_cache_entries",
-                      "vibe_index_follower_lag_changes"})
+                      "vibe_explain_records", "vibe_index_follower_lag_changes"})
 
 
 class WorkerCollector(Collector):

@@ -16,7 +16,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from typing import TYPE_CHECKING, Any
 
-from shared.adapters.schema import baseline, ledger
+from shared.adapters.schema import baseline, explain, ledger
 from shared.adapters.schema.runner import Migrated, Migration, latest, scalar
 from shared.adapters.schema.runner import migrate as run
 
@@ -74,6 +74,12 @@ CREATE TABLE IF NOT EXISTS provider_calls(
   model text NOT NULL, tokens bigint NOT NULL, purpose text NOT NULL, at double precision NOT NULL,
   day text NOT NULL, outcome text NOT NULL);
 """ + ledger.INDEXES),
+    Migration(3, "explain_records: explain records shared by every replica until they expire", """
+CREATE TABLE IF NOT EXISTS explain_records(
+  seq bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY, id text NOT NULL UNIQUE, tenant text NOT NULL,
+  caller text NOT NULL, collection text NOT NULL, doc_id text NOT NULL, expires_at double precision NOT NULL,
+  body text NOT NULL);
+""" + explain.INDEXES),
 )
 LATEST = latest(MIGRATIONS)
 

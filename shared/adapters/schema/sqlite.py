@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from typing import Any
 
-from shared.adapters.schema import baseline, ledger
+from shared.adapters.schema import baseline, explain, ledger
 from shared.adapters.schema.runner import Migrated, Migration, latest
 from shared.adapters.schema.runner import migrate as run
 from shared.adapters.sqlite_wal import immediate
@@ -56,6 +56,11 @@ CREATE TABLE IF NOT EXISTS provider_calls(
   doc_id TEXT, fields TEXT, space TEXT NOT NULL, provider TEXT NOT NULL, model TEXT NOT NULL,
   tokens INTEGER NOT NULL, purpose TEXT NOT NULL, at REAL NOT NULL, day TEXT NOT NULL, outcome TEXT NOT NULL);
 """ + ledger.INDEXES),
+    Migration(3, "explain_records: explain records shared by every replica until they expire", """
+CREATE TABLE IF NOT EXISTS explain_records(
+  seq INTEGER PRIMARY KEY, id TEXT NOT NULL UNIQUE, tenant TEXT NOT NULL, caller TEXT NOT NULL,
+  collection TEXT NOT NULL, doc_id TEXT NOT NULL, expires_at REAL NOT NULL, body TEXT NOT NULL);
+""" + explain.INDEXES),
 )
 LATEST = latest(MIGRATIONS)
 
