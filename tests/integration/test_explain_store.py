@@ -16,7 +16,7 @@ import httpx
 from tests.support.server import KEYS, Served, served
 
 FILLER = " The rig was calibrated before each run and the readings were logged by two engineers."
-DOCS = [
+DOCS: list[dict[str, Any]] = [
     {"_id": "wing", "title": "Wing flutter study", "body": "Flutter onset at high speed in the tunnel." + FILLER},
     {"_id": "tail", "title": "Tail buffet", "body": "Buffet and flutter of the tail surfaces." + FILLER},
     {"_id": "pay", "title": "Flutter payroll memo", "body": "Payroll for the flutter team." + FILLER,
