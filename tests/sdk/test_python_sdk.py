@@ -47,6 +47,8 @@ from vibe_semantic_client.answers import (
     Explanation,
     Keys,
     KeyView,
+    LegContribution,
+    MatchReason,
     Space,
     Spaces,
     Usage,
@@ -165,6 +167,11 @@ def test_read_typed_answer_respects_acl_and_tenant(connect: Connect, loaded: str
         why = alice.explain(str(eng_only.explain_id))
     assert isinstance(why, Explanation) and why.id == "d1" and why.collection == loaded and why.reasons
     assert all(isinstance(r, ExplainReason) and r.type for r in why.reasons)
+    keyword = [r for r in why.reasons if isinstance(r, MatchReason) and r.leg == "keyword"]
+    assert keyword and keyword[0].rank >= 1 and keyword[0].field and keyword[0].highlights
+    assert why.fusion == "none" and why.shown_score == eng_only.score and why.expires_at > 0
+    assert [(c.leg, c.contribution) for c in why.contributions] == [("keyword", why.score)]
+    assert isinstance(why.contributions[0], LegContribution) and why.contributions[0].raw_score == why.score
     with connect(BOB) as bob, pytest.raises(NotFound):
         bob.explain(str(eng_only.explain_id))  # bob may not read d1: its explanation looks absent
 

@@ -121,23 +121,97 @@ class Deleted(Model):
 
 
 @dataclass(frozen=True, slots=True)
-class ExplainReason(Model):
+class MatchReason(Model):
+    """A leg found the document: its rank and score there; for the keyword leg, per `field`,
+    the highlight fragments (matched terms in <b>, HTML-escaped)."""
+
+    type: str  # "match"
+    leg: str  # "keyword" | "semantic"
+    rank: int
+    score: float
+    field: str | None = None
+    highlights: list[str] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class EdgeReason(Model):
+    """Reached through the graph overlay: `collection/id` of each document on the way."""
+
+    type: str  # "edge"
+    path: list[str]
+
+
+@dataclass(frozen=True, slots=True)
+class CertReason(Model):
+    """A certificate (`issuer:name`) the document requires, which the caller holds."""
+
+    type: str  # "cert"
+    issuer: str
+    name: str
+    rule: str  # "required"
+
+
+@dataclass(frozen=True, slots=True)
+class NotEmbeddedReason(Model):
+    """Why the document has no vector in the ranking's space (`status`, and the sidecar's
+    `reason`: a policy rule, the writer's intent, `budget`, `cert`, ...)."""
+
+    type: str  # "not_embedded"
+    status: str
+    reason: str | None
+    space: str
+
+
+@dataclass(frozen=True, slots=True)
+class OtherReason(Model):
+    """A reason of a type this package does not know yet (a newer server): see `raw`."""
+
+    schema: ClassVar[str | None] = None
     type: str
-    leg: str | None = None
-    rank: int | None = None
-    score: float | None = None
+
+
+ExplainReason = MatchReason | EdgeReason | CertReason | NotEmbeddedReason | OtherReason
+_REASONS: dict[str, type[Model]] = {"match": MatchReason, "edge": EdgeReason, "cert": CertReason,
+                                    "not_embedded": NotEmbeddedReason}
+
+
+@dataclass(frozen=True, slots=True)
+class LegContribution(Model):
+    """What one leg put into the ranking's score: `contribution` = `weight` x `normalised`
+    (its z-score, 1/(k + rank) for RRF, or the raw score alone); a ranking's sum to its score."""
+
+    leg: str
+    rank: int | None
+    raw_score: float | None = field(metadata={"wire": "raw"})  # `raw` is every answer's JSON
+    normalised: float
+    weight: float
+    contribution: float
+    stand_in: bool | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class Explanation(Model):
-    """`explain`: why a hit is where it is (the server may add details: see `raw`)."""
+    """`explain`: why a hit is where it is: the fusion used, each leg's contribution, and the
+    reasons (`MatchReason`, `CertReason`, `NotEmbeddedReason`, `EdgeReason`)."""
 
     id: str
     collection: str
     strategy: str
     score: float
-    fusion: str
+    fusion: str  # "zscore" | "rrf" | "none"
+    shown_score: float
+    weights: dict[str, float]
+    contributions: list[LegContribution]
     reasons: list[ExplainReason]
+    expires_at: float
+
+    @classmethod
+    def from_json(cls, data: Any) -> Explanation:
+        # `Model.from_json` leaves a list of several classes as JSON: each reason is typed by its `type`
+        out = Model.from_json.__func__(cls, data)  # type: ignore[attr-defined]  # zero-arg super() fails in slots classes
+        reasons = [_REASONS.get(str(r.get("type")), OtherReason).from_json(r) if isinstance(r, Mapping) else r
+                   for r in out.raw.get("reasons") or ()]
+        return dataclasses.replace(out, reasons=reasons)  # type: ignore[no-any-return]
 
 
 # -- semantic state, coverage, lifecycle --------------------------------------------------------
