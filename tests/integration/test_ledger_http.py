@@ -19,6 +19,7 @@ import orjson
 import pytest
 
 from tests.integration.distributed.conftest import PROBE, RecordingProvider, wait_for
+from tests.integration.test_lifecycle_http import metric
 from tests.mcp.support import http
 from tests.support.server import Served, served
 
@@ -134,6 +135,7 @@ def test_every_provider_call_has_its_rows_and_none_without_one(app: Served, api:
 
     rows = settled(app, api)
     assert as_calls_ledgered(rows) == as_calls_seen(api)
+    assert metric(app, "vibe_ledger_rows_written_total") == len(rows)  # one tenant so far
     assert {r["purpose"] for r in rows} == {"touch", "eager", "backfill", "migration", "query", "tool"}, \
         Counter((r["space"], r["purpose"]) for r in rows)
     assert sum(r["tokens"] for r in rows) == billed(api)

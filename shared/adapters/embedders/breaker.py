@@ -32,6 +32,8 @@ class RateLimited(EmbedderError):
 class CircuitOpen(EmbedderError):
     """The breaker refused the call; `retry_after` is the time left until the next probe."""
 
+    reached_provider = False  # nothing was sent: the provider-call ledger has no row for it
+
 
 def is_rate_limit(e: EmbedderError) -> bool:
     """Provider adapters chain the HTTP error they got; 429 is the only status that means
