@@ -23,6 +23,7 @@ from tests.support.server import Served, served
 EXAMPLES = int(os.environ.get("VIBE_FUZZ_EXAMPLES", "15"))
 SEED = os.environ.get("VIBE_FUZZ_SEED", "12")
 ST = Path(sys.executable).with_name("st")
+CONFIG = Path(__file__).with_name("schemathesis.toml")
 
 
 @pytest.fixture(scope="module")
@@ -34,7 +35,7 @@ def app(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
 
 
 def _st(app: Served, *args: str) -> tuple[int, str]:
-    cmd = [str(ST) if ST.exists() else "st", "run", f"{app.base}/openapi.json",
+    cmd = [str(ST) if ST.exists() else "st", "--config-file", str(CONFIG), "run", f"{app.base}/openapi.json",
            "-H", "Authorization: Bearer k-admin-a", "--max-examples", str(EXAMPLES), "--seed", SEED,
            "--no-color", "--continue-on-failure", "--no-shrink", "--request-timeout", "60",
            "--generation-database", "none", "--warnings", "off", *args]
