@@ -31,7 +31,50 @@ export type ReadAnswer = Schemas["ReadAnswer"];
 export type Hit = Schemas["Hit"];
 export type Warming = Schemas["Warming"];
 export type ErrorDetail = Schemas["ErrorDetail"];
-export type Explanation = Schemas["Explanation"];
+/** `explain`: why a hit is where it is. Written out here (it mirrors the OpenAPI schemas
+ * `Explanation`, `LegContribution` and the four reasons) so that `reasons` is a union narrowed by
+ * `type`, which the generated types do not give for a discriminated list. */
+export type Explanation = {
+  id: string;
+  collection: string;
+  strategy: "keyword" | "semantic" | "hybrid";
+  /** the ranking's own score: the contributions' sum */
+  score: number;
+  /** the hybrid fusion used; "none" for one leg */
+  fusion: "zscore" | "rrf" | "none";
+  /** `score` as the answer showed it, in (0, 1] */
+  shownScore: number;
+  /** each leg's weight in the fusion */
+  weights: Record<string, number>;
+  contributions: LegContribution[];
+  reasons: ExplainReason[];
+  /** Unix time (seconds) after which the id answers 404 */
+  expiresAt: number;
+};
+/** What one leg put into the score: `contribution` = `weight` x `normalised` (its z-score,
+ * 1/(k + rank) for RRF, or the raw score alone). `standIn`: no vector yet, the semantic share is
+ * estimated from the keyword one. */
+export type LegContribution = {
+  leg: "keyword" | "semantic";
+  rank: number | null;
+  raw: number | null;
+  normalised: number;
+  weight: number;
+  contribution: number;
+  standIn?: boolean;
+};
+/** A leg found the document; for the keyword leg, per `field`, the highlight fragments (matched
+ * terms in <b>, HTML-escaped). */
+export type MatchReason = {
+  type: "match"; leg: "keyword" | "semantic"; rank: number; score: number; field?: string; highlights?: string[];
+};
+/** Reached through the graph overlay: `collection/id` of each document on the way. */
+export type EdgeReason = { type: "edge"; path: string[] };
+/** A certificate (`issuer:name`) the document requires, which the caller holds. */
+export type CertReason = { type: "cert"; issuer: string; name: string; rule: "required" };
+/** Why the document has no vector in the ranking's space (the sidecar's status and reason). */
+export type NotEmbeddedReason = { type: "not_embedded"; status: string; reason: string | null; space: string };
+export type ExplainReason = MatchReason | EdgeReason | CertReason | NotEmbeddedReason;
 
 /** One event of the POST SSE stream (`Accept: text/event-stream`), in the order sent:
  * `lexical` (first ranking), `semantic` (each re-ranking), `warming` (progress), `done` (final

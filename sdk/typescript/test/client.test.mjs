@@ -116,6 +116,11 @@ describe("reads", () => {
     const why = await admin.explain(answer.results[0].explainId);
     assert.equal(why.id, answer.results[0].id);
     assert.ok(Array.isArray(why.reasons));
+    // one leg: its contribution is the whole score; the keyword match names its field
+    assert.equal(why.fusion, "none");
+    assert.equal(why.shownScore, answer.results[0].score);
+    assert.equal(why.contributions.reduce((sum, c) => sum + c.contribution, 0), why.score);
+    assert.ok(why.reasons.some((r) => r.type === "match" && r.leg === "keyword"), JSON.stringify(why.reasons));
   });
 
   test("pages follows nextCursor: pages disjoint, complete, in rank order", async () => {

@@ -10,7 +10,9 @@
  * query on load. */
 
 import { Client, VibeError } from "../../../../sdk/typescript/src/index.js";
-import type { Hit, ReadAnswer, ReadBody, Strategy, Warming } from "../../../../sdk/typescript/src/index.js";
+import type {
+  ExplainReason, Hit, LegContribution, ReadAnswer, ReadBody, Strategy, Warming,
+} from "../../../../sdk/typescript/src/index.js";
 import { clear, h, highlightNodes, jsonView } from "./dom.js";
 
 const KEY_STORE = "vibe.ui.key";
@@ -350,19 +352,54 @@ async function toggleExplain(li: HTMLLIElement, btn: HTMLButtonElement): Promise
   panel.replaceChildren("Loading…");
   try {
     const rec = await c.explain(li.dataset.explainId!);
-    const reasons = (rec.reasons ?? []).map((r) => {
-      const parts = [`${r.leg ?? r.type} match`];
-      if (r.rank !== undefined && r.rank !== null) parts.push(`rank ${Number(r.rank)} in its leg`); // ranks count from 1
-      if (typeof r.score === "number") parts.push(`leg score ${r.score.toFixed(4)}`);
-      return h("li", { "data-leg": String(r.leg ?? r.type) }, parts.join(", "));
-    });
     panel.replaceChildren(
-      h("div", {}, `Strategy ${rec.strategy}, fusion ${rec.fusion}, score ${Number(rec.score).toFixed(4)}`),
-      reasons.length ? h("ul", {}, ...reasons) : h("div", { class: "muted" }, "no reasons recorded"),
+      h("div", {}, `Strategy ${rec.strategy}, fusion ${rec.fusion}, score ${fixed(rec.score)} (shown ${fixed(rec.shownScore)})`),
+      contributionTable(rec.contributions ?? [], rec.score),
+      (rec.reasons ?? []).length ? h("ul", { class: "reasons" }, ...rec.reasons.map(reasonItem))
+        : h("div", { class: "muted" }, "no reasons recorded"),
       h("details", {}, h("summary", {}, "Raw record"), jsonView(rec)));
   } catch (e) {
     panel.replaceChildren(e instanceof VibeError && e.code === "not_found"
       ? "This explanation expired: search again." : `Could not explain: ${String((e as Error).message ?? e)}`);
+  }
+}
+
+function fixed(n: number | null | undefined): string {
+  return typeof n === "number" ? n.toFixed(4) : "—";
+}
+
+/** Each leg's share of the score: raw, normalised, weight and contribution; the last row is
+ * their sum, which is the ranking's score. */
+function contributionTable(parts: LegContribution[], score: number): HTMLTableElement {
+  const row = (p: LegContribution) => h("tr", { "data-contribution": p.leg },
+    h("th", { scope: "row" }, p.leg + (p.standIn ? " (estimated: no vector yet)" : "")),
+    h("td", {}, p.rank === null ? "—" : String(p.rank)), h("td", {}, fixed(p.raw)), h("td", {}, fixed(p.normalised)),
+    h("td", {}, fixed(p.weight)), h("td", {}, fixed(p.contribution)));
+  return h("table", { class: "contributions" },
+    h("thead", {}, h("tr", {}, ...["leg", "rank", "raw", "normalised", "weight", "contribution"].map((t) => h("th", {}, t)))),
+    h("tbody", {}, ...parts.map(row),
+      h("tr", { class: "total" }, h("th", { scope: "row" }, "score"), h("td", {}), h("td", {}), h("td", {}), h("td", {}),
+        h("td", {}, fixed(score)))));
+}
+
+/** One reason as a line; highlights keep their marks (as text: the API escapes them). */
+function reasonItem(r: ExplainReason): HTMLLIElement {
+  switch (r.type) {
+    case "match": {
+      const where = r.field ? ` in ${r.field}` : "";
+      const marks = (r.highlights ?? []).flatMap((s, i) => [...(i ? [" … "] : [": "]), ...highlightNodes(s)]);
+      return h("li", { "data-type": "match", "data-leg": r.leg, "data-field": r.field },
+        `${r.leg} match${where}, rank ${r.rank} in its leg, leg score ${fixed(r.score)}`, ...marks);
+    }
+    case "cert":
+      return h("li", { "data-type": "cert" }, `requires certificate ${r.issuer}:${r.name} (${r.rule}; you hold it)`);
+    case "not_embedded":
+      return h("li", { "data-type": "not_embedded" },
+        `not embedded in space ${r.space}: ${r.status}${r.reason ? ` (${r.reason})` : ""}`);
+    case "edge":
+      return h("li", { "data-type": "edge" }, `reached through ${r.path.join(" → ")}`);
+    default:
+      return h("li", {}, jsonView(r));
   }
 }
 
