@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 import orjson
 from pydantic import BaseModel, Field
@@ -21,10 +21,17 @@ from shared.ports import ProviderLedger
 MAX_LIMIT = 1000
 EXPORT_PAGE = 1000
 NDJSON = "application/x-ndjson"
-_EPOCH = re.compile(r"^[0-9]{1,12}(\.[0-9]{1,9})?$")
-_CURSOR = re.compile(r"^[0-9]{1,19}$")
-# the earliest and latest instants a `since` may name: before the epoch or past year 9999 is a typo
-_SINCE_MAX = 253402300799.0
+# What `since` may be, declared in the OpenAPI document as it is checked here, so every value the
+# schema allows is answered: epoch seconds, or an ISO 8601 date or time from 1970 (no zone: UTC).
+EPOCH = r"[0-9]{1,11}(\.[0-9]{1,9})?"
+ISO = (r"(?P<y>19[7-9][0-9]|[2-9][0-9]{3})-(?P<m>0[1-9]|1[0-2])-(?P<d>0[1-9]|[12][0-9]|3[01])"
+       r"(?P<time>[T ](?:[01][0-9]|2[0-3]):[0-5][0-9](?::[0-5][0-9](?:\.[0-9]{1,6})?)?"
+       r"(?P<zone>Z|[+-](?:[01][0-9]|2[0-3]):[0-5][0-9])?)?")
+SINCE_PATTERN = f"^(?:{EPOCH}|{ISO})$"
+CURSOR_PATTERN = r"^[0-9]{1,18}$"  # a row's position: below 2**63 in both stores
+_EPOCH = re.compile(f"^{EPOCH}$")
+_ISO = re.compile(f"^{ISO}$")
+_CURSOR = re.compile(CURSOR_PATTERN)
 
 
 class LedgerEntry(BaseModel):
@@ -63,24 +70,25 @@ def parse_since(raw: str | None) -> float | None:
     """ISO 8601 (a time without a zone is UTC) or epoch seconds; anything else is 400."""
     if raw is None:
         return None
-    text = raw.strip()
-    if _EPOCH.match(text):
-        value = float(text)
-    else:
-        try:
-            stamp = datetime.fromisoformat(text)
-        except ValueError:
-            raise invalid("since must be ISO 8601 (2026-11-28T10:00:00Z) or epoch seconds", field="since") from None
-        value = (stamp if stamp.tzinfo else stamp.replace(tzinfo=UTC)).timestamp()
-    if not 0 <= value <= _SINCE_MAX:
-        raise invalid("since is out of range", field="since")
-    return value
+    if _EPOCH.match(raw):
+        return float(raw)
+    m = _ISO.match(raw)
+    if m is None:
+        raise invalid("since must be ISO 8601 (2026-11-28T10:00:00Z) or epoch seconds", field="since")
+    # a day past its month's end (2026-02-30) runs on into the next month, as the pattern allows it
+    day = datetime(int(m["y"]), int(m["m"]), 1) + timedelta(days=int(m["d"]) - 1)
+    if m["time"]:
+        clock = datetime.fromisoformat("2000-01-01" + m["time"].replace(" ", "T").removesuffix("Z"))
+        day = day.replace(hour=clock.hour, minute=clock.minute, second=clock.second,
+                          microsecond=clock.microsecond, tzinfo=clock.tzinfo)
+    stamp = day if day.tzinfo else day.replace(tzinfo=UTC)
+    return max(0.0, stamp.timestamp())  # an offset may put 1970-01-01 before the epoch: every row
 
 
 def parse_cursor(raw: str | None) -> int:
     if raw is None:
         return 0
-    if not _CURSOR.match(raw) or int(raw) >= 2 ** 63:
+    if not _CURSOR.match(raw):
         raise invalid("cursor is not one this endpoint gave", field="cursor")
     return int(raw)
 
@@ -88,8 +96,6 @@ def parse_cursor(raw: str | None) -> int:
 def check_filters(collection: str | None, doc_id: str | None, limit: int) -> None:
     if collection is not None:
         check_collection_name(collection)
-    if doc_id is not None and collection is None:
-        raise invalid("_id needs collection (a document is named by both)", field="_id")
     if doc_id is not None and not 1 <= len(doc_id) <= 256:
         raise invalid("_id must be 1 to 256 characters", field="_id")
     if not 1 <= limit <= MAX_LIMIT:

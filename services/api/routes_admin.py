@@ -242,18 +242,22 @@ async def tenant_metrics(request: Request) -> Response:
 
 
 @router.get("/semantic/ledger", dependencies=AUTHENTICATED, responses={
-    **ok(ledger_api.LedgerPage, "the tenant's provider calls, one row per call per document, oldest first "
-         f"(or, with `format=ndjson` or `Accept: {ledger_api.NDJSON}`, every matching row as NDJSON)"),
+    200: {"model": ledger_api.LedgerPage, "description": (
+        "the tenant's provider calls, one row per call per document, oldest first (with `format=ndjson` "
+        f"or `Accept: {ledger_api.NDJSON}`: every matching row, one JSON object a line)"),
+        "content": {ledger_api.NDJSON: {"schema": {"type": "string"}}}},
     **errors(400)})
 async def get_ledger(request: Request,
-                     collection: str | None = Query(None, max_length=128, description="one collection"),
-                     _id: str | None = Query(None, max_length=256, description="one document (needs collection)"),
-                     since: str | None = Query(None, max_length=40, description=(
+                     collection: str | None = Query(None, description="one collection", pattern=ANY_COLLECTION_NAME),
+                     _id: str | None = Query(None, min_length=1, max_length=256, description="one document"),
+                     since: str | None = Query(None, max_length=48, pattern=ledger_api.SINCE_PATTERN, description=(
                          "rows from this time on: ISO 8601 (UTC when no zone is given) or epoch seconds")),
                      limit: int = Query(100, json_schema_extra={"minimum": 1, "maximum": ledger_api.MAX_LIMIT},
                                         description="rows per page"),
-                     cursor: str | None = Query(None, max_length=19, description="`nextCursor` of the previous page"),
-                     format: str | None = Query(None, max_length=8, description="`ndjson`: export every row"),  # noqa: A002
+                     cursor: str | None = Query(None, pattern=ledger_api.CURSOR_PATTERN,
+                                                description="`nextCursor` of the previous page"),
+                     format: str | None = Query(None, pattern="^(json|ndjson)$",  # noqa: A002 - the wire name
+                                                description="`ndjson`: export every matching row as NDJSON"),
                      p: Principal = Depends(require("admin"))) -> Response:
     c = _c(request)
     ledger_api.check_filters(collection, _id, limit)
