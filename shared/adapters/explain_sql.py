@@ -18,6 +18,7 @@ from shared.adapters.keys_sql import SqlHooks
 from shared.explain_record import ExplainRecord
 
 CAP_EVERY = 512
+ROWS_PER_STATEMENT = 200  # 1,400 parameters: far below either store's bound
 
 _COLS = "id, tenant, caller, collection, doc_id, expires_at, body"
 
@@ -33,6 +34,7 @@ class SqlExplainStore:
         self._cap_every = cap_every
         self._since_cap: dict[str, int] = {}  # rows written per tenant since its cap was last enforced
         self._lock = threading.Lock()
+        self._postgres = store._sql("?") == "%s"  # the store's dialect, as its placeholder shows it
 
     def _rows(self, sql: str, params: Sequence[object] = ()) -> Sequence[Mapping[str, Any]]:
         return self._s._lc_rows(self._s._sql(sql), params)
@@ -42,10 +44,19 @@ class SqlExplainStore:
             return
         due = self._cap_due(records)
         with self._s._lc_tx() as conn:
-            cur = conn.cursor() if hasattr(conn, "cursor") else conn
-            cur.executemany(self._s._sql(f"INSERT INTO explain_records ({_COLS}) VALUES (?,?,?,?,?,?,?)"),
-                            [(r.id, r.tenant, r.caller, r.collection, r.doc_id, r.expires_at, r.body)
-                             for r in records])
+            if self._postgres:
+                # An explain record is a convenience: a database crash may lose the last moments'
+                # records (their ids then answer 404), never the documents. Not waiting for the WAL
+                # flush takes the commit off the read's path (~1 ms a ranking on a local server).
+                conn.execute("SET LOCAL synchronous_commit TO OFF")
+            # one multi-row INSERT per ROWS_PER_STATEMENT: psycopg's executemany is a round trip
+            # per row (20 rows: ~1 ms on a local PostgreSQL, where one statement is a fraction)
+            for i in range(0, len(records), ROWS_PER_STATEMENT):
+                chunk = records[i:i + ROWS_PER_STATEMENT]
+                values = ",".join(["(?,?,?,?,?,?,?)"] * len(chunk))
+                conn.execute(self._s._sql(f"INSERT INTO explain_records ({_COLS}) VALUES {values}"),  # noqa: S608
+                             [v for r in chunk for v in (r.id, r.tenant, r.caller, r.collection, r.doc_id,
+                                                         r.expires_at, r.body)])
             for tenant in due:
                 self._cap(conn, tenant, per_tenant)
 
