@@ -71,7 +71,8 @@ class Explains:
         self.capacity = capacity
         self._items: OrderedDict[str, _Cached] = OrderedDict()
         self._lock = threading.Lock()
-        self._swept_at = 0.0
+        self._swept_at = clock()  # the first sweep is due a period after start, not on the first read
+        self._sweeping = False
 
     def record(self, principal: Principal, ranking: Ranking, page: Sequence[tuple[Fused, float]]) -> list[str]:
         """One id per hit of `page` ((fused, shown score) pairs), written in one batch."""
@@ -125,12 +126,21 @@ class Explains:
         return gone
 
     def _maybe_sweep(self, now: float) -> None:
-        if now - self._swept_at < min(SWEEP_EVERY_SECONDS, self.ttl):
-            return
+        """Start a sweep in the background when one is due: the read that happens to be due must
+        not wait for a DELETE and a COUNT over every tenant's records."""
+        with self._lock:
+            if self._sweeping or now - self._swept_at < min(SWEEP_EVERY_SECONDS, self.ttl):
+                return
+            self._sweeping, self._swept_at = True, now
+        threading.Thread(target=self._sweep_quietly, name="explain-sweep", daemon=True).start()
+
+    def _sweep_quietly(self) -> None:
         try:
             self.sweep()
-        except Exception:  # the next write sweeps again
+        except Exception:  # the next due write sweeps again
             log.warning("explain sweep failed", exc_info=True)
+        finally:
+            self._sweeping = False
 
 
 def _body(r: Ranking, f: Fused, shown: float) -> str:

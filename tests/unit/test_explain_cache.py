@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import gc
 import json
+import threading
 from pathlib import Path
 
 import pytest
@@ -184,3 +185,18 @@ def test_cached_records_leave_the_collectors_work() -> None:
     more = [e for i in range(15) for e in explains.record(ALICE, HYBRID, [(_fused(f"x{i}"), 0.5)])]
     assert len(explains._items) == 10 and explains.lookup(ALICE, eid) is None  # no store behind: gone
     assert explains.lookup(ALICE, more[-1]) is not None
+
+
+def test_a_write_when_a_sweep_is_due_starts_it_off_the_readers_path(tmp_path: Path) -> None:
+    clock = Clock()
+    store = _store(tmp_path / "s.sqlite3", clock)
+    explains = Explains(store, ttl_seconds=10, clock=clock)
+    old = explains.record(ALICE, HYBRID, [(_fused("old"), 0.5)])
+    clock.now += 11  # the record expired and a sweep is due (every min(60 s, TTL))
+    explains.record(ALICE, HYBRID, [(_fused("new"), 0.5)])
+    for t in threading.enumerate():
+        if t.name == "explain-sweep":
+            t.join(10)
+    assert store.count_explains() == 1 and store.get_explain(old[0], 0.0) is None
+    explains.record(ALICE, HYBRID, [(_fused("newer"), 0.5)])  # not due again yet: no thread
+    assert not [t for t in threading.enumerate() if t.name == "explain-sweep"] and store.count_explains() == 2
