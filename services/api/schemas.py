@@ -477,7 +477,9 @@ class MatchReason(BaseModel):
     type: Literal["match"]
     leg: Literal["keyword", "semantic"]
     rank: int = Field(ge=1, description="the document's rank in that leg, from 1")
-    score: float = Field(description="the leg's own score (BM25, or the semantic similarity)")
+    score: float = Field(description=(
+        "the leg's own score: keyword, BM25 relative to the best of the caller's results; semantic, "
+        "the cosine similarity"))
     field: str | SkipJsonSchema[None] = Field(default=None, description=(
         "the document field the highlights come from (`_all` for a fragment across fields)"))
     highlights: list[str] | SkipJsonSchema[None] = Field(default=None, description=(
@@ -518,7 +520,9 @@ class LegContribution(BaseModel):
 
     leg: Literal["keyword", "semantic"]
     rank: int | None = Field(description="rank in the leg, from 1; null: the leg did not return it")
-    raw: float | None = Field(description="the leg's own score; null: the leg did not return it")
+    raw: float | None = Field(description=(
+        "the leg's own score (keyword: BM25 relative to the best of the caller's results, never raw "
+        "BM25; semantic: cosine similarity); null: the leg did not return it"))
     normalised: float = Field(description=(
         "z-score fusion: the leg's z-score (its floor when the leg did not return it); RRF: 1/(k + rank); "
         "one leg alone: the raw score"))
