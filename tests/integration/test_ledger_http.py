@@ -143,6 +143,7 @@ def test_every_provider_call_has_its_rows_and_none_without_one(app: Served, api:
     assert failed and all(r["tokens"] == 0 and r["outcome"] == "embedder_unavailable" for r in failed)
     queries = [r for r in rows if r["_id"] is None]
     assert queries and all(r["fields"] is None and r["collection"] for r in queries)
+    assert {(r["purpose"], r["space"]) for r in queries} == {("query", "core"), ("tool", "core")}
     t1 = [r for r in rows if r["collection"] == "t1" and r["_id"] is not None]
     assert all(r["fields"] == ["title", "body"] for r in t1)  # the allowlisted fields, never secret_note
     e1 = [r for r in rows if r["collection"] == "e1"]  # no allowlist: every field went

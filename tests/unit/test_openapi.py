@@ -117,6 +117,7 @@ def test_every_operation_declares_its_success_body(doc: dict[str, Any]) -> None:
                 assert schema.get("type") or schema.get("properties") or schema.get("anyOf"), (method, path, media)
             assert set(content) == ({"text/plain"} if path == "/metrics" else
                                     {"application/json", "text/event-stream"} if path == "/v1/read" else
+                                    {"application/json", "application/x-ndjson"} if path == "/semantic/ledger" else
                                     {"application/json"}), (method, path)
 
 
