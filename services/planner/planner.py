@@ -665,7 +665,9 @@ class ReadSession:
         # Settled repeats (touch.PageMemory): keyed by tenant, ACL, collection and query, so one
         # caller's history never decides another's spend.
         memory = memory_for(self.p) if policy.remember else None
-        qkey = query_key(self.principal.tenant, self.flt.acl, self._scope_key(), self._lexical_text(), limit)
+        # the caller's certificates are part of its reach, as its ACL: "\x1e" sets them apart from principals
+        readers = (*self.flt.acl, *(f"\x1ecert:{c}" for c in sorted(self.flt.certs)))
+        qkey = query_key(self.principal.tenant, readers, self._scope_key(), self._lexical_text(), limit)
         settled = memory.settled(qkey, page, policy.probe_rounds) if memory is not None else None
         reachable = None
         end = self.req.offset + limit
@@ -834,7 +836,8 @@ class ReadSession:
             return cached
         text = self._query_text()
         try:  # the daily token cap: a spent tenant answers lexically, with no provider call
-            vec = embed_query_within_cap(self.p.usage, emb, self.principal.tenant, self.req.collection, text)
+            vec = embed_query_within_cap(self.p.usage, emb, self.principal.tenant, self.req.collection, text,
+                                         space=space or self.space)
         except OverBudget:
             self.semantic.state, self.semantic.reason = "degraded", "budget"
             return None
