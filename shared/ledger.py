@@ -10,6 +10,7 @@ settled by that transaction, so once no call is in flight the totals are the led
 
 from __future__ import annotations
 
+import hashlib
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -56,6 +57,12 @@ class UsageDelta:
 
 def new_call_id() -> str:
     return uuid.uuid4().hex
+
+
+def tenant_call_id(call_id: str, tenant: str) -> str:
+    """The id a tenant's rows of one call carry. A batch may hold several tenants' documents; each
+    tenant gets its own id for it, so comparing ids tells no tenant whose documents rode along."""
+    return hashlib.blake2b(f"{call_id}\x1f{tenant}".encode(), digest_size=16).hexdigest()
 
 
 def provider_and_model(model_id: str) -> tuple[str, str]:

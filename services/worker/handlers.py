@@ -15,7 +15,16 @@ from dataclasses import dataclass, field, replace
 
 from shared.collection_settings import embed_fields_of
 from shared.costs import billed_tokens, estimate_tokens, utc_day
-from shared.ledger import LedgerRow, UsageDelta, new_call_id, outcome_of, provider_and_model, reached_provider, shares
+from shared.ledger import (
+    LedgerRow,
+    UsageDelta,
+    new_call_id,
+    outcome_of,
+    provider_and_model,
+    reached_provider,
+    shares,
+    tenant_call_id,
+)
 from shared.metrics import METRICS
 from shared.model import Decision, DocKey, DocVectors, EmbedJob, SemanticStatus, SidecarEntry, StoredDoc, unflatten
 from shared.policy.eligibility import EligibilityPolicy
@@ -346,8 +355,8 @@ class EmbedHandler:
               outcome: str) -> list[LedgerRow]:
         provider, model = provider_and_model(embedder.model_id)
         day = utc_day(at)
-        return [LedgerRow(call, w.doc.key.tenant, w.doc.key.collection, w.doc.key.doc_id, w.fields, w.job.space,
-                          provider, model, n, w.job.purpose, at, day, outcome)
+        return [LedgerRow(tenant_call_id(call, w.doc.key.tenant), w.doc.key.tenant, w.doc.key.collection,
+                          w.doc.key.doc_id, w.fields, w.job.space, provider, model, n, w.job.purpose, at, day, outcome)
                 for w, n in zip(work, tokens, strict=True)]
 
     def _settle_ok(self, work: Sequence[_Work], billed: list[int], embedder: Embedder, call: str, at: float) -> None:
