@@ -10,6 +10,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import cast
 
+import pytest
+
+from services.planner.usage import OverBudget, UsageRecorder, embed_query_within_cap
 from services.wiring import build_ledger
 from services.worker.handlers import EmbedHandler
 from services.worker.lifecycle import LEDGER_PAGES, Lifecycle, LifecycleConfig
@@ -42,6 +45,9 @@ class Refusing(CountingEmbedder):
             raise e
         self.calls.append(len(texts))
         raise EmbedderError("provider answered 500")
+
+    def embed_query(self, text: str) -> list[float]:
+        return self.embed([text])[0]
 
 
 def _put(store: StoreOfRecord, n: int, tenant: str = "t") -> list[EmbedJob]:
@@ -150,3 +156,23 @@ def test_only_a_breakers_refusal_counts_as_never_sent() -> None:
     wrapped.__cause__ = refused
     assert not reached_provider(refused) and not reached_provider(wrapped)
     assert reached_provider(EmbedderError("provider answered 500"))
+
+
+def test_query_embeddings_are_ledgered_with_the_cap_reservation_settled(opener: Opener) -> None:  # noqa: F811
+    store = cast(StoreOfRecord, opener())
+    rec = UsageRecorder(60, 3600, clock=lambda: NOW, ledger=store, daily_tokens=25, calls=build_ledger(store))
+    query = "boundary layer transition on swept wings"  # ~10 tokens estimated
+    embed_query_within_cap(rec, CountingEmbedder(), "t", "c", query, space=SPACE, purpose="tool")
+    with pytest.raises(EmbedderError):
+        embed_query_within_cap(rec, Refusing(sent=True), "t", "c", query, space=SPACE)
+    embed_query_within_cap(rec, CountingEmbedder(), "t", "c", query, space=SPACE)
+    with pytest.raises(OverBudget):  # a third would pass the cap: refused before any call
+        embed_query_within_cap(rec, CountingEmbedder(), "t", "c", query, space=SPACE)
+    rows = _rows(store)
+    assert [(r.purpose, r.outcome, r.doc_id, r.fields, r.space) for r in rows] == [
+        ("tool", "ok", None, None, SPACE), ("query", "embedder_unavailable", None, None, SPACE),
+        ("query", "ok", None, None, SPACE)]
+    assert rows[1].tokens == 0 and rows[0].tokens == rows[2].tokens > 0
+    assert store.tokens_used("t", utc_day(NOW)) == sum(r.tokens for r in rows) <= 25
+    assert store.usage_by_day("t", None, 1)[0]["calls"] == 2  # the failed call was given back
+    store.close()
