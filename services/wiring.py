@@ -546,6 +546,7 @@ def build_handler(settings: Settings, store: StoreOfRecord, emb: Embedder,
                         embedders=SpaceEmbedders(settings, store, emb, wrap), default_space=settings.space,
                         live=lambda tenant: set(embedding_spaces(directory, tenant)),
                         passages=passage_config(settings), calls=build_ledger(store),
+                        max_inputs=settings.embed_batch_size,
                         provider_certs=ProviderCerts(settings.provider_certs))
 
 

@@ -81,6 +81,7 @@ class EmbedHandler:
         passages: PassageConfig | None = None,
         calls: ProviderLedger | None = None,
         provider_certs: ProviderCerts | None = None,
+        max_inputs: int = 0,
     ):
         self.store = store
         self.embedder = embedder
@@ -98,6 +99,10 @@ class EmbedHandler:
         # Certificate-bearing documents an external provider may not receive (default: none may).
         self.provider_certs = provider_certs or ProviderCerts()
         self.calls = calls  # the provider-call ledger; with it, usage is settled with each call's rows
+        # Passages per provider request (VIBE_EMBED_BATCH_SIZE, what the OpenAI adapter sends at
+        # most per request); 0 = any. A batch past it goes as several calls of whole documents, so
+        # each call the ledger records is one request the provider sees.
+        self.max_inputs = max_inputs
 
     def run(self, jobs: Sequence[EmbedJob]) -> BatchOutcome:
         out = BatchOutcome()
@@ -314,6 +319,10 @@ class EmbedHandler:
                     log.warning("usage refund failed", exc_info=True)
 
     def _embed(self, work: list[_Work], out: BatchOutcome, embedder: Embedder) -> None:
+        if self.max_inputs and len(work) > 1 and sum(len(w.texts) for w in work) > self.max_inputs:
+            for group in _requests(work, self.max_inputs):
+                self._embed(group, out, embedder)
+            return
         started, call, at = time.perf_counter(), new_call_id(), self.clock()
         try:
             out.provider_calls += 1
@@ -419,6 +428,20 @@ class EmbedHandler:
             else:
                 out.retry.append(replace(w.job, attempt=w.job.attempt + 1))
         out.retry_after = e.retry_after
+
+
+def _requests(work: Sequence[_Work], max_inputs: int) -> list[list[_Work]]:
+    """Consecutive whole documents, at most `max_inputs` passages a group (a document with more
+    goes alone: the provider adapter splits it into several requests, under one ledger call)."""
+    groups: list[list[_Work]] = []
+    size = 0
+    for w in work:
+        if not groups or size + len(w.texts) > max_inputs:
+            groups.append([])
+            size = 0
+        groups[-1].append(w)
+        size += len(w.texts)
+    return groups
 
 
 def _by_collection(work: Sequence[_Work]) -> dict[str, tuple[int, int]]:

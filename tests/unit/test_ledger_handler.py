@@ -24,6 +24,7 @@ from shared.metrics import METRICS
 from shared.model import PUBLIC_PRINCIPAL, DocKey, EmbedJob, SemanticStatus, SidecarEntry, StoredDoc
 from shared.policy.eligibility import EligibilityPolicy
 from shared.ports import EmbedderError, StoreOfRecord
+from shared.text.passages import PassageConfig
 from tests.contract.test_store_contract import Opener, opener  # noqa: F401 - fixture
 from tests.support.counting import CountingEmbedder
 
@@ -175,4 +176,20 @@ def test_query_embeddings_are_ledgered_with_the_cap_reservation_settled(opener: 
     assert rows[1].tokens == 0 and rows[0].tokens == rows[2].tokens > 0
     assert store.tokens_used("t", utc_day(NOW)) == sum(r.tokens for r in rows) <= 25
     assert store.usage_by_day("t", None, 1)[0]["calls"] == 2  # the failed call was given back
+    store.close()
+
+
+def test_each_ledgered_call_is_one_request_of_at_most_the_batch_size(opener: Opener) -> None:  # noqa: F811
+    store = cast(StoreOfRecord, opener())
+    emb = CountingEmbedder()
+    handler = EmbedHandler(store, emb, EligibilityPolicy([]), {}, max_attempts=3, clock=lambda: NOW,
+                           calls=build_ledger(store), passages=PassageConfig(max_chars=60, overlap=0),
+                           max_inputs=4)
+    jobs = _put(store, 5)  # two or three passages each: one call of them all would be 10+ inputs
+    handler.run(jobs)
+    rows = _rows(store)
+    assert sum(emb.calls) > 4 and all(n <= 4 for n in emb.calls)
+    assert len({r.call_id for r in rows}) == len(emb.calls)  # one ledger call per request sent
+    assert sorted(r.doc_id for r in rows) == sorted(j.key.doc_id for j in jobs)  # each document once
+    assert store.tokens_used("t", utc_day(NOW)) == sum(r.tokens for r in rows)
     store.close()
