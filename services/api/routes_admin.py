@@ -36,6 +36,7 @@ from shared.errors import ErrorCode, VibeError
 from shared.model import DocKey, EmbedJob, Principal, SemanticStatus, SidecarEntry
 from shared.names import check_collection_name
 from shared.spaces import embedding_spaces
+from shared.tenant_metrics import TENANT_METRICS
 
 router = APIRouter()
 REQUEUE_FROM = (SemanticStatus.NONE, SemanticStatus.STALE, SemanticStatus.FAILED)
@@ -230,11 +231,9 @@ def _metrics_token(request: Request) -> None:
             responses={**METRICS_TEXT, **errors(401, 404, authenticated=False, json_route=False)})
 async def tenant_metrics(request: Request) -> Response:
     """The agent tools' `tool_calls_total`, `embedding_latency_seconds` and
-    `bm25_latency_seconds` labelled by tenant (services/mcp/tenant_metrics.py), kept off
+    `bm25_latency_seconds` labelled by tenant (shared/tenant_metrics.py), kept off
     `/metrics`; 404 unless VIBE_MCP_TENANT_METRICS is `hashed` or `name`. Same token rule as
     `/metrics`."""
-    from services.mcp.tenant_metrics import TENANT_METRICS
-
     _metrics_token(request)
     if _c(request).settings.mcp_tenant_metrics == "off":
         raise VibeError(ErrorCode.NOT_FOUND, "tenant metrics are off (VIBE_MCP_TENANT_METRICS)")

@@ -67,7 +67,6 @@ from services.mcp import core
 from services.mcp.chunking import material_chunks
 from services.mcp.errors import QUOTA_EXCEEDED, ToolFailure, invalid
 from services.mcp.secret import task_names
-from services.mcp.tenant_metrics import TENANT_METRICS
 from services.planner.fusion import Fused, rrf
 from services.wiring import Container
 from shared.agent_ports import BudgetExceeded, MaterialBudget, TaskLedger
@@ -75,6 +74,7 @@ from shared.errors import ErrorCode
 from shared.metrics import METRICS
 from shared.model import DocKey, EmbedJob, Hit, Principal, SemanticStatus, StoredDoc
 from shared.ports import EmbedderError, SearchFilter
+from shared.tenant_metrics import TENANT_METRICS
 
 log = logging.getLogger("vibe.mcp")
 

@@ -21,11 +21,11 @@ from mcp_types import CallToolResult, TextContent
 
 from services.mcp.errors import DB_ERROR, ToolFailure, forbidden
 from services.mcp.runtime import Caller, ToolRuntime, owner_id
-from services.mcp.tenant_metrics import TENANT_METRICS
 from shared.agent_ports import AuditRecord, PreCallDenied
 from shared.errors import ErrorCode, VibeError
 from shared.metrics import METRICS
 from shared.model import Principal
+from shared.tenant_metrics import TENANT_METRICS
 
 log = logging.getLogger("vibe.mcp")
 

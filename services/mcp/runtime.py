@@ -26,12 +26,12 @@ import blake3
 from services.api.auth import KeyRing
 from services.mcp.errors import ToolFailure, forbidden
 from services.mcp.secret import key_ref, server_secret
-from services.mcp.tenant_metrics import TENANT_METRICS
 from services.wiring import Container, build_citations
 from shared.agent_ports import AuditLog, CitationRegistry, MaterialBudget, PreCallCheck, Reranker, TaskLedger
 from shared.config import Settings
 from shared.errors import ErrorCode
 from shared.model import Principal
+from shared.tenant_metrics import TENANT_METRICS
 
 log = logging.getLogger("vibe.mcp")
 

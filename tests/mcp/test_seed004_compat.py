@@ -21,8 +21,8 @@ from typing import Any
 import httpx
 import pytest
 
-from services.mcp.tenant_metrics import OTHER, TenantMetrics, pseudonym
 from shared.config import Settings
+from shared.tenant_metrics import OTHER, TenantMetrics, pseudonym
 from tests.mcp.support import McpClient, http, stdio
 from tests.support.openai_server import OpenAIProtocolServer
 from tests.support.server import Served, served

@@ -26,7 +26,7 @@ from shared.errors import ErrorCode, VibeError, invalid
 
 SCHEME = schemas.SECURITY_NAME
 OPEN = {("GET", "/healthz"), ("GET", "/readyz")}  # answer anyone
-OPTIONAL_AUTH = {("GET", "/metrics")}  # a bearer only with VIBE_METRICS_TOKEN
+OPTIONAL_AUTH = {("GET", "/metrics"), ("GET", "/metrics/tenants")}  # a bearer only with VIBE_METRICS_TOKEN
 # The success statuses each handler answers (JSONResponse(status_code=...)); the rest answer 200.
 SUCCESS = {("PUT", "/v1/collections/{collection}/docs/{doc_id}"): {"200", "201"},
            ("POST", "/semantic/reindex"): {"202"}, ("POST", "/semantic/spaces"): {"202"},
@@ -115,7 +115,7 @@ def test_every_operation_declares_its_success_body(doc: dict[str, Any]) -> None:
             for media, spec in content.items():
                 schema = _resolve(doc, spec["schema"])
                 assert schema.get("type") or schema.get("properties") or schema.get("anyOf"), (method, path, media)
-            assert set(content) == ({"text/plain"} if path == "/metrics" else
+            assert set(content) == ({"text/plain"} if path in ("/metrics", "/metrics/tenants") else
                                     {"application/json", "text/event-stream"} if path == "/v1/read" else
                                     {"application/json", "application/x-ndjson"} if path == "/semantic/ledger" else
                                     {"application/json"}), (method, path)

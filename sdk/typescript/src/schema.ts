@@ -156,7 +156,12 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Explain */
+        /**
+         * Explain
+         * @description Answers on every replica until the id's TTL (VIBE_EXPLAIN_TTL_SECONDS), to the caller the
+         *     ranking was made for while they may still read the document; anyone else, like an unknown or
+         *     expired id, gets 404.
+         */
         get: operations["explain_v1_explain__explain_id__get"];
         put?: never;
         post?: never;
@@ -299,6 +304,46 @@ export interface paths {
          *     port may scrape, as before.
          */
         get: operations["metrics_metrics_get"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/metrics/tenants": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Tenant Metrics
+         * @description The agent tools' `tool_calls_total`, `embedding_latency_seconds` and
+         *     `bm25_latency_seconds` labelled by tenant (shared/tenant_metrics.py), kept off
+         *     `/metrics`; 404 unless VIBE_MCP_TENANT_METRICS is `hashed` or `name`. Same token rule as
+         *     `/metrics`.
+         */
+        get: operations["tenant_metrics_metrics_tenants_get"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/semantic/ledger": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Get Ledger */
+        get: operations["get_ledger_semantic_ledger_get"];
         put?: never;
         post?: never;
         delete?: never;
@@ -665,6 +710,33 @@ export interface components {
             /** Backfills */
             backfills: components["schemas"]["Backfill"][];
         };
+        /**
+         * CertReason
+         * @description A certificate the document requires, which the caller holds.
+         */
+        CertReason: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            type: "cert";
+            /**
+             * Issuer
+             * @description the part of the certificate before the first `:`
+             */
+            issuer: string;
+            /**
+             * Name
+             * @description the part after it
+             */
+            name: string;
+            /**
+             * Rule
+             * @description `required`: a reader must hold it
+             * @constant
+             */
+            rule: "required";
+        };
         /** ColdSize */
         ColdSize: {
             /** Vectors */
@@ -955,6 +1027,37 @@ export interface components {
             /** Reason */
             reason?: string;
             lifecycle: components["schemas"]["DocLifecycle"];
+            /**
+             * Contenthash
+             * @description `sha256:<hex>` of the document's normalized text (what its embedding is kept for; the same text always has the same hash)
+             */
+            contentHash: string;
+            /**
+             * Job
+             * @description while the document is `queued`
+             */
+            job?: components["schemas"]["PendingJob"];
+            /**
+             * Contentmatches
+             * @description with `?contentHash=`: whether that hash (`sha256:` or `blake3:`) names the document's content
+             */
+            contentMatches?: boolean;
+        };
+        /**
+         * EdgeReason
+         * @description Reached through the graph overlay (declared; no ranking makes it yet).
+         */
+        EdgeReason: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            type: "edge";
+            /**
+             * Path
+             * @description `collection/id` of each document on the way, the source first
+             */
+            path: string[];
         };
         /**
          * ErrorBody
@@ -1000,38 +1103,52 @@ export interface components {
             /** Idleseconds */
             idleSeconds: number;
         };
-        /** ExplainReason */
-        ExplainReason: {
-            /** Type */
-            type: string;
-            /** Leg */
-            leg?: string | null;
-            /** Rank */
-            rank?: number | null;
-            /** Score */
-            score?: number | null;
-        } & {
-            [key: string]: unknown;
-        };
         /**
          * Explanation
-         * @description Why a result is where it is.
+         * @description Why a result is where it is: the fusion used, each leg's contribution, and the reasons.
          */
         Explanation: {
             /** Id */
             id: string;
             /** Collection */
             collection: string;
-            /** Strategy */
-            strategy: string;
-            /** Score */
+            /**
+             * Strategy
+             * @enum {string}
+             */
+            strategy: "keyword" | "semantic" | "hybrid";
+            /**
+             * Score
+             * @description the ranking's own score (the contributions' sum)
+             */
             score: number;
-            /** Fusion */
-            fusion: string;
+            /**
+             * Fusion
+             * @description the hybrid fusion used; none for one leg
+             * @enum {string}
+             */
+            fusion: "zscore" | "rrf" | "none";
+            /**
+             * Shownscore
+             * @description `score` as the answer showed it, in (0, 1]
+             */
+            shownScore: number;
+            /**
+             * Weights
+             * @description each leg's weight in the fusion
+             */
+            weights: {
+                [key: string]: number;
+            };
+            /** Contributions */
+            contributions: components["schemas"]["LegContribution"][];
             /** Reasons */
-            reasons: components["schemas"]["ExplainReason"][];
-        } & {
-            [key: string]: unknown;
+            reasons: (components["schemas"]["MatchReason"] | components["schemas"]["EdgeReason"] | components["schemas"]["CertReason"] | components["schemas"]["NotEmbeddedReason"])[];
+            /**
+             * Expiresat
+             * @description Unix time after which the explainId answers 404
+             */
+            expiresAt: number;
         };
         /** FollowUpCollection */
         FollowUpCollection: {
@@ -1223,6 +1340,149 @@ export interface components {
         } & {
             [key: string]: unknown;
         };
+        /**
+         * LedgerEntry
+         * @description One document's part of one provider call (a query's row has no `_id` nor `fields`).
+         */
+        LedgerEntry: {
+            /**
+             * Callid
+             * @description shared by the rows of one batched provider call
+             */
+            callId: string;
+            /** Tenant */
+            tenant: string;
+            /** Collection */
+            collection: string;
+            /**
+             * Id
+             * @description the document; null for a query embedding
+             */
+            _id: string | null;
+            /**
+             * Fields
+             * @description the document's fields whose text was sent (never the text)
+             */
+            fields: string[] | null;
+            /** Space */
+            space: string;
+            /** Provider */
+            provider: string;
+            /** Model */
+            model: string;
+            /**
+             * Tokens
+             * @description this row's share of what the call billed; 0 for a failed call
+             */
+            tokens: number;
+            /**
+             * Purpose
+             * @description touch, eager, backfill, migration, query or tool
+             */
+            purpose: string;
+            /**
+             * At
+             * @description when the call was made (UTC, ISO 8601)
+             */
+            at: string;
+            /**
+             * Outcome
+             * @description `ok`, or the failure's stable code (e.g. `rate_limited`)
+             */
+            outcome: string;
+        };
+        /** LedgerPage */
+        LedgerPage: {
+            /** Rows */
+            rows: components["schemas"]["LedgerEntry"][];
+            /**
+             * Nextcursor
+             * @description pass as `cursor` for the next page; null at the end
+             */
+            nextCursor: string | null;
+            /**
+             * Oldestat
+             * @description the tenant's oldest row kept (older ones are past retention)
+             */
+            oldestAt: string | null;
+            /** Retentiondays */
+            retentionDays: number;
+        };
+        /**
+         * LegContribution
+         * @description What one leg put into the ranking's score; the contributions sum to `score`.
+         */
+        LegContribution: {
+            /**
+             * Leg
+             * @enum {string}
+             */
+            leg: "keyword" | "semantic";
+            /**
+             * Rank
+             * @description rank in the leg, from 1; null: the leg did not return it
+             */
+            rank: number | null;
+            /**
+             * Raw
+             * @description the leg's own score (keyword: BM25 relative to the best of the caller's results, never raw BM25; semantic: cosine similarity); null: the leg did not return it
+             */
+            raw: number | null;
+            /**
+             * Normalised
+             * @description z-score fusion: the leg's z-score (its floor when the leg did not return it); RRF: 1/(k + rank); one leg alone: the raw score
+             */
+            normalised: number;
+            /** Weight */
+            weight: number;
+            /**
+             * Contribution
+             * @description weight x normalised: this leg's share of `score`
+             */
+            contribution: number;
+            /**
+             * Standin
+             * @description true: the document has no vector yet and its semantic share is estimated from its keyword one
+             */
+            standIn?: boolean;
+        };
+        /**
+         * MatchReason
+         * @description A leg that found the document: its rank and score there; for the keyword leg, per field,
+         *     the highlight fragments of the query's terms (as a read with include.highlights shows them).
+         */
+        MatchReason: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            type: "match";
+            /**
+             * Leg
+             * @enum {string}
+             */
+            leg: "keyword" | "semantic";
+            /**
+             * Rank
+             * @description the document's rank in that leg, from 1
+             */
+            rank: number;
+            /**
+             * Score
+             * @description the leg's own score: keyword, BM25 relative to the best of the caller's results; semantic, the cosine similarity
+             */
+            score: number;
+            /**
+             * Field
+             * @description the document field the highlights come from (`_all` for a fragment across fields)
+             */
+            field?: string;
+            /**
+             * Highlights
+             * @description fragments with the matched terms in <b>, HTML-escaped
+             */
+            highlights?: string[];
+        };
         /** MgetAnswer */
         MgetAnswer: {
             /**
@@ -1288,6 +1548,29 @@ export interface components {
             [key: string]: unknown;
         };
         /**
+         * NotEmbeddedReason
+         * @description Why the document has no vector in the ranking's space (from its semantic state now).
+         */
+        NotEmbeddedReason: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            type: "not_embedded";
+            /**
+             * Status
+             * @description its semantic status: none, queued, stale, denied, deferred, failed
+             */
+            status: string;
+            /**
+             * Reason
+             * @description why, as the sidecar says: a policy rule, the writer's intent, `budget`, `cert`, ...
+             */
+            reason: string | null;
+            /** Space */
+            space: string;
+        };
+        /**
          * Passage
          * @description Where a long document's best-matching passage sits (a page can show or scroll to it).
          */
@@ -1312,6 +1595,21 @@ export interface components {
              * @description the Markdown heading path above it, outermost first
              */
             headings: string[];
+        };
+        /**
+         * PendingJob
+         * @description The embedding job pending for a document, by its idempotent key.
+         */
+        PendingJob: {
+            /** Docid */
+            docId: string;
+            /** Space */
+            space: string;
+            /**
+             * Contenthash
+             * @description `sha256:<hex>` of the document's normalized text
+             */
+            contentHash: string;
         };
         /** Promoted */
         Promoted: {
@@ -1934,6 +2232,8 @@ export interface operations {
                             intent?: "deny" | "allow" | null;
                         };
                     } | null;
+                    /** @description certificates ("issuer:name") a reader must hold, every one of them, besides the ACL; absent, null or empty = none */
+                    _certs?: string[] | null;
                 };
             };
         };
@@ -2133,6 +2433,8 @@ export interface operations {
                                 intent?: "deny" | "allow" | null;
                             };
                         } | null;
+                        /** @description certificates ("issuer:name") a reader must hold, every one of them, besides the ACL; absent, null or empty = none */
+                        _certs?: string[] | null;
                     } | unknown)[];
                 };
             };
@@ -3102,6 +3404,8 @@ export interface operations {
                 collection: string;
                 /** @description the document's id */
                 _id: string;
+                /** @description a content hash to compare with the document's (`sha256:<hex>` or `blake3:<hex>`): the answer's `contentMatches` */
+                contentHash?: string | null;
             };
             header?: never;
             path?: never;
@@ -3562,6 +3866,152 @@ export interface operations {
             /** @description unauthorized: no bearer key, or an unknown, revoked or expired key or token */
             401: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description internal_error */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description any other client error, with the same error body */
+            "4XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    tenant_metrics_metrics_tenants_get: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Prometheus text exposition format */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/plain": string;
+                };
+            };
+            /** @description unauthorized: no bearer key, or an unknown, revoked or expired key or token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description not_found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description internal_error */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description any other client error, with the same error body */
+            "4XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    get_ledger_semantic_ledger_get: {
+        parameters: {
+            query?: {
+                /** @description one collection */
+                collection?: string | null;
+                /** @description one document */
+                _id?: string | null;
+                /** @description rows from this time on: ISO 8601 (UTC when no zone is given) or epoch seconds */
+                since?: string | null;
+                /** @description rows per page */
+                limit?: number;
+                /** @description `nextCursor` of the previous page */
+                cursor?: string | null;
+                /** @description `ndjson`: export every matching row as NDJSON */
+                format?: string | null;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description the tenant's provider calls, one row per call per document, oldest first (with `format=ndjson` or `Accept: application/x-ndjson`: every matching row, one JSON object a line) */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["LedgerPage"];
+                    "application/x-ndjson": string;
+                };
+            };
+            /** @description invalid_params: the request is malformed or out of bounds */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description unauthorized: no bearer key, or an unknown, revoked or expired key or token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description forbidden: the key lacks the route's scope */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description rate_limited: over the tenant's request rate (see `Retry-After`) */
+            429: {
+                headers: {
+                    /** @description whole seconds until a request will be admitted */
+                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {
