@@ -125,7 +125,7 @@ class ChunkSearch:
         modality, each engine query filtered by tenant, collections, ACL and the scope's ids."""
         ids = tuple(sorted(scope.ids, key=lambda k: (k.collection, k.doc_id))) if scope.ids is not None else None
         flt = SearchFilter(p.tenant, None if ANY in scope.collections else scope.collections,
-                           tuple(p.readable_acl), p.filter + scope.where, ids=ids)
+                           tuple(p.readable_acl), p.filter + scope.where, ids=ids, certs=p.certs)
         want = depth or top_k * 2
         lex = relative(self.c.lexical.search(flt, query, want)) if mode != "semantic" else []
         sem: list[Hit] = []
