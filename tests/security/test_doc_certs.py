@@ -15,6 +15,7 @@ from services.wiring import Container, build
 from shared.config import Settings
 from shared.errors import ErrorCode, VibeError
 from shared.model import DocKey, Principal
+from tests.mcp.support import http
 from tests.support.server import ids, served
 
 WRITER = Principal("t", ("user:alice",), frozenset({"read", "write"}), frozenset({"hr:staff", "legal:nda"}))
@@ -127,3 +128,46 @@ def test_over_http_bad_certs_are_refused_one_by_one_and_unreadable_looks_absent(
         assert s.put("c-none", "c", "ok", {"body": "overwritten"}).status_code in (403, 404)
         assert s.call("DELETE", "/v1/collections/c/docs/ok", "c-none").status_code == 404
         assert s.call("GET", "/v1/collections/c/docs/ok", "c-writer").json()["body"] == "gearbox"
+
+
+def test_over_http_more_like_this_and_delete_by_filter_respect_certificates(tmp_path: Path) -> None:
+    """A source document needing a certificate the caller lacks is not found for more-like-this
+    (and never shown as a neighbour); deleteByFilter deletes only what the caller may read."""
+    with served(tmp_path / "data", keys=HTTP_KEYS, env={"VIBE_EMBEDDER": "hash"}) as s:
+        r = s.bulk("c-writer", "c", [{"_id": "secret", "body": "gearbox oil pump", "kind": "x",
+                                      "_certs": ["legal:nda"]},
+                                     {"_id": "open", "body": "gearbox oil filter", "kind": "x"}])
+        assert not r.json()["errors"], r.text
+        like = {"collection": "c", "q": "", "semantic": {"strategy": "semantic",
+                                                         "query": {"doc": {"collection": "c", "_id": "secret"}}}}
+        refused = s.read("c-none", **like)
+        assert refused.status_code == 404 and refused.json()["error"]["code"] == "not_found", refused.text
+        assert s.read("c-writer", **like).status_code == 200
+        like["semantic"]["query"] = {"doc": {"collection": "c", "_id": "open"}}  # type: ignore[index]
+        shown = s.read("c-none", **like)
+        assert shown.status_code == 200 and "secret" not in ids(shown.json()["results"]), shown.text
+        assert "secret" in ids(s.read("c-writer", **like).json()["results"])  # it is a neighbour
+        gone = s.call("POST", "/v1/collections/c/docs:deleteByFilter", "c-none", {"filter": {"kind": "x"}})
+        assert gone.status_code == 200 and gone.json()["deleted"] == 1, gone.text
+        assert s.call("GET", "/v1/collections/c/docs/secret", "c-writer").status_code == 200
+        assert s.call("GET", "/v1/collections/c/docs/open", "c-writer").status_code == 404
+
+
+def test_mcp_search_shows_a_certified_document_to_a_holder_only(tmp_path: Path) -> None:
+    """MCP search filters on the caller's certificates inside its engine queries: a holder finds
+    the document, a caller without the certificate never does (lexical and hybrid)."""
+    with served(tmp_path / "data", keys=HTTP_KEYS, env={"VIBE_EMBEDDER": "hash"}) as s:
+        r = s.bulk("c-writer", "kb", [{"_id": "secret", "content": "gearbox oil pump", "_certs": ["legal:nda"]},
+                                      {"_id": "open", "content": "gearbox oil filter"}])
+        assert not r.json()["errors"], r.text
+        holder, other = http(s.base, "c-writer"), http(s.base, "c-none")
+        try:
+            for mode in ("lexical", "hybrid"):
+                args = {"query": "gearbox", "collection": "kb", "mode": mode, "top_k": 10}
+                seen = {str(x["chunk_id"]) for x in holder.ok("search", args)["results"]}
+                assert "secret" in seen and "open" in seen, (mode, seen)
+                seen = {str(x["chunk_id"]) for x in other.ok("search", args)["results"]}
+                assert seen == {"open"}, (mode, seen)
+        finally:
+            holder.close()
+            other.close()
