@@ -42,8 +42,8 @@ idempotent: same `_id`), and an accepted write is never dropped.
 Certificates: a document's `_certs` are the keyword `certs`, their number `certs_n` (absent when
 none). A caller passes a document when it holds at least `certs_n` of the document's
 certificates, `terms_set` with the caller's certificates: that is all of them. Both fields joined
-the mapping after the first release: a template put by this code adds them to indices made
-before (`CERT_MAPPING`), and a document without `certs_n` (every one written before) requires none.
+the mapping after the first release: an index made before gets them at this code's first write to
+it (`CERT_MAPPING`), and a document without `certs_n` (every one written before) requires none.
 """
 
 from __future__ import annotations
@@ -162,8 +162,9 @@ def template_meta(languages: LanguageMap) -> dict[str, Any]:
     return {"schema_version": SCHEMA_VERSION, **({"languages": stamp} if stamp else {})}
 
 
-# Added to the mapping of indices made before certificates (`_put_template`): adding fields is
-# allowed on a live index, so no rebuild is needed and old documents simply lack them.
+# Added to the mapping of an index made before certificates when this process first writes to it
+# (`_ensure_index`): adding fields is allowed on a live index, so no rebuild is needed and old
+# documents simply lack them.
 CERT_MAPPING: dict[str, Any] = {"certs": {"type": "keyword"}, "certs_n": {"type": "integer"}}
 
 
@@ -425,6 +426,9 @@ class OpenSearchLexicalIndex:
         except RequestError as e:
             if e.error != "resource_already_exists_exception":  # another process made it first
                 raise
+            # made by this or another process, maybe from a template that predates certificates:
+            # adding fields is allowed on a live index and a no-op when they are there
+            self.client.indices.put_mapping(index=name, body={"properties": CERT_MAPPING})
         self._indices.add(name)
 
     def apply(self, docs: Sequence[StoredDoc], deletes: Sequence[DocKey]) -> None:
@@ -512,15 +516,12 @@ class OpenSearchLexicalIndex:
         """Drop every tenant index and put the current template at once, so a replica writing
         meanwhile creates its index with the new mapping; the caller replays the log."""
         self.drop()
-        self._put_template(existing=False)
+        self._put_template()
         log.info("lexical index reset", extra={"schema_version": SCHEMA_VERSION, **template_meta(self.languages)})
 
-    def _put_template(self, existing: bool = True) -> None:
+    def _put_template(self) -> None:
         body = template_body(self.prefix, self.languages)
         self.client.indices.put_index_template(name=template_name(self.prefix), body=body)
-        if existing:  # indices made from a template that predates certificates get their fields now
-            self.client.indices.put_mapping(index=self.prefix + "*", body={"properties": CERT_MAPPING},
-                                            ignore_unavailable=True, allow_no_indices=True)
         self._template_ready = True
 
     def drop(self) -> None:
