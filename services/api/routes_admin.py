@@ -52,7 +52,8 @@ async def get_status(request: Request, collection: str = Query(description="the 
                                                                 pattern=ANY_COLLECTION_NAME),
                      _id: str = Query(description="the document's id"),
                      contentHash: str | None = Query(  # noqa: N803 - the wire name
-                         None, max_length=80, description="a content hash to compare with the document's "
+                         None, pattern=r"^(blake3|sha256):[0-9a-fA-F]{64}$",
+                         description="a content hash to compare with the document's "
                          "(`sha256:<hex>` or `blake3:<hex>`): the answer's `contentMatches`"),
                      p: Principal = Depends(require("admin"))) -> JSONResponse:
     c = _c(request)
