@@ -63,31 +63,31 @@ run: $(RUN_STAMP)
 # slowest modules go out first (tests/conftest.py). TEST_WORKERS=0: serial, in pytest's order.
 TEST_WORKERS ?= 3
 test: setup
-	$(BIN)/ruff check --no-cache shared services tests bench deploy sdk/python
+	$(BIN)/ruff check --no-cache shared services harness tests bench deploy sdk/python
 	$(BIN)/mypy
 	HF_HUB_OFFLINE=1 $(BIN)/pytest -q -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
 
 # The working loop: lint, types, and the unit tests (no servers, no browser, no model).
 check: setup
-	$(BIN)/ruff check --no-cache shared services tests bench deploy sdk/python
+	$(BIN)/ruff check --no-cache shared services harness tests bench deploy sdk/python
 	$(BIN)/mypy
 	HF_HUB_OFFLINE=1 $(BIN)/pytest -q -m "not model" tests/unit
 
 lint: setup
-	$(BIN)/ruff check --no-cache shared services tests bench deploy sdk/python
+	$(BIN)/ruff check --no-cache shared services harness tests bench deploy sdk/python
 	$(BIN)/mypy
 
 # A real single-node OpenSearch 2.19 on 127.0.0.1:$${OPENSEARCH_PORT:-9200}, data in
 # $${OPENSEARCH_DATA:-data/opensearch}; built once from Maven Central (deploy/opensearch-dev).
 opensearch: setup
-	$(BIN)/python -m tests.support.opensearch_server
+	$(BIN)/python -m harness.opensearch_server
 
 # docker-compose.yml's distributed profile as local processes on loopback, no Docker: PostgreSQL,
 # Redis, OpenSearch, two API replicas ($${CLUSTER_PORT:-8080} and the next), two Celery workers and
 # beat, data in $${CLUSTER_DATA:-data/cluster}; prints the URLs and a key; Ctrl-C stops them all
 # (docs/cluster.md).
 cluster: setup
-	HF_HUB_OFFLINE=1 $(BIN)/python -m tests.support.cluster
+	HF_HUB_OFFLINE=1 $(BIN)/python -m harness.cluster
 
 checks: setup
 	$(BIN)/python ../shared/checks/contract

@@ -31,15 +31,15 @@ from typing import Any
 
 from redis import Redis
 
+from harness.celery_worker import start_worker
+from harness.openai_server import OpenAIProtocolServer
+from harness.postgres_server import postgres_server
+from harness.redis_server import RedisServer
 from services.api.routes_admin import reindex
 from services.planner.planner import ReadRequest
 from services.wiring import Container, build
 from shared.config import Settings
 from shared.model import DocKey, EmbedJob, Principal
-from tests.support.celery_worker import start_worker
-from tests.support.openai_server import OpenAIProtocolServer
-from tests.support.postgres_server import postgres_server
-from tests.support.redis_server import RedisServer
 
 TENANT = "bench"
 ADMIN = Principal(TENANT, ("user:admin",), frozenset({"read", "write", "admin"}))

@@ -183,8 +183,8 @@ def _stores(kind: str, root: Path, docs: int) -> Iterator[Callable[[str], tuple[
 
         yield copy
         return
+    from harness.postgres_server import postgres_server
     from shared.adapters.postgres_store import PostgresStore
-    from tests.support.postgres_server import postgres_server
 
     with postgres_server() as srv:
         def fresh(name: str) -> tuple[StoreOfRecord, str]:  # loaded anew: a database copy is no faster

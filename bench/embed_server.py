@@ -18,8 +18,8 @@ from pathlib import Path
 import blake3
 import numpy as np
 
+from harness.openai_server import OpenAIProtocolServer
 from shared.adapters.embedders.local_embedder import LocalEmbedder
-from tests.support.openai_server import OpenAIProtocolServer
 
 CACHE = Path(__file__).resolve().parent / ".cache" / "minilm-embeddings.sqlite3"
 

@@ -44,7 +44,7 @@ from typing import Any
 from bench import report
 from bench.latency import ENV, READER, STRATEGIES, drain, trivial_ms, warm_json_ms
 from bench.spine import first_event_ms, synthetic_docs, zipf_vocabulary
-from tests.support.server import KEYS, REPO, Served, served
+from harness.server import KEYS, REPO, Served, served
 
 
 def worktree(ref: str, where: Path) -> str:

@@ -25,7 +25,7 @@ from typing import Any
 from bench import report
 from bench.latency import ENV, READER
 from bench.spine import first_event_ms, synthetic_docs, zipf_vocabulary
-from tests.support.server import KEYS, Served, served
+from harness.server import KEYS, Served, served
 
 ARMS = {"gate": "0.05", "off": "0"}
 

@@ -1,6 +1,6 @@
 """Drives a served instance the way a user does: HTTP only (bulk ingest, reindex, reads).
 
-The instance is `vibe-semantic serve` in a subprocess (tests/support/server.py), embedded
+The instance is `vibe-semantic serve` in a subprocess (harness/server.py), embedded
 profile, with one admin key for the benchmark tenant.
 """
 
@@ -16,7 +16,7 @@ from typing import Any
 
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from tests.support.server import Served
+from harness.server import Served
 
 KEY = "k-bench"
 TENANT = "bench"

@@ -32,7 +32,7 @@ from bench.first_event_ab import worktree
 from bench.harness import machine
 from bench.scale import CHECKPOINTS, ENV, _bodies, _caught_up, _disk_mb, _rss_mb
 from bench.spine import zipf_vocabulary
-from tests.support.server import KEYS, Served, served
+from harness.server import KEYS, Served, served
 
 
 def _send(s: Served, body: bytes) -> tuple[float, int]:

@@ -31,8 +31,8 @@ from httpx_sse import connect_sse
 
 from bench import harness, report
 from bench.spine import peak_rss_mb, raw_engine_ms, synthetic_docs, zipf_vocabulary
+from harness.server import KEYS, Served, served
 from shared.ports import Embedder
-from tests.support.server import KEYS, Served, served
 
 STRATEGIES = ("keyword", "semantic", "hybrid", "auto")
 READER = "k-alice"

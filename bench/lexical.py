@@ -101,7 +101,7 @@ def opensearch_url(arg: str | None) -> Iterator[str | None]:
     if arg != "auto":
         yield arg
         return
-    from tests.support.opensearch_server import opensearch_node
+    from harness.opensearch_server import opensearch_node
 
     with opensearch_node() as node:
         yield node.url

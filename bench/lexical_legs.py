@@ -7,7 +7,7 @@
 Two `vibe-semantic serve` processes (uvicorn on a socket, embedded profile: SQLite store,
 qdrant-edge, in-process queue, hash embedder), identical but for the lexical leg: one with the
 embedded tantivy index, one with `VIBE_LEXICAL=opensearch` + `VIBE_OPENSEARCH_URL` on a private
-single-node OpenSearch 2.19 started by this benchmark (tests/support/opensearch_server.py, the
+single-node OpenSearch 2.19 started by this benchmark (harness/opensearch_server.py, the
 node the contract suite uses). Everything is measured through the HTTP API, as a user sees it.
 
 Corpus: Cranfield (../shared/data, bench/datasets.py) scaled up to `--docs` with unjudged
@@ -32,7 +32,7 @@ process: TantivyLexicalIndex on the server's index, OpenSearchLexicalIndex on th
 quartiles and p95 over all samples; the spread of the per-round medians; the OpenSearch/tantivy
 ratio of medians and the median of the per-query ratios.
 
-The timing client does not check answers against /openapi.json (tests/support/server.py does by
+The timing client does not check answers against /openapi.json (harness/server.py does by
 default): that check's jsonschema validation would sit inside the clock. Raw results go to
 bench/results/lexical-legs-*.json/.md (not committed); `vibe-semantic bench perf-report` turns
 the newest into a section of bench/results/performance.md with a plot.
@@ -63,9 +63,9 @@ from bench.latency import timed_stream
 from bench.peers import with_distractors
 from bench.scale import ENV
 from bench.spine import first_event_ms
+from harness.opensearch_server import OpenSearchNode, get_json
+from harness.server import KEYS, REPO, Served, served
 from shared.ports import LexicalIndex, SearchFilter
-from tests.support.opensearch_server import OpenSearchNode, get_json
-from tests.support.server import KEYS, REPO, Served, served
 
 ARMS = ("tantivy", "opensearch")
 READER = "k-alice"  # principals user:alice, group:eng: half of the corpus is readable

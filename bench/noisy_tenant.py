@@ -1,5 +1,5 @@
 """Tenant B's read and write latency with tenant A idle, then with A noisy (every admin action
-at its limits: tests/support/noisy_tenant.py), on one served instance in the same run; reports
+at its limits: harness/noisy_tenant.py), on one served instance in the same run; reports
 p50/p95 of both phases and the noisy/idle ratio. Short by design (well under 2 minutes at the
 defaults). Writes bench/results/noisy-tenant-<stamp>.json + .md (not committed).
 
@@ -21,8 +21,8 @@ from pathlib import Path
 from typing import Any
 
 from bench import report
-from tests.support.noisy_tenant import ENV, FLAT_COST, KEYS, Noise, Probe, quiet_client
-from tests.support.server import served
+from harness.noisy_tenant import ENV, FLAT_COST, KEYS, Noise, Probe, quiet_client
+from harness.server import served
 
 
 def _figures(ms: list[float]) -> dict[str, float]:

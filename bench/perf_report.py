@@ -248,7 +248,7 @@ def _lexical_legs_section(found: tuple[Path, dict[str, Any]] | None) -> str:
             "Two servers side by side in one run (`vibe-semantic bench lexical-legs`, commit "
             f"`{doc['commit']}`), both `vibe-semantic serve` over HTTP in the embedded profile (SQLite store, "
             "qdrant-edge, hash embedder) but for the lexical leg: the embedded tantivy index, or `VIBE_LEXICAL="
-            "opensearch` on a private single-node OpenSearch (tests/support/opensearch_server.py, "
+            "opensearch` on a private single-node OpenSearch (harness/opensearch_server.py, "
             f"{doc['opensearch_heap']} heap, serial GC, on the same 2 cores). Corpus: {doc['dataset']} "
             f"({doc['docs']:,} documents, half of them readable by the reader), Cranfield's {doc['queries']} real "
             f"questions, {doc['rounds']} rounds in fresh orders; per query both servers back to back, the one "

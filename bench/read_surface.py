@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.spine import WORDS, percentile
-from tests.support.server import Served, served
+from harness.server import Served, served
 
 KEY = "k-alice"
 HEAD = {"Authorization": f"Bearer {KEY}", "Accept": "application/json"}

@@ -4,7 +4,7 @@
     .venv/bin/python -m bench.reliability --profile distributed --duration 60
     .venv/bin/python -m bench.reliability --crashes      # tests/reliability/test_crashes.py, outcomes recorded
 
-Load: the mixed workload of tests/support/workload.py (JSON reads of every strategy, hybrid SSE
+Load: the mixed workload of harness/workload.py (JSON reads of every strategy, hybrid SSE
 reads, single PUTs, bulk writes, deletes, GETs, admin GETs) from --threads client threads, two
 tenants, an eager and a lazy collection, for --duration seconds, against
   - embedded: one `vibe-semantic serve` (SQLite, tantivy, qdrant-edge, in-process workers);
@@ -34,11 +34,11 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from tests.support.postgres_server import postgres_server
-from tests.support.redis_server import RedisServer
-from tests.support.server import REPO, Served
-from tests.support.stack import LOAD_KEYS, base_env, distributed
-from tests.support.workload import (
+from harness.postgres_server import postgres_server
+from harness.redis_server import RedisServer
+from harness.server import REPO, Served
+from harness.stack import LOAD_KEYS, base_env, distributed
+from harness.workload import (
     Ledger,
     RecordingProvider,
     WorkloadConfig,

@@ -10,7 +10,7 @@ reranks), and scores two rankings with ir-measures: the baseline as served, and 
 candidates reordered by the endpoint (shared/adapters/rerank_http.py, the adapter the tool
 uses). Reports nDCG@10 / recall@100 / MRR@10 of both, their ratio, and reranker latency.
 
-`--stand-in` runs the test suite's local stand-in (tests/support/rerank_server.py: word
+`--stand-in` runs the test suite's local stand-in (harness/rerank_server.py: word
 overlap, NOT a cross-encoder) instead of a URL: it proves the harness end to end, it says
 nothing about reranking quality, and its results are named `rerank-standin-*`.
 """
@@ -56,7 +56,7 @@ def main(data: Path, data_dir: Path, url: str | None, model: str | None = None, 
     ds = load(data)
     server: Any = None
     if stand_in:
-        from tests.support.rerank_server import RerankServer
+        from harness.rerank_server import RerankServer
 
         server = RerankServer().__enter__()
         url = server.url

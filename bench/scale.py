@@ -28,7 +28,7 @@ import orjson
 from bench import report
 from bench.harness import machine
 from bench.spine import first_event_ms, raw_engine_ms, synthetic_docs, zipf_vocabulary
-from tests.support.server import KEYS, Served, served
+from harness.server import KEYS, Served, served
 
 STRATEGIES = ("keyword", "semantic", "hybrid", "auto")
 CHECKPOINTS = (10_000, 100_000, 250_000, 500_000, 1_000_000)

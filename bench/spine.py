@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from tests.support.server import Served, served
+from harness.server import Served, served
 
 WORDS = [
     'wing', 'flow', 'boundary', 'layer', 'pressure', 'shock', 'wave', 'heat', 'transfer', 'flight',

@@ -28,8 +28,8 @@ import numpy as np
 from bench import report
 from bench.harness import machine
 from bench.spine import WORDS, ingest, peak_rss_mb, pipeline_throughput, synthetic_docs, zipf_vocabulary
+from harness.server import served
 from shared.ports import Embedder
-from tests.support.server import served
 
 BATCHES = (1, 4, 8, 16, 32, 64)
 MODEL = "all-MiniLM-L6-v2"

@@ -8,14 +8,14 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.opensearch_server import OpenSearchUnavailable, opensearch_node
-from tests.support.postgres_server import PostgresServer, find_bindir, postgres_server
-from tests.support.server import Served, served
+from harness.opensearch_server import OpenSearchUnavailable, opensearch_node
+from harness.postgres_server import PostgresServer, find_bindir, postgres_server
+from harness.server import Served, served
 
 # `make test` runs the suite on pytest-xdist workers with `--dist loadfile --no-loadscope-reorder`:
 # a module's tests stay on one worker (its module-scoped servers start once). (Not loadgroup: with
 # pytest 9.2 xdist's groups are silently ignored, pytest-dev/pytest-xdist#1386.) Modules that
-# write the same files in the checkout take a lock (tests/support/locks.py). The slowest modules
+# write the same files in the checkout take a lock (harness/locks.py). The slowest modules
 # (minutes of subprocesses each) are handed out first, so none of them starts last and runs
 # alone; a module missing from the list is only scheduled later, never skipped.
 SLOW_FIRST = (

@@ -11,13 +11,13 @@ from pathlib import Path
 import pytest
 import redis
 
+from harness.redis_server import RedisServer, redis_server
+from harness.server import free_port
 from services.mcp.runtime import _citations
 from shared.adapters.citations_redis import RedisCitationRegistry
 from shared.adapters.citations_sqlite import SqliteCitationRegistry
 from shared.agent_ports import CitationRegistry
 from shared.config import Settings
-from tests.support.redis_server import RedisServer, redis_server
-from tests.support.server import free_port
 
 Opener = Callable[[], CitationRegistry]
 

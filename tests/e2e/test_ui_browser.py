@@ -18,10 +18,10 @@ from pathlib import Path
 import httpx
 import pytest
 
+from harness.locks import build_then_use
+from harness.server import REPO, Served, served
 from tests.sdk.conftest import ADMIN, BOB
-from tests.support.locks import build_then_use
 from tests.support.paraphrase import PARAPHRASE_DOCS
-from tests.support.server import REPO, Served, served
 
 SDK = REPO / "sdk" / "typescript"
 UI_DIST = REPO / "services" / "api" / "ui" / "dist"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 
-from tests.support.server import Served
+from harness.server import Served
 
 TEXT = " Wind tunnel measurements of boundary layer transition on swept wings at high Reynolds numbers."
 

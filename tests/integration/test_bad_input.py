@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.support.server import Served
+from harness.server import Served
 
 
 def _error(r, status: int | tuple[int, ...], code: str) -> None:  # noqa: ANN001
@@ -53,7 +53,7 @@ def test_bad_collection_name_and_reserved_any(server: Served) -> None:
 
 
 def test_oversize_document(tmp_path) -> None:  # noqa: ANN001
-    from tests.support.server import served
+    from harness.server import served
 
     with served(tmp_path / "data", env={"VIBE_MAX_DOC_BYTES": "2000"}) as s:
         _error(s.put("k-admin-a", "c", "big", {"title": "x", "body": "y" * 5000}), 413, "payload_too_large")

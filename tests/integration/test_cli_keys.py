@@ -8,8 +8,8 @@ import os
 import time
 from pathlib import Path
 
+from harness.server import served
 from tests.integration.test_cli import cli
-from tests.support.server import served
 
 
 def test_keys_cli_creates_lists_and_revokes_keys_a_running_server_honours(tmp_path: Path) -> None:

@@ -14,7 +14,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.support.server import REPO, Served, end_process, free_port
+from harness.server import REPO, Served, end_process, free_port
 
 
 def cli(*args: str, env: dict[str, str] | None = None, cwd: Path = REPO) -> subprocess.CompletedProcess[str]:

@@ -14,12 +14,12 @@ from typing import Any
 import numpy as np
 import pytest
 
+from harness.openai_server import OpenAIProtocolServer
+from harness.server import Served, served
 from shared.adapters.cold_packed import PackedColdStore
 from shared.adapters.edge_vectors import EdgeVectorIndex
 from shared.adapters.tantivy_lexical import TantivyLexicalIndex
 from shared.ports import SearchFilter
-from tests.support.openai_server import OpenAIProtocolServer
-from tests.support.server import Served, served
 
 BODY = " wind tunnel measurements of boundary layer transition on swept wings"
 DOCS = [{"_id": f"d{i}", "title": f"Flutter report {i}", "body": f"case {i}" + BODY} for i in range(6)]

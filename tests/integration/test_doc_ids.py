@@ -9,7 +9,7 @@ from urllib.parse import quote
 
 import pytest
 
-from tests.support.server import Served, served
+from harness.server import Served, served
 
 
 @pytest.fixture(scope="module")

@@ -13,7 +13,7 @@ from typing import Any
 
 import httpx
 
-from tests.support.server import KEYS, Served, served
+from harness.server import KEYS, Served, served
 
 FILLER = " The rig was calibrated before each run and the readings were logged by two engineers."
 DOCS: list[dict[str, Any]] = [

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from tests.support.server import served
+from harness.server import served
 
 VOCAB = ["wing", "flutter", "shock", "supersonic", "boundary", "layer", "heat", "transfer", "wave", "body", "nose",
          "cone", "flow", "jet", "plate", "drag"]

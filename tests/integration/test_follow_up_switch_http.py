@@ -9,7 +9,7 @@ import random
 from pathlib import Path
 from typing import Any
 
-from tests.support.server import Served, served
+from harness.server import Served, served
 
 VOCAB = ["wing", "flutter", "shock", "supersonic", "boundary", "layer", "heat", "transfer", "wave", "body", "nose",
          "cone", "flow", "jet", "plate", "drag"]

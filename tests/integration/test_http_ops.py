@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from harness.server import Served, served
 from services.api.app import HTTP_LABELS
-from tests.support.server import Served, served
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
+from harness.server import Served, ids, served
 from tests.mcp.support import http
-from tests.support.server import Served, ids, served
 
 ADMIN, ALICE, BOB, ADMIN_B = "k-admin-a", "k-alice", "k-bob", "k-admin-b"
 REFRESH = 0.5  # VIBE_KEY_REFRESH_SECONDS of these servers

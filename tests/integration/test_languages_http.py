@@ -9,7 +9,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from tests.support.server import Served, ids, served
+from harness.server import Served, ids, served
 
 FR_DOCS = [{"_id": "f1", "title": "Les chevaux de l'écurie", "body": "Ils galopent dans les prés."},
            {"_id": "f2", "title": "Les voitures", "body": "Les voitures roulent vite sur la route."}]

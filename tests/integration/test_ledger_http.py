@@ -18,10 +18,10 @@ from typing import Any
 import orjson
 import pytest
 
+from harness.server import Served, served
 from tests.integration.distributed.conftest import PROBE, RecordingProvider, wait_for
 from tests.integration.test_lifecycle_http import metric
 from tests.mcp.support import http
-from tests.support.server import Served, served
 
 MARK = re.compile(r"\bmk[a-z0-9]+\b")
 BODY = " about flutter margins, gust loads and the certification of composite wings"

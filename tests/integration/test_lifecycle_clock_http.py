@@ -13,11 +13,11 @@ from typing import Any
 import httpx
 import pytest
 
+from harness.openai_server import OpenAIProtocolServer
 from services.wiring import Container, build
 from shared.config import ApiKey, Settings
 from tests.integration.distributed.conftest import wait_for
 from tests.support.in_process import ManualClock, UvicornThread
-from tests.support.openai_server import OpenAIProtocolServer
 
 MIDNIGHT = 983_750_400.0  # 2001-03-05 00:00 UTC
 BODY = " on wing flutter, gust loads and the certification of composite structures in transonic flight"

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
+from harness.openai_server import OpenAIProtocolServer
+from harness.server import Served, served
 from shared.costs import estimate_tokens
 from tests.integration.distributed.conftest import wait_for
-from tests.support.openai_server import OpenAIProtocolServer
-from tests.support.server import Served, served
 
 BODY = " on wing flutter, gust loads and the certification of composite structures in transonic flight"
 DOCS = [{"_id": f"d{i}", "title": f"Flutter report {i}", "body": f"case {i}" + BODY} for i in range(6)]

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.server import Served, served
+from harness.server import Served, served
 
 SECTIONS = [
     ("Overview", "this handbook describes the maintenance of the regional rail fleet and its depots"),

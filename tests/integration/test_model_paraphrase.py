@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from harness.server import Served, ids, served
 from tests.support.paraphrase import PARAPHRASE_DOCS, QUESTION
-from tests.support.server import Served, ids, served
 
 pytestmark = pytest.mark.model
 

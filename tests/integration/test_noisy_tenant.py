@@ -15,8 +15,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.support.noisy_tenant import ENV, FLAT_COST, KEYS, Noise, Probe, quiet_client
-from tests.support.server import served
+from harness.noisy_tenant import ENV, FLAT_COST, KEYS, Noise, Probe, quiet_client
+from harness.server import served
 
 ROUNDS = 25
 

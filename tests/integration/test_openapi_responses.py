@@ -1,4 +1,4 @@
-"""The response check every integration test runs through (tests/support/openapi_responses.py,
+"""The response check every integration test runs through (harness/openapi_responses.py,
 installed on `Served.client`): it passes real answers and fails answers outside /openapi.json,
 so the suite's calls are a schema test of the served app."""
 
@@ -11,8 +11,8 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.support.openapi_responses import ResponseMismatch
-from tests.support.server import Served, served
+from harness.openapi_responses import ResponseMismatch
+from harness.server import Served, served
 
 
 @pytest.fixture(scope="module")

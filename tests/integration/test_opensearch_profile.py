@@ -19,8 +19,8 @@ from typing import Any
 import pytest
 from opensearchpy import OpenSearch
 
-from tests.support.opensearch_server import opensearch_node
-from tests.support.server import Served, ids, served
+from harness.opensearch_server import opensearch_node
+from harness.server import Served, ids, served
 
 
 @pytest.fixture

@@ -3,7 +3,7 @@ read it under the document's CURRENT ACL. A writer outside it is refused, nothin
 and the refusal tells nothing about the document beyond the one residual bit README
 "Security" documents (a PUT refusal shows that something exists at that id).
 
-Against the real app (uvicorn on a socket, tests/support/server.py). Keys: k-admin-a
+Against the real app (uvicorn on a socket, harness/server.py). Keys: k-admin-a
 (user:admin, write), k-alice (user:alice + group:eng, write), k-bob (read only)."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import itertools
 import re
 from typing import Any
 
-from tests.support.server import Served
+from harness.server import Served
 
 ADMIN, ALICE = "k-admin-a", "k-alice"
 COL = "ow"

@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
-from tests.support.openai_server import OpenAIProtocolServer
-from tests.support.server import KEYS, Served, ids, served
+from harness.openai_server import OpenAIProtocolServer
+from harness.server import KEYS, Served, ids, served
 
 ADMIN = "k-admin-a"
 CERT_KEYS = [{**KEYS[0], "certs": ["hr:confidential", "acme:public", "acme:staff"]}, *KEYS[1:]]

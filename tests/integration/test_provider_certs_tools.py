@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
+from harness.openai_server import OpenAIProtocolServer
 from services.mcp import core
 from services.wiring import Container, build
 from shared.config import Settings
 from shared.model import Principal, SemanticStatus
-from tests.support.openai_server import OpenAIProtocolServer
 
 WRITER = Principal("t", ("user:w",), frozenset({"read", "write", "admin"}),
                    frozenset({"hr:confidential", "acme:public"}))

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.openai_server import OpenAIProtocolServer
-from tests.support.server import Served, ids, served
+from harness.openai_server import OpenAIProtocolServer
+from harness.server import Served, ids, served
 
 BODY = " Notes on gust loads, flutter margins and certification tests for composite wing structures."
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.support.server import served
+from harness.server import served
 
 ADMIN, ADMIN_B = "k-admin-a", "k-admin-b"
 BURST = 6

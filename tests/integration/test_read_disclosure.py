@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from harness.server import Served, served
 from tests.integration.distributed.conftest import RecordingProvider
-from tests.support.server import Served, served
 
 # Every document has exactly eight tokens, so BM25's length normalisation (the tenant's
 # average document length) is the same before and after the unreadable ones are added.

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tests.support.server import Served, ids
+from harness.server import Served, ids
 
 FILLER = (" The team met on Tuesday to review progress, open risks and owners for each workstream."
           " Notes were taken by the program manager and shared in the weekly digest for later reference.")

@@ -1,7 +1,7 @@
 """Results a page can show without a second request, against the served app:
 metadata filters inside the engine query and with the ACL, `include.fields` and escaped
 highlights, `docs:mget`, cursor pagination, a readable score, no accepted-but-ignored option,
-and CORS. Every answer is also checked against /openapi.json (tests/support/server.py)."""
+and CORS. Every answer is also checked against /openapi.json (harness/server.py)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from tests.support.server import Served, ids, served
+from harness.server import Served, ids, served
 
 ALICE_ONLY = ["user:alice", "user:admin"]  # the admin key reads every test document
 SALES = ["group:sales", "user:admin"]

@@ -20,9 +20,9 @@ from typing import Any
 import blake3
 import pytest
 
+from harness.openai_server import OpenAIProtocolServer
+from harness.server import Served, served
 from tests.integration.distributed.conftest import wait_for
-from tests.support.openai_server import OpenAIProtocolServer
-from tests.support.server import Served, served
 
 ADMIN = "k-admin-a"
 MIN_QUERIES, MIN_HITS = 5, 6

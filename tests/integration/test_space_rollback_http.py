@@ -19,14 +19,14 @@ from typing import Any
 import httpx
 import pytest
 
+from harness.openai_server import OpenAIProtocolServer
+from harness.openapi_responses import OpenApiResponses
 from services.wiring import Container, build
 from shared.adapters.cold_packed import PackedColdStore
 from shared.config import ApiKey, Settings
 from shared.model import DocKey, SpaceInfo
 from tests.integration.distributed.conftest import wait_for
 from tests.support.in_process import ManualClock, UvicornThread
-from tests.support.openai_server import OpenAIProtocolServer
-from tests.support.openapi_responses import OpenApiResponses
 
 T0 = 983_746_800.0  # 2001-03-04 23:00 UTC: a stamp taken from the wall clock would show
 DAY = 86400.0

@@ -15,11 +15,11 @@ from typing import Any
 import httpx
 import pytest
 
+from harness.openapi_responses import OpenApiResponses
 from services.wiring import Container, build
 from shared.config import ApiKey, Settings
 from tests.integration.distributed.conftest import wait_for
 from tests.support.in_process import ManualClock, UvicornThread
-from tests.support.openapi_responses import OpenApiResponses
 
 T0 = 983_746_800.0  # 2001-03-04 23:00 UTC: not a time the wall clock could give
 DAY = 86400.0

@@ -13,9 +13,9 @@ from typing import Any
 
 import pytest
 
+from harness.openai_server import OpenAIProtocolServer
+from harness.server import Served, served
 from tests.integration.distributed.conftest import wait_for
-from tests.support.openai_server import OpenAIProtocolServer
-from tests.support.server import Served, served
 
 BODY = " about flutter margins, gust loads and the certification of composite wings in transonic flight"
 DOCS = [{"_id": f"d{i:02d}", "title": f"Report {i}", "body": f"case {i}" + BODY} for i in range(30)]

@@ -14,12 +14,12 @@ import httpx
 import pytest
 from httpx_sse import connect_sse
 
+from harness.openai_server import OpenAIProtocolServer
+from harness.server import served
 from services.planner.planner import ReadSession
 from services.wiring import build
 from shared.config import ApiKey, Settings
 from tests.support.in_process import UvicornThread
-from tests.support.openai_server import OpenAIProtocolServer
-from tests.support.server import served
 
 HEADERS = {"Authorization": "Bearer k-alice", "Accept": "text/event-stream"}
 

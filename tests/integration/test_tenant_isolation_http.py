@@ -12,10 +12,10 @@ from typing import Any
 
 from qdrant_edge import EdgeShard
 
+from harness.server import Served, ids, served
 from shared.adapters.facets import num_field
 from shared.names import MAX_DOC_FIELDS
 from tests.integration.distributed.conftest import wait_for
-from tests.support.server import Served, ids, served
 
 ENV = {"VIBE_EMBED_DIM": "32", "VIBE_BACKFILL_INTERVAL_SECONDS": "0.2", "VIBE_PER_TENANT_PER_MIN": "100000"}
 A_DOCS = [{"_id": f"a{i}", "title": f"Glacier note {i}", "body": f"ice core sample {i} from the glacier"}

@@ -22,7 +22,7 @@ from mcp import Client, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 from mcp_types import CallToolResult
 
-from tests.support.server import KEYS, REPO
+from harness.server import KEYS, REPO
 
 
 def stdio_env(data_dir: Path, key: str = "k-alice", **extra: str) -> dict[str, str]:

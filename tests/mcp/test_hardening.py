@@ -13,9 +13,9 @@ from pathlib import Path
 import blake3
 import pytest
 
+from harness.server import Served, served
 from services.mcp.secret import SECRET_FILE, key_ref, task_names
 from tests.mcp.support import McpClient, http
-from tests.support.server import Served, served
 
 ENG = ["user:ann", "group:eng"]
 KEYS = [

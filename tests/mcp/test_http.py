@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
+from harness.server import Served, served
 from tests.mcp.support import McpClient, http
-from tests.support.server import Served, served
 
 LONG = " ".join(f"Federation coordination failed at step {i} because quorum was lost." for i in range(30))
 

@@ -18,8 +18,8 @@ from typing import Any
 
 import pytest
 
+from harness.server import served
 from tests.mcp.support import McpClient, http, stdio
-from tests.support.server import served
 
 CACHE = """# Caching
 

@@ -23,8 +23,8 @@ from typing import Any
 
 import pytest
 
+from harness.server import Served, served
 from tests.mcp.support import McpClient, http, stdio
-from tests.support.server import Served, served
 
 QUERY = "Patterns in Federation coordination failures"
 SEED_REQUEST: dict[str, Any] = {"query": QUERY, "top_k": 10, "mix": 0.6, "include_private": False,

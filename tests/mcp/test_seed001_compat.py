@@ -18,8 +18,8 @@ from typing import Any
 
 import pytest
 
+from harness.server import Served, served
 from tests.mcp.support import McpClient, http, stdio
-from tests.support.server import Served, served
 
 DOCS: list[dict[str, Any]] = [  # seed passages; connector-synced and chat documents
     {"_id": "42", "title": "Q3 Launch Notes", "content": "We agreed to push launch to March 10."},

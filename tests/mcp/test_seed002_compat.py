@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from harness.server import served
 from services.mcp.reindex import Reindexer
 from services.mcp.scope import Scope
 from services.mcp.search import ChunkSearch
@@ -26,7 +27,6 @@ from shared.adapters.citations_sqlite import SqliteCitationRegistry
 from shared.config import Settings
 from shared.model import Principal
 from tests.mcp.support import McpClient, http, stdio
-from tests.support.server import served
 
 CACHE = """# Caching
 

@@ -21,11 +21,11 @@ from typing import Any
 import httpx
 import pytest
 
+from harness.openai_server import OpenAIProtocolServer
+from harness.server import Served, served
 from shared.config import Settings
 from shared.tenant_metrics import OTHER, TenantMetrics, pseudonym
 from tests.mcp.support import McpClient, http, stdio
-from tests.support.openai_server import OpenAIProtocolServer
-from tests.support.server import Served, served
 
 LAUNCH = "Launch is on March 10.\n\nThe budget is small."
 PARAS = [f"Note {i}: the walrus number {i} rests on the ice floe." for i in range(8)]

@@ -23,14 +23,14 @@ from pathlib import Path
 import blake3
 import pytest
 
+from harness.openai_server import OpenAIProtocolServer
+from harness.server import KEYS, Served, served
 from services.api.auth import KeyRing
 from services.mcp.runtime import build_runtime
 from services.mcp.tools import Tools
 from services.wiring import build
 from shared.config import ApiKey, Settings
 from tests.mcp.support import McpClient, http, stdio
-from tests.support.openai_server import OpenAIProtocolServer
-from tests.support.server import KEYS, Served, served
 
 SNIPPET_KEYS = {"id", "table", "source_type", "origin", "trust_tier", "created_at", "text", "score", "content_hash",
                 "span_start", "span_end"}

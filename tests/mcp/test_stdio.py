@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from harness.openai_server import OpenAIProtocolServer
 from tests.mcp.support import McpClient, stdio
-from tests.support.openai_server import OpenAIProtocolServer
 
 DOC_A = """# Caching
 

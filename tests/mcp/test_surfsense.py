@@ -18,11 +18,11 @@ from typing import Any
 
 import pytest
 
+from harness.rerank_server import RerankServer
+from harness.server import Served, served
 from shared.adapters.rerank_http import HttpReranker
 from shared.agent_ports import RerankError
 from tests.mcp.support import McpClient, http
-from tests.support.rerank_server import RerankServer
-from tests.support.server import Served, served
 
 SEED_DOCS = [  # SurfSense's example passages
     {"_id": "42", "title": "Q3 Launch Notes", "content": "We agreed to push launch to March 10. "

@@ -6,7 +6,7 @@ holds, a semantic read finds a sample of `ready` ones), every document of the ea
 reaches `ready`, and no document text is embedded twice except the batch in flight at a kill.
 
 A write whose answer never came is *unsure*: the document may hold it or the state before it,
-never anything else (tests/support/workload.py)."""
+never anything else (harness/workload.py)."""
 
 from __future__ import annotations
 
@@ -19,12 +19,11 @@ from pathlib import Path
 
 import httpx
 
-from tests.integration.distributed.conftest import wait_for
-from tests.support.celery_worker import start_worker
-from tests.support.redis_server import RedisServer
-from tests.support.server import Served
-from tests.support.stack import LOAD_KEYS, base_env, distributed, haltable_postgres
-from tests.support.workload import (
+from harness.celery_worker import start_worker
+from harness.redis_server import RedisServer
+from harness.server import Served
+from harness.stack import LOAD_KEYS, base_env, distributed, haltable_postgres
+from harness.workload import (
     Ledger,
     RecordingProvider,
     WorkloadConfig,
@@ -34,6 +33,7 @@ from tests.support.workload import (
     verify,
     wait_settled,
 )
+from tests.integration.distributed.conftest import wait_for
 
 EAGER, LAZY = "eager", "lazy"
 KEY = "k-admin-a"

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from harness.server import Served
+from harness.stack import base_env
+from harness.workload import RecordingProvider
 from tests.integration.distributed.conftest import wait_for
-from tests.support.server import Served
-from tests.support.stack import base_env
-from tests.support.workload import RecordingProvider
 
 
 def test_an_edit_while_queued_is_embedded(tmp_path: Path) -> None:

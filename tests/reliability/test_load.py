@@ -15,10 +15,10 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.support.redis_server import RedisServer
-from tests.support.server import Served
-from tests.support.stack import LOAD_KEYS, base_env, distributed
-from tests.support.workload import (
+from harness.redis_server import RedisServer
+from harness.server import Served
+from harness.stack import LOAD_KEYS, base_env, distributed
+from harness.workload import (
     Ledger,
     RecordingProvider,
     WorkloadConfig,

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.support.server import Served, ids
+from harness.server import Served, ids
 
 
 def test_an_empty_position_file_left_by_a_kill_is_survived(tmp_path: Path) -> None:

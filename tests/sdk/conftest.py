@@ -1,13 +1,13 @@
 """Fixtures shared by the SDK tests (Python and TypeScript) against the real served app.
 
-`server` (tests/conftest.py) serves one app per module with the keys of tests/support/server.py.
+`server` (tests/conftest.py) serves one app per module with the keys of harness/server.py.
 """
 
 from __future__ import annotations
 
 import pytest
 
-from tests.support.server import KEYS, Served
+from harness.server import KEYS, Served
 
 ADMIN, ALICE, BOB, OTHER_ADMIN = (str(k["key"]) for k in KEYS)  # ta admin, ta writer, ta reader, tb admin
 

@@ -57,10 +57,10 @@ from vibe_semantic_client.answers import (
 )
 from vibe_semantic_client.models import Passage, parse_event
 
+from harness.openapi_responses import OpenApiResponses
+from harness.server import REPO, free_port
 from tests.integration.test_read_path import DOCS, FILLER, FORBIDDEN_FOR_ALICE  # the same corpus as the HTTP tests
 from tests.sdk.conftest import ADMIN, ALICE, BOB, OTHER_ADMIN
-from tests.support.openapi_responses import OpenApiResponses
-from tests.support.server import REPO, free_port
 
 CORPUS = cast(list[dict[str, Any]], DOCS)
 
@@ -76,7 +76,7 @@ def spec(base_url: str) -> OpenApiResponses:
 @pytest.fixture(scope="module")
 def connect(base_url: str, spec: OpenApiResponses) -> Iterator[Connect]:
     """`connect(key, **options)`: a Client whose every JSON answer is checked against the served
-    /openapi.json on the way in (tests/support/openapi_responses.py); a mismatch fails the call."""
+    /openapi.json on the way in (harness/openapi_responses.py); a mismatch fails the call."""
     opened: list[httpx.Client] = []
 
     def make(key: str, **options: Any) -> Client:

@@ -21,8 +21,8 @@ from vibe_semantic_client import (
 )
 from vibe_semantic_client.answers import CollectionItem
 
+from harness.openapi_responses import OpenApiResponses
 from tests.sdk.conftest import ADMIN, ALICE, BOB
-from tests.support.openapi_responses import OpenApiResponses
 
 
 @pytest.fixture(scope="module")

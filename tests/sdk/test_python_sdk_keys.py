@@ -21,8 +21,8 @@ from vibe_semantic_client import (
     Unauthorized,
 )
 
+from harness.openapi_responses import OpenApiResponses
 from tests.sdk.conftest import ADMIN, ALICE
-from tests.support.openapi_responses import OpenApiResponses
 
 
 @pytest.fixture(scope="module")

@@ -16,7 +16,7 @@ from pathlib import Path
 from vibe_semantic_client import AsyncClient, Client
 from vibe_semantic_client import _core as core
 
-from tests.support.server import REPO
+from harness.server import REPO
 
 CLIENT_TS = REPO / "sdk" / "typescript" / "src" / "client.ts"
 

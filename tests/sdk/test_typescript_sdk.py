@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
+from harness.locks import build_then_use
+from harness.server import REPO, Served
 from tests.sdk.conftest import ADMIN, BOB, OTHER_ADMIN
-from tests.support.locks import build_then_use
-from tests.support.server import REPO, Served
 
 SDK = REPO / "sdk" / "typescript"
 NODE = shutil.which("node")

@@ -24,8 +24,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
+from harness.server import Served
 from tests.mcp.support import McpClient, http
-from tests.support.server import Served
 
 WRITER = {"ta": "m-writer", "tb": "m-b-writer"}
 # Certificates: documents require none, one or two; readers hold none, one, both, or others.

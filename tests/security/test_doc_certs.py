@@ -10,13 +10,13 @@ from pathlib import Path
 
 import pytest
 
+from harness.server import ids, served
 from services.planner.planner import ReadRequest
 from services.wiring import Container, build
 from shared.config import Settings
 from shared.errors import ErrorCode, VibeError
 from shared.model import DocKey, Principal
 from tests.mcp.support import http
-from tests.support.server import ids, served
 
 WRITER = Principal("t", ("user:alice",), frozenset({"read", "write"}), frozenset({"hr:staff", "legal:nda"}))
 NONE = Principal("t", ("user:alice",), frozenset({"read"}))

@@ -16,8 +16,8 @@ import os
 import uuid
 from pathlib import Path
 
+from harness.server import Served, served
 from tests.security.matrix import ENV, KEYS, Matrix, Stats
-from tests.support.server import Served, served
 
 ROUNDS = int(os.environ.get("VIBE_MATRIX_ROUNDS", "45"))
 SEED = int(os.environ.get("VIBE_MATRIX_SEED", "20240612"))

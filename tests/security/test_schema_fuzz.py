@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.server import Served, served
+from harness.server import Served, served
 
 EXAMPLES = int(os.environ.get("VIBE_FUZZ_EXAMPLES", "15"))
 SEED = os.environ.get("VIBE_FUZZ_SEED", "12")

@@ -9,11 +9,11 @@ from collections.abc import Sequence
 
 import uvicorn
 
+from harness.server import free_port
 from services.api.app import create_app
 from services.api.auth import KeyRing
 from services.wiring import Container
 from shared.config import ApiKey
-from tests.support.server import free_port
 
 
 class ManualClock:

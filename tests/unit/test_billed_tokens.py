@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 
+from harness.openai_server import OpenAIProtocolServer
 from services.planner.usage import embed_query_within_cap
 from services.wiring import Container, build
 from shared.config import Settings
 from shared.costs import estimate_tokens, utc_day
 from shared.model import DocKey, EmbedJob, Principal, SemanticStatus
-from tests.support.openai_server import OpenAIProtocolServer
 
 ALICE = Principal("t", ("user:alice",), frozenset({"read", "write"}))
 CJK = "液压系统的维护手册包括密封件更换和油液污染检测的详细步骤与注意事项"

@@ -23,9 +23,9 @@ import yaml
 from prometheus_client import REGISTRY
 
 import shared.metrics  # noqa: F401 - registers every metric of the services in REGISTRY
+from harness.server import Served, free_port
 from services.cli import app as cli_app
 from shared.config import Settings
-from tests.support.server import Served, free_port
 
 REPO = Path(__file__).resolve().parents[2]
 DEPLOY = REPO / "deploy"
@@ -470,7 +470,7 @@ def test_api_healthcheck_against_the_served_app(server: Served) -> None:
 
 @pytest.fixture
 def private_redis(tmp_path: Path) -> Iterator[str]:
-    from tests.support.redis_server import redis_server
+    from harness.redis_server import redis_server
 
     if shutil.which("redis-server") is None:
         pytest.skip("redis-server is not installed (apt-get install -y redis-server)")

@@ -6,11 +6,11 @@ from typing import Any
 import numpy as np
 import pytest
 
+from harness.openai_server import OpenAIProtocolServer
 from shared.adapters.embedders.breaker import BreakerEmbedder
 from shared.adapters.embedders.hash_embedder import HashEmbedder
 from shared.adapters.embedders.openai_embedder import OpenAIEmbedder, truncate_utf8
 from shared.ports import EmbedderError
-from tests.support.openai_server import OpenAIProtocolServer
 
 
 @pytest.fixture

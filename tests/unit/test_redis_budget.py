@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from harness.redis_server import RedisServer
 from shared.adapters.redis_budget import RedisBudget
-from tests.support.redis_server import RedisServer
 
 
 @pytest.fixture(scope="module")

@@ -8,8 +8,8 @@ from pathlib import Path
 import httpx
 import pytest
 
+from harness.server import free_port
 from services.worker import metrics_server
-from tests.support.server import free_port
 
 
 @pytest.mark.parametrize("token", ["s3cret-metrics", None])

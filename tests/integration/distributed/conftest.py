@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 
-from tests.support.openai_server import OpenAIProtocolServer
-from tests.support.redis_server import RedisServer
-from tests.support.server import Served
+from harness.openai_server import OpenAIProtocolServer
+from harness.redis_server import RedisServer
+from harness.server import Served
 
 PROBE = ["dimension probe"]  # what OpenAIEmbedder sends once at start-up
 

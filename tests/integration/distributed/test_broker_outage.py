@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from harness.celery_worker import start_scheduler, start_worker
+from harness.redis_server import RedisServer
+from harness.server import Served, ids
 from tests.integration.distributed.conftest import celery_env, wait_for
-from tests.support.celery_worker import start_scheduler, start_worker
-from tests.support.redis_server import RedisServer
-from tests.support.server import Served, ids
 
 BODY = " A survey of boundary layer transition on swept wings, with wind tunnel data."
 

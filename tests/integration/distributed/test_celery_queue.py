@@ -10,13 +10,13 @@ import threading
 import time
 from pathlib import Path
 
+from harness.redis_server import RedisServer
 from services.worker.reconciler import reconcile
 from shared.adapters.celery_queue import DONE_CHANNEL, QUEUES, CeleryQueue, decode
 from shared.adapters.sqlite_store import SqliteStore
 from shared.config import Settings
 from shared.model import DocKey, EmbedJob, SemanticStatus, SidecarEntry, StoredDoc
 from tests.integration.distributed.conftest import wait_for
-from tests.support.redis_server import RedisServer
 
 
 def _queue(srv: RedisServer, **kw: object) -> CeleryQueue:

@@ -14,7 +14,7 @@ import psycopg
 import pytest
 from opensearchpy import OpenSearch
 
-from tests.support.server import Served, served
+from harness.server import Served, served
 
 TABLES = ("docs", "sidecar", "doc_usage", "usage_buckets", "provider_usage", "collection_modes", "collection_settings")
 

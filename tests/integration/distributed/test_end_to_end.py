@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from harness.celery_worker import start_worker
+from harness.redis_server import RedisServer
+from harness.server import Served, ids
 from tests.integration.distributed.conftest import celery_env, stream_semantic_hit, wait_for
-from tests.support.celery_worker import start_worker
-from tests.support.redis_server import RedisServer
-from tests.support.server import Served, ids
 
 FILLER = " Reviewed by the structures group; see the appendix for the full load cases and test setup."
 

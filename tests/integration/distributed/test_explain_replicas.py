@@ -9,7 +9,7 @@ from pathlib import Path
 
 import psycopg
 
-from tests.support.server import served
+from harness.server import served
 
 SECRET = "Zanzibar-47 torsion readings"
 DOCS = [{"_id": f"d{i}", "title": f"Flutter test {i}", "body": f"{SECRET} run {i}, flutter at mach 0.{i}."}

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from harness.server import served
 from tests.integration.test_follow_up_switch_http import ENV, QUERIES, docs, first_reads, metric, view
-from tests.support.server import served
 
 
 def test_a_state_learned_through_one_replica_is_used_by_the_other(postgres_url: str, tmp_path: Path) -> None:

@@ -12,10 +12,10 @@ from typing import Any
 
 import pytest
 
+from harness.celery_worker import CeleryProcess, start_worker
+from harness.redis_server import RedisServer
+from harness.server import Served
 from tests.integration.distributed.conftest import RecordingProvider, celery_env, wait_for
-from tests.support.celery_worker import CeleryProcess, start_worker
-from tests.support.redis_server import RedisServer
-from tests.support.server import Served
 
 BODY = " Measurements of heat transfer in hypersonic flow over blunt bodies at high Mach number."
 

@@ -21,11 +21,11 @@ from typing import Any
 import psycopg
 import pytest
 
+from harness.celery_worker import CeleryProcess, start_scheduler, start_worker
+from harness.redis_server import RedisServer
+from harness.server import Served, free_port
 from tests.integration.distributed.conftest import RecordingProvider, celery_env, wait_for
-from tests.support.celery_worker import CeleryProcess, start_scheduler, start_worker
 from tests.support.prometheus_text import scrape as _scrape
-from tests.support.redis_server import RedisServer
-from tests.support.server import Served, free_port
 
 ADMIN = "k-admin-a"
 BODY = " about flutter margins, gust loads and the certification of composite wings"

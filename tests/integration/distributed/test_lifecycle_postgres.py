@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.support.server import served
+from harness.server import served
 
 BODY = " about flutter margins, gust loads and certification of composite wings"
 

@@ -7,10 +7,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from harness.celery_worker import celery_worker
+from harness.redis_server import RedisServer
+from harness.server import Served, ids, served
 from tests.integration.distributed.conftest import celery_env, stream_semantic_hit, wait_for
-from tests.support.celery_worker import celery_worker
-from tests.support.redis_server import RedisServer
-from tests.support.server import Served, ids, served
 
 # All but `cabin` share "load", so a query for gust loads touches three cold documents; the
 # ranking then changes as their vectors arrive (a `semantic` event is sent only on a change).

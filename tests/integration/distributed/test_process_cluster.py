@@ -1,4 +1,4 @@
-"""The distributed profile as processes (tests/support/cluster.py, what `make cluster` runs):
+"""The distributed profile as processes (harness/cluster.py, what `make cluster` runs):
 PostgreSQL, Redis, a real OpenSearch, two API replicas, two Celery workers and beat, with the
 compose file's settings, driven as a client would. The shared contract checks against one
 replica; a stream lexical → semantic; a revocation through one replica seen by the other at
@@ -24,12 +24,12 @@ import httpx
 import psycopg
 import pytest
 
+from harness.cluster import Cluster, compose_differences
+from harness.opensearch_server import OpenSearchUnavailable
+from harness.postgres_server import find_bindir
+from harness.server import KEYS, REPO, Served, ids
+from harness.workload import Client, Ledger, Recorder, WorkloadConfig, verify, wait_settled
 from tests.integration.distributed.conftest import stream_semantic_hit, wait_for
-from tests.support.cluster import Cluster, compose_differences
-from tests.support.opensearch_server import OpenSearchUnavailable
-from tests.support.postgres_server import find_bindir
-from tests.support.server import KEYS, REPO, Served, ids
-from tests.support.workload import Client, Ledger, Recorder, WorkloadConfig, verify, wait_settled
 
 CHECKS = REPO.parent / "shared" / "checks"
 # The load's own tenants, so the shared checks' tenants (ta, tb) see only their own documents.
@@ -194,7 +194,7 @@ class PatientClient(Client):
 
 
 class Load:
-    """Client threads of tests/support/workload.py on each replica (their own ids), every
+    """Client threads of harness/workload.py on each replica (their own ids), every
     acknowledged write in one ledger; a 5xx or a cut connection during a fault is a refusal,
     the write stays unsure."""
 

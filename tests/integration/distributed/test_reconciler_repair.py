@@ -12,6 +12,7 @@ from typing import Literal
 
 import pytest
 
+from harness.redis_server import RedisServer
 from services.worker.reconciler import LOCK, reconcile
 from shared.adapters.celery_queue import CeleryQueue
 from shared.config import Settings
@@ -20,7 +21,6 @@ from shared.model import PUBLIC_PRINCIPAL, DocKey, SemanticStatus, SidecarEntry,
 from shared.ports import StoreOfRecord
 from tests.contract.test_store_contract import Opener, opener  # noqa: F401 - fixture
 from tests.support.legacy_rows import leave_row_of_gone_document
-from tests.support.redis_server import RedisServer
 
 S = SemanticStatus
 NOW = 983_746_800.0

@@ -8,10 +8,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from harness.celery_worker import start_scheduler, start_worker
+from harness.redis_server import RedisServer
+from harness.server import Served
 from tests.integration.distributed.conftest import celery_env, wait_for
-from tests.support.celery_worker import start_scheduler, start_worker
-from tests.support.redis_server import RedisServer
-from tests.support.server import Served
 
 BODY = " about flutter margins, gust loads and the certification of composite wings"
 DOCS = [{"_id": f"d{i}", "title": f"Report {i}", "body": f"case {i}" + BODY} for i in range(6)]

@@ -7,10 +7,10 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
+from harness.celery_worker import start_worker
+from harness.redis_server import RedisServer
+from harness.server import Served
 from tests.integration.distributed.conftest import RecordingProvider, celery_env, wait_for
-from tests.support.celery_worker import start_worker
-from tests.support.redis_server import RedisServer
-from tests.support.server import Served
 
 N, BATCH = 1000, 20
 

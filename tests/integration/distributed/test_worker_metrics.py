@@ -9,12 +9,12 @@ from pathlib import Path
 
 from celery import Celery
 
+from harness.celery_worker import celery_worker
+from harness.redis_server import RedisServer
+from harness.server import Served, free_port
 from tests.integration.distributed.conftest import RecordingProvider, celery_env, wait_for
-from tests.support.celery_worker import celery_worker
 from tests.support.prometheus_text import scrape as _scrape
 from tests.support.prometheus_text import series as _series
-from tests.support.redis_server import RedisServer
-from tests.support.server import Served, free_port
 
 ADMIN = "k-admin-a"
 

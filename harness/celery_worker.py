@@ -13,7 +13,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from tests.support.server import REPO
+from harness.server import REPO
 
 _counter = iter(range(1_000_000))
 

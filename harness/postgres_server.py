@@ -22,7 +22,7 @@ from typing import Any
 
 import psycopg
 
-from tests.support.server import end_process, free_port
+from harness.server import end_process, free_port
 
 SUPERUSER = "postgres"
 

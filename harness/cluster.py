@@ -1,9 +1,9 @@
 """The distributed profile of docker-compose.yml as local processes on loopback, no Docker:
 PostgreSQL, Redis, OpenSearch, two API replicas (`vibe-semantic serve`), two Celery workers and
-beat. `make cluster` (`python -m tests.support.cluster`) runs it in the foreground; the `Cluster`
+beat. `make cluster` (`python -m harness.cluster`) runs it in the foreground; the `Cluster`
 class is what tests/integration/distributed/test_process_cluster.py drives.
 
-It lives beside the other private servers (tests/support/*_server.py, celery_worker.py) because
+It lives beside the other private servers (harness/*_server.py, celery_worker.py) because
 it is made of them: one way to start each part, for `make opensearch`, the tests and this.
 
 Settings are read from the compose file itself (the app services' `environment:`, the redis
@@ -37,11 +37,11 @@ import psycopg
 import yaml
 from psycopg import sql
 
-from tests.support.celery_worker import CeleryProcess
-from tests.support.opensearch_server import OpenSearchNode
-from tests.support.postgres_server import PostgresServer, find_bindir
-from tests.support.redis_server import RedisServer
-from tests.support.server import REPO, Served, free_port
+from harness.celery_worker import CeleryProcess
+from harness.opensearch_server import OpenSearchNode
+from harness.postgres_server import PostgresServer, find_bindir
+from harness.redis_server import RedisServer
+from harness.server import REPO, Served, free_port
 
 COMPOSE = REPO / "docker-compose.yml"
 APP_ROLES = ("api", "worker", "scheduler")

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import redis
 
-from tests.support.server import end_process, free_port
+from harness.server import end_process, free_port
 
 
 class RedisServer:
@@ -27,7 +27,7 @@ class RedisServer:
         self.url = f"redis://127.0.0.1:{self.port}/0"
         self.workdir = workdir
         # after the defaults, so they win (redis takes the last value of an option): e.g. the
-        # compose file's `--appendonly yes` for the process cluster (tests/support/cluster.py)
+        # compose file's `--appendonly yes` for the process cluster (harness/cluster.py)
         self.extra_args = list(extra_args)
         workdir.mkdir(parents=True, exist_ok=True)
         self.proc: subprocess.Popen[bytes] | None = None

@@ -24,8 +24,8 @@ from typing import Any
 
 import httpx
 
+from harness.openai_server import OpenAIProtocolServer
 from shared.errors import ErrorCode
-from tests.support.openai_server import OpenAIProtocolServer
 
 _VOCABULARY = (
     "wing flutter gust load margin boundary layer transition swept tunnel shock wave pressure drag lift "

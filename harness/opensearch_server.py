@@ -22,10 +22,10 @@ import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
-from tests.support.locks import path_lock
-from tests.support.server import end_process
+from harness.locks import path_lock
+from harness.server import end_process
 
-PROJECT = Path(__file__).resolve().parents[2] / "deploy" / "opensearch-dev"
+PROJECT = Path(__file__).resolve().parents[1] / "deploy" / "opensearch-dev"
 TARGET = PROJECT / "target"
 MAIN_CLASS = "vibe.devnode.DevNode"
 # What the distribution's launcher passes too (SystemJvmOptions), minus what only Bootstrap reads.

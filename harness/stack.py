@@ -11,11 +11,11 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tests.support.celery_worker import CeleryProcess, start_scheduler, start_worker
-from tests.support.postgres_server import PostgresServer, find_bindir
-from tests.support.redis_server import RedisServer
-from tests.support.server import Served, end_process
-from tests.support.workload import RecordingProvider
+from harness.celery_worker import CeleryProcess, start_scheduler, start_worker
+from harness.postgres_server import PostgresServer, find_bindir
+from harness.redis_server import RedisServer
+from harness.server import Served, end_process
+from harness.workload import RecordingProvider
 
 LOAD_KEYS = ["k-admin-a", "k-admin-b"]  # two tenants, each key read+write+admin
 

@@ -5,7 +5,7 @@
 What is checked: the operation (method + path template) must be declared; the status must be
 declared (exactly, or as `4XX`/`5XX`/`default`); a JSON body must validate against the
 declared `application/json` schema. SSE event data is checked per event by
-`check_event` (tests/support/server.py `Served.stream`). `/mcp` (MCP has its own protocol) and
+`check_event` (harness/server.py `Served.stream`). `/mcp` (MCP has its own protocol) and
 `/openapi.json` itself are not checked. Routes the document does not declare (404 for an
 unknown path) are not checked beyond being JSON error bodies.
 """

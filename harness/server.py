@@ -17,9 +17,9 @@ from typing import Any
 import httpx
 from httpx_sse import connect_sse
 
-from tests.support.openapi_responses import OpenApiResponses
+from harness.openapi_responses import OpenApiResponses
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[1]
 
 KEYS = [
     {"key": "k-admin-a", "tenant": "ta", "principals": ["user:admin"], "scopes": ["read", "write", "admin"]},
@@ -50,7 +50,7 @@ class Served:
     """A running `vibe-semantic serve` and an HTTP client for it.
 
     Every JSON answer the client receives, and every SSE event `stream` reads, is checked
-    against the server's own /openapi.json (tests/support/openapi_responses.py): a mismatch
+    against the server's own /openapi.json (harness/openapi_responses.py): a mismatch
     fails the call. `validate=False` only for a test that reads answers of a server on purpose
     outside its contract (none today)."""
 
