@@ -6,10 +6,8 @@ The reason is reported in diagnostics so a client can see which leg answered and
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from services.planner.planner import ReadRequest
+from services.planner.request import ReadRequest
 
 _IDENTIFIER = re.compile(r"^[\w.:/#-]*\d[\w.:/#-]*$")
 

@@ -378,7 +378,7 @@ def test_evicted_candidates_come_back_from_the_cold_store_without_budget_or_prov
 def test_a_query_asked_again_and_again_digs_without_the_reach_bound(tmp_path: Path,
                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     """The planner bounds a query's digs with `reach` on its first touches only (`reach_until`)."""
-    import services.planner.planner as planner_module
+    import services.planner.spend as planner_module
     from services.planner.planner import ReadRequest
     from services.wiring import build
     from shared.adapters.memory_queue import InProcessQueue

@@ -1,0 +1,24 @@
+"""What a read asks for: the planner's input, parsed and bounded by the front door."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from shared.model import Strategy
+from shared.ports import FieldCondition
+
+
+@dataclass
+class ReadRequest:
+    collection: str
+    q: str
+    strategy: Strategy = "auto"
+    query_text: str | None = None
+    query_doc: tuple[str, str, list[str] | None] | None = None
+    k: int | None = None
+    limit: int = 20
+    include_semantic: bool = False
+    include_highlights: bool = False
+    include_fields: bool | tuple[str, ...] = False  # True: every stored field; a tuple: those
+    where: tuple[FieldCondition, ...] = ()  # metadata conditions (shared/filters.py), inside every engine query
+    offset: int = 0  # the page starts here (cursor pagination)
