@@ -28,7 +28,7 @@ ENV = {"VIBE_MAX_BULK_DOCS": str(MAX_BULK_DOCS), "VIBE_MAX_DOC_BYTES": str(MAX_D
        "VIBE_MAX_LIMIT": str(MAX_LIMIT), "VIBE_MAX_K": str(MAX_K), "VIBE_PER_TENANT_PER_MIN": "100000",
        "VIBE_BACKPRESSURE_QUEUE_DEPTH": "300", "VIBE_TOUCH_BACKPRESSURE_QUEUE_DEPTH": "600",
        "VIBE_TENANT_QUEUE_MAX": "100", "VIBE_SCHEDULER_INTERVAL_SECONDS": "1"}
-# Every request one token, whatever it asks for (the old flat rate limit): tenant A is
+# Every request one token, whatever it asks for (a flat rate limit, blind to cost): tenant A is
 # then as loud as its bounds allow, not as its rate allows, which is what the guarantee test and
 # `bench noisy-tenant --cost flat` measure the other isolations against.
 FLAT_COST = {"VIBE_RATE_COST_BODY_BYTES": str(10**12), "VIBE_RATE_COST_READ_CANDIDATES": str(10**12),

@@ -14,8 +14,8 @@ def estimate_tokens(text: str) -> int:
     """Tokens a provider bills for `text`, before the call: about four characters a token for
     ASCII (OpenAI's rule of thumb), and a token per two UTF-8 bytes of anything else. Byte-level
     BPE vocabularies cover other scripts far less densely: a CJK character (3 bytes) is one to
-    two tokens, a Cyrillic or Greek one (2 bytes) about one. Counting characters made such text
-    cost a quarter of what was billed, so a cap let through four times its figure. The same
+    two tokens, a Cyrillic or Greek one (2 bytes) about one. Counting characters would make such
+    text cost a quarter of what is billed, so a cap would let through four times its figure. The same
     estimate everywhere, so caps and reports agree; a call's reported usage then corrects it
     (`billed_tokens`)."""
     ascii_chars = len(text.encode("ascii", "ignore")) if not text.isascii() else len(text)

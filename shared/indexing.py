@@ -409,8 +409,8 @@ class IndexFollower:
         for c in changes:
             if self.vectors is None and c.op not in ("doc", "delete"):
                 # A vector change asks nothing of a lexical index: its "success" proves nothing, and
-                # counted as one it made a server that refused everything (it was away) look like
-                # one refusing the batch's documents for good, which were quarantined.
+                # counted as one it would make a server that refuses everything (because it is
+                # away) look like one refusing the batch's documents for good, quarantining them.
                 continue
             try:
                 self._apply([c])
@@ -438,8 +438,8 @@ class IndexFollower:
                           probe: Change) -> list[tuple[Change, Exception]]:
         """The failed changes the index refuses while it answers others. A server that came back
         (or went away) in the middle of the pass failed the changes on one side of that moment:
-        quarantined, those acknowledged documents were never indexed (the process cluster's
-        OpenSearch restart under load). So each is tried again, and one that fails again is
+        quarantined, those acknowledged documents would never be indexed (an OpenSearch restart
+        under load in the process cluster does this). So each is tried again, and one that fails again is
         judged by re-applying `probe`, a change the index took in this pass (idempotent: the
         document's current state): if the index refuses that too, it is away, the error
         propagates and the position stays."""

@@ -1,10 +1,10 @@
 """The models a space may name (`POST /semantic/spaces {"model", "dim"?}`), parsed into a
 bounded form before anything is built.
 
-A model string used to go straight to the embedder builders: `hash:v1@50000000` built a hash
-embedder of 50M dimensions (4.5 GB per read), and `local:<name>` was read as a folder of the
-server. Here every model is checked by its text alone, so a refusal never depends on (and never
-reveals) what exists on the server:
+Unchecked, a model string would reach the embedder builders as given: `hash:v1@50000000` would
+build a hash embedder of 50M dimensions (4.5 GB per read), and `local:<name>` would be read as a
+folder of the server. Here every model is checked by its text alone, so a refusal never depends
+on (and never reveals) what exists on the server:
 
 - `hash:v1@<dim>` (or `hash:` with `dim`): 1 to `MAX_DIM` dimensions;
 - `openai:<model>`: a model name of the provider (`[A-Za-z0-9._:/@-]`, up to 128 characters);

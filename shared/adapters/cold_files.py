@@ -72,7 +72,7 @@ def space_dir(space: str) -> str:
 
 
 def legacy_space_dir(space: str) -> str:
-    """The directory a space had before names were kept apart (e435828): its file-safe form
+    """The directory of a space in the layout that did not keep names apart: its file-safe form
     alone, which `core@v2` and `core_v2` shared."""
     return _SAFE.sub("_", space)
 
@@ -154,9 +154,10 @@ class FileColdStore:
         """Nothing held open."""
 
     def adopt_legacy(self, spaces: Collection[str], taken: Callable[[str], bool]) -> dict[str, int]:
-        """Move the cold files that `spaces` (every space the store knows) wrote before e435828
-        to their current directory: a name that is not file-safe (`core@v2`) wrote them to its
-        safe form (`core_v2`), where they are no longer read (a touch re-embeds instead of
+        """Move the cold files that `spaces` (every space the store knows) wrote in the layout
+        that did not keep names apart to their current directory: there a name that is not
+        file-safe (`core@v2`) wrote them to its safe form (`core_v2`), where they are not read (a
+        touch re-embeds instead of
         rehydrating) nor deleted (retention, pruning). A legacy directory is adopted only when
         one space claims it: not when two known spaces share the safe form, nor when
         `taken(safe form)` says a file-safe space of that name exists (its files live there

@@ -85,7 +85,7 @@ def edge_point_id(key: DocKey) -> int:
 EXACT = qe.SearchParams(exact=True)
 
 # How many point id -> key entries a process keeps (see `EdgeVectorIndex._keys`): about 200
-# bytes each, so at most ~60 MB; past it, hits are resolved from their payload as before.
+# bytes each, so at most ~60 MB; past it, hits are resolved from their payload instead.
 KEY_CACHE_MAX = 250_000
 
 

@@ -99,7 +99,7 @@ HIGHLIGHT = {"pre_tags": ["<b>"], "post_tags": ["</b>"], "encoder": "html", "req
 KEY_FIELDS = ["collection", "doc_id"]
 # The template's `_meta.schema_version`; the embedded adapter's number, since both change
 # together (fields and analysis; 6: Dutch stems with Lucene's Kraaij-Pohlmann stemmer, the token
-# bound counted as before). Another number on the server: the follower rebuilds.
+# bound counted as in 5). Another number on the server: the follower rebuilds.
 SCHEMA_VERSION = 6
 
 
