@@ -51,12 +51,12 @@ other text field), each query term scored in both with `FIELD_BOOSTS`: the whole
 field (what bm25s and LanceDB score) plus a half-weight title, which keeps a short title's own
 length normalisation.
 
-How this was chosen (bench/lexical.py; tuning on Cranfield only, CISI held out): on Cranfield the
-previous analysis (Lucene's 33 stop words, title + body) scored nDCG@10 0.393; the longer stop
+How this was chosen (bench/lexical.py; tuning on Cranfield only, CISI held out): on Cranfield a
+baseline analysis (Lucene's 33 stop words, title + body) scores nDCG@10 0.393; the longer stop
 list 0.399; with it, title/all (0.5/1) 0.401, title/body/all (0.5/0.5/1) 0.404, all alone 0.392.
-Title/body/all was dropped for title/all: it analyses the body twice, which took the lexical
-index's build from 13 to 28 s per 100k documents, for 0.003 on the tuning set. Results (CISI
-held out, bm25s and the previous analysis in the same run): bench/results/lexical-*.md.
+Title/all is preferred to title/body/all: the latter analyses the body twice, which takes the
+lexical index's build from 13 to 28 s per 100k documents, for 0.003 on the tuning set. The
+benchmark runs the held-out CISI figures with bm25s and the baseline analysis beside them.
 """
 
 from __future__ import annotations

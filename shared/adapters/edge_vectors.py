@@ -81,7 +81,7 @@ def edge_point_id(key: DocKey) -> int:
 # by another tool): why the shards are left unoptimized is in the module docstring, and the
 # planner's short first search (`PlannerConfig.short_first_page`) needs exact top-k lists. On
 # the unoptimized segments the service writes it is the search they get anyway (measured the
-# same within noise: 12.0-12.6 vs 11.6-13.5 ms p50 at 100k, `edge-hnsw-20261124-113523`, -113803).
+# same within noise: 12.0-12.6 vs 11.6-13.5 ms p50 at 100k vectors).
 EXACT = qe.SearchParams(exact=True)
 
 # How many point id -> key entries a process keeps (see `EdgeVectorIndex._keys`): about 200
