@@ -1,0 +1,287 @@
+"""The read surface: POST /v1/read (request, answer, the SSE events) and the hand-written components."""
+
+from __future__ import annotations
+
+import copy
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+from pydantic.json_schema import SkipJsonSchema
+
+from services.api.schemas.common import (
+    _NOT_BLANK,
+    ANY_COLLECTION_NAME,
+    MAX_K,
+    MAX_LIMIT,
+    MAX_QUERY_CHARS,
+    _as,
+)
+from shared.filters import MAX_FIELD_CHARS, MAX_FIELDS, MAX_IN_VALUES, MAX_STRING_CHARS
+
+# -- POST /v1/read -------------------------------------------------------------------------------
+
+
+class QueryDocIn(BaseModel):
+    model_config = ConfigDict(extra="forbid", title="QueryDoc")
+    collection: str = Field(pattern=ANY_COLLECTION_NAME)
+    id: str = Field(alias="_id")
+    fields: list[Annotated[str, Field(min_length=1, max_length=MAX_FIELD_CHARS,
+                                      pattern="^[^\x00-\x1f]*$")]] | None = None
+
+
+class QueryTextIn(BaseModel):
+    model_config = ConfigDict(extra="forbid", title="QueryByText")
+    text: str = Field(max_length=MAX_QUERY_CHARS)
+    doc: None = None
+
+
+class QueryByDocIn(BaseModel):
+    model_config = ConfigDict(extra="forbid", title="QueryByDoc")
+    text: None = None
+    doc: QueryDocIn
+
+
+class SemanticIn(BaseModel):
+    model_config = ConfigDict(extra="forbid", title="SemanticOptions")
+    strategy: Literal["auto", "keyword", "semantic", "hybrid"] = "auto"
+    domainHint: None = Field(default=None, description=(
+        "The server MAY map a domain to a space. This server maps none: any value other than "
+        "null answers 400 `invalid_params` (never silently ignored)."))
+    k: int | None = Field(default=None, ge=1, le=MAX_K, description="candidates per leg")
+    query: QueryTextIn | QueryByDocIn | None = Field(
+        default=None, description="exactly one of `text` or `doc` (a document to find more like)")
+
+
+class IncludeIn(BaseModel):
+    model_config = ConfigDict(extra="forbid", title="Include")
+    semantic: bool = Field(default=False, description="each result's `__semantic` state")
+    highlights: bool = Field(default=False, description="each result's `highlights`: HTML-escaped snippets, "
+                                                        "matched terms in `<b>`")
+    fields: bool | Annotated[list[Annotated[str, Field(min_length=1, max_length=MAX_FIELD_CHARS)]],
+                             Field(max_length=100)] = Field(default=False, description=(
+            "each result's `fields`: `true` for every stored field of the document, or a list of field "
+            "names (missing ones are left out). Never `_acl` or `_vibe`."))
+
+
+_SCALAR: list[dict[str, Any]] = [{"type": "string", "maxLength": MAX_STRING_CHARS}, {"type": "number"},
+                                 {"type": "boolean"}]
+_RANGE_OPS = {op: {"type": "number"} for op in ("gt", "gte", "lt", "lte")}
+FILTER: dict[str, Any] = {
+    "anyOf": [{"type": "null"}, {
+        "type": "object", "maxProperties": MAX_FIELDS,
+        "propertyNames": {"minLength": 1, "maxLength": MAX_FIELD_CHARS, "pattern": "^[^_\x00-\x1f][^\x00-\x1f]*$"},
+        "additionalProperties": {"anyOf": [
+            *_SCALAR,
+            {"type": "object", "title": "Equals", "required": ["eq"], "additionalProperties": False,
+             "properties": {"eq": {"anyOf": _SCALAR}}},
+            {"type": "object", "title": "In", "required": ["in"], "additionalProperties": False,
+             "properties": {"in": {"type": "array", "minItems": 1, "maxItems": MAX_IN_VALUES,
+                                   "items": {"anyOf": _SCALAR}}}},
+            {"type": "object", "title": "Range", "minProperties": 1, "additionalProperties": False,
+             "properties": _RANGE_OPS},
+        ]}}],
+    "description": (
+        "metadata conditions on top-level document fields, all of which must hold: `{\"field\": value}` "
+        "(equals), `{\"field\": {\"in\": [...]}}` (any of up to 100 values), `{\"field\": {\"gte\": 1, "
+        "\"lt\": 5}}` (a numeric range). A field holding a list matches when any element does; strings, "
+        "numbers and booleans only equal their own kind. Applied inside every engine's query together "
+        "with the ACL, before the top-k. At most 16 fields; names not starting with '_'."),
+}
+CURSOR: dict[str, Any] = {
+    "type": "string", "pattern": "^[A-Za-z0-9_-]{32}$",
+    "description": ("`nextCursor` of the previous page of the same query (same collection, q, semantic, filter, "
+                    "global) and the same key; `limit` and `include` may change. A cursor of another query or key, or "
+                    "an altered one, answers 404 `not_found` (a string that is no cursor at all: 400). Pages "
+                    "end at result VIBE_MAX_K."),
+}
+
+
+_READ_NOT_EMPTY: dict[str, Any] = {"anyOf": [
+    {"required": ["q"], "properties": {"q": {"type": "string", "pattern": _NOT_BLANK}}},
+    {"required": ["semantic"], "properties": {"semantic": {"type": "object", "required": ["query"], "properties": {
+        "query": {"type": "object", "anyOf": [
+            {"required": ["doc"], "properties": {"doc": {"type": "object"}}},
+            {"required": ["text"], "properties": {"text": {"type": "string", "pattern": _NOT_BLANK}}}]}}}}},
+], "not": {"required": ["global", "collection"], "properties": {
+    "global": {"const": True}, "collection": {"not": {"const": "any"}}}},
+    "description": "`q`, or `semantic.query`, must hold something other than whitespace; `global: true` "
+                   "goes with collection `any`"}
+
+
+class ReadIn(BaseModel):
+    """POST /v1/read (readOnce)."""
+
+    model_config = ConfigDict(extra="forbid", title="ReadRequest", json_schema_extra=_READ_NOT_EMPTY)
+    collection: str = Field(default="any", pattern=ANY_COLLECTION_NAME, description="a collection name, or `any`")
+    q: str = Field(default="", max_length=MAX_QUERY_CHARS)
+    semantic: SemanticIn = Field(default_factory=SemanticIn)
+    limit: int = Field(default=20, ge=1, le=MAX_LIMIT, description="results per page")
+    global_: bool = Field(default=False, alias="global", description=(
+        "Cross-database search: every collection of the key's tenant (as collection `any`, which "
+        "it requires; never another tenant's)"))
+    include: IncludeIn = Field(default_factory=IncludeIn)
+    filter: dict[str, Any] | None = Field(default=None, json_schema_extra=_as(FILTER))
+    cursor: str | None = Field(default=None, json_schema_extra=_as({"anyOf": [CURSOR, {"type": "null"}]}))
+
+
+class SemanticState(BaseModel):
+    """`__semantic` and GET /semantic/status."""
+
+    status: str = Field(description="none, queued, ready, stale, failed, skipped, deferred, cold, ...")
+    lastEmbeddedAt: str | None
+    space: str
+    reason: str | SkipJsonSchema[None] = None
+
+
+class DocLifecycle(BaseModel):
+    eager: bool = Field(description="its collection embeds on write; its vectors are never evicted")
+    lastUsedAt: str | None = Field(description="its last touch or appearance on a page")
+    touches: float = Field(description="touches decayed to now (half-life VIBE_USAGE_HALF_LIFE_SECONDS); "
+                                       "VIBE_DOC_PROMOTE_TOUCHES pins it")
+    pinnedUntil: str | None = Field(description="the end of its current pin (a pinned vector is not evicted)")
+    evictableAt: str | None = Field(description="a ready vector in a lazy collection: from then the scheduler's "
+                                                "next tick moves it to the cold store unless it is used before "
+                                                "(VIBE_EVICT_IDLE_SECONDS after its last use or embedding)")
+
+
+class PendingJob(BaseModel):
+    """The embedding job pending for a document, by its idempotent key."""
+
+    docId: str
+    space: str
+    contentHash: str = Field(description="`sha256:<hex>` of the document's normalized text")
+
+
+class DocStatus(SemanticState):
+    """GET /semantic/status: `__semantic` and what the lifecycle scheduler knows of the document."""
+
+    lifecycle: DocLifecycle
+    contentHash: str = Field(description="`sha256:<hex>` of the document's normalized text (what its "
+                                         "embedding is kept for; the same text always has the same hash)")
+    job: PendingJob | SkipJsonSchema[None] = Field(default=None, description="while the document is `queued`")
+    contentMatches: bool | SkipJsonSchema[None] = Field(default=None, description=(
+        "with `?contentHash=`: whether that hash (`sha256:` or `blake3:`) names the document's content"))
+
+
+SCORE_TEXT = (
+    "in (0, 1], higher is better, comparable within one answer and across the pages of one query. "
+    "keyword: BM25 divided by the best BM25 of the caller's results (1 = the best match); semantic: "
+    "cosine similarity mapped to (1 + cos) / 2 (1 = same direction as the query); hybrid (z-score fusion, "
+    "the default): exp(fused - best fused), 1 for the best result and a factor e less per standard "
+    "deviation behind it; hybrid with VIBE_FUSION=rrf: the RRF sum over the best possible (rank 1 in both "
+    "legs). GET /v1/explain/{explainId} gives the ranking's own figures.")
+
+
+class Passage(BaseModel):
+    """Where a long document's best-matching passage sits (a page can show or scroll to it)."""
+
+    field: str = Field(description="the field holding it (`name[i]` for one string of a list field)")
+    start: int = Field(ge=0, description="character offset of the passage in that field's string")
+    end: int = Field(ge=0, description="character offset just past it")
+    headings: list[str] = Field(description="the Markdown heading path above it, outermost first")
+
+
+class Hit(BaseModel):
+    id: str
+    collection: str
+    score: float = Field(gt=0, le=1, description=SCORE_TEXT)
+    matchedBy: list[Literal["keyword", "semantic"]]
+    explainId: str = Field(description="GET /v1/explain/{explainId}")
+    highlights: list[str] | SkipJsonSchema[None] = Field(default=None, description="with include.highlights")
+    fields: dict[str, Any] | SkipJsonSchema[None] = Field(
+        default=None, description="with include.fields: the document's stored fields (never `_acl`, `_vibe`)")
+    semantic: SemanticState | SkipJsonSchema[None] = Field(default=None, alias="__semantic",
+                                                          description="with include.semantic")
+    passage: Passage | SkipJsonSchema[None] = Field(
+        default=None, description="a long document matched by the semantic leg: its best passage "
+        "(a document longer than VIBE_PASSAGE_CHARS is embedded as passages and scored by its best one)")
+
+
+class Warming(BaseModel):
+    """How many results are being embedded now (also the data of an SSE `warming` event)."""
+
+    queued: int
+    message: str
+
+
+class Diagnostics(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    strategy: str
+    strategyReason: str | None = None
+    space: str | None = None
+    model: str | None = None
+    lexical: dict[str, Any] | None = None
+    semantic: dict[str, Any] | None = None
+    followUp: Literal["unknown", "agree", "disagree"] | None = Field(
+        default=None, description="VIBE_TOUCH_FOLLOW_UP=auto: the collection's follow-up state this read's touches "
+                                  "were planned with (GET /semantic/touch); null: no touch, or not `auto`")
+    elapsedMs: float | None = None
+
+
+class ReadAnswer(BaseModel):
+    """The JSON answer; also the data of the SSE events `lexical`, `semantic` and `done`."""
+
+    results: list[Hit]
+    strategy: str
+    warming: Warming
+    diagnostics: Diagnostics
+    nextCursor: str | None = Field(description="`cursor` for the next page; null: this is the last page")
+
+
+# The data schema of each SSE event of /v1/read, as named components (a generator
+# gives each event its own type). Added to the document by `openapi_components`.
+EVENT_COMPONENTS: dict[str, dict[str, Any]] = {
+    "LexicalEvent": {"title": "LexicalEvent", "allOf": [{"$ref": "#/components/schemas/ReadAnswer"}],
+                     "description": "data of `event: lexical`: the first ranking, from the keyword leg (and the "
+                                    "semantic leg when the query vector was at hand)"},
+    "SemanticEvent": {"title": "SemanticEvent", "allOf": [{"$ref": "#/components/schemas/ReadAnswer"}],
+                      "description": "data of `event: semantic`: a re-ranking as the query vector or touched "
+                                     "documents' embeddings arrive"},
+    "WarmingEvent": {"title": "WarmingEvent", "allOf": [{"$ref": "#/components/schemas/Warming"}],
+                     "description": "data of `event: warming`: how many results are being embedded now"},
+    "DoneEvent": {"title": "DoneEvent", "allOf": [{"$ref": "#/components/schemas/ReadAnswer"}],
+                  "description": "data of `event: done`: the final ranking and diagnostics; the stream ends"},
+    "ErrorEvent": {"title": "ErrorEvent", "allOf": [{"$ref": "#/components/schemas/ErrorDetail"}],
+                   "description": "data of `event: error`: the stream's last event on failure"},
+}
+EVENT_DATA = {"lexical": "LexicalEvent", "semantic": "SemanticEvent", "warming": "WarmingEvent",
+              "done": "DoneEvent", "error": "ErrorEvent"}
+
+
+def _event(name: str, ref: str) -> dict[str, Any]:
+    return {"type": "object", "title": ref, "required": ["event", "data"], "properties": {
+        "id": {"type": "string", "description": "1, 2, ... in the order sent"},
+        "event": {"const": name}, "data": {"type": "string", "contentMediaType": "application/json",
+                                           "contentSchema": {"$ref": f"#/components/schemas/{ref}"}}}}
+
+
+READ_SSE: dict[str, Any] = {
+    "schema": {"type": "string", "description": (
+        "Server-sent events. The stream opens with a `retry:` hint (VIBE_STREAM_RETRY_MS); every event has an "
+        "`id:` (1, 2, ...); while the next event is being computed, a `: keep-alive` comment is sent every "
+        "VIBE_STREAM_HEARTBEAT_SECONDS. Events, in order: `lexical` (the first ranking), `semantic` (each "
+        "re-ranking as embeddings arrive), `warming` (progress), then `done` (the final ranking and "
+        "diagnostics) or `error` (on failure); the body ends after either. Data: LexicalEvent, SemanticEvent, "
+        "WarmingEvent, DoneEvent, ErrorEvent.")},
+    "itemSchema": {"oneOf": [_event(name, ref) for name, ref in EVENT_DATA.items()]},
+}
+
+
+# Response schemas written as JSON Schema by hand (services/api/routes_docs.py), named so a
+# generator gives each its own type: `component(name, schema)` registers one and returns its $ref.
+_HAND_WRITTEN: dict[str, dict[str, Any]] = {}
+
+
+def component(name: str, schema: dict[str, Any]) -> dict[str, Any]:
+    _HAND_WRITTEN[name] = {"title": name, **schema}
+    return {"$ref": f"#/components/schemas/{name}"}
+
+
+def openapi_components(doc: dict[str, Any]) -> dict[str, Any]:
+    """Add the SSE event components and the hand-written ones to a generated document (FastAPI
+    registers only models a route names; the events are referenced from the
+    `text/event-stream` alternative)."""
+    schemas = doc.setdefault("components", {}).setdefault("schemas", {})
+    schemas.update(copy.deepcopy(EVENT_COMPONENTS))
+    schemas.update(copy.deepcopy(_HAND_WRITTEN))
+    return doc
