@@ -75,8 +75,9 @@ class PreCallDenied(Exception):
 
 @runtime_checkable
 class PreCallCheck(Protocol):
-    """Seed 004's billing check, made pluggable: no billing system exists here, so the default
-    allows everything and deployments plug their own (`VIBE_MCP_PRECALL_CHECK=module:attr`)."""
+    """The pre-call billing check of the extract_key_info contract, made pluggable: no billing
+    system exists here, so the default allows everything and deployments plug their own
+    (`VIBE_MCP_PRECALL_CHECK=module:attr`)."""
 
     def __call__(self, tenant: str, user: str, tool: str, params: dict[str, Any]) -> None:
         """Return to allow; raise PreCallDenied to refuse."""

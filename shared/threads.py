@@ -26,9 +26,9 @@ class TicketLock:
 
     The embedded store's writers queue on one (`SqliteStore._tx`, per database file): SQLite's
     busy handler lets a waiting writer sleep and poll (1, 2, 5, ... up to 100 ms), so a thread
-    that commits back to back (a batch loop, a worker) kept a request's write out for as long as
-    it went on (measured: 4 s, the whole run, against a 5 ms transaction repeated), and any wait
-    took up to a poll interval longer than the lock was held. Here the next ticket goes in as
+    that commits back to back (a batch loop, a worker) keeps a request's write out for as long as
+    it goes on (measured: 4 s, the whole run, against a 5 ms transaction repeated), and any wait
+    takes up to a poll interval longer than the lock is held. Here the next ticket goes in as
     soon as the lock is free. Not reentrant: `held()` tells a caller that would nest.
 
     A waiter that times out gives up its ticket (`acquire` returns False), and the queue skips it."""

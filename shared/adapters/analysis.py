@@ -8,12 +8,12 @@ Pipeline, in this order in both engines:
    engine, s), hyphenated words split ("cross-section" -> cross, section), "2.5" -> 2, 5.
    (A regex tokenizer in tantivy would do the same but analysed 2.5x slower.)
 2. tokens longer than `MAX_TOKEN_UNITS` UTF-16 code units are dropped: what OpenSearch's `length`
-   filter counts (Java's String length). tantivy's `remove_long` counts UTF-8 bytes, which dropped
-   real words of 20 Cyrillic or Greek letters that OpenSearch kept, so the tantivy side bounds
+   filter counts (Java's String length). tantivy's `remove_long` counts UTF-8 bytes, which drops
+   real words of 20 Cyrillic or Greek letters that OpenSearch keeps, so the tantivy side bounds
    tokens before its analyzer sees them (`tantivy_text`);
 3. lowercase, with U+0130 (İ, capital I with dot above) lowercased to a plain `i` as Lucene does
    (Java's per-character lowercasing). Rust's full lowercasing gives `i` + U+0307, so a query
-   "Istanbul" missed a document's "İstanbul" in tantivy: `tantivy_text` folds İ to I first;
+   "Istanbul" would miss a document's "İstanbul" in tantivy: `tantivy_text` folds İ to I first;
 4. the stop words below, which include the 26 single letters (the possessive's
    `s`, "x-ray"'s `x`: as bm25s, which keeps tokens of 2+ characters; lone digits stay);
 5. the Snowball English stemmer (tantivy's from the current Snowball release, Lucene 9.12's

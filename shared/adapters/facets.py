@@ -128,8 +128,8 @@ def num_payload(fields: Mapping[str, Any]) -> dict[str, list[float]]:
 # (tenant, collection) -> the fields declared filterable there (the operator's
 # VIBE_FILTERABLE_FIELDS, and a collection's own `filterableFields`). Only their numbers get a
 # payload index in a vector collection that every tenant shares: an index per field any writer
-# sends (5,000 fields in one document made 5,000 indexes, built inside the write) made one
-# tenant's payloads every tenant's cost. Filters on other fields still hold inside the engine's
+# sends (5,000 fields in one document would make 5,000 indexes, built inside the write) would make
+# one tenant's payloads every tenant's cost. Filters on other fields still hold inside the engine's
 # query, read from the point's payload without an index (slower on large shards, never wrong).
 FilterableFields = Callable[[str, str], Collection[str]]
 MAX_PAYLOAD_INDEXES = 32  # `num.*` indexes per vector collection at most (VIBE_MAX_PAYLOAD_INDEXES)
