@@ -64,9 +64,9 @@ def tenant_key(tenant: str) -> str:
 def space_dir(space: str) -> str:
     """The directory of a space: one per space, never shared (a space holds one model and
     dimension, so a retired space's vectors never meet another model's). A name of file-safe
-    characters is its own directory (as before); any other (`core@v2`) gets the safe form plus a
-    digest of the exact name after a `+`, which no file-safe name contains: `core@v2` and
-    `core_v2` cannot share a directory."""
+    characters is its own directory (so existing directories keep their names); any other
+    (`core@v2`) gets the safe form plus a digest of the exact name after a `+`, which no
+    file-safe name contains: `core@v2` and `core_v2` cannot share a directory."""
     safe = _SAFE.sub("_", space)
     return space if safe == space else f"{safe}+{hashlib.sha256(space.encode()).hexdigest()[:12]}"
 
