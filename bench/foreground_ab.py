@@ -26,6 +26,7 @@ from typing import Any
 from bench import report
 from bench.harness import machine
 from bench.spine import synthetic_docs, zipf_vocabulary
+from services.api.render import answer_body
 from services.planner.planner import ReadRequest
 from services.wiring import build
 from shared.config import Settings
@@ -55,7 +56,7 @@ def main(docs: int, queries: int, wait: float = 0.05) -> Path:
                 c.planner.foreground.max_wait = wait if arm == "gate" else 0.0
                 t0 = time.perf_counter()
                 session = c.planner.open(READER, ReadRequest("syn", q, strategy, limit=10), True)
-                session.payload()
+                answer_body(session.answer())
                 ms[arm].append((time.perf_counter() - t0) * 1000)
                 session.complete_semantic()
                 session.touch()

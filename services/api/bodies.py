@@ -1,18 +1,14 @@
-"""Request bodies: raw bytes → JSON with size limits, and the readOnce schema."""
+"""Request bodies: raw bytes → JSON with size limits, and a model parsed with stable messages."""
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Any
 
 import orjson
 from fastapi import Request
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ValidationError
 
 from shared.errors import ErrorCode, VibeError, invalid
-from shared.filters import MAX_FIELD_CHARS
-
-MAX_INCLUDE_FIELDS = 100
-MAX_CURSOR_CHARS = 512
 
 
 async def json_body(request: Request, max_bytes: int) -> Any:
@@ -30,54 +26,6 @@ async def json_body(request: Request, max_bytes: int) -> Any:
         return orjson.loads(bytes(raw))
     except orjson.JSONDecodeError as e:
         raise invalid(f"malformed JSON: {e}") from None
-
-
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-
-class QueryDoc(_Strict):
-    collection: str
-    id: str = Field(alias="_id")
-    fields: list[str] | None = None
-
-
-class SemanticQuery(_Strict):
-    text: str | None = None
-    doc: QueryDoc | None = None
-
-    @model_validator(mode="after")
-    def _one(self) -> SemanticQuery:
-        if (self.text is None) == (self.doc is None):
-            raise ValueError("semantic.query takes exactly one of 'text' or 'doc'")
-        return self
-
-
-class SemanticOptions(_Strict):
-    strategy: Literal["auto", "keyword", "semantic", "hybrid"] = "auto"
-    domainHint: str | None = None
-    k: int | None = Field(default=None, ge=1)
-    query: SemanticQuery | None = None
-
-
-class Include(_Strict):
-    semantic: bool = False
-    highlights: bool = False
-    # `true`: every stored field of the hit; a list: those fields (never `_acl` / `_vibe`).
-    fields: bool | Annotated[list[Annotated[str, Field(min_length=1, max_length=MAX_FIELD_CHARS)]],
-                             Field(max_length=MAX_INCLUDE_FIELDS)] = False
-
-
-class ReadBody(_Strict):
-    collection: str = "any"
-    q: str = ""
-    semantic: SemanticOptions = Field(default_factory=SemanticOptions)
-    limit: int = Field(default=20, ge=1)
-    global_: bool = Field(default=False, alias="global")
-    include: Include = Field(default_factory=Include)
-    # Parsed and bounded by shared/filters.py (the one definition of its meaning).
-    filter: dict[str, Any] | None = None
-    cursor: str | None = Field(default=None, min_length=1, max_length=MAX_CURSOR_CHARS)
 
 
 async def optional_object(request: Request, schema: type[BaseModel], max_bytes: int = 65_536) -> dict[str, Any]:

@@ -12,7 +12,7 @@ from datetime import UTC, datetime, timedelta
 import orjson
 from pydantic import BaseModel, Field
 
-from services.planner.planner import iso_ms
+from services.api.render import iso_ms
 from shared.errors import invalid
 from shared.ledger import LedgerRow
 from shared.names import check_collection_name

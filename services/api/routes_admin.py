@@ -13,6 +13,7 @@ from starlette.concurrency import iterate_in_threadpool
 from services.api import ledger as ledger_api
 from services.api.auth import require
 from services.api.readiness import checks_of, not_ready_body
+from services.api.render import iso_ms, semantic_projection
 from services.api.schemas import (
     ANY_COLLECTION_NAME,
     AUTHENTICATED,
@@ -30,7 +31,6 @@ from services.api.schemas import (
     ok,
 )
 from services.core.content_view import checked_hash, content_view
-from services.planner.planner import iso_ms, semantic_projection
 from services.wiring import Container
 from shared.errors import ErrorCode, VibeError
 from shared.model import DocKey, EmbedJob, Principal, SemanticStatus, SidecarEntry

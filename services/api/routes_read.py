@@ -8,7 +8,7 @@ import contextlib
 import logging
 import time
 from collections.abc import AsyncIterator, Callable
-from typing import Any, TypeVar
+from typing import Any
 
 import orjson
 from fastapi import APIRouter, Depends, Request
@@ -17,20 +17,22 @@ from fastapi.responses import JSONResponse, Response, StreamingResponse
 
 from services.api import cursors
 from services.api.auth import principal_of, require
-from services.api.bodies import ReadBody, json_body, parse_model
-from services.api.schemas import AUTHENTICATED, READ_SSE, Explanation, ReadAnswer, ReadIn, body, errors
+from services.api.bodies import json_body, parse_model
+from services.api.render import answer_body, warming_body
+from services.api.schemas import AUTHENTICATED, READ_SSE, Explanation, ReadAnswer, ReadBody, ReadIn, body, errors
+from services.planner import flow
+from services.planner.answer import Answer, Warming
 from services.planner.explain import explained
 from services.planner.planner import ReadRequest, ReadSession
 from services.wiring import Container
 from shared.errors import ErrorCode, VibeError, invalid
 from shared.filters import FilterError, parse_filter
 from shared.metrics import METRICS
-from shared.model import DocKey, Principal
+from shared.model import Principal
 from shared.names import check_collection_name, check_field_name
 
 router = APIRouter()
 log = logging.getLogger("vibe.api")
-POLL_SECONDS = 0.25  # also catches jobs finished by other processes (Celery workers)
 
 
 def to_request(body: ReadBody, c: Container, offset: int = 0) -> ReadRequest:
@@ -106,8 +108,8 @@ async def read(request: Request, p: Principal = Depends(require("read"))) -> Res
     started = time.perf_counter()
     mode = "sse" if "text/event-stream" in request.headers.get("accept", "") else "json"
 
-    def answer(final: bool = False) -> dict[str, object]:
-        return _with_cursor(session.payload(final), session, c, bound)
+    def render(a: Answer) -> dict[str, object]:
+        return _with_cursor(answer_body(a), session, c, bound)
 
     def first() -> tuple[ReadSession, dict[str, object] | Exception]:
         """Plan, rank and build the first answer in one trip to a worker thread: each trip
@@ -115,8 +117,8 @@ async def read(request: Request, p: Principal = Depends(require("read"))) -> Res
         with c.planner.foreground.serving():  # the pipeline waits for the whole first answer
             opened = c.planner.open(p, req, mode == "sse")
             try:
-                return opened, _with_cursor(opened.payload(), opened, c, bound)
-            except Exception as e:  # reported where it was before: in the body (an `error` event for SSE)
+                return opened, _with_cursor(answer_body(opened.answer()), opened, c, bound)
+            except Exception as e:  # reported in the body (an `error` event for SSE), as a failure after it is
                 return opened, e
 
     session, payload = await run_in_threadpool(first)
@@ -125,7 +127,7 @@ async def read(request: Request, p: Principal = Depends(require("read"))) -> Res
         if isinstance(payload, Exception):
             raise payload
         return Response(orjson.dumps(payload), media_type="application/json")
-    events = _while_authorized(request, session, _stream(c, session, started, answer, payload))
+    events = _while_authorized(request, session, _stream(c, session, started, render, payload))
     return _SessionStream(_hygienic(events, c.settings.stream_heartbeat_seconds, c.settings.stream_retry_ms),
                           lambda: c.planner.finish_left(session), media_type="text/event-stream",
                           headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
@@ -191,27 +193,18 @@ async def _hygienic(events: AsyncIterator[tuple[str, bytes]], heartbeat: float, 
             await it.aclose()  # type: ignore[attr-defined]
 
 
-async def _stream(c: Container, session: ReadSession, started: float, answer: Callable[..., dict[str, object]],
+async def _stream(c: Container, session: ReadSession, started: float, render: Callable[[Answer], dict[str, object]],
                   first: dict[str, object] | Exception) -> AsyncIterator[tuple[str, bytes]]:
+    """The read's event flow (services/planner/flow.py) as SSE events; a failure ends it with an
+    `error` event."""
     try:
         if isinstance(first, Exception):
             raise first
         yield _event("lexical", first)
-        # The rest is this query's second answer, which must not hold up another query's first
-        # one: a client reading first events back to back (search as you type, an SDK's
-        # readOnce) sends its next query about now. So the steps start after a short grace and
-        # each waits for first answers in flight (at most VIBE_FOREGROUND_MAX_WAIT_SECONDS).
-        # Without the grace the tail started before the next query arrived and waiting changed
-        # nothing (measured: README Performance).
-        await asyncio.sleep(c.settings.stream_tail_grace_seconds)
-        if await run_in_threadpool(_after_first_answers, c, session.complete_semantic):
-            yield _event("semantic", await run_in_threadpool(answer))
-        await run_in_threadpool(_after_first_answers, c, session.touch)
-        if session.pending:
-            yield _event("warming", await run_in_threadpool(session.warming))  # re-checks: a store read
-        async for chunk in _backfill(c, session, answer):
-            yield chunk
-        yield _event("done", await run_in_threadpool(answer, True))
+        s = c.settings
+        async for name, item in flow.tail(session, run_in_threadpool, c.signal, s.stream_tail_grace_seconds,
+                                          s.stream_wait_seconds):
+            yield _event(name, warming_body(item) if isinstance(item, Warming) else render(item))
         METRICS.stream_done_seconds.labels(strategy=session.strategy).observe(time.perf_counter() - started)
     except VibeError as e:
         session.failed = True
@@ -241,49 +234,6 @@ async def _while_authorized(request: Request, session: ReadSession,
             yield name, data
     finally:
         await events.aclose()  # type: ignore[attr-defined]
-
-
-T = TypeVar("T")
-
-
-def _after_first_answers(c: Container, step: Callable[[], T]) -> T:
-    c.planner.foreground.yield_to_requests()
-    return step()
-
-
-async def _backfill(c: Container, session: ReadSession,
-                    answer: Callable[..., dict[str, object]]) -> AsyncIterator[tuple[str, bytes]]:
-    """Re-rank as workers finish, until nothing this query waits for is pending or the
-    wait bound passes."""
-    loop = asyncio.get_running_loop()
-    wake = asyncio.Event()
-
-    def listener(keys: list[DocKey]) -> None:
-        loop.call_soon_threadsafe(wake.set)
-
-    c.signal.subscribe(listener)
-    deadline = time.monotonic() + c.settings.stream_wait_seconds
-    try:
-        while time.monotonic() < deadline:
-            if not session.awaits_backfill:
-                # its touch has landed: a query's first read may touch once more (TouchPolicy.follow_up;
-                # off by default, so most streams end here without a thread hop)
-                if not c.planner.cfg.touch.follow_up or not await run_in_threadpool(session.follow_up):
-                    break
-                yield _event("warming", await run_in_threadpool(session.warming))
-                continue
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(wake.wait(), POLL_SECONDS)
-            wake.clear()
-            before = len(session.pending)
-            changed = await run_in_threadpool(session.refresh)
-            if changed:
-                METRICS.backfill_events.inc()
-                yield _event("semantic", await run_in_threadpool(answer))
-            if len(session.pending) != before:
-                yield _event("warming", await run_in_threadpool(session.warming))
-    finally:
-        c.signal.unsubscribe(listener)
 
 
 @router.get("/v1/explain/{explain_id}", dependencies=AUTHENTICATED, responses={

@@ -1,7 +1,7 @@
 """`search_rifflux` (Rifflux-compatible; `search` is its alias): lexical | semantic | hybrid over
 chunk documents.
 
-Candidates: up to `top_k * 2` per enabled modality (REQ-006), each from an engine query that
+Candidates: up to `top_k * 2` per enabled modality (as Rifflux ranks), each from an engine query that
 already carries the caller's tenant, collections, ACL and the scope's id allow-list
 (services/mcp/scope.py), so an in-scope chunk is found however deep it ranks in the whole
 collection. Hybrid is RRF with k=60 and ranks from 1 (the planner's `rrf`); raw BM25 and
@@ -171,7 +171,7 @@ class ChunkSearch:
                                 "embedding_model": self.c.active_model(p.tenant), "results": results}
         if out.semantic_unavailable:
             # Rifflux answers an empty semantic leg here; say why, as a read's diagnostics do
-            # (a spent daily cap in `semantic` mode was a bare `count: 0`)
+            # (without it a spent daily cap in `semantic` mode is a bare `count: 0`)
             body["semantic"] = {"state": "degraded", "reason": out.semantic_unavailable}
         if diagnostics:
             body["diagnostics"] = diagnostics

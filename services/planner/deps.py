@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from services.core.usage import UsageRecorder
 from services.planner.explain import Explains
 from services.planner.fusion import (
     DEFAULT_SEMANTIC_WEIGHT,
@@ -15,7 +16,6 @@ from services.planner.touch import (
     FollowUpSwitch,
     TouchPolicy,
 )
-from services.core.usage import UsageRecorder
 from shared.backpressure import Backpressure, TenantShare
 from shared.foreground import Foreground
 from shared.indexing import IndexFollower
@@ -42,7 +42,7 @@ class PlannerConfig:
     per_query_max_embeds: int
     rrf_k: int
     fusion: str = "zscore"  # zscore | rrf (services/planner/fusion.py)
-    semantic_weight: float = DEFAULT_SEMANTIC_WEIGHT  # chosen by bench/fusion_loo.py
+    semantic_weight: float = DEFAULT_SEMANTIC_WEIGHT  # chosen leave-one-collection-out (fusion.py)
     touch: TouchPolicy = field(default_factory=TouchPolicy)
     stand_in: str = "line"  # line | agree: an unembedded candidate's semantic z (fusion.zscore)
     # A streamed semantic read may search first for its page only (ReadSession._short_semantic):

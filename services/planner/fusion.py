@@ -4,17 +4,16 @@ Two methods, chosen by `Settings.fusion`:
 - `zscore` (default): each leg's scores standardised (z-scores over its top `depth`), then a
   weighted sum with the semantic leg at `semantic_weight`. Scores carry how far ahead a hit
   is, which ranks alone throw away. The weight is chosen leave-one-collection-out
-  (bench/fusion_loo.py, bench/results/fusion_loo.json): the weight whose smallest lead over
-  keyword, semantic and RRF k=60 across the collections is largest; each collection is also
-  reported with the weight the OTHER collections pick, and that beats all three there too.
+  (`python -m bench fusion_loo`): the weight whose smallest lead over keyword, semantic and
+  RRF k=60 across the collections is largest; the weight the other collections pick beats all
+  three on each held-out collection too.
 - `rrf`: Reciprocal Rank Fusion, k=60, ranks from 1 (as Rifflux-compatible clients rank), kept for clients that want it.
 A document missing from a leg gets that leg's lowest standardised score: below every hit
 the leg did return. Except a lexical candidate that has no vector yet (`unembedded`: lazy
 embedding has not reached it): its semantic score is unknown, not low, so it stands in with
 its lexical one (z-score: its lexical z; RRF: its lexical rank). Scoring it at the semantic
 floor would rank a strong keyword match below every weak document that happens to be
-embedded; on the lazy benchmark that made the fused answer worse than the keyword one when
-little was embedded (bench/results/lazy-*: depth-5 `done` 0.85 vs `first` 0.88 of eager).
+embedded, and the fused answer would be worse than the keyword one while little is embedded.
 
 "The legs agree" is too hopeful once some of the query's candidates are embedded: the two legs
 correlate only loosely (~0.5), so a keyword match with no vector usually has a semantic z well
@@ -22,16 +21,12 @@ below its lexical z, and standing in with the lexical z keeps keyword false posi
 page that eager fusion drops. With at least `MIN_PAIRS` embedded candidates among the query's
 lexical top `depth`, z-score fusion stands an unembedded candidate in with the query's own
 least-squares line from lexical z to semantic z over them (slope clamped to [0, 1]; never more
-than its lexical z, never below the floor). Measured with `python -m bench.touch_sim`
-(bench/results/touch-standin-*.json, 400 Zipfian queries, 3 seeds): with exactly the union of
-eager's first pages embedded and nothing spent (`--oracle-pages`), the lazy answer reaches
-0.964 (CISI) / 0.989 (Cranfield) of eager with "agree" and 0.987 / 1.000 with the line; on
-the stream with the budget lifted, 1.002 / 0.991 of eager (was 0.997 / 0.986) for 4.5% / 1%
-less embedding. Under a per-minute budget it helps CISI (200/min: 0.980, was 0.971) and costs
-Cranfield (0.933, was 0.945). Eager fusion has no unembedded candidate: it is unchanged.
-What the oracle pages still lose on CISI (0.987) is the semantic leg's statistics, taken over the
-embedded documents: eager's own give 0.999 there, yet on the streams they rank the same embedded
-set worse (0.981 against 0.989), so they are kept (README "Touch economics", touch-semstats.json).
+than its lexical z, never below the floor). With the first pages embedded, the line brings the
+lazy answer closer to eager's than "agree" does, and spends a little less embedding; under a
+tight per-minute budget it helps some collections and costs others (`python -m bench touch_sim`;
+README "Touch economics"). Eager fusion has no unembedded candidate: it is unchanged. The
+semantic leg's statistics are taken over the embedded documents, not eager's: on the streams
+eager's own rank the same embedded set worse.
 """
 
 from __future__ import annotations
@@ -45,8 +40,8 @@ from typing import NamedTuple
 
 from shared.model import DocKey, Hit, hit
 
-# The semantic leg's weight in z-score fusion, chosen leave-one-collection-out by
-# bench/fusion_loo.py (VIBE_SEMANTIC_WEIGHT overrides it; tests/unit/test_fusion.py keeps the two equal).
+# The semantic leg's weight in z-score fusion, chosen leave-one-collection-out (see above;
+# VIBE_SEMANTIC_WEIGHT overrides it; tests/unit/test_fusion.py keeps the two equal).
 DEFAULT_SEMANTIC_WEIGHT = 0.55
 
 

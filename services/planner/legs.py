@@ -5,11 +5,11 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 
+from services.core.usage import OverBudget, embed_query_within_cap
 from services.planner.fusion import (
     relative_scores,
 )
 from services.planner.state import COLD, SessionState
-from services.core.usage import OverBudget, embed_query_within_cap
 from shared.model import (
     DocKey,
     Hit,

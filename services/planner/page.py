@@ -96,6 +96,11 @@ class Paging(Legs):
         self.pending -= done
         if self.strategy not in ("semantic", "hybrid") or not self.resolved.get("ready"):
             return False
+        return self._search_again()
+
+    def _search_again(self) -> bool:
+        """The semantic leg searched again and the ranking made anew; True if the visible
+        ranking changed."""
         before = self._visible()
         self._semantic_leg()
         self._rank()
@@ -151,7 +156,7 @@ class Paging(Legs):
           (1: same direction as the query); a space being built standardises its scores, and
           then the hybrid rule below is used;
         - hybrid, z-score fusion: exp(fused - best fused), 1 for the best, each standard
-          deviation behind it a factor e less (a lone hit scores 1, not the 0.0 it used to);
+          deviation behind it a factor e less (a lone hit scores 1);
         - hybrid, RRF: the RRF sum divided by the best possible (rank 1 in both legs)."""
         if not page:
             return []

@@ -7,7 +7,6 @@ answer and `done`, so the SSE route can ask it to refresh as workers finish.
 
 from __future__ import annotations
 
-from services.planner.answer import iso_ms, semantic_projection, shown_fields
 from services.planner.deps import PlannerConfig, PlannerDeps
 from services.planner.page import IMPUTE_DEPTH
 from services.planner.pools import FINISHER, LEXICAL_LEGS, _Finisher, _SidePool
@@ -17,7 +16,7 @@ from services.planner.state import COLD, SemanticLeg
 from shared.model import Principal
 
 __all__ = ["COLD", "FINISHER", "IMPUTE_DEPTH", "LEXICAL_LEGS", "Planner", "PlannerConfig", "ReadRequest", "ReadSession",
-           "SemanticLeg", "_Finisher", "_SidePool", "iso_ms", "semantic_projection", "shown_fields"]
+           "SemanticLeg", "_Finisher", "_SidePool"]
 
 
 

@@ -16,9 +16,8 @@ class ReadSession(Answers):
         # The strategy depends on the query alone, so when this answer waits for a query vector
         # that is not cached, the lexical leg runs on another thread while this one embeds the
         # query. A streamed hybrid answer does not wait for it: its query is embedded after the
-        # first event (complete_semantic), not beside it on a 2-core machine
-        # (bench.first_event_ab at 100k with it embedded here: hybrid +2.5, auto +1.6 ms paired
-        # p50, an A/A run's spread ±1.3).
+        # first event (complete_semantic), not beside it: on a 2-core machine embedding it here
+        # makes the first event of hybrid and auto reads slower.
         self.strategy, self.strategy_reason = choose_strategy(self.req, text, self.p.embedder is not None)
         waits = self.strategy == "semantic" or (self.strategy == "hybrid" and not defer_query_embedding)
         embedded = (waits and bool(text) and not self._is_doc_query()
@@ -91,15 +90,12 @@ class ReadSession(Answers):
                     self._rank()  # the same first page (`_rank_first_page`), now with every candidate
             # A short semantic list decides its page (`_short_list_decides_page`), so the full
             # search cannot change what is shown: it waits for an answer that reports the whole
-            # list (`done`: `_full_semantic`), and a reader that left never pays for it. It was
-            # the largest part of a left stream's tail (py-spy --gil: 65 of 155 samples;
-            # qdrant-edge holds the interpreter lock), which runs beside the next query.
+            # list (`done`: `_full_semantic`), and a reader that left never pays for it. It is
+            # the largest part of a left stream's tail (qdrant-edge holds the interpreter lock
+            # while it searches), which runs beside the next query.
             if not self.semantic_deferred:
                 return False
-            before = self._visible()
-            self._semantic_leg()
-            self._rank()
-            return self._visible() != before
+            return self._search_again()
 
     def finish(self) -> None:
         """What a stream does after its first answer that must not depend on its reader staying:

@@ -94,8 +94,8 @@ class Spending(Paging):
         A candidate whose vector was evicted (a cold-store reference) is rehydrated without a
         provider call, so it takes nothing from the bucket (within the same per-query ceiling).
         Rehydrating every evicted candidate the touch looks at (down to dig_max), not only the
-        ones it picks, was measured and left out: in bench lifecycle (30 days) it brought back
-        twice as many vectors for +0.003 of eager on Cranfield and -0.003 on CISI."""
+        ones it picks, is left out: it brings back about twice as many vectors for no gain in
+        answer quality (`python -m bench lifecycle`)."""
         cap = self.p.cfg.per_query_max_embeds
         wanted = [e for e in cold if not _evicted(e)][:cap]
         free = [e for e in cold if _evicted(e)][:cap]

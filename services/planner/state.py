@@ -57,7 +57,7 @@ class SessionState:
         self.space, self.building = planner.spaces.of(principal.tenant)
         self._shown_ok: dict[DocKey, StoredDoc] = {}  # documents re-checked readable (see _readable_top)
         self._hidden: set[DocKey] = set()  # documents that failed that check
-        self._answered = False  # a payload was built (later ones re-check pending documents too)
+        self._answered = False  # an answer was built (later ones re-check pending documents too)
         self.k = req.k or planner.cfg.lexical_candidates
         self.lexical_hits: list[Hit] = []
         self.semantic = SemanticLeg()

@@ -1,5 +1,5 @@
 """VIBE_TOUCH_FOLLOW_UP over a real socket: a query's first streamed read touches once more when
-its first touch's vectors have landed (routes_read._backfill), and says so with `warming`."""
+its first touch's vectors have landed (services/planner/flow.py `backfill`), and says so with `warming`."""
 
 from __future__ import annotations
 

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from services.api.render import answer_body
 from services.planner.planner import ReadRequest, ReadSession
 from services.wiring import Container, build
 from shared.config import Settings
@@ -56,7 +57,7 @@ def _eager(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def _first(c: Container, req: ReadRequest) -> tuple[ReadSession, dict[str, Any]]:
     session = c.planner.open(ALICE, req, streaming=True)
-    return session, session.payload()
+    return session, answer_body(session.answer())
 
 
 def _shown(session: ReadSession, answer: dict[str, Any]) -> tuple[Any, ...]:
@@ -85,7 +86,7 @@ def test_the_first_page_is_the_whole_rankings_page(c: Container, monkeypatch: py
             assert len(session.lexical_hits) == n
             session.touch()
             assert len(session.lexical_hits) == max(n, session._touch_reach()) < N and session._short_lexical
-            assert _shown(session, session.payload(final=True)) == got[strategy, limit, offset]
+            assert _shown(session, answer_body(session.answer(final=True))) == got[strategy, limit, offset]
     assert shorts and ties  # short first pages were ranked, some of them read past ties at the page's end
     _eager(monkeypatch)
     for case in CASES:
@@ -103,7 +104,7 @@ def test_a_streamed_semantic_read_reads_lexical_keys_only_as_deep_as_its_touch(c
     session.finish()
     reach = session._touch_reach()
     assert session.touched and reach < N and len(session.lexical_hits) == reach
-    diagnostics = session.payload(final=True)["diagnostics"]
+    diagnostics = answer_body(session.answer(final=True))["diagnostics"]
     assert isinstance(diagnostics, dict) and diagnostics["lexical"]["candidates"] == N
 
 

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from harness.server import ids, served
+from services.api.render import answer_body
 from services.planner.planner import ReadRequest
 from services.wiring import Container, build
 from shared.config import Settings
@@ -39,7 +40,7 @@ def c(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Container]:
 def _ids(c: Container, who: Principal, q: str) -> set[str]:
     """What the caller is shown, and what the engine ranked for it: both must be its readable set."""
     session = c.planner.open(who, ReadRequest("c", q, "keyword", limit=50))
-    shown = {str(r["id"]) for r in session.payload()["results"]}  # type: ignore[attr-defined]
+    shown = {str(r["id"]) for r in answer_body(session.answer())["results"]}  # type: ignore[attr-defined]
     return shown
 
 

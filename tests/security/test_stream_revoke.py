@@ -14,7 +14,8 @@ from typing import Any, TypeVar
 import httpx
 import pytest
 
-from services.api import routes_read
+from services.planner import flow
+from services.planner.session import ReadSession
 from services.wiring import Container, build
 from shared.config import ApiKey, Settings
 from shared.model import DocKey, EmbedJob, Principal, SemanticStatus
@@ -60,13 +61,13 @@ def test_a_document_revoked_mid_stream_is_in_no_later_event(app: tuple[Container
                                                            monkeypatch: pytest.MonkeyPatch) -> None:
     c, http = app
     gate = threading.Event()
-    step = routes_read._after_first_answers
+    step = flow.after_first_answers
 
-    def gated(container: Container, run: Callable[[], T]) -> T:
+    def gated(session: ReadSession, run: Callable[[], T]) -> T:
         assert gate.wait(60), "the test never opened the gate"
-        return step(container, run)
+        return step(session, run)
 
-    monkeypatch.setattr(routes_read, "_after_first_answers", gated)
+    monkeypatch.setattr(flow, "after_first_answers", gated)
     body = {"collection": "notes", "q": "gearbox lubrication", "limit": 10, "semantic": {"strategy": strategy}}
     later: list[tuple[str, dict[str, Any]]] = []
     with http.stream("POST", "/v1/read", json=body, headers=SSE) as r:

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from prometheus_client import REGISTRY
 
+from services.api.render import diagnostics_body, warming_body
 from services.planner.planner import ReadRequest
 from services.wiring import build
 from shared.adapters.memory_queue import InProcessQueue
@@ -89,7 +90,7 @@ def _read(c: object, q: str) -> dict[str, object]:
     session = c.planner.open(ALICE, ReadRequest("c", q, "hybrid", limit=5), streaming=True)  # type: ignore[attr-defined]
     session.complete_semantic()
     session.touch()
-    return {"warming": session.warming(), "semantic": session.diagnostics()["semantic"],
+    return {"warming": warming_body(session.warming()), "semantic": diagnostics_body(session.diagnostics())["semantic"],
             "page": [f.key.doc_id for f in session.ranking[:5]]}
 
 

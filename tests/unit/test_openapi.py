@@ -19,7 +19,8 @@ from fastapi.testclient import TestClient
 from services.api import schemas
 from services.api.app import _leaf_routes, create_app
 from services.api.auth import KeyRing
-from services.api.bodies import ReadBody, parse_model
+from services.api.bodies import parse_model
+from services.api.schemas import ReadBody
 from services.wiring import build
 from shared.config import ApiKey, Settings
 from shared.errors import ErrorCode, VibeError, invalid

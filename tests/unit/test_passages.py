@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
+from services.api.render import answer_body
 from services.planner.planner import ReadRequest
 from shared.adapters.embedders.hash_embedder import HashEmbedder
 from shared.model import DocKey, Principal, SemanticStatus
@@ -103,7 +104,7 @@ def test_a_section_deep_in_a_long_document_is_found_and_its_passage_named(tmp_pa
         assert len(emb.texts) > len(keys) * 5  # every passage was sent, not one text per document
         for i, (heading, words) in enumerate(TOPICS):
             session = c.planner.open(owner, ReadRequest("notes", words, "semantic", limit=3))  # type: ignore[arg-type]
-            results = session.payload(final=True)["results"]  # type: ignore[attr-defined]
+            results = answer_body(session.answer(final=True))["results"]  # type: ignore[attr-defined]
             assert results[0]["id"] == f"d{i}", (heading, [r["id"] for r in results])
             where = results[0]["passage"]
             assert where["field"] == "body" and where["headings"] == [heading]

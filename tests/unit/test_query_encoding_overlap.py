@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from services.api.render import answer_body
 from services.planner.planner import ReadRequest
 from services.planner.query_cache import QueryVectorCache
 from services.wiring import Container, build
@@ -88,7 +89,7 @@ def test_the_lexical_leg_runs_beside_the_encoder_when_the_answer_waits_for_it(ap
     assert streamed.semantic.vector == inline.semantic.vector
     assert [(f.key, f.score) for f in streamed.ranking] == [(f.key, f.score) for f in inline.ranking]
     assert streamed.semantic.hits
-    shown = [r["id"] for r in streamed.payload(final=True)["results"]]  # type: ignore[attr-defined]
+    shown = [r["id"] for r in answer_body(streamed.answer(final=True))["results"]]  # type: ignore[attr-defined]
     assert shown and all(str(i).startswith("a") for i in shown)  # never another principal's document
     assert all(h.key.doc_id.startswith("a") for h in streamed.semantic.hits)
 

@@ -24,6 +24,7 @@ from typing import Any
 
 import pytest
 
+from services.api.render import answer_body
 from services.planner.planner import ReadRequest
 from services.wiring import Container
 from shared.adapters.edge_vectors import EdgeVectorIndex
@@ -131,7 +132,7 @@ def rehydration_held(c: Container, emb: CountingEmbedder, monkeypatch: pytest.Mo
 
 def ids(c: Container, who: Principal, strategy: str) -> set[str]:
     session = c.planner.open(who, ReadRequest("c", QUERY, strategy, limit=10))  # type: ignore[arg-type]
-    return {str(r["id"]) for r in session.payload(final=True)["results"]}  # type: ignore[attr-defined]
+    return {str(r["id"]) for r in answer_body(session.answer(final=True))["results"]}  # type: ignore[attr-defined]
 
 
 def ann_hits(c: Container, index: Any, who: Principal, vec: list[float]) -> set[DocKey]:

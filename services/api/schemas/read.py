@@ -1,11 +1,12 @@
-"""The read surface: POST /v1/read (request, answer, the SSE events) and the hand-written components."""
+"""The read surface: POST /v1/read (the declared request and the model its handler parses,
+the answer, the SSE events) and the hand-written components."""
 
 from __future__ import annotations
 
 import copy
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 from pydantic.json_schema import SkipJsonSchema
 
 from services.api.schemas.common import (
@@ -17,6 +18,8 @@ from services.api.schemas.common import (
     _as,
 )
 from shared.filters import MAX_FIELD_CHARS, MAX_FIELDS, MAX_IN_VALUES, MAX_STRING_CHARS
+
+MAX_CURSOR_CHARS = 512
 
 # -- POST /v1/read -------------------------------------------------------------------------------
 
@@ -122,6 +125,50 @@ class ReadIn(BaseModel):
     include: IncludeIn = Field(default_factory=IncludeIn)
     filter: dict[str, Any] | None = Field(default=None, json_schema_extra=_as(FILTER))
     cursor: str | None = Field(default=None, json_schema_extra=_as({"anyOf": [CURSOR, {"type": "null"}]}))
+
+
+# The request as the handler parses it: the declared models above, minus the bounds the handler
+# checks itself against the deployment's settings (VIBE_MAX_QUERY_CHARS, VIBE_MAX_LIMIT,
+# VIBE_MAX_K) and the names it checks with shared/names.py, so each refusal names its field in a
+# stable `invalid_params` message. Only the fields that differ are restated; the class names
+# appear in those messages ("a valid dictionary or instance of SemanticOptions").
+
+
+class QueryDoc(QueryDocIn):
+    collection: str
+    fields: list[str] | None = None
+
+
+class SemanticQuery(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    text: str | None = None
+    doc: QueryDoc | None = None
+
+    @model_validator(mode="after")
+    def _one(self) -> SemanticQuery:
+        if (self.text is None) == (self.doc is None):
+            raise ValueError("semantic.query takes exactly one of 'text' or 'doc'")
+        return self
+
+
+class SemanticOptions(SemanticIn):
+    # refused by the handler with its own message when given
+    domainHint: str | None = None  # type: ignore[assignment]
+    k: int | None = Field(default=None, ge=1)
+    query: SemanticQuery | None = None  # type: ignore[assignment]
+
+
+class Include(IncludeIn):
+    """`include` as parsed: the declared model under the name its refusals give."""
+
+
+class ReadBody(ReadIn):
+    collection: str = "any"
+    q: str = ""
+    semantic: SemanticOptions = Field(default_factory=SemanticOptions)
+    limit: int = Field(default=20, ge=1)
+    include: Include = Field(default_factory=Include)
+    cursor: str | None = Field(default=None, min_length=1, max_length=MAX_CURSOR_CHARS)
 
 
 class SemanticState(BaseModel):
