@@ -2,7 +2,15 @@
 budgeted on-touch embedding, and re-ranking as the touched documents become ready.
 
 The planner depends on ports only. A `ReadSession` holds one query's state between the first
-answer and `done`, so the SSE route can ask it to refresh as workers finish.
+answer and `done`, so the SSE route can ask it to refresh as workers finish. Its concerns, one
+module each:
+- request.py, strategy.py: what a read asks for, and which legs answer it (`auto`);
+- state.py: the session's state; legs.py: lexical candidates, the query vector, the vector search;
+- page.py: fusion, the ranking, the page re-checked against the store, the scores shown;
+- spend.py: the touch (on-touch embedding within budgets and queue shares) and usage statistics;
+- answer.py: each answer as domain objects (services/api/render.py makes the JSON);
+- session.py: the ordered steps of one read; flow.py: its events in the order they go out;
+- deps.py, pools.py: what a read depends on, and the process-wide thread pools.
 """
 
 from __future__ import annotations
