@@ -1,9 +1,9 @@
 """The server secret of the agent tools, and what is derived from it.
 
 `extract_key_info` stores each (API key, task)'s materials in their own collection with their
-own ACL token. Both used to be plain hashes of the caller's tenant, principals and task id,
-which any other user of the tenant could compute and plant documents under. They are now
-HMAC-SHA256 under a secret only the server holds:
+own ACL token. Plain hashes of the caller's tenant, principals and task id would let any other
+user of the tenant compute them and plant documents under them, so both are HMAC-SHA256 under a
+secret only the server holds:
 
 - `key_ref(secret, token)`: an opaque id of one API key (never the key itself), so two keys
   with the same tenant and principals still own different materials;
