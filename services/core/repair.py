@@ -26,7 +26,7 @@ log = logging.getLogger("vibe.reconciler")
 def repair_stuck(store: StoreOfRecord, spaces: Spaces, rows: Sequence[SidecarEntry], stuck_before: float,
                  now: float) -> list[SidecarEntry]:
     """Repair the rows no job can finish and return the others (to re-enqueue). Rows of a
-    document that is gone or of content it no longer has (left by an earlier bug) are fixed in
+    document that is gone or of content it no longer has (found in stores an older release wrote) are fixed in
     the store (`repair_queued`, which re-checks that a row is still `queued` since before
     `stuck_before`, so a write committed meanwhile wins): the handler drops such a job, so the
     row would stay `queued` and, oldest first, fill every batch. Rows of a space that is not the
