@@ -67,11 +67,13 @@ test: setup
 	$(BIN)/mypy
 	HF_HUB_OFFLINE=1 $(BIN)/pytest -q -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
 
-# The working loop: lint, types, and the unit tests (no servers, no browser, no model).
+# The working loop: lint, types, the unit tests and the contract tests on the embedded stores
+# (no PostgreSQL, OpenSearch or Celery, no browser, no model, not the slow modules); under 90 s.
 check: setup
 	$(BIN)/ruff check --no-cache shared services harness tests bench deploy sdk/python
 	$(BIN)/mypy
-	HF_HUB_OFFLINE=1 $(BIN)/pytest -q -m "not model" tests/unit
+	HF_HUB_OFFLINE=1 $(BIN)/pytest -q -n 2 --dist loadfile -m "(unit or contract) and not model and not slow" \
+		-k "not postgres and not opensearch and not celery" tests/unit tests/contract
 
 lint: setup
 	$(BIN)/ruff check --no-cache shared services harness tests bench deploy sdk/python

@@ -35,7 +35,29 @@ SLOW_FIRST = (
 )
 
 
+# Each directory is one tier (markers declared in pyproject.toml, checked with --strict-markers);
+# the longest directory prefix wins. `make check` selects the fast tiers by marker.
+TIERS = (
+    ("tests/integration/distributed/", "distributed"),
+    ("tests/integration/", "integration"),
+    ("tests/unit/", "unit"),
+    ("tests/contract/", "contract"),
+    ("tests/e2e/", "e2e"),
+    ("tests/mcp/", "integration"),  # starts the MCP server over stdio and HTTP
+    ("tests/sdk/", "integration"),  # the SDKs against a served app
+    ("tests/security/", "integration"),  # a served app under the permission matrix and fuzzing
+    ("tests/reliability/", "distributed"),  # Celery workers, Redis and crashes
+)
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        path = item.nodeid.split("::", 1)[0]
+        tier = next((name for prefix, name in TIERS if path.startswith(prefix)), None)
+        if tier is not None:
+            item.add_marker(tier)
+        if path in SLOW_FIRST:
+            item.add_marker("slow")
     if "PYTEST_XDIST_WORKER" not in os.environ:
         return  # a plain run keeps pytest's own order
     rank = {path: i for i, path in enumerate(SLOW_FIRST)}
