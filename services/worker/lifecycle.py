@@ -35,8 +35,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from services.planner.promotion import PromotionPolicy, decide_collections
-from services.worker.backfill import Backfills
+from services.core.backfill import Backfills
+from services.core.promotion import PromotionPolicy, decide_collections
 from shared.metrics import METRICS
 from shared.model import BackfillTask, CollectionMode, DocKey, SemanticStatus, SidecarEntry, SpaceInfo, flatten
 from shared.ports import CodeCursor, ColdStore, ProviderLedger, RowCursor, StoreOfRecord

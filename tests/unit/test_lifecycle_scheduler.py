@@ -19,10 +19,10 @@ from typing import cast
 import numpy as np
 import pytest
 
-from services.planner.promotion import PromotionPolicy, decide_collections
-from services.planner.usage import UsageRecorder
-from services.worker.backfill import BackfillLimits, Backfills
-from services.worker.handlers import EmbedHandler
+from services.core.backfill import BackfillLimits, Backfills
+from services.core.handlers import EmbedHandler
+from services.core.promotion import PromotionPolicy, decide_collections
+from services.core.usage import UsageRecorder
 from services.worker.lifecycle import Lifecycle, LifecycleConfig
 from shared.adapters import memory_budget
 from shared.adapters.cold_files import FileColdStore
