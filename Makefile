@@ -65,6 +65,7 @@ TEST_WORKERS ?= 3
 test: setup
 	$(BIN)/ruff check --no-cache shared services harness tests bench deploy sdk/python
 	$(BIN)/mypy
+	$(BIN)/lint-imports
 	HF_HUB_OFFLINE=1 $(BIN)/pytest -q -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
 
 # The working loop: lint, types, the unit tests and the contract tests on the embedded stores
@@ -72,12 +73,14 @@ test: setup
 check: setup
 	$(BIN)/ruff check --no-cache shared services harness tests bench deploy sdk/python
 	$(BIN)/mypy
+	$(BIN)/lint-imports
 	HF_HUB_OFFLINE=1 $(BIN)/pytest -q -n 2 --dist loadfile -m "(unit or contract) and not model and not slow" \
 		-k "not postgres and not opensearch and not celery" tests/unit tests/contract
 
 lint: setup
 	$(BIN)/ruff check --no-cache shared services harness tests bench deploy sdk/python
 	$(BIN)/mypy
+	$(BIN)/lint-imports
 
 # A real single-node OpenSearch 2.19 on 127.0.0.1:$${OPENSEARCH_PORT:-9200}, data in
 # $${OPENSEARCH_DATA:-data/opensearch}; built once from Maven Central (deploy/opensearch-dev).

@@ -58,9 +58,9 @@ from bench import ir
 from bench.datasets import Dataset, load
 from bench.lazy import query_population
 from bench.quality import COLLECTION, corpus_docs
+from services.core.handlers import BatchOutcome
 from services.planner.planner import COLD, ReadRequest
 from services.wiring import Container, build
-from services.worker.handlers import BatchOutcome
 from shared.adapters.cold_files import decode, encode
 from shared.config import Settings
 from shared.model import DocKey, EmbedJob, Principal, SemanticStatus, centroid

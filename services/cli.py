@@ -118,9 +118,8 @@ def serve(
     """Run the API in the configured profile (embedded by default)."""
     import uvicorn
 
-    from services.api.app import create_app
-    from services.api.auth import KeyRing, TokenSecretMissing, dev_key, token_secret
-    from services.wiring import build
+    from services.core.keyring import KeyRing, TokenSecretMissing, dev_key, token_secret
+    from services.wiring import build, create_app
     from shared.adapters.schema.runner import SchemaTooNew
     from shared.logging import configure_logging
 
@@ -220,7 +219,7 @@ def worker(
 
     settings = _settings()
     metrics_server.prepare(settings)  # before anything imports prometheus_client
-    from services.worker.celery_app import run_worker
+    from services.wiring import run_worker
 
     run_worker(settings, concurrency)
 
@@ -228,7 +227,7 @@ def worker(
 @app.command()
 def scheduler() -> None:
     """Run Celery beat: the reconciler and the promotion/eviction scheduler."""
-    from services.worker.celery_app import run_scheduler
+    from services.wiring import run_scheduler
 
     run_scheduler(_settings())
 
@@ -236,7 +235,7 @@ def scheduler() -> None:
 @app.command()
 def mcp() -> None:
     """Serve the MCP tools over stdio; the caller's key comes from VIBE_MCP_KEY."""
-    from services.mcp.server import run_stdio
+    from services.wiring import run_mcp_stdio as run_stdio
 
     run_stdio(_settings())
 
@@ -615,7 +614,7 @@ def bench_lifecycle(
 def _default_key(settings) -> str:  # noqa: ANN001
     if settings.api_keys:
         return str(settings.api_keys[0].key)
-    from services.api.auth import DEV_KEY_FILE
+    from services.core.keyring import DEV_KEY_FILE
 
     path = settings.data_dir / DEV_KEY_FILE
     if not path.exists():

@@ -16,24 +16,25 @@ import math
 import threading
 from collections.abc import Callable
 from concurrent.futures import Future
-from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
-from typing import IO, Any, Literal
+from typing import IO, TYPE_CHECKING, Any, Literal
 from urllib.parse import urlsplit
 
+from services.container import AgentAdapters, Container, RootHooks, Signal
+from services.core.backfill import BackfillLimits, Backfills
 from services.core.documents import DocumentService
+from services.core.handlers import BatchOutcome, EmbedHandler
+from services.core.keyring import KeyRing
+from services.core.promotion import PromotionPolicy
+from services.core.repair import reconcile_pass
+from services.core.usage import UsageRecorder
 from services.planner.explain import Explains
 from services.planner.passages import PassageLocator
 from services.planner.planner import Planner, PlannerConfig
-from services.planner.promotion import PromotionPolicy
 from services.planner.query_cache import QueryVectorCache
 from services.planner.touch import FollowUpSwitch, TouchPolicy
-from services.planner.usage import UsageRecorder
-from services.worker.backfill import BackfillLimits, Backfills
-from services.worker.handlers import BatchOutcome, EmbedHandler
 from services.worker.lifecycle import Lifecycle, LifecycleConfig
-from services.worker.repair import reconcile_pass
 from services.worker.scheduler import SchedulerThread
 from shared.adapters.citations_sqlite import SqliteCitationRegistry
 from shared.adapters.cold_files import FileColdStore
@@ -45,16 +46,14 @@ from shared.adapters.memory_budget import MemoryBudget
 from shared.adapters.memory_queue import InProcessQueue
 from shared.adapters.sqlite_store import SqliteStore
 from shared.adapters.tantivy_lexical import TantivyLexicalIndex
-from shared.agent_ports import AuditLog, CitationRegistry, MaterialBudget, PreCallCheck, Reranker, TaskLedger
+from shared.agent_ports import CitationRegistry, PreCallCheck, Reranker
 from shared.backpressure import Backpressure, TenantShare
 from shared.collection_settings import CollectionDirectory, EmbedFields, embed_fields_of, stored_languages
 from shared.config import Settings
-from shared.follow_up import SWITCH_STATES, SwitchState
 from shared.foreground import Foreground
 from shared.indexing import FilePosition, Followers, IndexFollower, StorePosition
 from shared.keys import KeyStore
-from shared.metrics import METRICS
-from shared.model import DocKey, EmbedJob
+from shared.model import EmbedJob
 from shared.model_specs import ModelSpec, local_allowlist, parse_model
 from shared.policy.eligibility import EligibilityPolicy
 from shared.policy.provider_certs import ProviderCerts
@@ -71,137 +70,13 @@ from shared.ports import (
 from shared.spaces import SpaceDirectory, embedding_spaces
 from shared.text.passages import PassageConfig
 
+if TYPE_CHECKING:
+    from celery import Celery
+    from fastapi import FastAPI
+
+    from services.worker.tasks import Runtime
+
 log = logging.getLogger("vibe.wiring")
-
-
-class Signal:
-    """Wakes read streams when jobs finish. Listeners are plain callables so the API can
-    bridge into its event loop without this module knowing about asyncio."""
-
-    def __init__(self) -> None:
-        self._listeners: list[Any] = []
-
-    def subscribe(self, fn: Any) -> None:
-        self._listeners.append(fn)
-
-    def unsubscribe(self, fn: Any) -> None:
-        if fn in self._listeners:
-            self._listeners.remove(fn)
-
-    def fire(self, keys: list[DocKey]) -> None:
-        for fn in list(self._listeners):
-            fn(keys)
-
-
-@dataclass
-class Container:
-    settings: Settings
-    store: StoreOfRecord
-    lexical: LexicalIndex
-    vectors: VectorIndex
-    embedder: Embedder
-    follower: Followers
-    queue: JobQueue
-    planner: Planner
-    docs: DocumentService
-    handler: EmbedHandler
-    lifecycle: Lifecycle
-    scheduler: SchedulerThread
-    spaces: SpaceDirectory
-    embedders: SpaceEmbedders
-    index_home: Path
-    signal: Signal = field(default_factory=Signal)
-    # False: `start` runs no scheduler thread at all, not even usage flushes and backfill steps
-    # (tests and replays that drive `run_backfills`, `tick` and flushes themselves, on their clock).
-    scheduler_thread: bool = True
-    _agent: AgentAdapters | None = field(default=None, repr=False)
-    _agent_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
-    # Per-collection settings (shared/collection_settings.py); None only where a test builds a
-    # Container by hand: `collection_directory()` then makes one.
-    collections: CollectionDirectory | None = field(default=None, repr=False)
-
-    def ledger(self) -> ProviderLedger:
-        """The provider-call ledger (GET /semantic/ledger): a view of the store, made per use."""
-        return build_ledger(self.store)
-
-    def agent(self) -> AgentAdapters:
-        """The agent tools' adapters (MCP over stdio and HTTP), built on first use so the
-        processes that serve no tools (workers, CLI commands) never open their stores."""
-        with self._agent_lock:
-            if self._agent is None:
-                self._agent = build_agent_adapters(self.settings)
-            return self._agent
-
-    def active_model(self, tenant: str) -> str:
-        """The model id of the tenant's active space: the configured model until a migration
-        is activated (what /semantic/usage and the MCP tools report; they named the configured
-        one whatever the tenant's reads used)."""
-        row = next((r for r in self.store.tenant_spaces(tenant) if r.state == "active"), None)
-        return row.model_id if row is not None else self.embedder.model_id
-
-    def collection_directory(self) -> CollectionDirectory:
-        if self.collections is None:
-            self.collections = build_collections(self.settings, self.store)
-        return self.collections
-
-    def filterable_fields(self, tenant: str, collection: str) -> frozenset[str] | None:
-        """The fields a collection's vector payload indexes may cover (None: not configured)."""
-        return self.collection_directory().filterable_fields(tenant, collection)
-
-    def close_agent(self) -> None:
-        with self._agent_lock:
-            agent, self._agent = self._agent, None
-        if agent is not None:
-            agent.close()
-
-    def start(self) -> None:
-        adopt_legacy_cold_dirs(self.settings, self.store)  # before anything reads the cold store
-        # catch_up, not sync: an index server that is away at start (or whose schema cannot be
-        # checked yet) must not stop the process; the next sync retries and reads re-check pages.
-        self.follower.catch_up()
-        for f in self.follower.members:  # the serving process reports its indexes' lag
-            METRICS.follower_lag.labels(follower=f.label).set_function(f.lag)
-        for state in SWITCH_STATES:  # and the store's collections per "auto" follow-up state
-            METRICS.follow_up_collections.labels(state=state).set_function(partial(self._follow_ups, state))
-        self.queue.start()
-        pending = self.requeue_pending()
-        if self.scheduler_thread:
-            self.scheduler.start()
-        log.info("started", extra=pending)
-
-    def _follow_ups(self, state: SwitchState) -> float:
-        t = self.planner.cfg.touch
-        try:
-            return self.planner.follow_ups.counts(t.auto_after, t.auto_below)[state]
-        except Exception:  # a store away must not fail the scrape (the other metrics still answer)
-            log.warning("follow-up states unavailable", exc_info=True)
-            return float("nan")
-
-    def requeue_pending(self) -> dict[str, int]:
-        """Sidecar rows left `queued` by a previous run are jobs nobody holds any more. Those no
-        job can finish (document gone, content changed, a space the tenant does not read) are
-        repaired first, as the reconciler does (services/worker/repair.py): the embedded profile
-        has no Celery reconciler, so re-enqueued they would stay `queued` across every restart or
-        be embedded into a space nobody reads. While the process runs, the scheduler thread does
-        the same for rows stuck past `VIBE_RECONCILE_STUCK_SECONDS` (`repair.reconcile_pass`)."""
-        out = reconcile_pass(self.store, self.spaces, self.queue, 0.0, 1_000_000)
-        return {"requeued": out["requeued"], "repaired": out["repaired"]}
-
-    def stop(self) -> None:
-        self.scheduler.stop()
-        self.queue.stop()
-        try:  # what this process learned of its collections' first reads outlives it
-            self.planner.follow_ups.flush()
-        except Exception:
-            log.warning("follow-up observations not written", exc_info=True)
-        self.follower.sync()
-        self.vectors.close()
-        self.lexical.close()
-        if self.handler.cold is not None:
-            self.handler.cold.close()
-        self.store.close()
-        release_index_home(self.index_home)
-        self.close_agent()
 
 
 def _check_space(store: StoreOfRecord, space: str, emb: Embedder) -> None:
@@ -688,8 +563,13 @@ def build(settings: Settings, embedder: Embedder | None = None, clock: Callable[
                                 settings.backfill_interval_seconds, settings.usage_flush_seconds,
                                 reconcile, settings.reconcile_interval_seconds,
                                 backfills=embedded or settings.scheduler_enabled)
+    hooks = RootHooks(agent=partial(build_agent_adapters, settings), ledger=partial(build_ledger, store),
+                      collections=partial(build_collections, settings, store),
+                      before_start=partial(adopt_legacy_cold_dirs, settings, store),
+                      release_index_home=partial(release_index_home, home),
+                      key_store=partial(build_key_store, store))
     return Container(settings, store, lexical, vectors, emb, follower, queue, planner, docs, handler, lifecycle,
-                     scheduler, spaces, embedders, home, signal, collections=collections)
+                     scheduler, spaces, embedders, home, hooks, signal, collections=collections)
 
 
 def declared_filterable(settings: Settings, collections: CollectionDirectory) -> FilterableFields:
@@ -716,21 +596,6 @@ def _eager(store: StoreOfRecord, tenant: str) -> set[str]:
 
 
 # --- agent tools (MCP): the citation registry, audit log, budget, task ledger, pre-call check, reranker ---
-
-
-@dataclass
-class AgentAdapters:
-    citations: CitationRegistry
-    audit: AuditLog
-    budget: MaterialBudget
-    tasks: TaskLedger
-    precall: PreCallCheck
-    reranker: Reranker | None  # None = off (VIBE_RERANK_URL unset)
-
-    def close(self) -> None:
-        for part in (self.citations, self.audit, self.budget, self.tasks, self.reranker):
-            if part is not None:
-                part.close()
 
 
 def allow_all(tenant: str, user: str, tool: str, params: dict[str, Any]) -> None:
@@ -770,3 +635,50 @@ def build_agent_adapters(s: Settings) -> AgentAdapters:
     audit_path = s.data_dir / "mcp_audit.sqlite3"
     return AgentAdapters(build_citations(s), SqliteAuditLog(audit_path), SqliteMaterialBudget(audit_path),
                          SqliteTaskLedger(audit_path), load_precall(s.mcp_precall_check), build_reranker(s))
+
+
+def create_app(container: Container, keys: KeyRing) -> FastAPI:
+    """The served app: the HTTP API, with MCP's streamable HTTP endpoint at /mcp."""
+    from services.api.app import create_app as http_api
+    from services.mcp.http import McpHttp
+
+    return http_api(container, keys, mcp=lambda: McpHttp(container, keys))
+
+
+def build_worker_runtime(settings: Settings, app: Celery | None = None, dim: int | None = None) -> Runtime:
+    """A Celery worker process's parts, built after the fork (SQLite connections and HTTP
+    clients must not cross one): the same handler and lifecycle as the embedded runner's."""
+    from services.worker.tasks import PostponingEmbedder, Runtime
+    from shared.adapters.celery_queue import CeleryQueue
+    from shared.adapters.embedders import build_embedder
+
+    store = build_store(settings)
+    # The circuit must open before a provider outage runs any job out of attempts: once it is
+    # open, batches are postponed (not charged), so an outage never turns documents `failed`.
+    trip = min(settings.breaker_failures, settings.job_max_attempts)
+    emb = build_embedder(settings.model_copy(update={"breaker_failures": trip}), dim)
+    handler = build_handler(settings, store, PostponingEmbedder(emb), wrap=PostponingEmbedder)
+    queue = CeleryQueue.from_settings(settings, app)
+    lifecycle = build_lifecycle(settings, store, queue, build_budget(settings), handler.policy, cold=handler.cold)
+    return Runtime(settings, store, handler, queue, lifecycle)
+
+
+def run_worker(settings: Settings, concurrency: int | None) -> None:
+    """`vibe-semantic worker`: a Celery worker whose processes build their runtime here."""
+    from services.worker.celery_app import run_worker as celery_worker
+
+    celery_worker(settings, concurrency, build_worker_runtime)
+
+
+def run_scheduler(settings: Settings) -> None:
+    """`vibe-semantic scheduler`: Celery beat."""
+    from services.worker.celery_app import run_scheduler as celery_beat
+
+    celery_beat(settings, build_worker_runtime)
+
+
+def run_mcp_stdio(settings: Settings) -> None:
+    """`vibe-semantic mcp`: the tools over stdio, on a container built here."""
+    from services.mcp.server import run_stdio
+
+    run_stdio(settings, build)

@@ -14,9 +14,9 @@ from collections.abc import Callable, Sequence
 
 from starlette.routing import BaseRoute
 
-from services.api.auth import KeyRing
 from services.api.ratelimit import ASGIApp, Message, Receive, Scope, Send, TenantRateLimit, bearer
 from services.api.route_template import RouteTemplates
+from services.core.keyring import KeyRing
 
 log = logging.getLogger("vibe.access")
 MAX_PATH_CHARS = 512  # a path is the caller's text: bounded, like every other logged value

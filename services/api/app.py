@@ -14,8 +14,8 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
-from contextlib import asynccontextmanager
-from typing import Any
+from contextlib import AbstractAsyncContextManager, asynccontextmanager, nullcontext
+from typing import Any, Protocol
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -37,14 +37,14 @@ from services.api import (
     schemas,
 )
 from services.api.access_log import AccessLog
-from services.api.auth import KeyRing
+from services.api.auth import bind_keys
 from services.api.nostore import NoStoreForKeyedRequests
 from services.api.ratelimit import ASGIApp, Message, Receive, RequestCost, Scope, Send, TenantRateLimit
 from services.api.readiness import Checker
 from services.api.request_id import RequestId
 from services.api.route_template import RouteTemplates, leaf_routes
-from services.mcp.http import McpHttp
-from services.wiring import Container
+from services.container import Container
+from services.core.keyring import KeyRing
 from shared.errors import ErrorCode, VibeError
 from shared.logging import current_request_id
 from shared.metrics import _LATENCY_BUCKETS, METRICS
@@ -111,17 +111,30 @@ async def _unexpected(_: Request, exc: Exception) -> JSONResponse:
     return _error(ErrorCode.INTERNAL_ERROR, "internal error")
 
 
-def create_app(container: Container, keys: KeyRing) -> FastAPI:
-    keys.bind(container)  # API-made keys and end-user tokens, from the store of record
-    mcp = McpHttp(container, keys)
+class Mounted(Protocol):
+    """An ASGI endpoint served beside the API with the app's lifespan (MCP's /mcp)."""
+
+    def lifespan(self) -> AbstractAsyncContextManager[None]: ...
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None: ...
+
+    def close(self) -> None: ...
+
+
+def create_app(container: Container, keys: KeyRing, mcp: Callable[[], Mounted] | None = None) -> FastAPI:
+    """The HTTP API; `mcp` (the composition root's) makes the endpoint served at /mcp."""
+    bind_keys(keys, container)  # API-made keys and end-user tokens, from the store of record
+    mounted = mcp() if mcp is not None else None
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         container.start()
-        async with mcp.lifespan():  # the MCP session manager's task group
+        # the MCP session manager's task group
+        async with mounted.lifespan() if mounted is not None else nullcontext():
             yield
         container.stop()
-        mcp.close()
+        if mounted is not None:
+            mounted.close()
 
     app = FastAPI(title="vibe-semantic", version="0.1.0", lifespan=lifespan,
                   # /docs is routes_ui's: Swagger UI from our own copy (no CDN), no key kept in storage;
@@ -143,7 +156,8 @@ def create_app(container: Container, keys: KeyRing) -> FastAPI:
               routes_keys.router):
         app.include_router(r)
     app.include_router(routes_ui.router)  # the /ui page's static build: no key, no data
-    app.router.routes.append(Route("/mcp", endpoint=mcp, methods=["GET", "POST", "DELETE"]))
+    if mounted is not None:
+        app.router.routes.append(Route("/mcp", endpoint=mounted, methods=["GET", "POST", "DELETE"]))
     generate = app.openapi
     app.openapi = lambda: app.openapi_schema or schemas.openapi_components(generate())  # type: ignore[method-assign]
     s = container.settings

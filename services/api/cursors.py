@@ -26,7 +26,7 @@ from typing import Any
 
 import orjson
 
-from services.mcp.secret import server_secret
+from services.core.secret import server_secret
 from shared.config import Settings
 from shared.errors import ErrorCode, VibeError, invalid
 

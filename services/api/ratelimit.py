@@ -42,8 +42,7 @@ from typing import Any
 
 import orjson
 
-from services.api.auth import KeyRing
-from services.mcp.runtime import split_identity
+from services.core.keyring import KeyRing, split_identity
 from shared.errors import ErrorCode, VibeError
 from shared.model import Principal
 

@@ -10,7 +10,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass
 
-from services.wiring import Container
+from services.container import Container
 from shared.logging import current_request_id
 from shared.readiness import ReadinessCheck, reason
 

@@ -30,8 +30,8 @@ from services.api.schemas import (
     errors,
     ok,
 )
+from services.container import Container
 from services.core.content_view import checked_hash, content_view
-from services.wiring import Container
 from shared.errors import ErrorCode, VibeError
 from shared.model import DocKey, EmbedJob, Principal, SemanticStatus, SidecarEntry
 from shared.names import check_collection_name

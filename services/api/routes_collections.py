@@ -28,10 +28,10 @@ from services.api.routes_docs import COLLECTION
 from services.api.routes_lifecycle import _start_backfill
 from services.api.schemas import AUTHENTICATED, FILTER, _as, body, errors, ok
 from services.api.writes import check_collection
+from services.container import Container
 from services.core.collections import CollectionDeleter, Deletion, delete_matching
 from services.core.overwrite import locked
 from services.core.reserved import is_reserved_collection
-from services.wiring import Container
 from shared.collection_settings import CollectionSettings
 from shared.errors import ErrorCode, VibeError, invalid
 from shared.filters import FilterError, parse_filter

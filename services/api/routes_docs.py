@@ -28,9 +28,9 @@ from services.api.bodies import json_body, parse_model
 from services.api.render import semantic_projection
 from services.api.schemas import COLLECTION_NAME, MgetAnswer, MgetIn, body, component, errors, ok
 from services.api.writes import WriteResult, check_collection, check_doc_id
+from services.container import Container
 from services.core.overwrite import delete_checked, locked, put_checked
 from services.core.overwrite import refused as overwrite_refused
-from services.wiring import Container
 from shared.errors import ErrorCode, VibeError, invalid
 from shared.model import DocKey, Principal, StoredDoc
 from shared.names import MAX_DOC_FIELDS

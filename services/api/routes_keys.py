@@ -14,11 +14,12 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, ConfigDict, Field
 
-from services.api.auth import KeyRing, require
+from services.api.auth import require
 from services.api.bodies import json_body
 from services.api.routes_lifecycle import iso
 from services.api.schemas import _NOT_BLANK, AUTHENTICATED, FILTER, _as, body, errors, ok
-from services.wiring import Container
+from services.container import Container
+from services.core.keyring import KeyRing
 from shared.config import Settings
 from shared.errors import ErrorCode, VibeError, invalid
 from shared.filters import FilterError, parse_filter

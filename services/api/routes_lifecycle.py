@@ -40,8 +40,8 @@ from services.api.schemas import (
     query,
 )
 from services.api.writes import check_collection
-from services.wiring import Container
-from services.worker.backfill import progress, with_state
+from services.container import Container
+from services.core.backfill import progress, with_state
 from shared.costs import utc_day
 from shared.errors import ErrorCode, VibeError, invalid
 from shared.model import BackfillTask, CollectionMode, Principal, SemanticStatus, SpaceInfo

@@ -20,11 +20,11 @@ from services.api.auth import principal_of, require
 from services.api.bodies import json_body, parse_model
 from services.api.render import answer_body, warming_body
 from services.api.schemas import AUTHENTICATED, READ_SSE, Explanation, ReadAnswer, ReadBody, ReadIn, body, errors
+from services.container import Container
 from services.planner import flow
 from services.planner.answer import Answer, Warming
 from services.planner.explain import explained
 from services.planner.planner import ReadRequest, ReadSession
-from services.wiring import Container
 from shared.errors import ErrorCode, VibeError, invalid
 from shared.filters import FilterError, parse_filter
 from shared.metrics import METRICS

@@ -13,7 +13,7 @@ from fastapi.responses import JSONResponse
 from services.api.auth import require
 from services.api.routes_lifecycle import iso
 from services.api.schemas import AUTHENTICATED, FOLLOW_UP_COLLECTION, FollowUpView, errors, ok, query
-from services.wiring import Container
+from services.container import Container
 from shared.errors import invalid
 from shared.follow_up import switch_state
 from shared.model import Principal

@@ -5,9 +5,9 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
+from services.container import Container
+from services.core.usage import OverBudget, embed_query_within_cap
 from services.planner.planner import ReadRequest, ReadSession
-from services.planner.usage import OverBudget, embed_query_within_cap
-from services.wiring import Container
 from shared.metrics import METRICS
 from shared.model import DocKey, EmbedJob, Hit, Principal, SemanticStatus, StoredDoc
 from shared.ports import Embedder, EmbedderError, SearchFilter

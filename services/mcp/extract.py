@@ -63,12 +63,12 @@ from typing import Any
 
 import blake3
 
+from services.container import Container
+from services.core.secret import task_names
 from services.mcp import core
 from services.mcp.chunking import material_chunks
 from services.mcp.errors import QUOTA_EXCEEDED, ToolFailure, invalid
-from services.mcp.secret import task_names
 from services.planner.fusion import Fused, rrf
-from services.wiring import Container
 from shared.agent_ports import BudgetExceeded, MaterialBudget, TaskLedger
 from shared.errors import ErrorCode
 from shared.metrics import METRICS

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from services.container import Container
 from services.mcp.errors import invalid
 from services.mcp.scope import (
     ANY,
@@ -23,7 +24,6 @@ from services.mcp.scope import (
     file_source,
 )
 from services.mcp.search import chunk_fields
-from services.wiring import Container
 from shared.model import DocKey, Principal, SemanticStatus
 
 

@@ -14,10 +14,10 @@ from contextlib import AbstractAsyncContextManager
 from mcp.server.mcpserver import MCPServer
 from starlette.types import Receive, Scope, Send
 
-from services.api.auth import KeyRing
-from services.mcp.runtime import ToolRuntime, build_runtime, split_identity
+from services.container import Container
+from services.core.keyring import KeyRing, split_identity
+from services.mcp.runtime import ToolRuntime, build_runtime
 from services.mcp.server import build_server
-from services.wiring import Container
 from shared.errors import ErrorCode, VibeError
 
 

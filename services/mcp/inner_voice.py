@@ -46,9 +46,9 @@ from typing import Any
 
 import blake3
 
+from services.container import Container
 from services.mcp import core
 from services.mcp.errors import FEATURE_DISABLED, ToolFailure, invalid
-from services.wiring import Container
 from shared.config import Settings
 from shared.errors import ErrorCode
 from shared.model import Hit, Principal, StoredDoc

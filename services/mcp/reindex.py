@@ -53,13 +53,13 @@ from typing import Any
 
 import blake3
 
+from services.container import Container
 from services.core.documents import check_collection
 from services.core.overwrite import delete_checked, put_checked
 from services.mcp import core
 from services.mcp.chunking import markdown_chunks
 from services.mcp.errors import FEATURE_DISABLED, ToolFailure, invalid
 from services.mcp.scope import CHUNK_SEP, file_chunk_keys, file_heads, file_source
-from services.wiring import Container
 from shared.errors import ErrorCode, VibeError
 from shared.model import DocKey, Principal, StoredDoc
 

@@ -1,6 +1,6 @@
 """What every tool call needs: the core Container, who is calling, and the agent adapters
 (citation registry, audit log, pre-call check, material budget, task ledger, reranker), which
-the composition root builds (services/wiring.py `Container.agent()`). One runtime per process
+the composition root builds (`Container.agent()`). One runtime per process
 (stdio or the API's /mcp).
 
 The caller is decided exactly as for HTTP: over streamable HTTP by the request's bearer key,
@@ -23,10 +23,10 @@ from dataclasses import dataclass
 
 import blake3
 
-from services.api.auth import KeyRing
+from services.container import Container
+from services.core.keyring import KeyRing, split_identity
+from services.core.secret import key_ref, server_secret
 from services.mcp.errors import ToolFailure, forbidden
-from services.mcp.secret import key_ref, server_secret
-from services.wiring import Container, build_citations
 from shared.agent_ports import AuditLog, CitationRegistry, MaterialBudget, PreCallCheck, Reranker, TaskLedger
 from shared.config import Settings
 from shared.errors import ErrorCode
@@ -34,9 +34,6 @@ from shared.model import Principal
 from shared.tenant_metrics import TENANT_METRICS
 
 log = logging.getLogger("vibe.mcp")
-
-_citations = build_citations  # the name tests/contract imports
-
 
 def owner_id(p: Principal) -> str:
     """A stable, opaque id of one identity (tenant + principals, + certificates when it holds
@@ -93,12 +90,6 @@ class ToolRuntime:
 
     def close(self) -> None:
         self.container.close_agent()
-
-
-def split_identity(bearer: str) -> tuple[str | None, str]:
-    """(`identity`, `token`) of `<identity>@<token>`; (None, bearer) when there is no '@'."""
-    identity, at, token = bearer.partition("@")
-    return (identity, token) if at and identity and token else (None, bearer)
 
 
 def build_runtime(container: Container, keys: KeyRing, fixed: tuple[Principal, str] | None = None,

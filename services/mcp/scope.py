@@ -33,9 +33,9 @@ from dataclasses import dataclass
 from pathlib import PurePosixPath
 from typing import Any
 
+from services.container import Container
 from services.core.documents import check_collection
 from services.mcp.errors import invalid
-from services.wiring import Container
 from shared.errors import VibeError
 from shared.model import DocKey, Principal, StoredDoc
 from shared.ports import FieldCondition, Scalar

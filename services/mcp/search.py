@@ -30,12 +30,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from services.container import Container
 from services.mcp import core
 from services.mcp.citations import Passage, cite, render_context
 from services.mcp.errors import invalid
 from services.mcp.scope import ANY, CHUNK_SEP, Scope, check_search_collection, resolve
 from services.planner.fusion import Fused, relative, rrf, single
-from services.wiring import Container
 from shared.agent_ports import CitationRegistry
 from shared.filters import matches
 from shared.model import DocKey, Hit, Principal, StoredDoc

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import inspect
 import logging
+from collections.abc import Callable
 from typing import Annotated, Any, Literal
 
 import anyio
@@ -30,10 +31,11 @@ from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
 from mcp_types import CallToolResult, TextContent
 from pydantic import Field, ValidationError
 
-from services.api.auth import KeyRing, dev_key
+from services.container import Container
+from services.core.keyring import KeyRing, dev_key, split_identity
 from services.mcp.errors import invalid
 from services.mcp.invoke import failed, invoke
-from services.mcp.runtime import ToolRuntime, build_runtime, split_identity
+from services.mcp.runtime import ToolRuntime, build_runtime
 from services.mcp.tools import Tools
 from shared.config import Settings
 from shared.metrics import METRICS
@@ -280,8 +282,8 @@ def stdio_principal(settings: Settings) -> tuple[KeyRing, Principal, str, str | 
     return ring, found, token, identity
 
 
-def run_stdio(settings: Settings) -> None:
-    from services.wiring import build
+def run_stdio(settings: Settings, build: Callable[[Settings], Container]) -> None:
+    """Serve the tools over stdio with the container `build` (the composition root's) makes."""
     from shared.logging import configure_logging
 
     configure_logging(settings.debug)  # JSON lines on stderr; stdout carries the protocol

@@ -2,7 +2,8 @@
 
 Configuration comes from `Settings` only (`shared.adapters.celery_queue.celery_config`:
 acks_late, reject on worker lost, prefetch 1, visibility timeout, lane order). `vibe-semantic
-worker` and `vibe-semantic scheduler` call `run_worker` / `run_scheduler`.
+worker` and `vibe-semantic scheduler` call `run_worker` / `run_scheduler` with the composition
+root's runtime builder (`services.wiring.build_worker_runtime`).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from celery.signals import worker_process_shutdown
 
 from services.worker import metrics_server
 from services.worker.reconciler import reconcile
-from services.worker.tasks import Runtime, backoff_delay, build_runtime, runtime
+from services.worker.tasks import Runtime, RuntimeBuilder, backoff_delay, runtime
 from shared.adapters.celery_queue import BACKFILL_TASK, EMBED_TASK, LIFECYCLE_TASK, QUEUES, RECONCILE_TASK, make_celery
 from shared.config import Settings
 from shared.logging import configure_logging
@@ -25,7 +26,7 @@ from shared.logging import configure_logging
 log = logging.getLogger("vibe.worker")
 
 
-def create_app(settings: Settings, dim: int | None = None) -> Celery:
+def create_app(settings: Settings, build: RuntimeBuilder, dim: int | None = None) -> Celery:
     app = make_celery(settings)
     # A hard limit below the visibility timeout: a batch can never still be running when its
     # message is handed to another worker. (The provider timeout bounds it long before.)
@@ -35,7 +36,7 @@ def create_app(settings: Settings, dim: int | None = None) -> Celery:
         """The process's runtime; if it cannot be built (store locked, Redis away), the
         message is re-sent later rather than failed and acked (which would drop the batch)."""
         try:
-            return runtime(settings, app, dim)
+            return runtime(settings, app, dim, build)
         except Exception as e:
             log.exception("worker runtime unavailable")
             delay = backoff_delay(task.request.retries + 1, settings.job_backoff_seconds,
@@ -71,11 +72,11 @@ def worker_queues(settings: Settings) -> str:
     return ",".join(QUEUES[q] for q in names)
 
 
-def _preflight(settings: Settings) -> int:
+def _preflight(settings: Settings, build: RuntimeBuilder) -> int:
     """Fail at start-up, not on the first message: the store opens, the embedder answers and
     matches the space's model and dimension. Everything is closed again before the pool forks;
     the dimension is handed to the pool children so they need no probe call of their own."""
-    rt = build_runtime(settings)
+    rt = build(settings, None, None)
     rt.store.close()
     return rt.handler.embedder.dim
 
@@ -89,11 +90,11 @@ def _logging(settings: Settings) -> None:
             logging.getLogger(name).setLevel(logging.WARNING)
 
 
-def run_worker(settings: Settings, concurrency: int | None) -> None:
+def run_worker(settings: Settings, concurrency: int | None, build: RuntimeBuilder) -> None:
     if settings.queue != "celery":
         raise SystemExit("vibe-semantic worker needs VIBE_QUEUE=celery (or VIBE_PROFILE=distributed)")
     _logging(settings)
-    app = create_app(settings, _preflight(settings))
+    app = create_app(settings, build, _preflight(settings, build))
     _serve_metrics(settings)
     app.worker_main([
         "worker", "--concurrency", str(concurrency or settings.workers), "--queues", worker_queues(settings),
@@ -121,8 +122,8 @@ def _child_exited(pid: int | None = None, **_: Any) -> None:
     metrics_server.process_gone(pid or os.getpid())
 
 
-def run_scheduler(settings: Settings) -> None:
+def run_scheduler(settings: Settings, build: RuntimeBuilder) -> None:
     if settings.queue != "celery":
         raise SystemExit("vibe-semantic scheduler needs VIBE_QUEUE=celery (or VIBE_PROFILE=distributed)")
     _logging(settings)
-    create_app(settings).start(["beat", "--loglevel", "INFO"])
+    create_app(settings, build).start(["beat", "--loglevel", "INFO"])

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import uuid
 
-from services.worker.repair import reconcile_pass
+from services.core.repair import reconcile_pass
 from shared.adapters.celery_queue import CeleryQueue
 from shared.config import Settings
 from shared.metrics import METRICS

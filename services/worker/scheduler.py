@@ -19,7 +19,7 @@ import threading
 import time
 from collections.abc import Callable
 
-from services.planner.usage import UsageRecorder
+from services.core.usage import UsageRecorder
 from services.worker.lifecycle import Lifecycle
 from shared.ports import StoreOfRecord
 

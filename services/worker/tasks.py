@@ -1,6 +1,6 @@
 """What a Celery worker process does with one embedding message.
 
-It runs the SAME `EmbedHandler` as the embedded runner (built by `services.wiring`), then:
+It runs the same `EmbedHandler` as the embedded runner (the composition root builds both), then:
 finished jobs stop being pending (dedupe set) and are announced on pub/sub; jobs the handler
 wants retried are re-sent with exponential backoff and jitter, never sooner than the
 provider's Retry-After. A 429 or an open circuit postpones the whole batch without spending an
@@ -13,13 +13,13 @@ import logging
 import random
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
 from celery import Celery
 
-from services.worker.handlers import BatchOutcome, EmbedHandler
+from services.core.handlers import BatchOutcome, EmbedHandler
 from services.worker.lifecycle import Lifecycle
 from shared.adapters.celery_queue import CeleryQueue, decode
 from shared.adapters.embedders.breaker import CircuitOpen, RateLimited
@@ -141,24 +141,14 @@ _runtime: Runtime | None = None
 _runtime_lock = threading.Lock()
 
 
-def runtime(settings: Settings, app: Celery, dim: int | None = None) -> Runtime:
+# How the composition root builds a worker process's runtime: (settings, the Celery app, the
+# embedder's dimension when the preflight already probed it).
+RuntimeBuilder = Callable[[Settings, "Celery | None", "int | None"], Runtime]
+
+
+def runtime(settings: Settings, app: Celery, dim: int | None, build: RuntimeBuilder) -> Runtime:
     global _runtime
     with _runtime_lock:
         if _runtime is None:
-            _runtime = build_runtime(settings, app, dim)
+            _runtime = build(settings, app, dim)
         return _runtime
-
-
-def build_runtime(settings: Settings, app: Celery | None = None, dim: int | None = None) -> Runtime:
-    from services.wiring import build_budget, build_handler, build_lifecycle, build_store
-    from shared.adapters.embedders import build_embedder
-
-    store = build_store(settings)
-    # The circuit must open before a provider outage runs any job out of attempts: once it is
-    # open, batches are postponed (not charged), so an outage never turns documents `failed`.
-    trip = min(settings.breaker_failures, settings.job_max_attempts)
-    emb = build_embedder(settings.model_copy(update={"breaker_failures": trip}), dim)
-    handler = build_handler(settings, store, PostponingEmbedder(emb), wrap=PostponingEmbedder)
-    queue = CeleryQueue.from_settings(settings, app)
-    lifecycle = build_lifecycle(settings, store, queue, build_budget(settings), handler.policy, cold=handler.cold)
-    return Runtime(settings, store, handler, queue, lifecycle)

@@ -13,7 +13,7 @@ import redis
 
 from harness.redis_server import RedisServer, redis_server
 from harness.server import free_port
-from services.mcp.runtime import _citations
+from services.wiring import build_citations as _citations
 from shared.adapters.citations_redis import RedisCitationRegistry
 from shared.adapters.citations_sqlite import SqliteCitationRegistry
 from shared.agent_ports import CitationRegistry

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from services.api.auth import KeyRing, MadeKeys
+from services.core.keyring import KeyRing, MadeKeys
 from services.wiring import build_key_store
 from shared.config import ApiKey
 from shared.keys import KeyRecord, KeyStore, TooManyKeys, new_key, secret_hash

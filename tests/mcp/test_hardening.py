@@ -14,7 +14,7 @@ import blake3
 import pytest
 
 from harness.server import Served, served
-from services.mcp.secret import SECRET_FILE, key_ref, task_names
+from services.core.secret import SECRET_FILE, key_ref, task_names
 from tests.mcp.support import McpClient, http
 
 ENG = ["user:ann", "group:eng"]

@@ -146,9 +146,8 @@ def test_tenant_metrics_off_records_nothing_and_labels_are_bounded() -> None:
 def test_tenant_metrics_endpoint_is_404_when_off(tmp_path: Path) -> None:
     from fastapi.testclient import TestClient
 
-    from services.api.app import create_app
-    from services.api.auth import KeyRing
-    from services.wiring import build
+    from services.core.keyring import KeyRing
+    from services.wiring import build, create_app
 
     c = build(Settings(data_dir=tmp_path / "data", embedder="hash", embed_dim=16))
     try:

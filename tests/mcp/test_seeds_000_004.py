@@ -25,7 +25,7 @@ import pytest
 
 from harness.openai_server import OpenAIProtocolServer
 from harness.server import KEYS, Served, served
-from services.api.auth import KeyRing
+from services.core.keyring import KeyRing
 from services.mcp.runtime import build_runtime
 from services.mcp.tools import Tools
 from services.wiring import build

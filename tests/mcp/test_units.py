@@ -235,7 +235,7 @@ def test_task_names_are_keyed_by_the_server_secret() -> None:
     import blake3
 
     from services.core.reserved import is_reserved_collection
-    from services.mcp.secret import key_ref, task_names
+    from services.core.secret import key_ref, task_names
 
     a, b = b"a" * 32, b"b" * 32
     col, token = task_names(a, key_ref(a, "k-alice"), "t")
@@ -252,7 +252,7 @@ def test_task_names_are_keyed_by_the_server_secret() -> None:
 def test_server_secret_file_is_created_0600_once_and_the_setting_wins(tmp_path: Path) -> None:
     import stat
 
-    from services.mcp.secret import SECRET_FILE, server_secret
+    from services.core.secret import SECRET_FILE, server_secret
 
     s = Settings(data_dir=tmp_path / "d")
     first = server_secret(s)

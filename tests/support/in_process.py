@@ -10,9 +10,8 @@ from collections.abc import Sequence
 import uvicorn
 
 from harness.server import free_port
-from services.api.app import create_app
-from services.api.auth import KeyRing
-from services.wiring import Container
+from services.core.keyring import KeyRing
+from services.wiring import Container, create_app
 from shared.config import ApiKey
 
 

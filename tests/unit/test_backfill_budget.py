@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from services.core.backfill import BackfillLimits, Backfills
 from services.wiring import backfill_reserve
-from services.worker.backfill import BackfillLimits, Backfills
 from shared.config import Settings
 from shared.model import SemanticStatus as S
 from tests.contract.test_store_contract import Opener, opener  # noqa: F401 - fixture

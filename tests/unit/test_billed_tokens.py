@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from harness.openai_server import OpenAIProtocolServer
-from services.planner.usage import embed_query_within_cap
+from services.core.usage import embed_query_within_cap
 from services.wiring import Container, build
 from shared.config import Settings
 from shared.costs import estimate_tokens, utc_day

@@ -11,9 +11,8 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 
-from services.api.app import create_app
-from services.api.auth import KeyRing
-from services.wiring import build
+from services.core.keyring import KeyRing
+from services.wiring import build, create_app
 from shared.config import Settings
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from services.core.documents import DocumentService
-from services.worker.handlers import EmbedHandler
+from services.core.handlers import EmbedHandler
 from shared.adapters.edge_vectors import EdgeVectorIndex
 from shared.adapters.embedders.hash_embedder import HashEmbedder
 from shared.adapters.sqlite_store import SqliteStore

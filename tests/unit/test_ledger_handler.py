@@ -12,9 +12,9 @@ from typing import cast
 
 import pytest
 
-from services.planner.usage import OverBudget, UsageRecorder, embed_query_within_cap
+from services.core.handlers import EmbedHandler
+from services.core.usage import OverBudget, UsageRecorder, embed_query_within_cap
 from services.wiring import build_ledger
-from services.worker.handlers import EmbedHandler
 from services.worker.lifecycle import LEDGER_PAGES, Lifecycle, LifecycleConfig
 from shared.adapters.celery_queue import decode, encode
 from shared.adapters.cold_files import FileColdStore

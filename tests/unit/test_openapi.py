@@ -17,11 +17,11 @@ from fastapi.routing import APIRoute
 from fastapi.testclient import TestClient
 
 from services.api import schemas
-from services.api.app import _leaf_routes, create_app
-from services.api.auth import KeyRing
+from services.api.app import _leaf_routes
 from services.api.bodies import parse_model
 from services.api.schemas import ReadBody
-from services.wiring import build
+from services.core.keyring import KeyRing
+from services.wiring import build, create_app
 from shared.config import ApiKey, Settings
 from shared.errors import ErrorCode, VibeError, invalid
 

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from services.worker.handlers import in_space, route_or_gate
+from services.core.handlers import in_space, route_or_gate
 from shared.model import Decision
 from shared.policy.provider_certs import ProviderCerts, provider_of
 

@@ -48,8 +48,8 @@ def _statuses(bearers: list[str]) -> list[int]:
     that never moves)."""
     import asyncio
 
-    from services.api.auth import KeyRing
     from services.api.ratelimit import TenantRateLimit
+    from services.core.keyring import KeyRing
     from shared.config import ApiKey
 
     async def ok(scope: object, receive: object, send: object) -> None:

@@ -13,10 +13,9 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from services.api.app import create_app
-from services.api.auth import KeyRing
 from services.api.readiness import Check, Checker
-from services.wiring import Container, build
+from services.core.keyring import KeyRing
+from services.wiring import Container, build, create_app
 from shared.adapters.memory_queue import InProcessQueue
 from shared.config import Settings
 from shared.readiness import NotReady, folder_ready, reason

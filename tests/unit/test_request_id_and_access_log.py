@@ -14,10 +14,9 @@ import pytest
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
-from services.api.app import create_app
-from services.api.auth import KeyRing
 from services.api.request_id import MAX_CHARS, accepted_id
-from services.wiring import build
+from services.core.keyring import KeyRing
+from services.wiring import build, create_app
 from shared.config import ApiKey, Settings
 from shared.logging import REQUEST_ID, JsonFormatter
 

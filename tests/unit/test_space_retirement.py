@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from services.worker.backfill import Backfills
+from services.core.backfill import Backfills
 from shared.metrics import METRICS
 from shared.model import PUBLIC_PRINCIPAL, DocKey, EmbedJob, SemanticStatus, SidecarEntry, SpaceInfo, StoredDoc
 from tests.contract.test_store_contract import Opener, opener  # noqa: F401 - fixture

@@ -13,8 +13,8 @@ from typing import Any
 import orjson
 import pytest
 
-from services.api.auth import KeyRing
 from services.api.ratelimit import RequestCost, TenantRateLimit, TokenBuckets
+from services.core.keyring import KeyRing
 from services.core.overwrite import locked
 from shared.adapters.memory_queue import InProcessQueue
 from shared.config import ApiKey

@@ -19,9 +19,8 @@ REPO = Path(__file__).resolve().parents[3]
 
 def openapi() -> dict[str, Any]:
     sys.path.insert(0, str(REPO))
-    from services.api.app import create_app
-    from services.api.auth import KeyRing
-    from services.wiring import build
+    from services.core.keyring import KeyRing
+    from services.wiring import build, create_app
     from shared.config import Settings
 
     with tempfile.TemporaryDirectory() as tmp:

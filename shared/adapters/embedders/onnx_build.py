@@ -29,7 +29,7 @@ import numpy as np
 if TYPE_CHECKING:
     import onnx
 
-    from shared.adapters.embedders.onnx_export import PipelineConfig
+    from shared.adapters.embedders.onnx_pipeline import PipelineConfig
 
 OPSET = 17
 MS_DOMAIN = "com.microsoft"
@@ -48,7 +48,7 @@ class BertShape:
 def bert_shape(model_dir: Path) -> BertShape:
     """The encoder's dimensions from config.json; ExportUnsupported for what the graph below
     does not compute exactly as transformers does."""
-    from shared.adapters.embedders.onnx_export import ExportUnsupported
+    from shared.adapters.embedders.onnx_pipeline import ExportUnsupported
 
     cfg = json.loads((model_dir / "config.json").read_text())
     problems = []

@@ -41,26 +41,15 @@ import numpy as np
 
 from shared.adapters.embedders import onnx_export as ox
 from shared.adapters.embedders.local_embedder import model_path
+from shared.adapters.embedders.onnx_pipeline import tokenizer_for
 from shared.ports import Embedder, EmbedderError
 from shared.threads import lower_priority
 
 if TYPE_CHECKING:
-    from tokenizers import Tokenizer
 
     from shared.config import Settings
 
 log = logging.getLogger("vibe.embedder")
-
-
-def tokenizer_for(model_dir: Path, max_length: int) -> Tokenizer:
-    """The model's fast tokenizer, truncating like sentence-transformers (max_seq_length tokens,
-    special tokens included); no padding here: batches are padded per length-sorted chunk."""
-    from tokenizers import Tokenizer
-
-    tok = Tokenizer.from_file(str(model_dir / "tokenizer.json"))
-    tok.no_padding()
-    tok.enable_truncation(max_length)
-    return tok
 
 
 def _session(path: Path, threads: int) -> Any:
@@ -284,3 +273,19 @@ def build_local(settings: Settings) -> Embedder:
                                "(pip install 'vibe-semantic[export]')") from e
         log.warning("ONNX encoder unavailable, using torch for the local model: %s", e)
         return torch_embedder()
+
+
+def verify_prebuilt(model_name: str) -> None:
+    """Load the prebuilt entry as a server does: verified against the reference vectors, with
+    its int8 query graph derived and verified (`onnx_export --prebuild` runs this after it
+    exports). Raises when the int8 query graph does not verify."""
+    entry = ox.PREBUILT_ROOT / f"{Path(model_name).name}-{ox.cache_key(model_name, model_path(model_name))}"
+    emb = load(model_name, ox.PREBUILT_ROOT, query_weights="int8")
+    if emb.query_file != entry / ox.QUERY_INT8_FILE:
+        raise RuntimeError(f"the int8 query graph of {model_name!r} did not verify")
+
+
+if __name__ == "__main__":
+    import sys
+
+    verify_prebuilt(sys.argv[1])

@@ -49,88 +49,33 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import hashlib
-import importlib.metadata
 import json
 import os
 import subprocess
 import sys
 import warnings
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from shared.adapters.embedders import reference as references
+from shared.adapters.embedders.onnx_pipeline import (
+    _VERSIONED,
+    PROBES,
+    ExportUnsupported,
+    PipelineConfig,
+    pipeline_config,
+    tokenizer_for,
+    versions,
+)
 
 FORMAT = 3  # bump when the graph or the manifest changes: old cache entries are then ignored
 OPSET = 17
 MIN_COSINE = 0.999
 EXPORT_TIMEOUT_SECONDS = 900.0
-_VERSIONED = ("torch", "transformers", "sentence-transformers", "onnx", "onnxruntime", "tokenizers")
 # What shapes or runs a graph written from a reference file: torch and transformers play no part.
 _BUILT = ("onnx", "onnxruntime", "tokenizers")
 _WEIGHTS = ("model.safetensors", "pytorch_model.bin", "config.json", "tokenizer.json", "modules.json")
-
-# Short and long, several scripts, one longer than the model's window (tests truncation), and
-# lengths that differ, so the padded batch exercises the attention mask.
-PROBES = [
-    "How do I fix a flat bicycle tire?",
-    "Quarterly revenue grew by eight percent.",
-    "The boundary layer separates near the trailing edge of the wing.",
-    "a",
-    "Der schnelle braune Fuchs springt über den faulen Hund. 東京は日本の首都です。",
-    "Interest rates, inflation and unemployment: what the central bank weighs before it acts, "
-    "and why forward guidance matters as much as the rate decision itself.",
-    " ".join(["retrieval augmented generation with hybrid lexical and dense ranking"] * 40),
-    "SELECT * FROM docs WHERE id = 42; -- 3.14159 x^2 + y^2 = r^2",
-]
-
-
-class ExportUnsupported(RuntimeError):
-    """The model's sentence-transformers pipeline is not one this exporter reproduces."""
-
-
-@dataclass(frozen=True)
-class PipelineConfig:
-    max_seq_length: int
-    pooling: str  # "mean" | "cls"
-    normalize: bool
-
-
-def pipeline_config(model_dir: Path) -> PipelineConfig:
-    """What sentence-transformers does after the transformer, read from the model's own files."""
-    try:
-        modules = json.loads((model_dir / "modules.json").read_text())
-        pool_dir = next(m["path"] for m in modules if m["type"].endswith(".Pooling"))
-        pool = json.loads((model_dir / pool_dir / "config.json").read_text())
-        sbert = json.loads((model_dir / "sentence_bert_config.json").read_text())
-    except (OSError, ValueError, StopIteration, KeyError) as e:
-        raise ExportUnsupported(f"not a sentence-transformers model directory: {e}") from e
-    known = {"Transformer", "Pooling", "Normalize"}
-    extra = [m["type"] for m in modules if m["type"].rpartition(".")[2] not in known]
-    if extra:
-        raise ExportUnsupported(f"unsupported modules {extra}")
-    modes = [k for k, v in pool.items() if k.startswith("pooling_mode") and v is True]
-    if modes == ["pooling_mode_mean_tokens"]:
-        pooling = "mean"
-    elif modes == ["pooling_mode_cls_token"]:
-        pooling = "cls"
-    else:
-        raise ExportUnsupported(f"unsupported pooling {modes}")
-    normalize = any(m["type"].endswith(".Normalize") for m in modules)
-    return PipelineConfig(int(sbert.get("max_seq_length") or 512), pooling, normalize)
-
-
-def versions(names: Sequence[str] = _VERSIONED) -> dict[str, str]:
-    """Installed version of each distribution, "absent" where it is not installed."""
-    out = {}
-    for name in names:
-        try:
-            out[name] = importlib.metadata.version(name)
-        except importlib.metadata.PackageNotFoundError:
-            out[name] = "absent"
-    return out
-
 
 def cache_key(model_name: str, model_dir: Path) -> str:
     """Model id + its weight files (name and size) + the exporter (the reference file's digest
@@ -186,14 +131,17 @@ def read_manifest(entry: Path) -> dict[str, Any] | None:
         return None
 
 
+def _child_env() -> dict[str, str]:
+    root = str(Path(__file__).resolve().parents[3])  # where `shared` is importable from
+    path = os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH", "")) if p)
+    return {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false", "PYTHONPATH": path}
+
+
 def export_in_child(model_name: str, entry: Path) -> dict[str, Any]:
     """Export in a child process (the weights' copies and, on the torch path, torch stay out of
     the caller); returns the new manifest."""
-    root = str(Path(__file__).resolve().parents[3])  # where `shared` is importable from
-    path = os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH", "")) if p)
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false", "PYTHONPATH": path}
     done = subprocess.run([sys.executable, "-m", "shared.adapters.embedders.onnx_export", model_name, str(entry)],
-                          capture_output=True, text=True, env=env, timeout=EXPORT_TIMEOUT_SECONDS)
+                          capture_output=True, text=True, env=_child_env(), timeout=EXPORT_TIMEOUT_SECONDS)
     manifest = read_manifest(entry)
     if done.returncode != 0 or manifest is None:
         tail = (done.stderr or done.stdout).strip().splitlines()[-3:]
@@ -322,7 +270,6 @@ def export_torch(model_name: str, entry: Path, fused: bool = True) -> None:
                                 f" and its export needs torch: pip install 'vibe-semantic[export]' ({e})") from e
 
     from shared.adapters.embedders.local_embedder import model_path
-    from shared.adapters.embedders.onnx_embedder import tokenizer_for
 
     model_dir = model_path(model_name)
     cfg = pipeline_config(model_dir)
@@ -360,18 +307,20 @@ def _commit(entry: Path, tmp: Path, manifest: dict[str, Any]) -> None:
 
 def prebuild(model_name: str) -> Path:
     """Export `model_name` into PREBUILT_ROOT (in this process: nothing runs beside it at build
-    time), then load it as a server does, which verifies it against the reference vectors and
-    derives the int8 query graph, so nothing is left to write at run time. Raises when either is
-    not usable."""
+    time), then load it as a server does (`onnx_embedder.verify_prebuilt`, in a child process:
+    the loader is the layer above this module), which verifies it against the reference vectors
+    and derives the int8 query graph, so nothing is left to write at run time. Raises when
+    either is not usable."""
     from shared.adapters.embedders.local_embedder import model_path
-    from shared.adapters.embedders.onnx_embedder import load
 
     entry = PREBUILT_ROOT / f"{Path(model_name).name}-{cache_key(model_name, model_path(model_name))}"
     if read_manifest(entry) is None:
         export(model_name, entry)
-    emb = load(model_name, PREBUILT_ROOT, query_weights="int8")
-    if emb.query_file != entry / QUERY_INT8_FILE:
-        raise RuntimeError(f"the int8 query graph of {model_name!r} did not verify")
+    done = subprocess.run([sys.executable, "-m", "shared.adapters.embedders.onnx_embedder", model_name],
+                          capture_output=True, text=True, env=_child_env(), timeout=EXPORT_TIMEOUT_SECONDS)
+    if done.returncode != 0:
+        tail = (done.stderr or done.stdout).strip().splitlines()[-3:]
+        raise RuntimeError(f"the prebuilt ONNX export of {model_name!r} did not verify: {' | '.join(tail)}")
     return entry
 
 

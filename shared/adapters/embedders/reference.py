@@ -1,7 +1,7 @@
 """sentence-transformers' own vectors of the probes, committed beside the code.
 
 The ONNX encoder is checked against the vectors sentence-transformers (torch) computes for
-`onnx_export.PROBES` every time it loads. Those vectors depend only on the weights, so they are
+`onnx_pipeline.PROBES` every time it loads. Those vectors depend only on the weights, so they are
 computed once, with torch, and committed as `reference/<model>.json`: a serving installation
 then checks its graph against torch without having torch. A file names the weights it belongs to
 (sha256 of `model.safetensors`, plus the package version for a reader) and carries a digest of
@@ -117,7 +117,7 @@ def write(model_name: str) -> Path:
     from sentence_transformers import SentenceTransformer
 
     from shared.adapters.embedders.local_embedder import model_path
-    from shared.adapters.embedders.onnx_export import PROBES, versions
+    from shared.adapters.embedders.onnx_pipeline import PROBES, versions
 
     model_dir = model_path(model_name)
     st = SentenceTransformer(str(model_dir), device="cpu")
