@@ -18,13 +18,9 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from shared.text.languages import LanguageMap
-
-if TYPE_CHECKING:
-    from shared.ports import CollectionStore
-
 
 FRESH_SECONDS = 0.05
 
@@ -41,10 +37,17 @@ class CollectionSettings:
     updated_at: float = 0.0
 
 
+class SettingsSource(Protocol):
+    """What the directory reads: the part of `shared.ports.CollectionStore` it needs, named here
+    so the settings module does not import the ports that refer to its row type."""
+
+    def collection_settings(self, tenant: str) -> dict[str, CollectionSettings]: ...
+
+
 class CollectionDirectory:
     """The settings every process honours, read through a short per-tenant cache."""
 
-    def __init__(self, store: CollectionStore, embed_defaults: Mapping[str, Sequence[str]],
+    def __init__(self, store: SettingsSource, embed_defaults: Mapping[str, Sequence[str]],
                  language_default: Callable[[str], str], ttl: float = 1.0,
                  clock: Callable[[], float] = time.monotonic):
         self.store = store

@@ -1,5 +1,5 @@
 """Metadata filters (`filter` in `/v1/read`): the request shape parsed into
-`FieldCondition`s, and `matches`, the one definition of what a condition means.
+`FieldCondition`s (shared/conditions.py holds them and `matches`, what a condition means).
 
 Engines translate the conditions into their own query (inside the query, with the ACL, never
 after a top-k); `matches` is the reference they are tested against, and what the read path
@@ -21,8 +21,8 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from shared.conditions import FieldCondition, Scalar
 from shared.names import MAX_FIELD_CHARS  # one bound for documents and filters
-from shared.ports import FieldCondition, Scalar
 
 MAX_FIELDS = 16
 MAX_IN_VALUES = 100
@@ -99,39 +99,6 @@ def parse_filter(raw: Any) -> tuple[FieldCondition, ...]:
     if len(raw) > MAX_FIELDS:
         raise FilterError(f"filter takes at most {MAX_FIELDS} fields")
     return tuple(_condition(_field_name(name), raw[name]) for name in sorted(raw))
-
-
-def _same(a: Any, b: Scalar) -> bool:
-    if isinstance(b, bool) or isinstance(a, bool):
-        return isinstance(a, bool) and isinstance(b, bool) and a is b
-    if isinstance(b, str) or isinstance(a, str):
-        return isinstance(a, str) and isinstance(b, str) and a == b
-    return isinstance(a, int | float) and a == b
-
-
-def _in_range(a: Any, c: FieldCondition) -> bool:
-    if isinstance(a, bool) or not isinstance(a, int | float):
-        return False
-    return ((c.gt is None or a > c.gt) and (c.gte is None or a >= c.gte)
-            and (c.lt is None or a < c.lt) and (c.lte is None or a <= c.lte))
-
-
-def _element(a: Any, c: FieldCondition) -> bool:
-    if c.op == "range":
-        return _in_range(a, c)
-    return any(_same(a, v) for v in c.values)
-
-
-def condition_holds(c: FieldCondition, fields: Mapping[str, Any]) -> bool:
-    value = fields.get(c.field)
-    if isinstance(value, list):
-        return any(_element(v, c) for v in value)
-    return value is not None and _element(value, c)
-
-
-def matches(where: Sequence[FieldCondition], fields: Mapping[str, Any]) -> bool:
-    """Whether a document's fields meet every condition."""
-    return all(condition_holds(c, fields) for c in where)
 
 
 def describe(where: Sequence[FieldCondition]) -> list[dict[str, Any]]:

@@ -5,10 +5,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import TYPE_CHECKING, Any, Literal, NamedTuple
+from typing import Any, Literal, NamedTuple
 
-if TYPE_CHECKING:
-    from shared.ports import FieldCondition
+from shared.conditions import FieldCondition, matches
 
 # Every principal of a tenant may read a document stored without `_acl`.
 PUBLIC_PRINCIPAL = "*"
@@ -65,8 +64,6 @@ class Principal:
         """Whether a document's fields meet this caller's own filter (always, without one)."""
         if not self.filter:
             return True
-        from shared.filters import matches  # shared.filters imports the ports, which import this module
-
         return matches(self.filter, fields)
 
 

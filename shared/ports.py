@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
 from shared.collection_settings import CollectionSettings
+from shared.conditions import FieldCondition
 from shared.explain_record import ExplainRecord
 from shared.follow_up import FollowUpFlush, FollowUpRow, SwitchState
 from shared.ledger import LedgerRow, UsageDelta
@@ -39,28 +40,10 @@ class Change:
     space: str | None = None
 
 
-Scalar = str | int | float | bool
 RowCursor = tuple[str, str, str, str]  # a sidecar row's key (tenant, collection, doc_id, space)
 GonePage = tuple[list[tuple[DocKey, str]], RowCursor | None]  # rows (key, space), and where the next page starts
 CodeCursor = tuple[str, str, str]  # a vector's or cold entry's key (tenant, content_hash, space)
 ColdRow = tuple[str, str, str, str]  # a cold entry removed: (tenant, content_hash, space, cold ref)
-
-
-@dataclass(frozen=True)
-class FieldCondition:
-    """One metadata condition on a top-level document field (`filter` in `/v1/read`).
-
-    A field holding a list matches when any element matches (as in OpenSearch and Qdrant).
-    `eq`: `values` has one value; `in`: one or more; `range`: numbers, any of the four bounds.
-    Booleans are never numbers here (`True` does not equal `1`)."""
-
-    field: str
-    op: str  # "eq" | "in" | "range"
-    values: tuple[Scalar, ...] = ()
-    gt: float | None = None
-    gte: float | None = None
-    lt: float | None = None
-    lte: float | None = None
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from shared.filters import matches
+from shared.conditions import matches
 from shared.model import DocKey, Principal
 from shared.ports import ColdRow, ColdStore, FieldCondition, StoreOfRecord
 

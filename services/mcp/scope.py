@@ -36,9 +36,9 @@ from typing import Any
 from services.container import Container
 from services.core.documents import check_collection
 from services.mcp.errors import invalid
+from shared.conditions import FieldCondition, Scalar
 from shared.errors import VibeError
 from shared.model import DocKey, Principal, StoredDoc
-from shared.ports import FieldCondition, Scalar
 
 SCOPE_KEYS = {"document_ids", "folder_ids", "connector_ids", "thread_ids", "collection_ids", "paths"}
 # The scope keys served by a document field, and that field.

@@ -37,7 +37,7 @@ from services.mcp.errors import invalid
 from services.mcp.scope import ANY, CHUNK_SEP, Scope, check_search_collection, resolve
 from services.planner.fusion import Fused, relative, rrf, single
 from shared.agent_ports import CitationRegistry
-from shared.filters import matches
+from shared.conditions import matches
 from shared.model import DocKey, Hit, Principal, StoredDoc
 from shared.ports import SearchFilter
 from shared.text.hashing import doc_text

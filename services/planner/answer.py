@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from services.planner.explain import Ranking, ranking_query
 from services.planner.fusion import Fused
 from services.planner.spend import Spending
-from shared.filters import matches
+from shared.conditions import matches
 from shared.model import DocKey, SidecarEntry, StoredDoc
 
 

@@ -12,7 +12,7 @@ from services.planner.fusion import (
     zscore,
 )
 from services.planner.legs import Legs
-from shared.filters import matches
+from shared.conditions import matches
 from shared.model import (
     DocKey,
     SemanticStatus,

@@ -7,7 +7,8 @@ from typing import Any
 
 import pytest
 
-from shared.filters import MAX_FIELDS, FilterError, matches, parse_filter
+from shared.conditions import matches
+from shared.filters import MAX_FIELDS, FilterError, parse_filter
 from shared.ports import FieldCondition
 
 DOC: dict[str, Any] = {"year": 2001, "score": 0.5, "lang": "en", "tags": ["a", "b", 3], "peer": True,
