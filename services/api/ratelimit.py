@@ -8,9 +8,9 @@ valid key passes through to the route, whose authentication answers 401. Over th
 429 `rate_limited` with `Retry-After` (whole seconds until a token is there), and the
 request is not run.
 
-A request costs what it asks the server to do (`RequestCost`), not one token each:
-a 5,000-document bulk used to cost what a GET costs, so a tenant within its rate could keep
-the writer, the index and the CPU busy for everyone. Cost: the body in units of
+A request costs what it asks the server to do (`RequestCost`), not one token each: were a
+5,000-document bulk to cost what a GET costs, a tenant within its rate could keep the writer,
+the index and the CPU busy for everyone. Cost: the body in units of
 VIBE_RATE_COST_BODY_BYTES (at least 1; 16 KiB by default: about 3 MB/s of bulks per tenant at
 the default rate; smaller units price bulks closer to a token per document, larger ones let
 one tenant ingest faster at the others' expense),

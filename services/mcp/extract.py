@@ -68,18 +68,17 @@ from services.core.secret import task_names
 from services.mcp import core
 from services.mcp.chunking import material_chunks
 from services.mcp.errors import QUOTA_EXCEEDED, ToolFailure, invalid
-from services.planner.fusion import Fused, rrf
+from services.planner.fusion import minmax_weighted, rrf
 from shared.agent_ports import BudgetExceeded, MaterialBudget, TaskLedger
 from shared.errors import ErrorCode
 from shared.metrics import METRICS
-from shared.model import DocKey, EmbedJob, Hit, Principal, SemanticStatus, StoredDoc
+from shared.model import EmbedJob, Principal, SemanticStatus, StoredDoc
 from shared.ports import EmbedderError, SearchFilter
 from shared.tenant_metrics import TENANT_METRICS
 
 log = logging.getLogger("vibe.mcp")
 
 TASK_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$")
-SEMANTIC_WEIGHT, LEXICAL_WEIGHT = 0.65, 0.35
 SWEEP_EVERY_SECONDS = 3600.0
 EMBED_BATCH = 32  # chunks per embedding request at most
 
@@ -103,22 +102,6 @@ def sanitize_task(task_id: str) -> str:
     if not TASK_RE.match(t):
         raise invalid("task_id must be 1-128 characters of letters, digits, '_', '.', ':' or '-'")
     return t
-
-
-def _minmax(hits: list[Hit]) -> dict[DocKey, float]:
-    if not hits:
-        return {}
-    lo, hi = min(h.score for h in hits), max(h.score for h in hits)
-    return {h.key: 1.0 if hi == lo else (h.score - lo) / (hi - lo) for h in hits}
-
-
-def weighted(lex: list[Hit], sem: list[Hit], recency: dict[DocKey, float]) -> list[Fused]:
-    """Seed 004 step 8: normalised scores, 0.65 semantic + 0.35 lexical, ties by recency."""
-    ln, sn = _minmax(lex), _minmax(sem)
-    keys = list(dict.fromkeys([h.key for h in lex] + [h.key for h in sem]))
-    out = [Fused(k, SEMANTIC_WEIGHT * sn.get(k, 0.0) + LEXICAL_WEIGHT * ln.get(k, 0.0)) for k in keys]
-    out.sort(key=lambda f: (-f.score, -recency.get(f.key, 0.0), f.key.doc_id))
-    return out
 
 
 def _utc_day(now: float) -> tuple[str, int]:
@@ -369,7 +352,7 @@ class KeyInfo:
                 and key.collection in flt.collections and set(d.acl) & set(flt.acl)}
         lex = [h for h in lex if h.key in mine]
         sem = [h for h in sem if h.key in mine]
-        ranking = rrf(lex, sem, self.c.settings.rrf_k) if mode == "rrf" else weighted(
+        ranking = rrf(lex, sem, self.c.settings.rrf_k) if mode == "rrf" else minmax_weighted(
             lex, sem, {key: d.updated_at for key, d in mine.items()})
         return [str(mine[f.key].fields.get("meta", {}).get("original", mine[f.key].fields["content"]))
                 for f in ranking[:k]], qvec is None

@@ -8,6 +8,8 @@ Two methods, chosen by `Settings.fusion`:
   RRF k=60 across the collections is largest; the weight the other collections pick beats all
   three on each held-out collection too.
 - `rrf`: Reciprocal Rank Fusion, k=60, ranks from 1 (as Rifflux-compatible clients rank), kept for clients that want it.
+- `minmax_weighted`: the fusion `extract_key_info` clients expect (0.65 semantic + 0.35 lexical on
+  min-max normalised scores, ties by recency); only that MCP tool uses it.
 A document missing from a leg gets that leg's lowest standardised score: below every hit
 the leg did return. Except a lexical candidate that has no vector yet (`unembedded`: lazy
 embedding has not reached it): its semantic score is unknown, not low, so it stands in with
@@ -237,3 +239,24 @@ def zscore(lexical: Sequence[Hit], semantic: Sequence[Hit], semantic_weight: flo
     fused = list(out.values())
     fused.sort(key=lambda f: (-f.score, f.key.collection, f.key.doc_id))
     return fused
+
+
+EXTRACT_SEMANTIC_WEIGHT, EXTRACT_LEXICAL_WEIGHT = 0.65, 0.35
+
+
+def _minmax(hits: Sequence[Hit]) -> dict[DocKey, float]:
+    if not hits:
+        return {}
+    lo, hi = min(h.score for h in hits), max(h.score for h in hits)
+    return {h.key: 1.0 if hi == lo else (h.score - lo) / (hi - lo) for h in hits}
+
+
+def minmax_weighted(lexical: Sequence[Hit], semantic: Sequence[Hit], recency: Mapping[DocKey, float]) -> list[Fused]:
+    """Each leg's scores min-max normalised, 0.65 semantic + 0.35 lexical; ties go to the more
+    recently updated document, then by id, so equal scores order the same on every call."""
+    ln, sn = _minmax(lexical), _minmax(semantic)
+    keys = list(dict.fromkeys([h.key for h in lexical] + [h.key for h in semantic]))
+    out = [Fused(k, EXTRACT_SEMANTIC_WEIGHT * sn.get(k, 0.0) + EXTRACT_LEXICAL_WEIGHT * ln.get(k, 0.0))
+           for k in keys]
+    out.sort(key=lambda f: (-f.score, -recency.get(f.key, 0.0), f.key.doc_id))
+    return out

@@ -10,11 +10,11 @@ import pytest
 from services.mcp.chunking import markdown_chunks, material_chunks, windows
 from services.mcp.citations import CitationNormalizer, Passage, cited_numbers, normalize, render_context
 from services.mcp.core import cosine
-from services.mcp.extract import sanitize_task, weighted
+from services.mcp.extract import sanitize_task
 from services.mcp.inner_voice import Cand, adapt_floor, allocate, config, dedupe
 from services.mcp.reindex import locations
 from services.mcp.search import breakdown
-from services.planner.fusion import rrf, single
+from services.planner.fusion import minmax_weighted, rrf, single
 from shared.adapters.citations_sqlite import SqliteCitationRegistry
 from shared.config import Settings
 from shared.model import DocKey, Hit, StoredDoc
@@ -178,7 +178,7 @@ def test_inner_voice_config_clamps_and_warns() -> None:
 def test_weighted_fusion_and_task_ids() -> None:
     lex = [Hit(k("a"), 10.0), Hit(k("b"), 5.0)]
     sem = [Hit(k("b"), 0.9), Hit(k("a"), 0.1)]
-    out = weighted(lex, sem, {k("a"): 1.0, k("b"): 2.0})
+    out = minmax_weighted(lex, sem, {k("a"): 1.0, k("b"): 2.0})
     assert [f.key.doc_id for f in out] == ["b", "a"]  # 0.65 semantic outweighs 0.35 lexical
     assert sanitize_task("  t-1 ") == "t-1"
     with pytest.raises(Exception, match="task_id"):
