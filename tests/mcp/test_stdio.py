@@ -243,8 +243,8 @@ def test_reindex_is_off_until_roots_are_configured(tmp_path: Path, corpus: Path)
 
 
 def test_reindex_without_location_uses_server_cwd_inside_a_plain_path_root(tmp_path: Path, corpus: Path) -> None:
-    """Seed 002 CON-006 still holds once the cwd lies inside a root; the root is given as a
-    plain path (not JSON), which used to crash start-up."""
+    """Rifflux's CON-006 (reindex stays inside a root) holds with the cwd inside a root given
+    as a plain path (not JSON): start-up must parse that form too."""
     c = stdio(tmp_path / "data", cwd=corpus / "two", VIBE_MCP_REINDEX_ROOTS=str(corpus))
     try:
         out = c.ok("reindex", {})

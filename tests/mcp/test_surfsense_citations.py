@@ -1,10 +1,10 @@
-"""Seed 001 (SurfSense ADR 0001) through the official MCP client over streamable HTTP against a
+"""SurfSense (its citation ADR 0001) through the official MCP client over streamable HTTP against a
 served app: `search_knowledge_base(query, scope?)` with the seed's scope example, `[n]`
 numbering and `<retrieved_context>`, resolution, the reranker behind its port (a local
 Cohere/TEI `/rerank` stand-in), brackets in passages, and numbers across a reindex.
 
 The scope test puts the in-scope document past rank 500 lexically in a collection of 600
-stronger matches: the old post-filter of the top 500 lost it; the engine's id allow-list
+stronger matches: a post-filter of the top 500 would lose it; the engine's id allow-list
 must find it.
 """
 

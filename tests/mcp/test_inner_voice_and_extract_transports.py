@@ -1,12 +1,12 @@
-"""Seeds 000 (inner_voice.retrieve) and 004 (extract_key_info) by their own names and examples,
+"""The inner_voice (`inner_voice.retrieve`) and extract_key_info contracts by their own names and examples,
 through the official MCP client over stdio and streamable HTTP.
 
-000: the seed's configuration names (SURR_ENABLE_INNER_VOICE, SURR_INNER_VOICE_*, MCP_NO_LOG),
-clamping at start, the exact snippet keys, `content_hash` as the seed defines it (checked
+inner_voice: the contract's configuration names (SURR_ENABLE_INNER_VOICE, SURR_INNER_VOICE_*, MCP_NO_LOG),
+clamping at start, the exact snippet keys, `content_hash` as the contract defines it (checked
 against an independent implementation of its normalisation), `origin` missing is not
 human/green, integer `latency_ms`, `diagnostics.model` without our provider prefix.
 
-004: the answer is a list of strings; an embedder failure is retried and then
+extract_key_info: the answer is a list of strings; an embedder failure is retried and then
 `embedder_unavailable` (never a lexical-only answer); `Bearer <identity>@<key>` gives the task
 (a plain key without task_id uses the default task); task retention purges unused tasks.
 """
@@ -39,7 +39,7 @@ SEED_REQUEST = {"query": "Patterns in Federation coordination failures", "top_k"
 
 
 def seed_hash(text: str) -> str:
-    """Seed 000 "Content Normalization", step by step as written, then blake3, bare hex."""
+    """The inner_voice contract's "Content Normalization", step by step as written, then blake3, bare hex."""
     t = unicodedata.normalize("NFKC", text)  # 1
     t = t.lower()  # 2
     t = re.sub(r"\s+", " ", t)  # 3

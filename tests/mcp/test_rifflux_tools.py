@@ -1,4 +1,4 @@
-"""Seed 002 compatibility: this test speaks to our server exactly as a Rifflux MCP client does,
+"""Rifflux compatibility: this test speaks to our server exactly as a Rifflux MCP client does,
 installing nothing from outside, over stdio (`vibe-semantic mcp`, as a Rifflux host launches
 its server) and over streamable HTTP (a served app's /mcp), with the official MCP client.
 
@@ -187,7 +187,7 @@ def test_reindex_without_locations_uses_the_working_directory(rig: tuple[McpClie
 
 
 def test_seed_001_search_knowledge_base_on_reindexed_files(rig: tuple[McpClient, Path]) -> None:
-    """Seed 001 on the same server and transport: scope by a reindexed file's document_id."""
+    """SurfSense's search_knowledge_base on the same server and transport: scope by a reindexed file's document_id."""
     c, _ = rig
     top = c.ok("search_rifflux", {"query": "cache ttl", "top_k": 1, "mode": "lexical"})["results"][0]
     doc_id = top["chunk_id"].split("~")[0]
