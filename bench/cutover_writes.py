@@ -32,7 +32,7 @@ from typing import Any
 
 from bench import report
 from bench.harness import machine
-from services.worker.lifecycle import Lifecycle
+from services.core.lifecycle import Lifecycle
 from shared.model import PUBLIC_PRINCIPAL, DocKey, SpaceInfo, StoredDoc
 from shared.ports import StoreOfRecord
 

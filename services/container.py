@@ -13,10 +13,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 from services.core.documents import DocumentService
 from services.core.handlers import EmbedHandler
+from services.core.lifecycle import Lifecycle
 from services.core.repair import reconcile_pass
 from services.planner.planner import Planner
 from shared.agent_ports import AuditLog, CitationRegistry, MaterialBudget, PreCallCheck, Reranker, TaskLedger
@@ -30,9 +31,6 @@ from shared.model import DocKey
 from shared.model_specs import ModelSpec
 from shared.ports import Embedder, JobQueue, LexicalIndex, ProviderLedger, StoreOfRecord, VectorIndex
 from shared.spaces import SpaceDirectory
-
-if TYPE_CHECKING:  # the lifecycle scheduler's type only; the object comes from the root
-    from services.worker.lifecycle import Lifecycle
 
 log = logging.getLogger("vibe.wiring")
 

@@ -26,6 +26,7 @@ from services.core.backfill import BackfillLimits, Backfills
 from services.core.documents import DocumentService
 from services.core.handlers import BatchOutcome, EmbedHandler
 from services.core.keyring import KeyRing
+from services.core.lifecycle import Lifecycle, LifecycleConfig
 from services.core.promotion import PromotionPolicy
 from services.core.repair import reconcile_pass
 from services.core.usage import UsageRecorder
@@ -34,7 +35,6 @@ from services.planner.passages import PassageLocator
 from services.planner.planner import Planner, PlannerConfig
 from services.planner.query_cache import QueryVectorCache
 from services.planner.touch import FollowUpSwitch, TouchPolicy
-from services.worker.lifecycle import Lifecycle, LifecycleConfig
 from services.worker.scheduler import SchedulerThread
 from shared.adapters.citations_sqlite import SqliteCitationRegistry
 from shared.adapters.cold_files import FileColdStore

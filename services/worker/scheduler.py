@@ -19,8 +19,8 @@ import threading
 import time
 from collections.abc import Callable
 
+from services.core.lifecycle import Lifecycle
 from services.core.usage import UsageRecorder
-from services.worker.lifecycle import Lifecycle
 from shared.ports import StoreOfRecord
 
 log = logging.getLogger("vibe.scheduler")

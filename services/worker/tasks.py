@@ -20,7 +20,7 @@ from typing import Any
 from celery import Celery
 
 from services.core.handlers import BatchOutcome, EmbedHandler
-from services.worker.lifecycle import Lifecycle
+from services.core.lifecycle import Lifecycle
 from shared.adapters.celery_queue import CeleryQueue, decode
 from shared.adapters.embedders.breaker import CircuitOpen, RateLimited
 from shared.config import Settings

@@ -9,8 +9,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from services.api.routes_lifecycle import _start_backfill
+from services.core.lifecycle.base import LEASE
 from services.wiring import build
-from services.worker.lifecycle import LEASE
 from shared.config import Settings
 from shared.model import Principal
 from tests.unit.test_scheduler_switch import wait_for

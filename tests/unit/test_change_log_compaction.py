@@ -14,9 +14,9 @@ from typing import Any
 import pytest
 from prometheus_client import REGISTRY
 
+from services.core.lifecycle import sweeps
+from services.core.lifecycle.sweeps import CHANGES_CURSOR
 from services.wiring import Container
-from services.worker import lifecycle
-from services.worker.lifecycle import CHANGES_CURSOR
 from shared.adapters.edge_vectors import EdgeVectorIndex
 from shared.adapters.tantivy_lexical import TantivyLexicalIndex
 from shared.indexing import FilePosition, IndexFollower, StorePosition
@@ -119,7 +119,7 @@ def test_followers_anywhere_in_the_log_end_as_if_it_were_whole(tmp_path: Path, l
 
 def test_a_tick_compacts_pages_and_a_restart_goes_on(tmp_path: Path, layout: dict[str, Any],  # noqa: F811
                                                      monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(lifecycle, "CHANGE_PAGES", 1)
+    monkeypatch.setattr(sweeps, "CHANGE_PAGES", 1)
     with service(tmp_path, layout, evict_batch=2) as c:
         keys = put_docs(c, "a", "b", "c")
         put_docs(c, "a", "b", "c")  # unchanged: not written, nothing logged

@@ -13,8 +13,8 @@ from typing import Any
 
 from prometheus_client import REGISTRY
 
+from services.core.lifecycle.eviction import EVICT_CURSOR, EVICT_PAGE_BATCHES
 from services.wiring import Container
-from services.worker.lifecycle import EVICT_CURSOR, EVICT_PAGE_BATCHES
 from shared.model import DocKey, SemanticStatus, UsageBatch
 from tests.unit.test_cold_orphans import SPACE, USER
 from tests.unit.test_gone_rows import layout, service  # noqa: F401 - the fixture

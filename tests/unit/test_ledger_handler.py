@@ -13,9 +13,10 @@ from typing import cast
 import pytest
 
 from services.core.handlers import EmbedHandler
+from services.core.lifecycle import Lifecycle, LifecycleConfig
+from services.core.lifecycle.sweeps import LEDGER_PAGES
 from services.core.usage import OverBudget, UsageRecorder, embed_query_within_cap
 from services.wiring import build_ledger
-from services.worker.lifecycle import LEDGER_PAGES, Lifecycle, LifecycleConfig
 from shared.adapters.celery_queue import decode, encode
 from shared.adapters.cold_files import FileColdStore
 from shared.costs import utc_day

@@ -1,4 +1,4 @@
-"""The lifecycle scheduler (services/worker/lifecycle.py) with an injected clock, over a real
+"""The lifecycle scheduler (services/core/lifecycle/) with an injected clock, over a real
 store (SQLite and PostgreSQL), a file cold store, a recording job queue, the in-memory budget and
 the real embed handler with a counting hash embedder: promotion, demotion, backfills that resume
 after a restart, eviction, rehydration without a provider call, pruning, daily token caps,
@@ -21,9 +21,9 @@ import pytest
 
 from services.core.backfill import BackfillLimits, Backfills
 from services.core.handlers import EmbedHandler
+from services.core.lifecycle import Lifecycle, LifecycleConfig
 from services.core.promotion import PromotionPolicy, decide_collections
 from services.core.usage import UsageRecorder
-from services.worker.lifecycle import Lifecycle, LifecycleConfig
 from shared.adapters import memory_budget
 from shared.adapters.cold_files import FileColdStore
 from shared.adapters.memory_budget import MemoryBudget

@@ -1,7 +1,7 @@
 """A write made during a migration that the per-minute bucket did not grant for the new space
 (the migration's own steps keep the bucket near empty) still reaches the new space: the
 migration's cursor may be past the document and its task done, so the scheduler's tick starts
-the migration again (services/worker/lifecycle.py `_migration_backlog`). Before, activation
+the migration again (services/core/lifecycle/collection_modes.py `_migration_backlog`). Before, activation
 answered "1 documents still to embed" for good, and only `force` cut over."""
 
 from __future__ import annotations

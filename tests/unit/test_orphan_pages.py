@@ -9,8 +9,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from services.core.lifecycle.sweeps import COPIES_CURSOR
 from services.wiring import Container
-from services.worker.lifecycle import COPIES_CURSOR
 from shared.model import DocKey
 from tests.unit.test_cold_orphans import SPACE, USER, content, put_docs
 from tests.unit.test_gone_rows import layout, service  # noqa: F401 - the fixture

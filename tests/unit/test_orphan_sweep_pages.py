@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from services.worker.lifecycle import ORPHANS_CURSOR, SPACES_PAGE
+from services.core.lifecycle.sweeps import ORPHANS_CURSOR, SPACES_PAGE
 from shared.model import PUBLIC_PRINCIPAL, DocKey, SemanticStatus, SidecarEntry, StoredDoc
 from tests.unit.test_cold_orphans import SPACE
 from tests.unit.test_gone_rows import layout, service  # noqa: F401 - the fixture

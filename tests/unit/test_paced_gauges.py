@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from services.core.lifecycle.scheduler import GAUGE_SHARE
 from services.wiring import build
-from services.worker.lifecycle import GAUGE_SHARE
 from shared.config import Settings
 
 

@@ -9,7 +9,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from services.worker.lifecycle import EVICT_PAGE_BATCHES, PINS_CURSOR
+from services.core.lifecycle.eviction import EVICT_PAGE_BATCHES
+from services.core.lifecycle.pins import PINS_CURSOR
 from shared.model import DocKey, UsageBatch
 from tests.unit.test_gone_rows import layout, service  # noqa: F401 - the fixture
 

@@ -270,10 +270,10 @@ def test_a_rollbacks_realignment_lets_another_processs_writes_in_between_its_bat
 
     if not isinstance(rig.store, SqliteStore):
         pytest.skip("SQLite's busy handler; PostgreSQL queues lock waiters")
-    import services.worker.lifecycle as lifecycle
+    import services.core.lifecycle.cutover as cutover
 
     # a pause after every 10 ms of batches instead of 100 ms: the same pause, a shorter test
-    monkeypatch.setattr(lifecycle, "BATCH_SECONDS", 0.01)
+    monkeypatch.setattr(cutover, "BATCH_SECONDS", 0.01)
     with rig.store._tx() as conn:
         conn.executemany("INSERT INTO docs VALUES (?,?,?,?,?,?,?,?,?)",
                          (("t", "c", f"{i:06d}", '{"body": "x"}', '["*"]', None, "{}", f"h{i}", 1.0)
