@@ -52,10 +52,12 @@ class Served:
     Every JSON answer the client receives, and every SSE event `stream` reads, is checked
     against the server's own /openapi.json (harness/openapi_responses.py): a mismatch
     fails the call. `validate=False` only for a test that reads answers of a server on purpose
-    outside its contract (none today)."""
+    outside its contract (none today). `touch`: TouchPolicy fields the server's reads use instead
+    of the policy's defaults (not settings: harness/tuned.py sets them in code)."""
 
     def __init__(self, data_dir: Path, env: dict[str, str] | None = None, keys: list[dict[str, Any]] | None = None,
-                 validate: bool = True, repo: Path = REPO, port: int | None = None):
+                 validate: bool = True, repo: Path = REPO, port: int | None = None,
+                 touch: dict[str, Any] | None = None):
         self.port = port or free_port()  # a fixed port: a restarted replica keeps its address
         self.base = f"http://127.0.0.1:{self.port}"
         self.contract = OpenApiResponses(self.base)
@@ -71,7 +73,8 @@ class Served:
         data_dir.mkdir(parents=True, exist_ok=True)
         self.log_path = data_dir.parent / f"server-{self.port}.log"
         self._log = self.log_path.open("w")
-        self.proc = subprocess.Popen([sys.executable, "-m", "services.cli", "serve"], cwd=repo, env=full,
+        cli = ["-m", "harness.tuned", json.dumps(touch)] if touch else ["-m", "services.cli"]
+        self.proc = subprocess.Popen([sys.executable, *cli, "serve"], cwd=repo, env=full,
                                      stdout=self._log, stderr=subprocess.STDOUT, start_new_session=True)
         self.client = httpx.Client(base_url=self.base, timeout=60)
         self._wait_healthy()

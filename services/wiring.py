@@ -16,6 +16,7 @@ import math
 import threading
 from collections.abc import Callable
 from concurrent.futures import Future
+from dataclasses import replace
 from functools import partial
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, Literal
@@ -34,7 +35,8 @@ from services.planner.explain import Explains
 from services.planner.passages import PassageLocator
 from services.planner.planner import Planner, PlannerConfig
 from services.planner.query_cache import QueryVectorCache
-from services.planner.touch import FollowUpSwitch, TouchPolicy
+from services.planner.touch_policy import TouchPolicy
+from services.planner.touch_switch import FollowUpSwitch
 from services.worker.scheduler import SchedulerThread
 from shared.adapters.citations_sqlite import SqliteCitationRegistry
 from shared.adapters.cold_files import FileColdStore
@@ -476,17 +478,11 @@ def build_lifecycle(settings: Settings, store: StoreOfRecord, queue: JobQueue, b
                      ledger=build_ledger(store))
 
 
-def _touch_policy(s: Settings) -> TouchPolicy:
-    return TouchPolicy(s.touch_policy, s.touch_depth_factor, s.touch_min_depth, s.speculate_neighbors,
-                       s.speculate_sources, dig_step=s.touch_dig_step, dig_max=s.touch_dig_max,
-                       remember=s.touch_remember, probe_rounds=s.touch_probe_rounds, similar=s.touch_similar,
-                       first_under_budget=s.touch_first_under_budget, reach_best=s.touch_reach_best,
-                       reach_until=s.touch_reach_until, stable_zone=s.touch_stable_zone,
-                       unstable_least=s.touch_unstable_least, follow_up=s.touch_follow_up,
-                       auto_dig_step=s.touch_auto_dig_step, auto_disagree=s.touch_auto_disagree,
-                       auto_disagree_probe_rounds=s.touch_auto_disagree_probe_rounds,
-                       auto_disagree_dig_step=s.touch_auto_disagree_dig_step, auto_after=s.touch_auto_after,
-                       auto_below=s.touch_auto_below)
+def touch_policy(settings: Settings, **tuning: Any) -> TouchPolicy:
+    """The touch policy of this deployment: TouchPolicy's defaults with the operator's follow-up
+    switch (VIBE_TOUCH_FOLLOW_UP). `tuning` sets other TouchPolicy fields: benchmarks and tests
+    pass the result to `build(touch=)`; the product never does."""
+    return replace(TouchPolicy(follow_up=settings.touch_follow_up), **tuning)
 
 
 def build_follow_ups(settings: Settings, store: StoreOfRecord, policy: TouchPolicy) -> FollowUpSwitch:
@@ -497,9 +493,12 @@ def build_follow_ups(settings: Settings, store: StoreOfRecord, policy: TouchPoli
                           below=policy.auto_below)
 
 
-def build(settings: Settings, embedder: Embedder | None = None, clock: Callable[[], float] | None = None) -> Container:
+def build(settings: Settings, embedder: Embedder | None = None, clock: Callable[[], float] | None = None,
+          touch: TouchPolicy | None = None) -> Container:
     """Every part of one process. `clock` (default the wall clock) is the store's, and through
-    it every part's that stamps or decides by time (bench lifecycle replays simulated days)."""
+    it every part's that stamps or decides by time (bench lifecycle replays simulated days).
+    `touch` (default `touch_policy(settings)`) is the reads' touch policy, for benchmarks and
+    tests that measure another."""
     from shared.adapters.embedders import build_embedder
 
     store = build_store(settings, clock)
@@ -527,8 +526,9 @@ def build(settings: Settings, embedder: Embedder | None = None, clock: Callable[
     queue = _build_queue(settings, run_batch)
     queue.on_done(signal.fire)
     cfg = PlannerConfig(settings.space, settings.lexical_candidates, settings.per_query_max_embeds,
-                        settings.rrf_k, settings.fusion, settings.semantic_weight, _touch_policy(settings),
-                        stand_in=settings.fusion_stand_in, short_first_page=settings.vectors != "qdrant")
+                        settings.rrf_k, settings.fusion, settings.semantic_weight,
+                        touch_policy(settings) if touch is None else touch,
+                        short_first_page=settings.vectors != "qdrant")
     budget = build_budget(settings)
     lifecycle = build_lifecycle(settings, store, queue, budget, handler.policy, follower.sync, handler.cold)
     usage = UsageRecorder(lifecycle.cfg.bucket_seconds, settings.usage_half_life_seconds, lifecycle.clock, store,

@@ -12,10 +12,8 @@ from services.planner.fusion import (
 )
 from services.planner.passages import PassageLocator
 from services.planner.query_cache import QueryVectorCache
-from services.planner.touch import (
-    FollowUpSwitch,
-    TouchPolicy,
-)
+from services.planner.touch_policy import TouchPolicy
+from services.planner.touch_switch import FollowUpSwitch
 from shared.backpressure import Backpressure, TenantShare
 from shared.foreground import Foreground
 from shared.indexing import IndexFollower

@@ -8,19 +8,10 @@ from dataclasses import replace
 
 from services.planner.page import Paging
 from services.planner.state import COLD, _evicted
-from services.planner.touch import (
-    AGREE_DEEP,
-    AGREE_TOP,
-    TouchPolicy,
-    disagreement,
-    memory_for,
-    neighbour_query,
-    neighbours,
-    plan,
-    query_key,
-    reach,
-    touch_state,
-)
+from services.planner.touch import neighbour_query, neighbours, plan, reach, touch_state
+from services.planner.touch_memory import memory_for, query_key
+from services.planner.touch_policy import TouchPolicy
+from services.planner.touch_switch import AGREE_DEEP, AGREE_TOP, disagreement
 from shared.metrics import METRICS
 from shared.model import (
     DocKey,

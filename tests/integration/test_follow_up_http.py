@@ -13,8 +13,9 @@ from harness.server import served
 
 VOCAB = ["wing", "flutter", "shock", "supersonic", "boundary", "layer", "heat", "transfer", "wave", "body", "nose",
          "cone", "flow", "jet", "plate", "drag"]
-KNOBS = {"VIBE_TOUCH_MIN_DEPTH": "2", "VIBE_TOUCH_DEPTH_FACTOR": "0.2", "VIBE_TOUCH_DIG_STEP": "4",
-         "VIBE_TOUCH_STABLE_ZONE": "1.0", "VIBE_TOUCH_UNSTABLE_LEAST": "1", "VIBE_TOUCH_REACH_BEST": "0"}
+# A shallow touch whose every repeat with a changed page digs (TouchPolicy fields, set in code by
+# harness/tuned.py): what a follow-up does shows at once.
+SHALLOW = {"min_depth": 2, "depth_factor": 0.2, "dig_step": 4, "stable_zone": 1.0, "unstable_least": 1, "reach_best": 0}
 
 
 def _read_twice(tmp_path: Path, follow: bool) -> tuple[list[list[str]], list[int]]:
@@ -23,8 +24,8 @@ def _read_twice(tmp_path: Path, follow: bool) -> tuple[list[list[str]], list[int
     docs: list[dict[str, Any]] = [{"_id": f"a{i}", "body": " ".join(rnd.choices(VOCAB, k=rnd.randint(3, 12)))}
                                   for i in range(40)]
     docs += [{"_id": f"s{i}", "body": "wing flutter shock secret", "_acl": ["user:admin"]} for i in range(10)]
-    with served(tmp_path / ("on" if follow else "off"),
-                env={**KNOBS, "VIBE_TOUCH_FOLLOW_UP": "1" if follow else "0"}) as app:
+    with served(tmp_path / ("on" if follow else "off"), env={"VIBE_TOUCH_FOLLOW_UP": "1" if follow else "0"},
+                touch=SHALLOW) as app:
         assert app.bulk("k-admin-a", "fu", docs).status_code == 200
         names, ready = [], []
         for _ in range(2):

@@ -13,8 +13,10 @@ from harness.server import Served, served
 
 VOCAB = ["wing", "flutter", "shock", "supersonic", "boundary", "layer", "heat", "transfer", "wave", "body", "nose",
          "cone", "flow", "jet", "plate", "drag"]
-# a state after 3 first reads, each written at once
-ENV = {"VIBE_TOUCH_FOLLOW_UP": "auto", "VIBE_TOUCH_AUTO_AFTER": "3", "VIBE_TOUCH_AUTO_FLUSH_EVERY": "1"}
+# each first read written at once, and a state after 3 of them (a TouchPolicy field, set in code
+# by harness/tuned.py)
+ENV = {"VIBE_TOUCH_FOLLOW_UP": "auto", "VIBE_TOUCH_AUTO_FLUSH_EVERY": "1"}
+TOUCH = {"auto_after": 3}
 QUERIES = ["wing flutter", "shock wave", "boundary layer", "heat transfer", "nose cone"]
 
 
@@ -49,7 +51,7 @@ def metric(app: Served, name: str, label: str) -> float:
 
 def test_first_reads_teach_a_state_the_tenants_admin_sees_and_a_restart_keeps(tmp_path: Path) -> None:
     data = tmp_path / "data"
-    with served(data, env=ENV) as app:
+    with served(data, env=ENV, touch=TOUCH) as app:
         assert app.bulk("k-admin-a", "fu", docs(0)).status_code == 200
         assert app.bulk("k-admin-b", "other", docs(1)).status_code == 200
         empty = view(app, "k-admin-a")
@@ -80,7 +82,7 @@ def test_first_reads_teach_a_state_the_tenants_admin_sees_and_a_restart_keeps(tm
             r = app.call("GET", "/semantic/touch", "k-admin-a", params=bad)
             assert r.status_code == 400 and r.json()["error"]["code"] == "invalid_params", (bad, r.text)
 
-    with served(data, env=ENV) as again:  # a restart takes the state up from the store
+    with served(data, env=ENV, touch=TOUCH) as again:  # a restart takes the state up from the store
         (row,) = view(again, "k-admin-a")["collections"]
         assert (row["state"], row["reads"]) == (learned, 3)
         assert first_reads(again, "k-alice", "fu", QUERIES[3:4]) == [learned]  # planned with it
@@ -92,7 +94,7 @@ def test_first_reads_teach_a_state_the_tenants_admin_sees_and_a_restart_keeps(tm
 
 
 def test_the_view_pages_by_collection_name(tmp_path: Path) -> None:
-    with served(tmp_path / "data", env=ENV) as app:
+    with served(tmp_path / "data", env=ENV, touch=TOUCH) as app:
         for col in ("c3", "c1", "c2"):
             assert app.bulk("k-admin-a", col, docs(2)).status_code == 200
             first_reads(app, "k-alice", col, QUERIES[:1])

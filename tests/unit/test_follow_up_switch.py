@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from prometheus_client import REGISTRY
 
-from services.planner.touch import FollowUpSwitch
+from services.planner.touch_switch import FollowUpSwitch
 from shared.adapters.sqlite_store import SqliteStore
 from shared.follow_up import FollowUpFlush, merge_mean, merged, switch_state
 
@@ -239,11 +239,12 @@ def test_tenants_and_collections_are_apart(store: SqliteStore) -> None:
 
 
 def test_the_composition_root_builds_the_switch_on_the_store_of_record(tmp_path: Path) -> None:
-    from services.wiring import build
+    from services.wiring import build, touch_policy
     from shared.config import Settings
 
-    c = build(Settings(data_dir=tmp_path / "data", embedder="hash", embed_dim=32, touch_auto_flush_every=3,
-                       touch_auto_refresh_seconds=7, touch_auto_after=4, touch_auto_below=0.5))
+    s = Settings(data_dir=tmp_path / "data", embedder="hash", embed_dim=32, touch_auto_flush_every=3,
+                 touch_auto_refresh_seconds=7)
+    c = build(s, touch=touch_policy(s, auto_after=4, auto_below=0.5))
     try:
         sw = c.planner.follow_ups
         assert sw.store is c.store  # the planner's own switch, on the store of record
@@ -285,7 +286,7 @@ def test_a_hung_store_call_holds_up_only_its_own_collection(store: SqliteStore) 
     other collections decide without waiting for it; reads of the same collection wait."""
     import threading
 
-    from services.planner.touch import FollowUpSwitch as Switch
+    from services.planner.touch_switch import FollowUpSwitch as Switch
 
     sw = switch(store, flush_every=1)
     for _ in range(AFTER):

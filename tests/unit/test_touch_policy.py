@@ -12,20 +12,9 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from services.planner.touch import (
-    COLD,
-    OTHER,
-    PENDING,
-    READY,
-    PageMemory,
-    TouchPolicy,
-    frontier,
-    plan,
-    query_key,
-    reach,
-    touch_state,
-    unstable,
-)
+from services.planner.touch import COLD, OTHER, PENDING, READY, frontier, plan, reach, touch_state, unstable
+from services.planner.touch_memory import PageMemory, query_key
+from services.planner.touch_policy import TouchPolicy
 from shared.model import DocKey, Principal, SemanticStatus
 from tests.support.words import WordEmbedder
 
@@ -313,17 +302,23 @@ def test_a_touch_with_probes_and_memory_spends_only_on_what_the_caller_may_read(
         c.stop()
 
 
-def test_the_adaptive_knobs_are_settings() -> None:
-    from services.wiring import _touch_policy
+def test_the_adaptive_numbers_are_the_policy_defaults_and_tuned_in_code(tmp_path: Path) -> None:
+    """The composition root builds the policy from TouchPolicy's defaults (no setting restates
+    them); a benchmark or test passes another to `build(touch=)`, and the reads use it."""
+    from services.wiring import build, touch_policy
     from shared.config import Settings
 
-    policy = _touch_policy(Settings(touch_dig_step=5, touch_dig_max=40, touch_remember=False, touch_probe_rounds=1,
-                                    touch_similar=4, touch_first_under_budget=2, touch_reach_best=7,
-                                    touch_reach_until=3, touch_stable_zone=0.25, touch_unstable_least=3))
+    assert touch_policy(Settings()) == TouchPolicy()
+    policy = touch_policy(Settings(), dig_step=5, dig_max=40, remember=False, probe_rounds=1, similar=4,
+                          first_under_budget=2, reach_best=7, reach_until=3, stable_zone=0.25, unstable_least=3)
     got = (policy.dig_step, policy.dig_max, policy.remember, policy.probe_rounds, policy.similar,
            policy.first_under_budget, policy.reach_best, policy.reach_until, policy.stable_zone, policy.unstable_least)
     assert got == (5, 40, False, 1, 4, 2, 7, 3, 0.25, 3)
-    assert _touch_policy(Settings()) == TouchPolicy()  # the settings' defaults are the policy's
+    c = build(Settings(data_dir=tmp_path / "data", embedder="hash", embed_dim=32), touch=policy)
+    try:
+        assert c.planner.cfg.touch is policy
+    finally:
+        c.stop()
 
 
 class _CountingEmbedder(_WordEmbedder):
@@ -380,7 +375,7 @@ def test_a_query_asked_again_and_again_digs_without_the_reach_bound(tmp_path: Pa
     """The planner bounds a query's digs with `reach` on its first touches only (`reach_until`)."""
     import services.planner.spend as planner_module
     from services.planner.planner import ReadRequest
-    from services.wiring import build
+    from services.wiring import build, touch_policy
     from shared.adapters.memory_queue import InProcessQueue
     from shared.config import Settings
 
@@ -393,8 +388,8 @@ def test_a_query_asked_again_and_again_digs_without_the_reach_bound(tmp_path: Pa
         return n
 
     monkeypatch.setattr(planner_module, "reach", counted)
-    c = build(Settings(data_dir=tmp_path / "data", embedder="openai", per_tenant_per_min=100_000,
-                       touch_reach_best=3, touch_reach_until=2), _WordEmbedder())
+    s = Settings(data_dir=tmp_path / "data", embedder="openai", per_tenant_per_min=100_000)
+    c = build(s, _WordEmbedder(), touch=touch_policy(s, reach_best=3, reach_until=2))
     c.start()
     try:
         _alice_and_secret(c, 40, 0)
@@ -429,6 +424,9 @@ def _streamed_read(c: Container, q: str) -> list[bool]:
 
 
 VOCAB = (WORDS + " body nose cone flow jet plate drag lift panel").split()
+# A shallow touch whose every repeat with a changed page digs: what a follow-up does shows at once.
+SHALLOW: dict[str, Any] = {"min_depth": 2, "depth_factor": 0.2, "dig_step": 4, "stable_zone": 1.0,
+                           "unstable_least": 1, "reach_best": 0}
 
 
 @pytest.mark.parametrize("follow", [False, True])
@@ -438,12 +436,11 @@ def test_a_streamed_first_read_follows_up_once_as_a_repeat_would(tmp_path: Path,
     follow up, and the follow-up, like any touch, spends only on documents the caller may read."""
     import random
 
-    from services.wiring import build
+    from services.wiring import build, touch_policy
     from shared.config import Settings
 
-    c = build(Settings(data_dir=tmp_path / "data", embedder="openai", per_tenant_per_min=100_000,
-                       touch_min_depth=2, touch_depth_factor=0.2, touch_dig_step=4, touch_stable_zone=1.0,
-                       touch_unstable_least=1, touch_reach_best=0, touch_follow_up=follow), _WordEmbedder())
+    s = Settings(data_dir=tmp_path / "data", embedder="openai", per_tenant_per_min=100_000, touch_follow_up=follow)
+    c = build(s, _WordEmbedder(), touch=touch_policy(s, **SHALLOW))
     c.start()
     try:
         rnd = random.Random(0)  # varied documents: embedding the first touch's ones changes the page
@@ -471,12 +468,11 @@ def test_no_follow_up_under_a_tight_budget(tmp_path: Path) -> None:
     bucket for queries that come back: a follow-up would spend it at once, so there is none."""
     import random
 
-    from services.wiring import build
+    from services.wiring import build, touch_policy
     from shared.config import Settings
 
-    c = build(Settings(data_dir=tmp_path / "data", embedder="openai", per_tenant_per_min=5,
-                       touch_min_depth=2, touch_depth_factor=0.2, touch_dig_step=4, touch_stable_zone=1.0,
-                       touch_unstable_least=1, touch_reach_best=0, touch_follow_up=True), _WordEmbedder())
+    s = Settings(data_dir=tmp_path / "data", embedder="openai", per_tenant_per_min=5, touch_follow_up=True)
+    c = build(s, _WordEmbedder(), touch=touch_policy(s, **SHALLOW))
     c.start()
     try:
         rnd = random.Random(0)
@@ -495,7 +491,7 @@ def test_no_follow_up_under_a_tight_budget(tmp_path: Path) -> None:
 
 
 def test_disagreement_counts_the_lexical_top_left_out_over_what_the_embedded_share_predicts() -> None:
-    from services.planner.touch import AGREE_BASE, AGREE_SLOPE, disagreement
+    from services.planner.touch_switch import AGREE_BASE, AGREE_SLOPE, disagreement
 
     lex = keys(20)
     assert disagreement(lex, lex, 0) == pytest.approx(-AGREE_BASE)  # the fused top is the lexical top
@@ -505,7 +501,7 @@ def test_disagreement_counts_the_lexical_top_left_out_over_what_the_embedded_sha
 
 
 def test_the_follow_up_switch_is_per_tenant_and_collection_waits_for_enough_reads_and_is_bounded() -> None:
-    from services.planner.touch import FollowUpSwitch
+    from services.planner.touch_switch import FollowUpSwitch
 
     sw = FollowUpSwitch(size=2, window=4)
     for _ in range(2):
@@ -533,20 +529,19 @@ def test_the_follow_up_switch_is_per_tenant_and_collection_waits_for_enough_read
                                                  ("auto", "auto")])
 def test_the_follow_up_setting_takes_true_false_or_auto(monkeypatch: pytest.MonkeyPatch, value: str,
                                                         expected: bool | str) -> None:
-    from services.wiring import _touch_policy
+    from services.wiring import touch_policy
     from shared.config import Settings
 
     monkeypatch.setenv("VIBE_TOUCH_FOLLOW_UP", value)
-    monkeypatch.setenv("VIBE_TOUCH_AUTO_DIG_STEP", "6")
-    policy = _touch_policy(Settings())
+    policy = touch_policy(Settings())
     assert policy.follow_up == expected and type(policy.follow_up) is type(expected)
-    assert policy.auto_dig_step == 6
-    assert (policy.auto_disagree, policy.auto_disagree_probe_rounds, policy.auto_disagree_dig_step) == (True, 1, 4)
-    monkeypatch.setenv("VIBE_TOUCH_AUTO_DISAGREE", "false")
-    monkeypatch.setenv("VIBE_TOUCH_AUTO_DISAGREE_PROBE_ROUNDS", "2")
-    monkeypatch.setenv("VIBE_TOUCH_AUTO_DISAGREE_DIG_STEP", "3")
-    policy = _touch_policy(Settings())
-    assert (policy.auto_disagree, policy.auto_disagree_probe_rounds, policy.auto_disagree_dig_step) == (False, 2, 3)
+    assert (policy.auto_dig_step, policy.auto_disagree, policy.auto_disagree_probe_rounds,
+            policy.auto_disagree_dig_step) == (8, True, 1, 4)  # the policy's own numbers
+    policy = touch_policy(Settings(), auto_dig_step=6, auto_disagree=False, auto_disagree_probe_rounds=2,
+                          auto_disagree_dig_step=3)  # tuned in code, the follow-up switch still the operator's
+    assert policy.follow_up == expected
+    assert (policy.auto_dig_step, policy.auto_disagree, policy.auto_disagree_probe_rounds,
+            policy.auto_disagree_dig_step) == (6, False, 2, 3)
 
 
 class _AgreeOrNotEmbedder(_WordEmbedder):
@@ -609,7 +604,7 @@ def test_auto_follows_up_where_first_reads_agree_with_the_lexical_top_and_not_wh
     lexical top onto the page, so (the disagree branch off) its reads never do. Another tenant's
     "agree" starts off."""
     from services.planner.planner import ReadSession
-    from services.wiring import build
+    from services.wiring import build, touch_policy
     from shared.config import Settings
 
     touches: list[int] = []  # the dig step of each touch planned (the follow-up's is auto_dig_step)
@@ -620,8 +615,8 @@ def test_auto_follows_up_where_first_reads_agree_with_the_lexical_top_and_not_wh
         real_touch(self)
 
     monkeypatch.setattr(ReadSession, "_touch_adaptive", counted)
-    c = build(Settings(data_dir=tmp_path / "data", embedder="openai", per_tenant_per_min=100_000,
-                       touch_follow_up="auto", touch_auto_disagree=False), _AgreeOrNotEmbedder())
+    s = Settings(data_dir=tmp_path / "data", embedder="openai", per_tenant_per_min=100_000, touch_follow_up="auto")
+    c = build(s, _AgreeOrNotEmbedder(), touch=touch_policy(s, auto_disagree=False))
     c.planner.cfg.touch = replace(c.planner.cfg.touch, auto_after=3)
     c.start()
     try:
@@ -646,7 +641,7 @@ def test_auto_follows_up_where_first_reads_agree_with_the_lexical_top_and_not_wh
 
 
 def test_the_switch_reports_unknown_then_agree_or_disagree_by_one_threshold() -> None:
-    from services.planner.touch import FollowUpSwitch
+    from services.planner.touch_switch import FollowUpSwitch
 
     sw = FollowUpSwitch(window=10)
     for i in range(5):
@@ -671,7 +666,7 @@ def test_auto_follows_up_a_disagreeing_collection_with_one_probing_round_and_sma
     `auto_disagree_probe_rounds` probing rounds and `auto_disagree_dig_step` steps; "agree" keeps
     `auto_dig_step` and the default probing rounds."""
     from services.planner.planner import ReadSession
-    from services.wiring import build
+    from services.wiring import build, touch_policy
     from shared.config import Settings
 
     touches: list[tuple[int, int]] = []  # (dig step, probing rounds) of each touch planned
@@ -683,9 +678,8 @@ def test_auto_follows_up_a_disagreeing_collection_with_one_probing_round_and_sma
         real_touch(self)
 
     monkeypatch.setattr(ReadSession, "_touch_adaptive", counted)
-    c = build(Settings(data_dir=tmp_path / "data", embedder="openai", per_tenant_per_min=100_000,
-                       touch_follow_up="auto", touch_auto_disagree_probe_rounds=1,
-                       touch_auto_disagree_dig_step=4), _AgreeOrNotEmbedder())
+    s = Settings(data_dir=tmp_path / "data", embedder="openai", per_tenant_per_min=100_000, touch_follow_up="auto")
+    c = build(s, _AgreeOrNotEmbedder(), touch=touch_policy(s, auto_disagree_probe_rounds=1, auto_disagree_dig_step=4))
     c.planner.cfg.touch = replace(c.planner.cfg.touch, auto_after=3)
     c.start()
     try:
@@ -710,11 +704,11 @@ def test_explicit_follow_up_ignores_the_switch_in_any_state(tmp_path: Path, foll
     """VIBE_TOUCH_FOLLOW_UP true/false: the policy as set, whatever the collection's switch says
     (no agree or disagree branch)."""
     from services.planner.planner import ReadRequest
-    from services.wiring import build
+    from services.wiring import build, touch_policy
     from shared.config import Settings
 
-    c = build(Settings(data_dir=tmp_path / "data", embedder="openai", touch_follow_up=follow,
-                       touch_auto_disagree=True), _WordEmbedder())
+    s = Settings(data_dir=tmp_path / "data", embedder="openai", touch_follow_up=follow)
+    c = build(s, _WordEmbedder(), touch=touch_policy(s, auto_disagree=True))
     c.planner.cfg.touch = replace(c.planner.cfg.touch, auto_after=3)
     try:
         switch = c.planner.follow_ups

@@ -8,13 +8,14 @@ from __future__ import annotations
 from pathlib import Path
 
 from harness.server import served
-from tests.integration.test_follow_up_switch_http import ENV, QUERIES, docs, first_reads, metric, view
+from tests.integration.test_follow_up_switch_http import ENV, QUERIES, TOUCH, docs, first_reads, metric, view
 
 
 def test_a_state_learned_through_one_replica_is_used_by_the_other(postgres_url: str, tmp_path: Path) -> None:
     pg = {**ENV, "VIBE_STORE": "postgres", "VIBE_POSTGRES_URL": postgres_url, "VIBE_POSTGRES_POOL_SIZE": "4",
           "VIBE_COLD_DIR": str(tmp_path / "cold-volume"), "VIBE_TOUCH_AUTO_REFRESH_SECONDS": "0"}
-    with served(tmp_path / "a" / "data", env=pg) as a, served(tmp_path / "b" / "data", env=pg) as b:
+    with (served(tmp_path / "a" / "data", env=pg, touch=TOUCH) as a,
+          served(tmp_path / "b" / "data", env=pg, touch=TOUCH) as b):
         assert a.bulk("k-admin-a", "fu", docs(0)).status_code == 200
         first_reads(a, "k-alice", "fu", QUERIES[:3])  # A learns a state
         (row,) = view(b, "k-admin-a")["collections"]  # B's view: the store's row

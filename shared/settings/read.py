@@ -1,0 +1,87 @@
+"""Settings of the read path: candidates, ceilings, streams, fusion, the touch's follow-up."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, Field
+
+
+class ReadSettings(BaseModel):
+    """What a read considers, spends and streams."""
+
+    # Read path (the design's example numbers as defaults).
+    space: str = Field(default="core", description=(
+        "The default embedding space (a model's vectors) every tenant reads and writes unless it migrated"
+        " to another."))
+    lexical_candidates: int = Field(default=500, description=(
+        "How many keyword hits a read considers for fusion and for embedding on touch."))
+    max_limit: int = Field(default=200, description=(
+        "Largest `limit` (results per page) a read may ask for; more is refused with 400."))
+    max_k: int = Field(default=2000, description=(
+        "Largest `semantic.k` (semantic candidates) a read may ask for; more is refused with 400."))
+    per_query_max_embeds: int = Field(default=50, description=(
+        "Most documents one query may queue for embedding (the per-query ceiling)."))
+    per_tenant_per_min: int = Field(default=200, description=(
+        "Documents per minute a tenant may send to the embedder (touches, eager writes, backfills)."))
+    stream_wait_seconds: float = Field(default=15.0, description=(
+        "How long a stream waits for the embeddings its query queued before it ends with `done`."))
+    # SSE hygiene: a `: keep-alive` comment after this many seconds without an
+    # event, and the `retry:` reconnection hint (milliseconds) a stream starts with.
+    stream_heartbeat_seconds: Annotated[float, Field(gt=0)] = Field(default=10.0, description=(
+        "A stream sends a `: keep-alive` comment after this many seconds without an event."))
+    stream_retry_ms: Annotated[int, Field(ge=0)] = Field(default=3_000, description=(
+        "The `retry:` reconnection hint (milliseconds) every stream starts with."))
+    # The in-process embedding pipeline waits for first answers in flight before each batch and
+    # each index apply, at most this long each time (0 = never waits; shared/foreground.py).
+    foreground_max_wait_seconds: Annotated[float, Field(ge=0, le=5)] = Field(default=0.05, description=(
+        "The in-process embedding pipeline waits at most this long for first answers in flight before "
+        "each batch (0 = never waits)."))
+    # A stream's steps after its first event (the semantic leg, fusion, the touch) start this
+    # long after it is sent and then wait for first answers in flight like the pipeline
+    # (services/api/routes_read.py `_stream`): a client that reads first events back to back
+    # sends its next query within about this time, and that query's first answer goes first.
+    stream_tail_grace_seconds: Annotated[float, Field(ge=0, le=1)] = Field(default=0.003, description=(
+        "A stream's steps after its first event (semantic leg, fusion, touch) start this long after it, "
+        "so the next query's first answer goes first."))
+    # POST .../docs:mget ids per request
+    max_mget_ids: Annotated[int, Field(ge=1)] = Field(default=100, description=(
+        "Most ids one `docs:mget` request may ask for."))
+    # How long a write waits for a SHARED index (OpenSearch, Qdrant server) that another
+    # replica is applying to reach it, so a revoked ACL or a delete is searched no more once
+    # the write returns (shared/indexing.py). Embedded indexes apply in the writer's process.
+    write_sync_wait_seconds: float = Field(default=2.0, description=(
+        "How long a write waits for a shared index (OpenSearch, Qdrant server) applied by another replica"
+        " to reach it."))
+    rrf_k: int = Field(default=60, description=(
+        "The k constant of reciprocal-rank fusion (VIBE_FUSION=rrf and the MCP hybrid search)."))
+    # Hybrid fusion (services/planner/fusion.py), chosen leave-one-collection-out by
+    # `python -m bench.fusion_loo`.
+    fusion: Literal["zscore", "rrf"] = Field(default="zscore", description=(
+        "Hybrid fusion: `zscore` (weighted z-scores, the default) or `rrf` (reciprocal-rank fusion)."))
+    semantic_weight: Annotated[float, Field(ge=0.0, le=1.0)] = Field(default=0.55, description=(
+        "Weight of the semantic leg in z-score fusion (the keyword leg gets the rest)."))
+
+    # Query text (POST /v1/read `q` and `semantic.query.text`), in characters.
+    max_query_chars: Annotated[int, Field(ge=1)] = Field(default=4_096, description=(
+        "Longest query text, in characters."))
+    # Query-vector cache (services/planner/query_cache.py): bounded by bytes as well as entries.
+    query_cache_max_entries: Annotated[int, Field(ge=0)] = Field(default=10_000, description=(
+        "Entries of the query-vector cache."))
+    query_cache_max_bytes: Annotated[int, Field(ge=0)] = Field(default=64 * 1_048_576, description=(
+        "Bytes of the query-vector cache."))
+
+    # The touch's follow-up: a streamed first read touches again once its first touch has landed.
+    # `auto` decides per tenant and collection from what its streamed first reads say of their
+    # lexical top (services/planner/touch_switch.py FollowUpSwitch); that state lives in the store
+    # of record: a process writes its observations every `touch_auto_flush_every` of them (and at
+    # once on a change of state) and re-reads the stored row at most every
+    # `touch_auto_refresh_seconds` (how soon another replica's reads reach it). The policy's
+    # finer numbers are TouchPolicy's defaults (services/planner/touch_policy.py).
+    touch_follow_up: bool | Literal["auto"] = Field(default="auto", description=(
+        "A streamed first read touches again once its first touch has landed: `auto` (per collection, "
+        "where it pays), true or false."))
+    touch_auto_flush_every: Annotated[int, Field(ge=1, le=10_000)] = Field(default=10, description=(
+        "A process writes its `auto` observations of a collection to the store every this many reads."))
+    touch_auto_refresh_seconds: Annotated[float, Field(ge=0)] = Field(default=30.0, description=(
+        "How often a process re-reads a collection's stored `auto` state."))
