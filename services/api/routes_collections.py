@@ -23,9 +23,9 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 
 from services.api.auth import require
+from services.api.backfills import _start_backfill
 from services.api.bodies import json_body, optional_object
 from services.api.routes_docs import COLLECTION
-from services.api.routes_lifecycle import _start_backfill
 from services.api.schemas import AUTHENTICATED, FILTER, _as, body, errors, ok
 from services.api.writes import check_collection
 from services.container import Container

@@ -16,8 +16,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from services.api.auth import require
 from services.api.bodies import json_body
-from services.api.routes_lifecycle import iso
 from services.api.schemas import _NOT_BLANK, AUTHENTICATED, FILTER, _as, body, errors, ok
+from services.api.timefmt import iso
 from services.container import Container
 from services.core.keyring import KeyRing
 from shared.config import Settings

@@ -11,8 +11,8 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse
 
 from services.api.auth import require
-from services.api.routes_lifecycle import iso
 from services.api.schemas import AUTHENTICATED, FOLLOW_UP_COLLECTION, FollowUpView, errors, ok, query
+from services.api.timefmt import iso
 from services.container import Container
 from shared.errors import invalid
 from shared.follow_up import switch_state

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from services.api.routes_lifecycle import _start_backfill
+from services.api.backfills import _start_backfill
 from services.core.lifecycle.base import LEASE
 from services.wiring import build
 from shared.config import Settings

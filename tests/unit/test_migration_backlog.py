@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from services.api.routes_lifecycle import activate, start_migration
+from services.api.spaces import activate, start_migration
 from services.wiring import build
 from shared.adapters import memory_budget
 from shared.config import Settings

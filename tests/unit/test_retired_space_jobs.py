@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from services.api.routes_lifecycle import activate, start_migration
+from services.api.spaces import activate, start_migration
 from shared.errors import VibeError
 from shared.model import DocKey, EmbedJob, Principal, SemanticStatus
 from tests.support.counting import CountingEmbedder

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from services.api.routes_lifecycle import start_migration
+from services.api.spaces import start_migration
 from services.wiring import build, build_store
 from shared.config import Settings
 from shared.errors import VibeError
