@@ -5,7 +5,7 @@ shared/ports.py, which holds the retrieval core's ports.
 Adapters: shared/adapters/citations_sqlite.py (embedded), citations_redis.py (when the
 queue is Celery: several API processes), shared/adapters/mcp_audit_sqlite.py (audit log,
 budget, task ledger), shared/adapters/rerank_http.py (Cohere/TEI `/rerank`). All are built
-by the composition root, services/wiring.py.
+by the composition root, services/wiring/.
 """
 
 from __future__ import annotations

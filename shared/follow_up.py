@@ -1,4 +1,4 @@
-"""The "auto" follow-up switch's durable row (services/planner/touch.py `FollowUpSwitch`) and the
+"""The "auto" follow-up switch's durable row (services/planner/touch_switch.py `FollowUpSwitch`) and the
 arithmetic that merges one process's observations into it, shared by the switch and the stores
 (shared/adapters/touch_switch_sql.py) so both apply the same rule.
 

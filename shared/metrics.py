@@ -59,7 +59,7 @@ class _Metrics:
         # Rows of the store's explain records (every replica's), counted by the expiry sweep.
         self.explain_records = Gauge("vibe_explain_records", "Explain records in the store of record",
                                      multiprocess_mode=_ANY_PROCESS)
-        # Computed on scrape in the API (services/wiring.py): changes committed to the store's log
+        # Computed on scrape in the API (services/wiring/): changes committed to the store's log
         # that an index has not applied yet; "embedded" is this process's own indexes.
         self.follower_lag = Gauge("vibe_index_follower_lag_changes", "Change-log entries an index has not applied",
                                   ["follower"], multiprocess_mode=_ANY_PROCESS)
@@ -152,7 +152,7 @@ class _Metrics:
                                     multiprocess_mode=_ANY_PROCESS)
         self.stored_bytes = Gauge("vibe_vector_bytes", "Bytes of vectors of record and in the cold store", ["store"],
                                   multiprocess_mode=_ANY_PROCESS)
-        # The touch policy's "auto" follow-up (services/planner/touch.py FollowUpSwitch). No collection
+        # The touch policy's "auto" follow-up (services/planner/touch_switch.py FollowUpSwitch). No collection
         # or tenant labels: the admin view (GET /semantic/touch) names the collections.
         self.follow_up_collections = Gauge(
             "vibe_touch_follow_up_collections", "Collections per \"auto\" follow-up state in the store "

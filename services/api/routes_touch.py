@@ -1,5 +1,5 @@
 """The touch policy's "auto" follow-up switch, as the store of record holds it (services/planner/
-touch.py `FollowUpSwitch`): which of the tenant's collections follow up their first reads and
+touch_switch.py `FollowUpSwitch`): which of the tenant's collections follow up their first reads and
 how. Scope `admin`; every answer is the key's tenant's alone."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """What backfills take from the tenant's per-minute bucket. They leave reads most of it
-(services/wiring.py `backfill_reserve`) and still get the whole refill rate while reads are idle;
+(services/wiring/lifecycle.py `backfill_reserve`) and still get the whole refill rate while reads are idle;
 restoring an evicted vector from the cold store takes nothing (no provider call).
 
 Found by running the distributed profile: with a promotion backfill of one collection running,

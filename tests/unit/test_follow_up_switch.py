@@ -1,4 +1,4 @@
-"""The "auto" follow-up switch on the store of record (services/planner/touch.py FollowUpSwitch,
+"""The "auto" follow-up switch on the store of record (services/planner/touch_switch.py FollowUpSwitch,
 shared/follow_up.py, shared/adapters/touch_switch_sql.py): the merge arithmetic, load on first
 ask, restarts and replicas over one store (a real SQLite file; both stores in
 tests/contract/test_follow_up_store.py), the size cap, tenants apart, and that a process alone
