@@ -11,6 +11,7 @@ import zlib
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 
+from services.planner.touch_policy import TouchPolicy
 from shared.follow_up import SWITCH_STATES, FollowUpFlush, SwitchState, merge_mean, switch_state
 from shared.metrics import METRICS
 from shared.model import DocKey
@@ -99,9 +100,9 @@ class FollowUpSwitch:
     store its unwritten observations are written first and it is read again when next asked;
     without one it starts again from "unknown")."""
 
-    def __init__(self, size: int = 10_000, window: int = 100, store: FollowUpStore | None = None,
-                 flush_every: int = 10, refresh_seconds: float = 30.0, after: int = 50, below: float = -0.05,
-                 clock: Callable[[], float] = time.monotonic):
+    def __init__(self, size: int = 10_000, window: int = TouchPolicy.auto_window, store: FollowUpStore | None = None,
+                 flush_every: int = 10, refresh_seconds: float = 30.0, after: int = TouchPolicy.auto_after,
+                 below: float = TouchPolicy.auto_below, clock: Callable[[], float] = time.monotonic):
         self.size = size
         self.window = max(1, window)
         self.store = store
