@@ -482,7 +482,7 @@ def test_no_follow_up_under_a_tight_budget(tmp_path: Path) -> None:
         assert _streamed_read(c, "wing flutter shock") == [False]
         ready = [s for s in c.store.sidecars([DocKey("t1", "c", d["_id"]) for d in mine], c.settings.space).values()
                  if s.status == SemanticStatus.READY]
-        assert len(ready) == 1  # touch_first_under_budget
+        assert len(ready) == 1  # TouchPolicy.first_under_budget
     finally:
         c.stop()
 
