@@ -32,7 +32,8 @@ Refresh semantics: `apply` sends its bulk request with `refresh=wait_for`. The c
 the next scheduled refresh (`index.refresh_interval`, 1 s) has made the writes searchable, which
 the port requires ("visible to searches when it returns"), without forcing a refresh per write as
 `refresh=true` would (one tiny segment per call, merge pressure under bulk load). The price is up
-to one refresh interval of latency per `apply`; pass `refresh="true"` for tests that want none.
+to one refresh interval of latency per `apply`; `VIBE_OPENSEARCH_REFRESH=true` (`refresh="true"`)
+trades that for a segment per write.
 
 Errors: a bulk response is checked item by item; any failed item raises `OpenSearchBulkError`
 (and is logged with id, status and error type, never document text). The index follower then
@@ -408,7 +409,8 @@ class OpenSearchLexicalIndex:
         # No retry on a timeout: a server that hangs would hold a read for four timeouts. A write that
         # times out is not lost (the follower keeps its position and applies it at its next sync).
         client = OpenSearch(hosts=[settings.opensearch_url], timeout=30, max_retries=3, retry_on_timeout=False)
-        return cls(client, prefix=settings.opensearch_prefix, languages=languages or settings.language_map())
+        return cls(client, prefix=settings.opensearch_prefix, refresh=settings.opensearch_refresh,
+                   languages=languages or settings.language_map())
 
     def check_ready(self) -> None:
         """The cluster answers (`ping` says False rather than raise: turned into an error)."""

@@ -41,6 +41,12 @@ class DeploymentSettings(BaseModel):
     opensearch_prefix: Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9_-]{0,40}-$")] = Field(
         default="vibe-lex-", description=(
         "Prefix of every OpenSearch index and template name, so deployments sharing a cluster stay apart."))
+    # `wait_for` costs a write up to one refresh interval (1 s) and keeps segments few under bulk
+    # load; `true` makes each write searchable at once, one small segment per write: for
+    # deployments (and test runs) with few writes where read-your-write latency matters more.
+    opensearch_refresh: Literal["wait_for", "true"] = Field(default="wait_for", description=(
+        "How an OpenSearch write becomes searchable before it returns: `wait_for` the next scheduled "
+        "refresh (up to 1 s; fewer segments under load) or `true`, a refresh per write."))
     qdrant_url: str | None = Field(default=None, description="Qdrant server URL when VIBE_VECTORS=qdrant.")
 
     host: str = Field(default="127.0.0.1", description="Address `serve` listens on.")

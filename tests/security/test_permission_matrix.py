@@ -83,7 +83,9 @@ def test_permission_matrix_two_processes_on_postgres_and_opensearch(tmp_path: Pa
     prefix = f"vibe-matrix-{uuid.uuid4().hex[:10]}-"
     env = {**ENV, "VIBE_STORE": "postgres", "VIBE_POSTGRES_URL": postgres_url, "VIBE_POSTGRES_POOL_SIZE": "4",
            "VIBE_TOKEN_SECRET": "matrix-token-secret-" + "x" * 32, "VIBE_LEXICAL": "opensearch",
-           "VIBE_OPENSEARCH_URL": opensearch_url, "VIBE_OPENSEARCH_PREFIX": prefix}
+           "VIBE_OPENSEARCH_URL": opensearch_url, "VIBE_OPENSEARCH_PREFIX": prefix,
+           # each write is read at once from the other process: a refresh per write, not a wait
+           "VIBE_OPENSEARCH_REFRESH": "true"}
     try:
         with served(tmp_path / "a", env=env, keys=KEYS) as w, served(tmp_path / "b", env=env, keys=KEYS) as r:
             stats = _run(w, r, "two processes, PostgreSQL + OpenSearch")
