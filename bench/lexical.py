@@ -123,15 +123,15 @@ def _chunks(texts: Sequence[str], size: int = 20_000) -> list[str]:
 def analysis_parity(url: str, per_language: int = 100_000) -> dict[str, Any]:
     """Each language's analyzer on the server against tantivy's, token by token, on real prose:
     both English collections and, for the other languages, the machine's gettext catalogs
-    (tests/contract/analysis_samples.py). Stemming maps one token to one and the pipeline before
+    (harness/analysis_samples.py). Stemming maps one token to one and the pipeline before
     it is the same in both (the contract suite asserts it), so the streams align; a text whose
     streams do not is counted apart."""
     from collections import Counter as Tally
 
     from opensearchpy import OpenSearch
 
+    from harness.analysis_samples import real_texts
     from shared.adapters.opensearch_lexical import OpenSearchLexicalIndex, index_name
-    from tests.contract.analysis_samples import real_texts
 
     every = analysis.LanguageMap.parse("en", {code: code for code in analysis.LANGUAGES})
     idx = OpenSearchLexicalIndex(OpenSearch(hosts=[url], timeout=120), prefix=f"vibe-parity-{uuid.uuid4().hex[:8]}-",

@@ -15,13 +15,13 @@ from typing import Any
 
 import pytest
 
+from harness import analysis_samples as samples
 from shared.adapters.analysis import ENGLISH_ONLY, LANGUAGES, Language, LanguageMap
 from shared.adapters.opensearch_lexical import OpenSearchLexicalIndex
 from shared.adapters.schema_stamp import VERSION_FILE
 from shared.adapters.tantivy_lexical import TantivyLexicalIndex
 from shared.model import PUBLIC_PRINCIPAL, DocKey, StoredDoc
 from shared.ports import FieldCondition, LexicalIndex, SearchFilter
-from tests.contract import analysis_samples as samples
 from tests.contract.cert_cases import DOC_CERTS, HELD_SEES
 
 

@@ -1,4 +1,5 @@
-"""Texts for comparing the two engines' analysis word by word (tests/contract/test_lexical_contract.py).
+"""Texts for comparing the two engines' analysis word by word (tests/contract/test_lexical_contract.py,
+bench/lexical.py).
 
 `SENTENCES`: a fixed sample per language, written for this (everyday and technical sentences,
 plurals, verb forms, compounds, elisions, names with İ, long words), whose stem differences are
@@ -15,7 +16,7 @@ import gettext
 import json
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = REPO.parent / "shared" / "data"
 LOCALES = Path("/usr/share/locale")
 # gettext catalog folders of each analysis language (Norwegian's are Bokmål's).
