@@ -16,7 +16,7 @@ from contextlib import contextmanager
 from services.core.documents import DocumentService
 from shared.errors import ErrorCode, VibeError
 from shared.model import DocKey, Principal, StoredDoc
-from shared.ports import DocumentStore
+from shared.ports import DocumentReader
 
 # The only answer a writer outside a document's ACL ever gets (PUT and bulk items).
 OVERWRITE_REFUSED = "this key may not overwrite this document"
@@ -85,7 +85,7 @@ def refused() -> VibeError:
     return VibeError(ErrorCode.FORBIDDEN, OVERWRITE_REFUSED)
 
 
-def put_checked(store: DocumentStore, docs: DocumentService, p: Principal, items: Sequence[StoredDoc]) -> list[str]:
+def put_checked(store: DocumentReader, docs: DocumentService, p: Principal, items: Sequence[StoredDoc]) -> list[str]:
     """Write `items` together if `p` may write every one of them (absent, or readable by `p`
     now); otherwise write none and raise `forbidden`. Per item 'created' or 'updated'."""
     keys = list(dict.fromkeys(d.key for d in items))
@@ -96,7 +96,7 @@ def put_checked(store: DocumentStore, docs: DocumentService, p: Principal, items
         return docs.put(items)
 
 
-def delete_checked(store: DocumentStore, docs: DocumentService, p: Principal, key: DocKey) -> bool:
+def delete_checked(store: DocumentReader, docs: DocumentService, p: Principal, key: DocKey) -> bool:
     """Delete `key` if it exists and `p` may read it; False otherwise (nothing changes, and an
     unreadable document looks absent)."""
     with locked([key]):

@@ -15,7 +15,7 @@ from shared.costs import billed_tokens, estimate_tokens, utc_day
 from shared.ledger import OK, LedgerRow, UsageDelta, new_call_id, outcome_of, provider_and_model, reached_provider
 from shared.metrics import METRICS
 from shared.model import DocKey, UsageBatch
-from shared.ports import Embedder, LifecycleStore, ProviderLedger
+from shared.ports import Embedder, ProviderLedger, ProviderUsage, UsageStore
 
 log = logging.getLogger("vibe.usage")
 MAX_PENDING_DOCS = 200_000  # a batch never grows without bound while the store is away
@@ -77,7 +77,7 @@ class QueryCall:
 
 class UsageRecorder:
     def __init__(self, bucket_seconds: float, half_life: float, clock: Callable[[], float] = time.time,
-                 ledger: LifecycleStore | None = None, daily_tokens: int = 0, calls: ProviderLedger | None = None):
+                 ledger: ProviderUsage | None = None, daily_tokens: int = 0, calls: ProviderLedger | None = None):
         self.bucket_seconds = bucket_seconds
         self.half_life = half_life
         self.clock = clock
@@ -212,7 +212,7 @@ class UsageRecorder:
             batch, self._batch = self._batch, UsageBatch()
         return batch
 
-    def flush(self, store: LifecycleStore) -> bool:
+    def flush(self, store: UsageStore) -> bool:
         """Write what was recorded; on a store error the batch is merged back for the next try."""
         batch = self.take()
         if not batch:

@@ -31,7 +31,7 @@ from shared.model import DocKey, Principal, SemanticStatus, SidecarEntry, Stored
 
 if TYPE_CHECKING:
     from services.planner.fusion import Fused
-    from shared.ports import DocumentStore, ExplainStore, LexicalIndex, SearchFilter
+    from shared.ports import DocumentReader, ExplainStore, LexicalIndex, SearchFilter
 
 log = logging.getLogger(__name__)
 
@@ -270,7 +270,7 @@ def answer(record: ExplainRecord, doc: StoredDoc, side: SidecarEntry | None,
     return out
 
 
-def explained(explains: Explains, principal: Principal, explain_id: str, store: DocumentStore,
+def explained(explains: Explains, principal: Principal, explain_id: str, store: DocumentReader,
               lexical: LexicalIndex, flt: Callable[[Principal, str], SearchFilter]) -> dict[str, object] | None:
     """The answer of GET /v1/explain/{id}: None (unknown) unless the record is this caller's and
     the caller may read the document now. Highlights are asked of the lexical index with the

@@ -1,9 +1,9 @@
 """The `CollectionStore` part of both stores of record (per-collection settings, the tenant's
-collection list, a collection's removal by pages), written once as lifecycle_sql.py is: `?`
-placeholders (turned into `%s` for psycopg), `ON CONFLICT` and `RETURNING` in both dialects;
-each store supplies its transactions, reads and change-log append through the lifecycle hooks
-(`_lc_tx`, `_lc_rows`, `_lc_log`). Its own module so the settings table changes apart from the
-lifecycle's.
+collection list, a collection's removal by pages), written once as the lifecycle SQL
+(shared/adapters/lifecycle_sql/) is: `?` placeholders (turned into `%s` for psycopg), `ON
+CONFLICT` and `RETURNING` in both dialects; each store supplies its transactions, reads and
+change-log append through the lifecycle hooks (`SqlBase`: `_lc_tx`, `_lc_rows`, `_lc_log`). Its
+own module so the settings table changes apart from the lifecycle's.
 
 A collection is removed page by page, each page one short transaction that deletes documents,
 their sidecar rows, usage rows, vectors and cold entries no other document of the tenant still
@@ -14,10 +14,10 @@ collection (usage buckets, provider usage, promotion state, follow-up switch, se
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping, Sequence
-from contextlib import AbstractContextManager
+from collections.abc import Mapping, Sequence
 from typing import Any
 
+from shared.adapters.lifecycle_sql.base import SqlBase
 from shared.collection_settings import CollectionSettings
 from shared.model import DocKey
 from shared.ports import ColdRow
@@ -49,23 +49,8 @@ _NAMES = """WITH RECURSIVE c(n, name) AS (
 SELECT name FROM c WHERE name IS NOT NULL"""
 
 
-class CollectionSettingsSql:
-    """Mixin: the store class provides the lifecycle hooks (shared/adapters/lifecycle_sql.py)."""
-
-    clock: Callable[[], float]
-    _FOR_UPDATE: str
-
-    def _lc_tx(self) -> AbstractContextManager[Any]:
-        raise NotImplementedError
-
-    def _lc_rows(self, sql: str, params: Sequence[object] = ()) -> Sequence[Mapping[str, Any]]:
-        raise NotImplementedError
-
-    def _lc_log(self, conn: Any, rows: Sequence[tuple[DocKey, str, str | None]]) -> None:
-        raise NotImplementedError
-
-    def _sql(self, sql: str) -> str:
-        raise NotImplementedError
+class CollectionSettingsSql(SqlBase):
+    """Mixin: the store class provides the hooks (`SqlBase`)."""
 
     # -- settings ----------------------------------------------------------------------------
 

@@ -21,7 +21,7 @@ _COLS = "id, tenant, name, principals, certs, scopes, created_at, secret_hash"
 
 
 class SqlHooks(Protocol):
-    """What both store classes offer (shared/adapters/lifecycle_sql.py)."""
+    """What both store classes offer (shared/adapters/lifecycle_sql/)."""
 
     def _lc_tx(self) -> AbstractContextManager[Any]: ...
 

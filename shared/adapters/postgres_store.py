@@ -425,7 +425,7 @@ class PostgresStore(LifecycleSql, TouchSwitchSql, CollectionSettingsSql):
         r = self._one("SELECT COUNT(*) AS n FROM vectors WHERE tenant=%s AND space=%s", (tenant, space))
         return int(r["n"]) if r else 0
 
-    # -- lifecycle hooks (shared/adapters/lifecycle_sql.py) -------------------------------
+    # -- lifecycle hooks (shared/adapters/lifecycle_sql/) -------------------------------
 
     def _lc_tx(self) -> Any:
         return self._tx()

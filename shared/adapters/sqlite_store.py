@@ -159,7 +159,7 @@ class SqliteStore(LifecycleSql, TouchSwitchSql, CollectionSettingsSql):
             # 27-32 ms so). Durability is the same (WAL, synchronous=NORMAL); the WAL file stays
             # at most ~40 MB plus one transaction.
             conn.execute("PRAGMA wal_autocheckpoint=10000")
-            # usage decay (shared/adapters/lifecycle_sql.py); SQLite's math functions are optional
+            # usage decay (shared/adapters/lifecycle_sql/); SQLite's math functions are optional
             conn.create_function("vibe_pow2", 1, _pow2, deterministic=True)
             self._local.conn = conn
             with self._lock:
@@ -439,7 +439,7 @@ class SqliteStore(LifecycleSql, TouchSwitchSql, CollectionSettingsSql):
                                  (tenant, space)).fetchone()
         return int(r["n"])
 
-    # -- lifecycle hooks (shared/adapters/lifecycle_sql.py) -------------------------------
+    # -- lifecycle hooks (shared/adapters/lifecycle_sql/) -------------------------------
 
     def _lc_tx(self) -> Any:
         return self._tx()

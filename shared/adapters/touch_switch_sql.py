@@ -1,19 +1,19 @@
 """The `FollowUpStore` half of both stores of record (the touch policy's "auto" follow-up switch,
-services/planner/touch.py `FollowUpSwitch`), written once, as lifecycle_sql.py is: `?`
-placeholders (turned into `%s` for psycopg), `INSERT ... ON CONFLICT` and `DOUBLE PRECISION`
-in both dialects; each store supplies its transactions and reads through the lifecycle hooks
-(`_lc_tx`, `_lc_rows`). Its own module so the switch's table and SQL change apart from the
-lifecycle's.
+services/planner/touch.py `FollowUpSwitch`), written once, as the lifecycle SQL
+(shared/adapters/lifecycle_sql/) is: `?` placeholders (turned into `%s` for psycopg), `INSERT
+... ON CONFLICT` and `DOUBLE PRECISION` in both dialects; each store supplies its transactions
+and reads through the lifecycle hooks (`SqlBase`: `_lc_tx`, `_lc_rows`). Its own module so the
+switch's table and SQL change apart from the lifecycle's.
 
 A merge is one transaction that locks the row (PostgreSQL `FOR UPDATE`; SQLite writers are
 serial, BEGIN IMMEDIATE), so replicas flushing at once both count."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
-from contextlib import AbstractContextManager
+from collections.abc import Mapping
 from typing import Any
 
+from shared.adapters.lifecycle_sql.base import SqlBase
 from shared.follow_up import SWITCH_STATES, FollowUpFlush, FollowUpRow, SwitchState, merged
 
 _COLS = "tenant, collection, reads, mean, updated_at"
@@ -23,22 +23,8 @@ def _row(r: Mapping[str, Any]) -> FollowUpRow:
     return FollowUpRow(r["tenant"], r["collection"], int(r["reads"]), float(r["mean"]), float(r["updated_at"]))
 
 
-class TouchSwitchSql:
-    """Mixin: the store class provides the lifecycle hooks (shared/adapters/lifecycle_sql.py)."""
-
-    # What the stores get from LifecycleSql (its placeholder rewrite `_sql`, which comes first
-    # in their bases) and give themselves (`_lc_tx`, `_lc_rows`, `_FOR_UPDATE`).
-    clock: Callable[[], float]
-    _FOR_UPDATE: str
-
-    def _lc_tx(self) -> AbstractContextManager[Any]:
-        raise NotImplementedError
-
-    def _lc_rows(self, sql: str, params: Sequence[object] = ()) -> Sequence[Mapping[str, Any]]:
-        raise NotImplementedError
-
-    def _sql(self, sql: str) -> str:
-        raise NotImplementedError
+class TouchSwitchSql(SqlBase):
+    """Mixin: the store class provides the hooks (`SqlBase`: `_lc_tx`, `_lc_rows`, `_FOR_UPDATE`)."""
 
     def follow_up_row(self, tenant: str, collection: str) -> FollowUpRow | None:
         rows = self._lc_rows(self._sql(f"SELECT {_COLS} FROM touch_follow_up WHERE tenant=? AND collection=?"),

@@ -10,7 +10,7 @@ from typing import Any, cast
 
 import pytest
 
-from shared.adapters.lifecycle_sql import _PAIRS
+from shared.adapters.lifecycle_sql.sweeps import _PAIRS
 from shared.adapters.sqlite_store import SqliteStore
 from shared.model import (
     PUBLIC_PRINCIPAL,
