@@ -175,8 +175,8 @@ class SqliteStore(LifecycleSql, TouchSwitchSql, CollectionSettingsSql):
         """BEGIN IMMEDIATE so concurrent writers queue instead of failing mid-transaction. The
         process's own writers queue in turn on the database file's ticket lock first
         (shared/threads.py `TicketLock`): on SQLite's busy handler alone, a thread committing
-        back to back kept a request's write waiting for as long as it went on. Other processes'
-        writers wait on the busy timeout, as before."""
+        back to back would keep a request's write waiting for as long as it went on. Other
+        processes' writers wait on the busy timeout."""
         writers = self._writers
         if writers.held():  # nested: refused as SQLite refuses it, not a deadlock
             raise sqlite3.OperationalError("cannot start a transaction within a transaction")

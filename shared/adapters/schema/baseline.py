@@ -57,13 +57,13 @@ CREATE TABLE IF NOT EXISTS dead_letters(
 CREATE INDEX IF NOT EXISTS docs_by_hash ON docs(tenant, content_hash);
 -- The documents written since a time, read inside a cut-over's transaction (`_realign`,
 -- `_rows_for_every_doc`), which holds the tenant's writes: without it a walk over the tenant's
--- documents, 0.34 s at 1M (SQLite), 0.22-0.33 s (PostgreSQL); with it 1-12 ms. Its cost (/tmp
--- scripts, 2026-11-27): ingest within noise, a rewrite of 100k documents +3% (SQLite) and up to
+-- documents, 0.34 s at 1M (SQLite), 0.22-0.33 s (PostgreSQL); with it 1-12 ms. Its cost:
+-- ingest within noise, a rewrite of 100k documents +3% (SQLite) and up to
 -- +10% (PostgreSQL; every write changes updated_at, so every update writes an entry of it),
 -- ~65 bytes a document on PostgreSQL.
 CREATE INDEX IF NOT EXISTS docs_by_update ON docs(tenant, updated_at);
 -- (tenant, space) leading, for `known_spaces`' skip from one pair to the next instead of a scan of
--- the table every tick. Its cost (/tmp scripts, 2026-11-27): PostgreSQL writes an entry of it at
+-- the table every tick. Its cost: PostgreSQL writes an entry of it at
 -- every status change (those updates are not HOT anyway), a pass of 200k status changes ~20%
 -- longer, ingest within noise; SQLite only at an insert or delete, ingest within noise, the file
 -- 5% larger. `space >= ''` holds for every row: it keeps SQLite from taking this index
