@@ -1,7 +1,6 @@
-"""`python -m bench <command> ...`: the same commands as `vibe-semantic bench <command> ...`
-(services/cli.py's `bench` group), for a checkout whose venv has no console script on PATH."""
+"""`python -m bench <command> ...`: the benchmarks' command line (bench/cli.py)."""
 
-from services.cli import bench_app
+from bench.cli import app
 
 if __name__ == "__main__":
-    bench_app(prog_name="python -m bench")
+    app(prog_name="python -m bench")

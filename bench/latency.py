@@ -1,6 +1,6 @@
 """Read latency over HTTP at N synthetic documents, real model, as ratios to baselines.
 
-    vibe-semantic bench latency --docs 100000 --queries 200 [--runtime auto|onnx|torch]
+    python -m bench latency --docs 100000 --queries 200 [--runtime auto|onnx|torch]
 
 Per strategy, over SSE: time to the first `lexical` event (back to back: each stream closed at
 that event, the next query sent at once, so the previous query's tail runs beside it), and,

@@ -1,6 +1,6 @@
 """Lazy economics: how much of the corpus gets embedded, and how close quality gets to eager.
 
-    vibe-semantic bench lazy --data ../shared/data/cranfield
+    python -m bench lazy --data ../shared/data/cranfield
 
 A fresh instance per planner setting, nothing embedded. A seeded Zipfian stream of the
 judged queries (repeats included) is replayed with `auto` over SSE. After every tenth of

@@ -1,8 +1,7 @@
 """The lexical leg on OpenSearch against tantivy, both served, in one run.
 
-    vibe-semantic bench lexical-legs --docs 100000 --rounds 3     # the report's run
-    vibe-semantic bench lexical-legs --quick                      # < 2 minutes: 10k docs, 2 rounds
-    python -m bench lexical-legs --quick                          # the same through `python -m bench`
+    python -m bench lexical-legs --docs 100000 --rounds 3     # the report's run
+    python -m bench lexical-legs --quick                      # < 2 minutes: 10k docs, 2 rounds
 
 Two `vibe-semantic serve` processes (uvicorn on a socket, embedded profile: SQLite store,
 qdrant-edge, in-process queue, hash embedder), identical but for the lexical leg: one with the
@@ -33,9 +32,10 @@ quartiles and p95 over all samples; the spread of the per-round medians; the Ope
 ratio of medians and the median of the per-query ratios.
 
 The timing client does not check answers against /openapi.json (harness/server.py does by
-default): that check's jsonschema validation would sit inside the clock. Raw results go to
-bench/results/lexical-legs-*.json/.md (not committed); `vibe-semantic bench perf-report` turns
-the newest into a section of bench/results/performance.md with a plot.
+default): that check's jsonschema validation would sit inside the clock. Results go to
+bench/results/lexical-legs.json (a `--quick` run to lexical-legs-quick.json, so a smoke run never
+replaces the report's input) and timestamped raw files; `python -m bench perf-report` turns
+lexical-legs.json into a section of bench/results/performance.md with a plot.
 """
 
 from __future__ import annotations
@@ -378,7 +378,8 @@ def main(docs: int, rounds: int, queries: int = 0, chunk: int = 2000, data: Path
             print("adapter ingest:", {a: adapter[a]["docs_per_s"] for a in ADAPTER_ARMS}, flush=True)
     finally:
         shutil.rmtree(root, ignore_errors=True)
-    doc = {"name": "lexical-legs", "machine": machine(), "commit": _commit(), "docs": len(all_docs),
+    doc = {"name": "lexical-legs-quick" if quick else "lexical-legs", "machine": machine(), "commit": _commit(),
+           "docs": len(all_docs),
            "dataset": f"{data.name} + distractors", "queries": len(qs), "rounds": rounds, "chunk": chunk,
            "quick": quick, "env": ENV, "opensearch_heap": heap, "facts": facts,
            "ingest": summarise_ingest(ingested), "reads": summarise_reads(measured), "adapter_ingest": adapter,

@@ -1,7 +1,7 @@
 """Lifecycle over simulated time: the scheduler against eager and plain lazy.
 
-    vibe-semantic bench lifecycle --data ../shared/data/cranfield
-    vibe-semantic bench lifecycle --data ../shared/data/cisi --days 7 --docs 300 --queries 30   # smaller
+    python -m bench lifecycle --data ../shared/data/cranfield
+    python -m bench lifecycle --data ../shared/data/cisi --days 7 --docs 300 --queries 30   # smaller
 
 In one process (`services.wiring.build`, SQLite store, embedded indexes, the real planner and
 embed handler, no HTTP) and on an injected clock (nothing sleeps), `--days` simulated days

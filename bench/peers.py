@@ -1,6 +1,6 @@
 """Peers side by side: same machine, same run, same data, same embedding vectors.
 
-    vibe-semantic bench peers --data ../shared/data/cranfield
+    python -m bench peers --data ../shared/data/cranfield
 
 vibe-semantic is served and driven over HTTP (eager: everything embedded); LanceDB (its
 full-text index, vectors, and its hybrid query), Chroma (vectors), qdrant-client's local

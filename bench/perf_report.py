@@ -1,14 +1,15 @@
-"""bench/results/performance.md and its plots, from the newest result files.
+"""bench/results/performance.md and its plots, from each benchmark's newest result.
 
-    vibe-semantic bench perf-report
+    python -m bench perf-report
 
-Reads the newest `latency-*.json` (bench latency), `perf-throughput-*.json` (bench
-throughput), `perf-scale-*.json` (bench scale), `peers-*+*.json` (bench peers
---distractors) and `lexical-legs-*.json` (bench lexical-legs); every figure in the page is copied
-from them, with the baseline measured in the same run. Plots: latency CDFs per strategy,
-throughput vs batch size, memory and disk vs corpus size, the lexical legs side by side. Missing
-inputs are said to be missing, not filled in; except that lexical-legs results are not committed
-(.gitignore), so without one the page keeps the section it already has.
+Reads `latency.json` (bench latency), `perf-throughput.json` (bench throughput), `perf-scale.json`
+(bench scale), `peers-<dataset>+<distractors>.json` (bench peers --distractors), `lexical-legs.json`
+(bench lexical-legs) and `long-docs.json` (bench.long_docs): the `<name>.json` each run overwrites
+(bench/report.py), which the repository keeps. Every figure in the page is copied from them, with
+the baseline measured in the same run. Plots: latency CDFs per strategy, throughput vs batch size,
+memory and disk vs corpus size, the lexical legs side by side, long documents. Missing inputs are
+said to be missing, not filled in; except that without a lexical-legs or long-docs result the page
+keeps the section it already has.
 """
 
 from __future__ import annotations
@@ -21,10 +22,23 @@ from typing import Any
 from bench.plots import _pyplot
 from bench.report import RESULTS
 
+STAMPED = re.compile(r"-\d{8}-\d{6}$")
 
-def newest(pattern: str) -> tuple[Path, dict[str, Any]] | None:
-    paths = sorted(RESULTS.glob(pattern), key=lambda p: p.name[-20:])  # by the -YYYYmmdd-HHMMSS stamp
-    return (paths[-1], json.loads(paths[-1].read_text())) if paths else None
+
+def newest(name: str) -> tuple[Path, dict[str, Any]] | None:
+    """The newest result of the benchmark `name` (a glob for benchmarks named after their data, e.g.
+    `peers-*+*`): its `<name>.json`; where the glob matches several, the most recently written.
+    Without one (results written before runs kept a `<name>.json`), the newest timestamped file."""
+    latest = [p for p in RESULTS.glob(f"{name}.json") if not STAMPED.search(p.stem)]
+    if latest:
+        path = max(latest, key=lambda p: p.stat().st_mtime)
+    else:
+        stamped = sorted((p for p in RESULTS.glob(f"{name}-*.json") if STAMPED.search(p.stem)),
+                         key=lambda p: p.stem[-15:])  # by the YYYYmmdd-HHMMSS stamp
+        if not stamped:
+            return None
+        path = stamped[-1]
+    return path, json.loads(path.read_text())
 
 
 def _load(xs: Any) -> str:
@@ -180,8 +194,8 @@ def plot_long_docs(doc: dict[str, Any] | None) -> str | None:
 
 
 def _kept_section(marks: tuple[str, str], title: str, command: str) -> str:
-    """The report's section between `marks` as it stands, for a rebuild without the (uncommitted)
-    result file it was made from; a placeholder naming `command` when there is none."""
+    """The report's section between `marks` as it stands, for a rebuild without the result file it
+    was made from; a placeholder naming `command` when there is none."""
     start, end = marks
     old = (RESULTS / "performance.md").read_text() if (RESULTS / "performance.md").exists() else ""
     kept = re.search(re.escape(start) + ".*?" + re.escape(end), old, re.S)
@@ -189,7 +203,7 @@ def _kept_section(marks: tuple[str, str], title: str, command: str) -> str:
 
 
 def _long_docs_section(found: tuple[Path, dict[str, Any]] | None) -> str:
-    """Between markers, so a rebuild without the (uncommitted) result file keeps it."""
+    """Between markers, so a rebuild without its result file keeps it."""
     start, end = LONG_DOCS_MARKS
     if found is None:
         return _kept_section(LONG_DOCS_MARKS, "Long documents", "python -m bench.long_docs")
@@ -221,11 +235,11 @@ LEXICAL_LEGS_MARKS = ("<!-- lexical-legs -->", "<!-- /lexical-legs -->")
 
 
 def _lexical_legs_section(found: tuple[Path, dict[str, Any]] | None) -> str:
-    """Between markers, so a rebuild without the (uncommitted) result file keeps it."""
+    """Between markers, so a rebuild without its result file keeps it."""
     start, end = LEXICAL_LEGS_MARKS
     if found is None:
         return _kept_section(LEXICAL_LEGS_MARKS, "The lexical leg: OpenSearch against tantivy",
-                             "vibe-semantic bench lexical-legs")
+                             "python -m bench lexical-legs")
     from bench import report
     from bench.lexical_legs import ADAPTER_HEAD, INGEST_HEAD, READ_HEAD, adapter_rows, ingest_rows, read_rows
 
@@ -245,7 +259,7 @@ def _lexical_legs_section(found: tuple[Path, dict[str, Any]] | None) -> str:
     return (f"{start}\n## The lexical leg: OpenSearch {doc['facts']['opensearch']['version']} against tantivy, "
             f"{doc['docs']:,} documents (`{path.name}`)\n\n"
             "![perf-lexical-legs.png](perf-lexical-legs.png)\n\n"
-            "Two servers side by side in one run (`vibe-semantic bench lexical-legs`, commit "
+            "Two servers side by side in one run (`python -m bench lexical-legs`, commit "
             f"`{doc['commit']}`), both `vibe-semantic serve` over HTTP in the embedded profile (SQLite store, "
             "qdrant-edge, hash embedder) but for the lexical leg: the embedded tantivy index, or `VIBE_LEXICAL="
             "opensearch` on a private single-node OpenSearch (harness/opensearch_server.py, "
@@ -284,7 +298,7 @@ def _lexical_legs_section(found: tuple[Path, dict[str, Any]] | None) -> str:
 
 def _latency_section(found: tuple[Path, dict[str, Any]] | None) -> str:
     if found is None:
-        return "## Latency at 100k documents, local model\n\nNot measured yet (`vibe-semantic bench latency`).\n"
+        return "## Latency at 100k documents, local model\n\nNot measured yet (`python -m bench latency`).\n"
     path, lat = found
     b = lat["baselines"]
     rows = "\n".join(f"| {k} | {v['first_p50_ms']} | {v['first_p95_ms']} | {v.get('first_alone_p50_ms', '—')} | "
@@ -329,7 +343,7 @@ def _peers_section(found: tuple[Path, dict[str, Any]] | None) -> str:
 
 def _throughput_section(found: tuple[Path, dict[str, Any]] | None) -> str:
     if found is None:
-        return "## The model's runtimes\n\nNot measured yet (`vibe-semantic bench throughput`).\n"
+        return "## The model's runtimes\n\nNot measured yet (`python -m bench throughput`).\n"
     path, tp = found
     head = "| runtime | query p50 ms | " + " | ".join(f"docs/s @{b}" for b in tp["batches"]) + " | min cosine |\n"
     sep = "|---" * (3 + len(tp["batches"])) + "|\n"
@@ -344,7 +358,7 @@ def _throughput_section(found: tuple[Path, dict[str, Any]] | None) -> str:
 
 def _scale_section(found: tuple[Path, dict[str, Any]] | None) -> str:
     if found is None:
-        return "## One million documents\n\nNot measured yet (`vibe-semantic bench scale`).\n"
+        return "## One million documents\n\nNot measured yet (`python -m bench scale`).\n"
     path, sc = found
     rows = "\n".join(
         f"| {p['docs']:,} | {p['ingest_ack_docs_per_s']} | {p['ingest_searchable_docs_per_s']} | "
@@ -410,14 +424,14 @@ def _targets(lat: dict[str, Any] | None, peers: dict[str, Any] | None, tp: dict[
 
 
 def main() -> Path:
-    lat, tp, sc = newest("latency-*.json"), newest("perf-throughput-*.json"), newest("perf-scale-*.json")
-    peers, legs = newest("peers-*+*.json"), newest("lexical-legs-*.json")
+    lat, tp, sc = newest("latency"), newest("perf-throughput"), newest("perf-scale")
+    peers, legs = newest("peers-*+*"), newest("lexical-legs")
     legs_section = _lexical_legs_section(legs)  # before the page is rewritten: it may keep the old one
-    long_docs_section = _long_docs_section(newest("long-docs-*.json"))
+    long_docs_section = _long_docs_section(newest("long-docs"))
     plots = [p for p in (plot_latency(lat[1] if lat else None, sc[1] if sc else None),
                          plot_throughput(tp[1] if tp else None), plot_memory(sc[1] if sc else None)) if p]
     plot_lexical_legs(legs[1] if legs else None)  # shown inside its section
-    page = ("# Performance\n\nGenerated by `vibe-semantic bench perf-report` from the result files named in each "
+    page = ("# Performance\n\nGenerated by `python -m bench perf-report` from the result files named in each "
             "section; every figure is measured on this machine (2 cores shared with other work: read the ratios to "
             "the same-run baselines before the absolute numbers).\n\n"
             + "".join(f"![{p}]({p})\n\n" for p in plots)

@@ -1,6 +1,6 @@
 """Retrieval quality with everything embedded ("eager"), per strategy, over HTTP.
 
-    vibe-semantic bench quality --data ../shared/data/cranfield
+    python -m bench quality --data ../shared/data/cranfield
 
 Ingests the corpus into a fresh served instance (real all-MiniLM-L6-v2 by default), runs
 `POST /semantic/reindex` until coverage is 100%, then asks every judged query with each

@@ -1,7 +1,7 @@
 """The reranker's effect on a dev set: the same candidate lists, with and
 without a `/rerank` endpoint, in the same run.
 
-    vibe-semantic bench rerank --data ../shared/data/cranfield --url http://tei:8080/rerank --protocol tei
+    python -m bench rerank --data ../shared/data/cranfield --url http://tei:8080/rerank --protocol tei
     python -m bench.rerank --data ../shared/data/cisi --url https://api.example/v2/rerank --model rerank-v3.5
 
 Ingests the corpus into a fresh served instance, takes each judged query's top `candidates`

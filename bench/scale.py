@@ -1,6 +1,6 @@
 """One instance grown to N documents (default 1M), measured as it grows.
 
-    vibe-semantic bench scale --docs 1000000 --queries 60
+    python -m bench scale --docs 1000000 --queries 60
 
 Embedded profile (SQLite store, tantivy, qdrant-edge), hash embedder (the model is not what
 is measured here: `bench latency` measures it), served over HTTP. Bulk ingest in chunks of

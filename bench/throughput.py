@@ -1,6 +1,6 @@
 """The local model's runtimes side by side, then the embedding pipeline against the raw model.
 
-    vibe-semantic bench throughput [--docs 512] [--pipeline-docs 600]
+    python -m bench throughput [--docs 512] [--pipeline-docs 600]
 
 Same run, same texts (synthetic 110-word documents, bench/spine.py):
   - query encoder latency, one query at a time: onnxruntime with 1 and 2 intra-op threads
