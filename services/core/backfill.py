@@ -23,7 +23,7 @@ from dataclasses import dataclass, replace
 from shared.backpressure import Backpressure, TenantShare
 from shared.metrics import METRICS
 from shared.model import BackfillTask, Decision, DocKey, EmbedJob, SemanticStatus, SidecarEntry, StoredDoc
-from shared.ports import Budget, JobQueue, StoreOfRecord
+from shared.ports import BackfillStore, Budget, JobQueue, StoreOfRecord
 
 log = logging.getLogger("vibe.backfill")
 CURSOR_SEP = "\x1f"
@@ -227,6 +227,6 @@ def progress(task: BackfillTask) -> dict[str, object]:
             "queued": task.queued, "progressPct": min(100.0, pct)}
 
 
-def with_state(task: BackfillTask, store: StoreOfRecord) -> BackfillTask:
+def with_state(task: BackfillTask, store: BackfillStore) -> BackfillTask:
     """The task as the store has it now."""
     return next((t for t in store.tasks(task.tenant) if t.id == task.id), replace(task))
