@@ -27,10 +27,11 @@ from psycopg.types.json import Json
 from psycopg_pool import ConnectionPool
 
 from shared.adapters.collection_settings_sql import CollectionSettingsSql
+from shared.adapters.documents_sql import DocumentsSql
 from shared.adapters.lifecycle_sql import LifecycleSql
 from shared.adapters.schema import postgres as postgres_schema
 from shared.adapters.schema.runner import Migrated
-from shared.adapters.store_reports import COLD_FLAG, KEEP_READY_SAME_CONTENT, coverage_report
+from shared.adapters.store_reports import KEEP_READY_SAME_CONTENT
 from shared.adapters.touch_switch_sql import TouchSwitchSql
 from shared.model import (
     STATUS_OF,
@@ -43,7 +44,6 @@ from shared.model import (
     from_vibe_column,
     vibe_column,
 )
-from shared.ports import Change
 
 # pg_advisory_xact_lock keys (any constant bigint; they only have to differ from each other).
 # (The schema's, SCHEMA_LOCK, is shared/adapters/schema/postgres.py's.)
@@ -142,7 +142,7 @@ def _log(conn: Conn, rows: Sequence[tuple[DocKey, str, str | None]]) -> None:
                         [(k.tenant, k.collection, k.doc_id, op, space) for k, op, space in rows])
 
 
-class PostgresStore(LifecycleSql, TouchSwitchSql, CollectionSettingsSql):
+class PostgresStore(LifecycleSql, DocumentsSql, TouchSwitchSql, CollectionSettingsSql):
     """DocumentStore and LifecycleStore over a PostgreSQL database, through a connection pool
     shared by threads."""
 
@@ -313,13 +313,6 @@ class PostgresStore(LifecycleSql, TouchSwitchSql, CollectionSettingsSql):
             moved = _returned_keys(cur)
         return [k for k in keys if k in moved]
 
-    def record_failure(self, key: DocKey, space: str, reason: str, final: bool) -> None:
-        status = SemanticStatus.FAILED if final else SemanticStatus.QUEUED
-        with self._tx() as conn:
-            conn.execute("UPDATE sidecar SET status=%s, reason=%s, attempts=attempts+1, updated_at=%s "
-                         "WHERE tenant=%s AND collection=%s AND doc_id=%s AND space=%s",
-                         (status.value, reason, self.clock(), *key, space))
-
     def keys_in_status(
         self, space: str, statuses: Sequence[SemanticStatus], limit: int = 10_000, tenant: str | None = None
     ) -> list[SidecarEntry]:
@@ -376,30 +369,7 @@ class PostgresStore(LifecycleSql, TouchSwitchSql, CollectionSettingsSql):
             "WHERE s.space=%s AND s.status='ready'", [*_key_arrays(keys), space])
         return {_key(r): _from_bytes(r["vec"], r["dim"]) for r in rows}
 
-    # -- change log and reports --------------------------------------------------------
-
-    def changes_since(self, seq: int, limit: int = 1000, tenant: str | None = None) -> list[Change]:
-        if tenant is None:
-            rows = self._all("SELECT * FROM changes WHERE seq>%s ORDER BY seq LIMIT %s", (seq, limit))
-        else:
-            rows = self._all("SELECT * FROM changes WHERE tenant=%s AND seq>%s ORDER BY seq LIMIT %s",
-                             (tenant, seq, limit))
-        return [Change(r["seq"], _key(r), r["op"], r["space"]) for r in rows]
-
-    def change_log_head(self, tenant: str | None = None) -> int:
-        if tenant is None:
-            r = self._one("SELECT COALESCE(MAX(seq), 0) AS head FROM changes", ())
-        else:
-            r = self._one("SELECT COALESCE(MAX(seq), 0) AS head FROM changes WHERE tenant=%s", (tenant,))
-        return int(r["head"]) if r else 0
-
-    def coverage(self, tenant: str, collection: str | None, space: str) -> dict[str, object]:
-        sql = f"SELECT status, reason, {COLD_FLAG} AS cold, COUNT(*) AS n FROM sidecar WHERE tenant=%s AND space=%s"
-        args: list[object] = [tenant, space]
-        if collection:
-            sql, args = sql + " AND collection=%s", [*args, collection]
-        rows = self._all(sql + f" GROUP BY status, reason, {COLD_FLAG}", args)
-        return coverage_report((r["status"], r["reason"], r["n"], bool(r["cold"])) for r in rows)
+    # -- space bindings (the change log's reads and the reports: documents_sql.py) ----------
 
     def bind_space(self, space: str, model_id: str, dim: int) -> tuple[str, int]:
         """Record which model and dimension a space is built with (first use wins) and
@@ -410,20 +380,6 @@ class PostgresStore(LifecycleSql, TouchSwitchSql, CollectionSettingsSql):
             r = conn.execute("SELECT model_id, dim FROM spaces WHERE space=%s", (space,)).fetchone()
         assert r is not None
         return str(r["model_id"]), int(r["dim"])
-
-    def queued_count(self, space: str, tenant: str) -> int:
-        r = self._one("SELECT COUNT(*) AS n FROM sidecar WHERE space=%s AND status='queued' AND tenant=%s",
-                      (space, tenant))
-        return int(r["n"]) if r else 0
-
-    def oldest_queued(self, space: str, tenant: str) -> float | None:
-        r = self._one("SELECT MIN(updated_at) AS t FROM sidecar WHERE space=%s AND status='queued' AND tenant=%s",
-                      (space, tenant))
-        return r["t"] if r and r["t"] is not None else None
-
-    def vector_count(self, tenant: str, space: str) -> int:
-        r = self._one("SELECT COUNT(*) AS n FROM vectors WHERE tenant=%s AND space=%s", (tenant, space))
-        return int(r["n"]) if r else 0
 
     # -- lifecycle hooks (shared/adapters/lifecycle_sql/) -------------------------------
 
@@ -445,11 +401,7 @@ class PostgresStore(LifecycleSql, TouchSwitchSql, CollectionSettingsSql):
     def _lc_row_to_sidecar(self, r: Mapping[str, Any]) -> SidecarEntry:
         return _row_to_sidecar(r)  # type: ignore[arg-type]
 
-    # -- followers of shared indexes -----------------------------------------------------
-
-    def follower_position(self, name: str) -> int:
-        r = self._one("SELECT seq FROM follower_positions WHERE name=%s", (name,))
-        return int(r["seq"]) if r else 0
+    # -- followers of shared indexes (their position's read: documents_sql.py) ----------
 
     def advance_follower_position(self, name: str, seq: int) -> None:
         with self._conn() as conn:

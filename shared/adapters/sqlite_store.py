@@ -23,11 +23,12 @@ from typing import Any
 import numpy as np
 
 from shared.adapters.collection_settings_sql import CollectionSettingsSql
+from shared.adapters.documents_sql import DocumentsSql
 from shared.adapters.lifecycle_sql import LifecycleSql
 from shared.adapters.schema import sqlite as sqlite_schema
 from shared.adapters.schema.runner import Migrated
 from shared.adapters.sqlite_wal import immediate
-from shared.adapters.store_reports import COLD_FLAG, KEEP_READY_SAME_CONTENT, coverage_report
+from shared.adapters.store_reports import KEEP_READY_SAME_CONTENT
 from shared.adapters.touch_switch_sql import TouchSwitchSql
 from shared.model import (
     STATUS_OF,
@@ -41,7 +42,6 @@ from shared.model import (
     from_vibe_column,
     vibe_column,
 )
-from shared.ports import Change
 from shared.threads import TicketLock
 
 _SIDECAR_COLS = (
@@ -121,7 +121,7 @@ def _from_blob(blob: bytes, dim: int) -> DocVectors:
     return flat.reshape(-1, dim).tolist() if dim and flat.size % dim == 0 else [flat.tolist()]
 
 
-class SqliteStore(LifecycleSql, TouchSwitchSql, CollectionSettingsSql):
+class SqliteStore(LifecycleSql, DocumentsSql, TouchSwitchSql, CollectionSettingsSql):
     """DocumentStore and LifecycleStore over one SQLite file; one connection per thread."""
 
     def __init__(self, path: Path, clock: Callable[[], float] | None = None):
@@ -321,15 +321,6 @@ class SqliteStore(LifecycleSql, TouchSwitchSql, CollectionSettingsSql):
                     moved.append(k)
         return moved
 
-    def record_failure(self, key: DocKey, space: str, reason: str, final: bool) -> None:
-        status = SemanticStatus.FAILED if final else SemanticStatus.QUEUED
-        with self._tx() as c:
-            c.execute(
-                "UPDATE sidecar SET status=?, reason=?, attempts=attempts+1, updated_at=? "
-                "WHERE tenant=? AND collection=? AND doc_id=? AND space=?",
-                (status.value, reason, self.clock(), key.tenant, key.collection, key.doc_id, space),
-            )
-
     def keys_in_status(
         self, space: str, statuses: Sequence[SemanticStatus], limit: int = 10_000, tenant: str | None = None
     ) -> list[SidecarEntry]:
@@ -386,32 +377,7 @@ class SqliteStore(LifecycleSql, TouchSwitchSql, CollectionSettingsSql):
                     out[k] = vec
         return out
 
-    # -- change log and reports --------------------------------------------------------
-
-    def changes_since(self, seq: int, limit: int = 1000, tenant: str | None = None) -> list[Change]:
-        if tenant is None:
-            rows = self._conn().execute("SELECT * FROM changes WHERE seq>? ORDER BY seq LIMIT ?", (seq, limit))
-        else:
-            rows = self._conn().execute("SELECT * FROM changes WHERE tenant=? AND seq>? ORDER BY seq LIMIT ?",
-                                        (tenant, seq, limit))
-        return [
-            Change(r["seq"], DocKey(r["tenant"], r["collection"], r["doc_id"]), r["op"], r["space"])
-            for r in rows
-        ]
-
-    def change_log_head(self, tenant: str | None = None) -> int:
-        if tenant is None:
-            return int(self._conn().execute("SELECT COALESCE(MAX(seq), 0) FROM changes").fetchone()[0])
-        return int(self._conn().execute("SELECT COALESCE(MAX(seq), 0) FROM changes WHERE tenant=?",
-                                        (tenant,)).fetchone()[0])
-
-    def coverage(self, tenant: str, collection: str | None, space: str) -> dict[str, object]:
-        sql = f"SELECT status, reason, {COLD_FLAG} AS cold, COUNT(*) AS n FROM sidecar WHERE tenant=? AND space=?"
-        args: list[object] = [tenant, space]
-        if collection:
-            sql, args = sql + " AND collection=?", [*args, collection]
-        rows = self._conn().execute(sql + f" GROUP BY status, reason, {COLD_FLAG}", args)
-        return coverage_report((r["status"], r["reason"], r["n"], bool(r["cold"])) for r in rows)
+    # -- space bindings (the change log's reads and the reports: documents_sql.py) ----------
 
     def bind_space(self, space: str, model_id: str, dim: int) -> tuple[str, int]:
         """Record which model and dimension a space is built with (first use wins) and
@@ -420,24 +386,6 @@ class SqliteStore(LifecycleSql, TouchSwitchSql, CollectionSettingsSql):
             c.execute("INSERT OR IGNORE INTO spaces VALUES (?,?,?,?)", (space, model_id, dim, self.clock()))
             r = c.execute("SELECT model_id, dim FROM spaces WHERE space=?", (space,)).fetchone()
         return str(r["model_id"]), int(r["dim"])
-
-    def queued_count(self, space: str, tenant: str) -> int:
-        r = self._conn().execute(
-            "SELECT COUNT(*) AS n FROM sidecar WHERE space=? AND status='queued' AND tenant=?", (space, tenant)
-        ).fetchone()
-        return int(r["n"])
-
-    def oldest_queued(self, space: str, tenant: str) -> float | None:
-        r = self._conn().execute(
-            "SELECT MIN(updated_at) AS t FROM sidecar WHERE space=? AND status='queued' AND tenant=?",
-            (space, tenant),
-        ).fetchone()
-        return r["t"] if r and r["t"] is not None else None
-
-    def vector_count(self, tenant: str, space: str) -> int:
-        r = self._conn().execute("SELECT COUNT(*) AS n FROM vectors WHERE tenant=? AND space=?",
-                                 (tenant, space)).fetchone()
-        return int(r["n"])
 
     # -- lifecycle hooks (shared/adapters/lifecycle_sql/) -------------------------------
 
@@ -453,11 +401,7 @@ class SqliteStore(LifecycleSql, TouchSwitchSql, CollectionSettingsSql):
     def _lc_row_to_sidecar(self, r: Mapping[str, Any]) -> SidecarEntry:
         return _row_to_sidecar(r)  # type: ignore[arg-type]
 
-    # -- followers of shared indexes -----------------------------------------------------
-
-    def follower_position(self, name: str) -> int:
-        r = self._conn().execute("SELECT seq FROM follower_positions WHERE name=?", (name,)).fetchone()
-        return int(r["seq"]) if r else 0
+    # -- followers of shared indexes (their position's read: documents_sql.py) ----------
 
     def advance_follower_position(self, name: str, seq: int) -> None:
         self._conn().execute(
