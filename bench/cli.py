@@ -143,7 +143,8 @@ def bench_noisy_tenant(
 
 @app.command("perf-report")
 def bench_perf_report() -> None:
-    """bench/results/performance.md and its plots from the newest latency/throughput/scale/peers results."""
+    """bench/results/performance.md and its plots from the newest latency, throughput, scale, peers,
+    lexical-legs and long-docs results."""
     from bench.perf_report import main
 
     main()

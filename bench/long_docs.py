@@ -13,8 +13,8 @@ document in the top 3) per bucket, and for hits, how often the named passage is 
 
 The arms differ by one setting (`VIBE_PASSAGE_CHARS`: 1000, and 100,000 for "one text per
 document", which the model cuts at its window). Nothing was tuned on this corpus: 1000 was
-chosen from the model's window before the first run. Writes bench/results/long-docs-<stamp>.json
-and .md (not committed).
+chosen from the model's window before the first run. Writes bench/results/long-docs.json (the
+newest run, which the report reads) and long-docs-<stamp>.json + .md.
 """
 
 from __future__ import annotations

@@ -9,7 +9,8 @@ encoding is not the server's speed). At each checkpoint: ingest rate to acknowle
 searchable (index follower caught up), first-event p50/p95 per strategy over SSE (fresh
 queries: each touches documents and embeds them with the hash embedder), a trivial round
 trip (/healthz) and the raw engine query as baselines, the server's RSS and peak RSS, and the
-data dir's disk use per component. Writes bench/results/perf-scale-<stamp>.json + .md.
+data dir's disk use per component. Writes bench/results/perf-scale.json (the newest run)
+and perf-scale-<stamp>.json + .md.
 """
 
 from __future__ import annotations

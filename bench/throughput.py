@@ -11,7 +11,7 @@ Same run, same texts (synthetic 110-word documents, bench/spine.py):
   - end to end: a served instance (local model, default runtime) embeds `--pipeline-docs`
     documents after POST /semantic/reindex; docs/s as a ratio to the raw runtime it uses at the
     same batch size (keep >= 0.8x).
-Writes bench/results/perf-throughput-<stamp>.json + .md.
+Writes bench/results/perf-throughput.json (the newest run) and perf-throughput-<stamp>.json + .md.
 """
 
 from __future__ import annotations
