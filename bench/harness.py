@@ -28,8 +28,10 @@ def progress() -> Progress:
 
 
 @contextmanager
-def instance(data_dir: Path, embedder: str = "local", env: dict[str, str] | None = None) -> Iterator[Served]:
-    s = Served(data_dir, env={"VIBE_EMBEDDER": embedder, **(env or {})}, keys=KEYS)
+def instance(data_dir: Path, embedder: str = "local", env: dict[str, str] | None = None,
+             touch: dict[str, Any] | None = None) -> Iterator[Served]:
+    """A served instance; `touch`: TouchPolicy fields its reads use instead of the defaults."""
+    s = Served(data_dir, env={"VIBE_EMBEDDER": embedder, **(env or {})}, keys=KEYS, touch=touch)
     try:
         yield s
     finally:

@@ -26,29 +26,29 @@ from bench.quality import COLLECTION, corpus_docs
 
 LIMIT = 10
 
-# Planner settings compared on the frontier. `fixed-*` is the naive policy: K cold
-# candidates embedded on every query, wherever they rank, so a repeat digs deeper.
-DEPTH = {"VIBE_TOUCH_POLICY": "depth"}
-SETTINGS: dict[str, dict[str, str]] = {
-    "fixed-K5": {"VIBE_TOUCH_POLICY": "fixed", "VIBE_PER_QUERY_MAX_EMBEDS": "5"},
-    "fixed-K10": {"VIBE_TOUCH_POLICY": "fixed", "VIBE_PER_QUERY_MAX_EMBEDS": "10"},
-    "depth-5": {**DEPTH, "VIBE_TOUCH_MIN_DEPTH": "5", "VIBE_TOUCH_DEPTH_FACTOR": "0.5"},
-    "depth-10": {**DEPTH, "VIBE_TOUCH_MIN_DEPTH": "10", "VIBE_TOUCH_DEPTH_FACTOR": "1"},
-    "depth-15": {**DEPTH, "VIBE_TOUCH_MIN_DEPTH": "15", "VIBE_TOUCH_DEPTH_FACTOR": "1.5"},
-    "depth-20": {**DEPTH, "VIBE_TOUCH_MIN_DEPTH": "20", "VIBE_TOUCH_DEPTH_FACTOR": "2"},
-    "depth-30": {**DEPTH, "VIBE_TOUCH_MIN_DEPTH": "30", "VIBE_TOUCH_DEPTH_FACTOR": "3"},
-    "depth-10+nb2": {**DEPTH, "VIBE_TOUCH_MIN_DEPTH": "10", "VIBE_TOUCH_DEPTH_FACTOR": "1",
-                     "VIBE_SPECULATE_NEIGHBORS": "2"},
-    "depth-15+nb2": {**DEPTH, "VIBE_TOUCH_MIN_DEPTH": "15", "VIBE_TOUCH_DEPTH_FACTOR": "1.5",
-                     "VIBE_SPECULATE_NEIGHBORS": "2"},
+# Planner settings compared on the frontier: `touch` holds TouchPolicy fields (set in code by
+# harness/tuned.py: they are not settings), `env` the settings that differ. `fixed-*` is the
+# naive policy: K cold candidates embedded on every query, wherever they rank, so a repeat
+# digs deeper.
+DEPTH = {"policy": "depth"}
+SETTINGS: dict[str, dict[str, dict[str, Any]]] = {
+    "fixed-K5": {"touch": {"policy": "fixed"}, "env": {"VIBE_PER_QUERY_MAX_EMBEDS": "5"}},
+    "fixed-K10": {"touch": {"policy": "fixed"}, "env": {"VIBE_PER_QUERY_MAX_EMBEDS": "10"}},
+    "depth-5": {"touch": {**DEPTH, "min_depth": 5, "depth_factor": 0.5}},
+    "depth-10": {"touch": {**DEPTH, "min_depth": 10, "depth_factor": 1.0}},
+    "depth-15": {"touch": {**DEPTH, "min_depth": 15, "depth_factor": 1.5}},
+    "depth-20": {"touch": {**DEPTH, "min_depth": 20, "depth_factor": 2.0}},
+    "depth-30": {"touch": {**DEPTH, "min_depth": 30, "depth_factor": 3.0}},
+    "depth-10+nb2": {"touch": {**DEPTH, "min_depth": 10, "depth_factor": 1.0, "neighbours": 2}},
+    "depth-15+nb2": {"touch": {**DEPTH, "min_depth": 15, "depth_factor": 1.5, "neighbours": 2}},
     # The adaptive policy (services/planner/touch.py), the default: page first, depth bounded by
     # what could still reach the fused page.
     "adaptive": {},
     # The default per-minute budget (VIBE_PER_TENANT_PER_MIN=200) on the same burst: the
     # stream arrives far faster than 200 embeds a minute, so the budget decides what is spent.
-    "depth-20@200/min": {**DEPTH, "VIBE_TOUCH_MIN_DEPTH": "20", "VIBE_TOUCH_DEPTH_FACTOR": "2",
-                         "VIBE_PER_TENANT_PER_MIN": "200"},
-    "adaptive@200/min": {"VIBE_PER_TENANT_PER_MIN": "200"},
+    "depth-20@200/min": {"touch": {**DEPTH, "min_depth": 20, "depth_factor": 2.0},
+                         "env": {"VIBE_PER_TENANT_PER_MIN": "200"}},
+    "adaptive@200/min": {"env": {"VIBE_PER_TENANT_PER_MIN": "200"}},
 }
 HEADLINE = ("fixed-K10", "depth-10", "depth-20", "depth-10+nb2", "adaptive")  # run with every seed
 # The stream is replayed far faster than users type; the per-tenant minute budget would
@@ -145,8 +145,10 @@ def oracle_fraction(eager: Eager, stream: list[str], docs: int) -> float:
     return round(len(union) / docs, 4)
 
 
-def run_setting(ds: Dataset, env: dict[str, str], stream: list[str], eager: dict[str, float]) -> Replay:
-    with harness.instance(Path(tempfile.mkdtemp(prefix="vibe-lazy-")) / "data", env["VIBE_EMBEDDER"], env) as s:
+def run_setting(ds: Dataset, env: dict[str, str], stream: list[str], eager: dict[str, float],
+                touch: dict[str, Any] | None = None) -> Replay:
+    with harness.instance(Path(tempfile.mkdtemp(prefix="vibe-lazy-")) / "data", env["VIBE_EMBEDDER"], env,
+                          touch=touch) as s:
         harness.ingest(s, COLLECTION, corpus_docs(ds))
         return replay(s, ds, stream, eager)
 
@@ -172,7 +174,9 @@ def main(data: Path, seeds: list[int], length: int, settings: list[str], queries
         oracle = [oracle_fraction(eager, zipf_stream(qids, length, seed), len(ds.corpus)) for seed in seeds]
         for name in settings:
             for seed in seeds if name in HEADLINE else seeds[:1]:
-                rep = run_setting(ds, {**env, **SETTINGS[name]}, zipf_stream(qids, length, seed), eager.ndcg["hybrid"])
+                setting = SETTINGS[name]
+                rep = run_setting(ds, {**env, **setting.get("env", {})}, zipf_stream(qids, length, seed),
+                                  eager.ndcg["hybrid"], setting.get("touch"))
                 runs.setdefault(name, []).append({"seed": seed, "points": rep.points})
                 print(name, seed, rep.points[-1])
     name = f"lazy-{ds.name}" + (f"-q{len(qids)}" if len(qids) < len(ds.judged_queries()) else "")

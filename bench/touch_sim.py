@@ -1,6 +1,6 @@
 """Touch-policy economics in one process: the real planner, store and indexes, no HTTP.
 
-    python -m bench.touch_sim --data ../shared/data/cisi --budgets 0,100,200,400 --env 'name={"touch_dig_step": 5}'
+    python -m bench.touch_sim --data ../shared/data/cisi --budgets 0,100,200,400 --env 'name={"policy.dig_step": 5}'
     python -m bench.touch_sim --data ../shared/data/cisi --oracle-pages --env ...   # fusion alone
 
 `bench lazy` measures a policy through a served instance and SSE, which is what a user
@@ -18,6 +18,11 @@ the embedded fraction; and the oracle fraction (union of eager hybrid's first pa
 the distinct queries served). Each stream's figures go to stderr (one JSON line) as it ends:
 progress on a long run, and what a run cut short measured; `--out` writes the means and each
 stream's values.
+
+A setting (`--env NAME=JSON`) names `Settings` fields as they are (`"per_query_max_embeds": 20`),
+TouchPolicy fields with `policy.` (`"policy.dig_step": 5`) and PlannerConfig fields with
+`planner.` (`"planner.stand_in": "agree"`): the touch policy's and the planner's numbers are not
+settings, so they are set in code here.
 """
 
 from __future__ import annotations
@@ -31,7 +36,7 @@ import tempfile
 import time
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -41,7 +46,7 @@ from bench.embed_server import CachedModel
 from bench.lazy import query_population, zipf_stream
 from bench.quality import COLLECTION, corpus_docs
 from services.planner.planner import COLD, ReadRequest
-from services.wiring import Container, build
+from services.wiring import Container, build, touch_policy
 from shared.adapters.memory_budget import MemoryBudget
 from shared.config import Settings
 from shared.model import DocKey, EmbedJob, Principal, SemanticStatus, Strategy
@@ -123,13 +128,19 @@ def _tokens(texts: Sequence[str]) -> int:
 def _container(model: CachedModel, env: dict[str, Any]) -> tuple[Container, CachedEmbedder]:
     data = Path(tempfile.mkdtemp(prefix="vibe-touchsim-")) / "data"
     policy = {k.removeprefix("policy."): v for k, v in env.items() if k.startswith("policy.")}
-    plain = {k: v for k, v in env.items() if not k.startswith("policy.")}
+    planner = {k.removeprefix("planner."): v for k, v in env.items() if k.startswith("planner.")}
+    plain = {k: v for k, v in env.items() if not k.startswith(("policy.", "planner."))}
+    unknown = sorted(set(plain) - set(Settings.model_fields))
+    if unknown:  # Settings ignores names it does not know: a misspelt knob would measure the default
+        raise SystemExit(f"not Settings fields: {unknown} (TouchPolicy fields take `policy.`, PlannerConfig's "
+                         "`planner.`)")
     # The scheduler stays off: on its wall-clock tick it would promote the collection to eager
     # and backfill it (bench lifecycle measures that), which is not the touch policy's spend.
     settings = Settings(data_dir=data, embedder="openai", scheduler_enabled=False, **plain)
     emb = CachedEmbedder(model)
-    c = build(settings, emb)
-    c.planner.cfg.touch = replace(c.planner.cfg.touch, **policy)  # knobs the settings do not carry
+    c = build(settings, emb, touch=touch_policy(settings, **policy))
+    for name, value in planner.items():
+        setattr(c.planner.cfg, name, value)
     c.scheduler_thread = False  # nothing for it to do here, and `_close` does not stop it
     c.start()
     return c, emb
