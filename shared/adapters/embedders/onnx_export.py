@@ -259,7 +259,7 @@ def export_numpy(model_name: str, entry: Path, ref: references.Reference) -> Non
 
 def export_torch(model_name: str, entry: Path, fused: bool = True) -> None:
     """Trace the model with torch; its reference vectors are sentence-transformers' at export time.
-    `fused=False` keeps the traced graph of the default attention (bench/encoder_fusion.py)."""
+    `fused=False` keeps the traced graph of the default attention, to compare against the fused one."""
     import numpy as np
 
     try:
