@@ -1,6 +1,6 @@
 """Ports of the agent tools: the citation registry, the tool audit log, the
 pre-call check, the extract_key_info budget and task ledger, and the reranker. Kept apart from
-shared/ports.py, which holds the retrieval core's ports.
+the shared/ports package, which holds the retrieval core's ports.
 
 Adapters: shared/adapters/citations_sqlite.py (embedded), citations_redis.py (when the
 queue is Celery: several API processes), shared/adapters/mcp_audit_sqlite.py (audit log,

@@ -1,4 +1,4 @@
-"""One conformance suite for every ColdStore adapter (shared/ports.py): the file layout, and the
+"""One conformance suite for every ColdStore adapter (shared/ports/cold.py): the file layout, and the
 packed table in SQLite and in PostgreSQL (shared/adapters/cold_packed.py). Then what only the
 packed store promises: it reads (and deletes) what the file layout evicted before it, several
 processes write one SQLite file together, and it takes about the codes' size on disk, where one

@@ -1,4 +1,4 @@
-"""LifecycleStore contract (shared/adapters/lifecycle_sql.py): every method, against SQLite and
+"""LifecycleStore contract (shared/adapters/lifecycle_sql/): every method, against SQLite and
 PostgreSQL alike, with the `opener`/`store` fixtures of the DocumentStore contract."""
 
 from __future__ import annotations
