@@ -103,7 +103,7 @@ def markdown_chunks(text: str, size: int = 1200, overlap: int = 200) -> list[Chu
 
 
 def clean(text: str) -> str:
-    """Seed 004: whitespace normalised and control characters stripped."""
+    """As extract_key_info clients expect: whitespace normalised and control characters stripped."""
     return _WS.sub(" ", _CONTROL.sub("", text)).strip()
 
 

@@ -358,7 +358,8 @@ class KeyInfo:
                 for f in ranking[:k]], qvec is None
 
     def _sweep(self) -> None:
-        """Seed 004 retention: materials of tasks unused for the retention period are deleted.
+        """Task retention, as extract_key_info defines it: materials of tasks unused for the retention
+        period are deleted.
         At most hourly per process, a bounded batch each time."""
         days = self.c.settings.extract_task_retention_days
         now = time.time()
