@@ -8,6 +8,9 @@ Every setting the API documents (docs/configuration.md) is here with the `VIBE_`
 from __future__ import annotations
 
 import json
+import os
+from collections.abc import Mapping
+from pathlib import Path
 from typing import Literal
 
 from pydantic import model_validator
@@ -23,7 +26,7 @@ from shared.settings.lifecycle import LifecycleSettings
 from shared.settings.mcp import McpSettings
 from shared.settings.read import ReadSettings
 
-__all__ = ["KNOWN_MODEL_DIMS", "SURR_PROVIDERS", "ApiKey", "Settings"]
+__all__ = ["KNOWN_MODEL_DIMS", "RETIRED_SETTINGS", "SURR_PROVIDERS", "ApiKey", "Settings", "retired_settings"]
 
 # SURR_EMBED_PROVIDER values and the embedder each selects.
 SURR_PROVIDERS: dict[str, Literal["local", "openai", "hash"]] = {"openai": "openai", "local": "local", "hash": "hash"}
@@ -33,6 +36,30 @@ KNOWN_MODEL_DIMS: dict[str, int] = {
     "all-MiniLM-L6-v2": 384, "sentence-transformers/all-MiniLM-L6-v2": 384,
     "text-embedding-3-small": 1536, "text-embedding-3-large": 3072, "text-embedding-ada-002": 1536,
 }
+
+
+# Research knobs of the touch policy that were settings once and are now fixed defaults in code
+# (services/planner/touch_policy.py). Settings ignores unknown names, so a deployment that still
+# sets one would silently run without it: the composition root names each one it finds instead.
+RETIRED_SETTINGS = frozenset({
+    "VIBE_FUSION_STAND_IN", "VIBE_SPECULATE_NEIGHBORS", "VIBE_SPECULATE_SOURCES", "VIBE_TOUCH_AUTO_AFTER",
+    "VIBE_TOUCH_AUTO_BELOW", "VIBE_TOUCH_AUTO_DIG_STEP", "VIBE_TOUCH_AUTO_DISAGREE",
+    "VIBE_TOUCH_AUTO_DISAGREE_DIG_STEP", "VIBE_TOUCH_AUTO_DISAGREE_PROBE_ROUNDS", "VIBE_TOUCH_DEPTH_FACTOR",
+    "VIBE_TOUCH_DIG_MAX", "VIBE_TOUCH_DIG_STEP", "VIBE_TOUCH_FIRST_UNDER_BUDGET", "VIBE_TOUCH_MIN_DEPTH",
+    "VIBE_TOUCH_POLICY", "VIBE_TOUCH_PROBE_ROUNDS", "VIBE_TOUCH_REACH_BEST", "VIBE_TOUCH_REACH_UNTIL",
+    "VIBE_TOUCH_REMEMBER", "VIBE_TOUCH_SIMILAR", "VIBE_TOUCH_STABLE_ZONE", "VIBE_TOUCH_UNSTABLE_LEAST",
+})
+
+
+def retired_settings(environ: Mapping[str, str] | None = None, env_file: Path = Path(".env")) -> list[str]:
+    """The retired setting names the environment or `.env` still sets (case as Settings reads them)."""
+    names = set(os.environ if environ is None else environ)
+    if env_file.is_file():
+        for line in env_file.read_text(encoding="utf-8", errors="replace").splitlines():
+            name, sep, _ = line.strip().removeprefix("export ").partition("=")
+            if sep:
+                names.add(name.strip())
+    return sorted(n for n in names if n.upper() in RETIRED_SETTINGS)
 
 
 # pydantic lists inherited fields base by base from the last base to the first, so the bases are

@@ -3,6 +3,7 @@ touch policy, the document service, the lifecycle scheduler, wired into a `Conta
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from dataclasses import replace
 from functools import partial
@@ -43,7 +44,7 @@ from services.wiring.stores import (
 from services.worker.scheduler import SchedulerThread
 from shared.backpressure import Backpressure, TenantShare
 from shared.collection_settings import EmbedFields
-from shared.config import Settings
+from shared.config import Settings, retired_settings
 from shared.foreground import Foreground
 from shared.model import EmbedJob
 from shared.ports import (
@@ -51,6 +52,8 @@ from shared.ports import (
     StoreOfRecord,
 )
 from shared.spaces import SpaceDirectory
+
+log = logging.getLogger("vibe.settings")
 
 
 def touch_policy(settings: Settings, **tuning: Any) -> TouchPolicy:
@@ -76,6 +79,8 @@ def build(settings: Settings, embedder: Embedder | None = None, clock: Callable[
     tests that measure another."""
     from shared.adapters.embedders import build_embedder
 
+    for name in retired_settings():
+        log.warning("%s is no longer a setting and is ignored: the touch policy's defaults apply", name)
     store = build_store(settings, clock)
     home = claim_index_home(settings.data_dir)
     collections = build_collections(settings, store)

@@ -1,5 +1,5 @@
 """The `FollowUpStore` half of both stores of record (the touch policy's "auto" follow-up switch,
-services/planner/touch.py `FollowUpSwitch`), written once, as the lifecycle SQL
+services/planner/touch_switch.py `FollowUpSwitch`), written once, as the lifecycle SQL
 (shared/adapters/lifecycle_sql/) is: `?` placeholders (turned into `%s` for psycopg), `INSERT
 ... ON CONFLICT` and `DOUBLE PRECISION` in both dialects; each store supplies its transactions
 and reads through the lifecycle hooks (`SqlBase`: `_lc_tx`, `_lc_rows`). Its own module so the

@@ -9,7 +9,7 @@ from shared.follow_up import FollowUpFlush, FollowUpRow, SwitchState
 
 @runtime_checkable
 class FollowUpStore(Protocol):
-    """The touch policy's "auto" follow-up switch, durable and shared (services/planner/touch.py
+    """The touch policy's "auto" follow-up switch, durable and shared (services/planner/touch_switch.py
     `FollowUpSwitch` keeps its hot state in memory and merges into these rows): per (tenant,
     collection) the streamed first reads observed and their running disagreement. Both stores
     implement it with the same SQL (shared/adapters/touch_switch_sql.py)."""

@@ -1,11 +1,12 @@
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 import pytest
 
 from services.wiring import build
-from shared.config import Settings
+from shared.config import Settings, retired_settings
 
 
 def test_a_space_refuses_an_embedder_of_another_model_or_dimension(tmp_path: Path) -> None:
@@ -73,3 +74,17 @@ def test_a_start_adopts_the_cold_files_an_unsafe_space_name_wrote_before_e435828
         assert not (root / "core_v2").exists()
     finally:
         c.stop()
+
+
+def test_a_retired_research_setting_is_named_at_start_not_silently_ignored(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("VIBE_TOUCH_DEPTH_FACTOR", "3")
+    (tmp_path / ".env").write_text("export vibe_touch_policy=dig\nVIBE_RRF_K=60\n# VIBE_TOUCH_DIG_MAX=9\n")
+    assert retired_settings() == ["VIBE_TOUCH_DEPTH_FACTOR", "vibe_touch_policy"]
+    with caplog.at_level(logging.WARNING, logger="vibe.settings"):
+        c = build(Settings(data_dir=tmp_path / "data", embedder="hash", embed_dim=64))
+        c.store.close()
+    named = [r.getMessage() for r in caplog.records if r.name == "vibe.settings"]
+    assert [m.split()[0] for m in named] == ["VIBE_TOUCH_DEPTH_FACTOR", "vibe_touch_policy"]
+    assert retired_settings({"VIBE_RRF_K": "60", "VIBE_TOUCH_FOLLOW_UP": "auto"}, tmp_path / "none") == []
