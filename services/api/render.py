@@ -49,6 +49,15 @@ def warming_body(w: Warming) -> dict[str, object]:
 
 
 def diagnostics_body(d: Diagnostics) -> dict[str, object]:
+    body = _diagnostics(d)
+    if d.rerank is not None:
+        r = d.rerank
+        body["rerank"] = {"status": r.status, "provider": r.provider, "sent": r.sent, "notSent": r.not_sent,
+                          **({"error": r.error} if r.error else {})}
+    return body
+
+
+def _diagnostics(d: Diagnostics) -> dict[str, object]:
     return {
         "strategy": d.strategy,
         "strategyReason": d.strategy_reason,

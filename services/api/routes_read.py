@@ -65,6 +65,10 @@ def to_request(body: ReadBody, c: Container, offset: int = 0) -> ReadRequest:
     if sem.domainHint is not None:  # the server may map a hint to a space; this one maps none
         raise invalid("semantic.domainHint is not supported: this server maps no domains to spaces",
                       field="semantic.domainHint")
+    if body.rerank and c.planner.reranker is None:
+        raise invalid("rerank needs a reranker: set VIBE_RERANK_URL (none is configured)", field="rerank")
+    if body.rerank and not body.q.strip() and not (query_text or "").strip():
+        raise invalid("rerank needs query text: give q or semantic.query.text", field="rerank")
     try:
         where = parse_filter(body.filter)
     except FilterError as e:
@@ -75,7 +79,7 @@ def to_request(body: ReadBody, c: Container, offset: int = 0) -> ReadRequest:
                        max(sem.k or s.lexical_candidates, min(offset + body.limit, s.max_k)), body.limit,
                        body.include.semantic, body.include.highlights,
                        include_fields=tuple(dict.fromkeys(fields)) if isinstance(fields, list) else fields,
-                       where=where, offset=offset)
+                       where=where, offset=offset, rerank=body.rerank)
 
 
 def _bound(body: ReadBody, request: Request) -> bytes:

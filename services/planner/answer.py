@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 from services.planner.explain import Ranking, ranking_query
 from services.planner.fusion import Fused
+from services.planner.rerank import RerankReport, rerank_page
 from services.planner.spend import Spending
 from shared.conditions import matches
 from shared.model import DocKey, SidecarEntry, StoredDoc
@@ -65,6 +66,7 @@ class Diagnostics:
     semantic_ms: float
     follow_up: str | None
     elapsed_ms: float
+    rerank: RerankReport | None = None  # asked for with `rerank: true` (services/planner/rerank.py)
 
 
 @dataclass
@@ -87,12 +89,27 @@ class Answers(Spending):
         self._shown_ok.clear()
         top = self._readable_top()
         shown = self._shown_scores(top)
+        top, shown, reranked = self._rerank(top, shown)
         results = [Shown(f.key, s, tuple(f.matched_by)) for f, s in zip(top, shown, strict=True)]
         self._explain(results, top, shown)
         self._decorate(results, top)
         out = Answer(results, self.strategy, self.warming(), self.diagnostics(final))
+        out.diagnostics.rerank = reranked
         self._answered = True
         return out
+
+    def _rerank(self, top: list[Fused], shown: list[float]) -> tuple[list[Fused], list[float], RerankReport | None]:
+        """The page in the reranker's order when the read asks for it; each document keeps its
+        shown score (the fused one, comparable across pages). Only re-checked documents reach
+        here (`_readable_top`), so nothing the caller may not read is ever sent."""
+        reranker = self.p.reranker
+        if not self.req.rerank or reranker is None or not top:
+            return top, shown, None
+        # the front door refuses rerank without query text (a more-like-this query has none)
+        query = self.req.q if self.req.q.strip() else (self.req.query_text or "")
+        order, report = rerank_page(reranker, query, [f.key for f in top],
+                                    self._shown_ok, self.p.rerank_text, self.p.rerank_candidates)
+        return [top[i] for i in order], [shown[i] for i in order], report
 
     def _explain(self, results: list[Shown], top: list[Fused], shown: list[float]) -> None:
         """Each result's explain id: the page's records go to the store in one write."""

@@ -14,11 +14,13 @@ from services.planner.passages import PassageLocator
 from services.planner.query_cache import QueryVectorCache
 from services.planner.touch_policy import TouchPolicy
 from services.planner.touch_switch import FollowUpSwitch
+from shared.agent_ports import Reranker
 from shared.backpressure import Backpressure, TenantShare
 from shared.foreground import Foreground
 from shared.indexing import IndexFollower
 from shared.model import (
     Principal,
+    StoredDoc,
 )
 from shared.ports import (
     Budget,
@@ -31,6 +33,7 @@ from shared.ports import (
     VectorIndex,
 )
 from shared.spaces import FixedSpace, Spaces
+from shared.text.hashing import doc_text
 
 
 @dataclass
@@ -88,6 +91,12 @@ class PlannerDeps:
         self.usage = usage
         # Which passage of a long document matched (set by the composition root; None: not said).
         self.passages: PassageLocator | None = None
+        # The optional rerank stage (services/planner/rerank.py), set by the composition root:
+        # the reranker (None: not configured, a read asking for it is refused), the page's
+        # documents it may receive, and each document's text as the semantic leg embeds it.
+        self.reranker: Reranker | None = None
+        self.rerank_candidates = 50
+        self.rerank_text: Callable[[StoredDoc], str] = lambda d: doc_text(d.fields, None)
         # A tenant's active space (and one it is migrating to) and each space's own embedder:
         # a query vector is only ever compared with vectors of its own model (dim safety).
         self.spaces: Spaces = spaces or FixedSpace(cfg.space)

@@ -22,3 +22,4 @@ class ReadRequest:
     include_fields: bool | tuple[str, ...] = False  # True: every stored field; a tuple: those
     where: tuple[FieldCondition, ...] = ()  # metadata conditions (shared/filters.py), inside every engine query
     offset: int = 0  # the page starts here (cursor pagination)
+    rerank: bool = False  # the page re-ordered by the configured reranker (services/planner/rerank.py)

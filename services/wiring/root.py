@@ -19,7 +19,7 @@ from services.planner.planner import Planner, PlannerConfig
 from services.planner.query_cache import QueryVectorCache
 from services.planner.touch_policy import TouchPolicy
 from services.planner.touch_switch import FollowUpSwitch
-from services.wiring.agents import build_agent_adapters
+from services.wiring.agents import build_agent_adapters, build_reranker
 from services.wiring.embedders import SpaceEmbedders, build_handler, passage_config
 from services.wiring.indexes import (
     _build_followers,
@@ -52,6 +52,7 @@ from shared.ports import (
     StoreOfRecord,
 )
 from shared.spaces import SpaceDirectory
+from shared.text.hashing import doc_text
 
 log = logging.getLogger("vibe.settings")
 
@@ -126,6 +127,10 @@ def build(settings: Settings, embedder: Embedder | None = None, clock: Callable[
                       backpressure=Backpressure(queue, settings.touch_backpressure_queue_depth, ttl=1.0),
                       tenant_share=(share := TenantShare(queue, settings.tenant_queue_bound(), ttl=1.0)))
     planner.passages = PassageLocator(passage_config(settings), EmbedFields(collections))
+    planner.reranker = build_reranker(settings)
+    planner.rerank_candidates = settings.read_rerank_candidates
+    rerank_fields = EmbedFields(collections)
+    planner.rerank_text = lambda d: doc_text(d.fields, rerank_fields.of(d.key.tenant, d.key.collection))
     docs = DocumentService(store, follower, queue, handler.policy, EmbedFields(collections), spaces,
                            settings.max_doc_bytes, lambda tenant: _eager(store, tenant),
                            settings.write_sync_wait_seconds,

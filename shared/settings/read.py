@@ -61,6 +61,11 @@ class ReadSettings(BaseModel):
         "Hybrid fusion: `zscore` (weighted z-scores, the default) or `rrf` (reciprocal-rank fusion)."))
     semantic_weight: Annotated[float, Field(ge=0.0, le=1.0)] = Field(default=0.55, description=(
         "Weight of the semantic leg in z-score fusion (the keyword leg gets the rest)."))
+    # A read's optional rerank stage (services/planner/rerank.py): the page's documents sent to the
+    # reranker of VIBE_RERANK_URL in its one call, bounded so a large page cannot make it a big spend.
+    read_rerank_candidates: Annotated[int, Field(ge=1, le=200)] = Field(default=50, description=(
+        "Most documents of a page a read with `rerank: true` sends to the reranker (VIBE_RERANK_URL) in its one "
+        "call; the rest keep their fused place."))
 
     # Query text (POST /v1/read `q` and `semantic.query.text`), in characters.
     max_query_chars: Annotated[int, Field(ge=1)] = Field(default=4_096, description=(

@@ -95,9 +95,10 @@ def test_read_options_build_the_typescript_body() -> None:
     """Python's read arguments are the same names, in the same place, as TypeScript's `ReadBody`."""
     body = core.read_body("posts", "consent", "hybrid", 5, {
         "filter": {"year": {"gte": 2020}}, "cursor": "c1", "include": {"fields": ["title"]}, "highlights": True,
-        "k": 50, "query_text": "privacy by design", "global_": True})
+        "k": 50, "query_text": "privacy by design", "global_": True, "rerank": True})
     assert body == {"collection": "posts", "q": "consent", "limit": 5, "filter": {"year": {"gte": 2020}},
-                    "cursor": "c1", "global": True, "include": {"fields": ["title"], "highlights": True},
+                    "cursor": "c1", "global": True, "rerank": True,
+                    "include": {"fields": ["title"], "highlights": True},
                     "semantic": {"strategy": "hybrid", "k": 50, "query": {"text": "privacy by design"}}}
 
 

@@ -125,6 +125,12 @@ class ReadIn(BaseModel):
     include: IncludeIn = Field(default_factory=IncludeIn)
     filter: dict[str, Any] | None = Field(default=None, json_schema_extra=_as(FILTER))
     cursor: str | None = Field(default=None, json_schema_extra=_as({"anyOf": [CURSOR, {"type": "null"}]}))
+    rerank: bool = Field(default=False, description=(
+        "Re-order each page with the configured reranker (VIBE_RERANK_URL, a Cohere- or TEI-compatible "
+        "`/rerank` endpoint): at most VIBE_READ_RERANK_CANDIDATES of the page's documents, with the text the "
+        "semantic leg embeds, in one call. Documents carrying certificates are never sent and keep their place; "
+        "a reranker that fails or times out leaves the fused order (`diagnostics.rerank.status`). Needs query "
+        "text (`q` or `semantic.query.text`); refused with 400 when no reranker is configured."))
 
 
 # The request as the handler parses it: the declared models above, minus the bounds the handler
@@ -259,6 +265,9 @@ class Diagnostics(BaseModel):
     model: str | None = None
     lexical: dict[str, Any] | None = None
     semantic: dict[str, Any] | None = None
+    rerank: dict[str, Any] | None = Field(default=None, description=(
+        "with `rerank: true`: `status` (reranked, failed, timeout), `provider`, `sent`, `notSent` (documents "
+        "carrying certificates, never sent), and `error` when it failed"))
     followUp: Literal["unknown", "agree", "disagree"] | None = Field(
         default=None, description="VIBE_TOUCH_FOLLOW_UP=auto: the collection's follow-up state this read's touches "
                                   "were planned with (GET /semantic/touch); null: no touch, or not `auto`")

@@ -266,7 +266,7 @@ _SEMANTIC_OPTIONS = {"k": "k", "domain_hint": "domainHint"}
 def read_body(collection: str, q: str, strategy: Strategy, limit: int, options: Mapping[str, Any]) -> JSON:
     """The `/v1/read` body. Options: `filter`, `cursor`, `include={...}`, `semantic={...}`, and the
     shorthands `fields`, `highlights`, `include_semantic`, `k`, `domain_hint`, `query_text`,
-    `like=(collection, id[, fields])`, `global_`. Any other option is sent as given, so the server
+    `like=(collection, id[, fields])`, `global_`, `rerank`. Any other option is sent as given, so the server
     refuses what it does not support (an unsupported option is an error, never ignored)."""
     opts = dict(options)
     semantic: JSON = {"strategy": strategy, **(opts.pop("semantic", None) or {})}

@@ -1,0 +1,54 @@
+"""The optional rerank stage of a read: a page's fused order re-scored by an outside reranker.
+
+Asked for per read (`"rerank": true`) and only when a reranker is configured (VIBE_RERANK_URL;
+the request is refused otherwise, never silently ignored). The page's documents, already
+re-checked against the store as readable, are sent (at most VIBE_READ_RERANK_CANDIDATES of them,
+in one provider call) with the text the semantic leg embeds. A document carrying certificates is
+never sent: the reranker is an outside endpoint and no certificate policy names it; it keeps its
+fused place and counts as `notSent`. A reranker that fails or times out leaves the fused order:
+a read never fails because of rerank."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+
+from shared.agent_ports import Reranker, RerankError
+from shared.model import DocKey, StoredDoc
+
+
+@dataclass
+class RerankReport:
+    """What the stage did, for the read's diagnostics."""
+    status: str  # reranked | failed | timeout
+    provider: str
+    sent: int = 0
+    not_sent: int = 0
+    error: str | None = None
+    scores: dict[DocKey, float] = field(default_factory=dict)
+
+
+def rerank_page(reranker: Reranker, query: str, page: list[DocKey], docs: Mapping[DocKey, StoredDoc],
+                text_of: Callable[[StoredDoc], str], candidates: int) -> tuple[list[int], RerankReport]:
+    """The page's new order (indexes into `page`) and the report. The first `candidates`
+    documents without certificates are sent and re-ordered among their own places; every
+    other document keeps its place (ties keep the fused order)."""
+    movable = [i for i, k in enumerate(page) if not docs[k].certs][:candidates]
+    report = RerankReport("reranked", reranker.model_id, not_sent=sum(1 for k in page if docs[k].certs))
+    order = list(range(len(page)))
+    if not movable:
+        return order, report
+    try:
+        got = reranker.rerank(query, [text_of(docs[page[i]]) for i in movable])
+        if len(got) != len(movable):
+            raise RerankError("the reranker scored a different number of passages")
+    except RerankError as e:
+        report.status = "timeout" if "Timeout" in str(e) else "failed"
+        report.error = str(e)[:200]
+        return order, report
+    report.sent = len(movable)
+    report.scores = {page[i]: float(s) for i, s in zip(movable, got, strict=True)}
+    ranked = sorted(range(len(movable)), key=lambda j: (-got[j], j))
+    for slot, j in zip(movable, ranked, strict=True):
+        order[slot] = movable[j]
+    return order, report

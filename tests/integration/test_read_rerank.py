@@ -1,0 +1,111 @@
+"""The read's optional rerank stage against a local Cohere `/rerank` stand-in (harness/rerank_server.py):
+the page is re-ordered as the stand-in scores it, documents carrying certificates and documents the
+caller may not read are never sent, a failing reranker leaves the fused order, and a read asking for
+rerank without a configured reranker is refused with 400."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from harness.rerank_server import RerankServer
+from harness.server import served
+from services.api.render import answer_body
+from services.planner.planner import ReadRequest
+from services.wiring import Container, build
+from shared.config import Settings
+from shared.model import Principal
+
+WRITER = Principal("t", ("user:alice",), frozenset({"read", "write"}), frozenset({"hr:staff"}))
+ALICE = Principal("t", ("user:alice",), frozenset({"read"}), frozenset({"hr:staff"}))
+DOCS = {
+    "a": {"body": "gearbox gearbox gearbox gearbox oil"},
+    "b": {"body": "gearbox gearbox gearbox oil"},
+    "c": {"body": "gearbox oil and sources"},  # the stand-in's boost word: its first after rerank
+    "s": {"body": "gearbox gearbox gearbox gearbox gearbox secret", "_certs": ["hr:staff"]},
+    "h": {"body": "gearbox hidden sources", "_acl": ["user:bob"]},  # alice may not read it
+}
+
+
+@pytest.fixture()
+def stand_in() -> Iterator[RerankServer]:
+    with RerankServer() as r:
+        r.boost = "sources"
+        yield r
+
+
+@pytest.fixture()
+def c(tmp_path: Path, stand_in: RerankServer) -> Iterator[Container]:
+    c = build(Settings(data_dir=tmp_path / "data", embedder="hash", rerank_url=stand_in.url,
+                       rerank_model="stand-in", read_rerank_candidates=10))
+    c.start()
+    try:
+        c.docs.put([c.docs.parse(WRITER, "c", i, b) for i, b in DOCS.items()])
+        yield c
+    finally:
+        c.stop()
+
+
+def _read(c: Container, rerank: bool) -> dict[str, Any]:
+    session = c.planner.open(ALICE, ReadRequest("c", "gearbox", "keyword", limit=10, rerank=rerank))
+    return answer_body(session.answer())  # type: ignore[no-any-return]
+
+
+def _ids(body: dict[str, Any]) -> list[str]:
+    return [str(r["id"]) for r in body["results"]]
+
+
+def test_rerank_reorders_the_page_as_the_reranker_scores_it(c: Container, stand_in: RerankServer) -> None:
+    fused = _read(c, rerank=False)
+    assert "rerank" not in fused["diagnostics"] and not stand_in.requests
+    assert _ids(fused)[:1] == ["s"] and set(_ids(fused)) == {"a", "b", "c", "s"}
+    out = _read(c, rerank=True)
+    assert len(stand_in.requests) == 1  # one provider call per read
+    sent = [d["text"] if isinstance(d, dict) else d for d in stand_in.requests[0]["documents"]]
+    assert sorted(sent) == sorted(DOCS[k]["body"] for k in ("a", "b", "c"))
+    # `s` carries certificates: never sent, it keeps its fused place; `c` (the boost) leads the rest
+    order = _ids(out)
+    assert order[0] == "s" and order[1] == "c"
+    assert out["diagnostics"]["rerank"] == {"status": "reranked", "provider": "rerank:stand-in", "sent": 3,
+                                            "notSent": 1}
+    # never the document alice may not read, though the stand-in would have boosted it
+    assert all("hidden" not in t for t in sent) and "h" not in order
+    fused_scores = {str(r["id"]): r["score"] for r in fused["results"]}
+    assert {str(r["id"]): r["score"] for r in out["results"]} == fused_scores  # shown scores stay the fused ones
+
+
+def test_a_failing_reranker_keeps_the_fused_order(c: Container, stand_in: RerankServer) -> None:
+    fused = _ids(_read(c, rerank=False))
+    stand_in.fail_status = 503
+    out = _read(c, rerank=True)
+    assert _ids(out) == fused
+    rr = out["diagnostics"]["rerank"]
+    assert rr["status"] == "failed" and rr["sent"] == 0 and "503" in rr["error"]
+
+
+def test_rerank_without_a_reranker_is_refused(tmp_path: Path) -> None:
+    with served(tmp_path / "data") as s:
+        assert s.bulk("k-alice", "kb", [{"_id": "1", "body": "gearbox"}]).status_code == 200
+        r = s.read("k-alice", collection="kb", q="gearbox", rerank=True)
+        assert r.status_code == 400, r.text
+        err = r.json()
+        assert err["error"]["code"] == "invalid_params" and "VIBE_RERANK_URL" in err["error"]["message"]
+        assert s.read("k-alice", collection="kb", q="gearbox").status_code == 200
+
+
+def test_rerank_over_http_answers_in_the_reranked_order(tmp_path: Path, stand_in: RerankServer) -> None:
+    with served(tmp_path / "data", env={"VIBE_RERANK_URL": stand_in.url}) as s:
+        docs = [{"_id": "1", "body": "gearbox gearbox gearbox"}, {"_id": "2", "body": "gearbox sources"}]
+        assert s.bulk("k-alice", "kb", docs).status_code == 200
+        fused = s.read("k-alice", collection="kb", q="gearbox", semantic={"strategy": "keyword"})
+        assert [r["id"] for r in fused.json()["results"]] == ["1", "2"]
+        out = s.read("k-alice", collection="kb", q="gearbox", semantic={"strategy": "keyword"}, rerank=True)
+        assert out.status_code == 200, out.text
+        assert [r["id"] for r in out.json()["results"]] == ["2", "1"]
+        assert out.json()["diagnostics"]["rerank"]["status"] == "reranked"
+        nodoc = s.read("k-alice", collection="kb", semantic={"query": {"doc": {"collection": "kb", "_id": "1"}}},
+                       rerank=True)
+        assert nodoc.status_code == 400 and "query text" in nodoc.json()["error"]["message"]
