@@ -91,7 +91,7 @@ class Answers(Spending):
         shown = self._shown_scores(top)
         top, shown, reranked = self._rerank(top, shown)
         results = [Shown(f.key, s, tuple(f.matched_by)) for f, s in zip(top, shown, strict=True)]
-        self._explain(results, top, shown)
+        self._explain(results, top, shown, reranked)
         self._decorate(results, top)
         out = Answer(results, self.strategy, self.warming(), self.diagnostics(final))
         out.diagnostics.rerank = reranked
@@ -111,12 +111,14 @@ class Answers(Spending):
                                     self._shown_ok, self.p.rerank_text, self.p.rerank_candidates)
         return [top[i] for i in order], [shown[i] for i in order], report
 
-    def _explain(self, results: list[Shown], top: list[Fused], shown: list[float]) -> None:
+    def _explain(self, results: list[Shown], top: list[Fused], shown: list[float],
+                 reranked: RerankReport | None) -> None:
         """Each result's explain id: the page's records go to the store in one write."""
         cfg = self.p.cfg
         ranking = Ranking(self.strategy, cfg.fusion, cfg.semantic_weight,
                           ranking_query(self.req.q, self.req.query_text), self.space)
-        ids = self.p.explain.record(self.principal, ranking, list(zip(top, shown, strict=True)))
+        stage = None if reranked is None else [reranked.explain(f.key, self.req.offset) for f in top]
+        ids = self.p.explain.record(self.principal, ranking, list(zip(top, shown, strict=True)), stage)
         for r, eid in zip(results, ids, strict=True):
             r.explain_id = eid
 

@@ -74,12 +74,16 @@ class Explains:
         self._swept_at = clock()  # the first sweep is due a period after start, not on the first read
         self._sweeping = False
 
-    def record(self, principal: Principal, ranking: Ranking, page: Sequence[tuple[Fused, float]]) -> list[str]:
-        """One id per hit of `page` ((fused, shown score) pairs), written in one batch."""
+    def record(self, principal: Principal, ranking: Ranking, page: Sequence[tuple[Fused, float]],
+               rerank: Sequence[dict[str, object] | None] | None = None) -> list[str]:
+        """One id per hit of `page` ((fused, shown score) pairs), written in one batch; `rerank`:
+        each hit's part of the rerank stage (services/planner/rerank.py), when the read asked for it."""
+        stage = rerank if rerank is not None else [None] * len(page)
         now = self.clock()
         caller, expires = caller_of(principal), now + self.ttl
         records = [ExplainRecord(secrets.token_urlsafe(12), principal.tenant, caller, f.key.collection,
-                                 f.key.doc_id, expires, _body(ranking, f, shown)) for f, shown in page]
+                                 f.key.doc_id, expires, _body(ranking, f, shown, rr))
+                   for (f, shown), rr in zip(page, stage, strict=True)]
         with self._lock:
             for r in records:
                 self._items[r.id] = (r.tenant, r.caller, r.collection, r.doc_id, r.expires_at, r.body)
@@ -143,8 +147,9 @@ class Explains:
             self._sweeping = False
 
 
-def _body(r: Ranking, f: Fused, shown: float) -> str:
+def _body(r: Ranking, f: Fused, shown: float, rerank: dict[str, object] | None = None) -> str:
     return json.dumps({
+        **({"rr": rerank} if rerank is not None else {}),
         "strategy": r.strategy, "fusion": r.fusion if r.strategy == "hybrid" else "none", "score": f.score,
         "shown": shown, "w": r.semantic_weight, "space": r.space, "q": r.query,
         "lex": None if f.lexical_norm is None else [f.lexical_rank, f.lexical_score, f.lexical_norm,
@@ -267,6 +272,8 @@ def answer(record: ExplainRecord, doc: StoredDoc, side: SidecarEntry | None,
                     *not_embedded(side, str(body["space"]))],
         "expiresAt": record.expires_at,
     }
+    if body.get("rr") is not None:
+        out["rerank"] = body["rr"]
     return out
 
 

@@ -26,6 +26,16 @@ class RerankReport:
     not_sent: int = 0
     error: str | None = None
     scores: dict[DocKey, float] = field(default_factory=dict)
+    # each document's place on the page before and after (from 0), when the page was reranked
+    moves: dict[DocKey, tuple[int, int]] = field(default_factory=dict)
+
+    def explain(self, key: DocKey, offset: int) -> dict[str, object] | None:
+        """What an explain record keeps of the stage for one document: its fused and reranked
+        rank (from 1, in the whole ranking) and the reranker's score (null: not sent)."""
+        if key not in self.moves:
+            return None
+        before, after = self.moves[key]
+        return {"fusedRank": offset + before + 1, "rank": offset + after + 1, "score": self.scores.get(key)}
 
 
 def rerank_page(reranker: Reranker, query: str, page: list[DocKey], docs: Mapping[DocKey, StoredDoc],
@@ -51,4 +61,5 @@ def rerank_page(reranker: Reranker, query: str, page: list[DocKey], docs: Mappin
     ranked = sorted(range(len(movable)), key=lambda j: (-got[j], j))
     for slot, j in zip(movable, ranked, strict=True):
         order[slot] = movable[j]
+    report.moves = {page[i]: (i, after) for after, i in enumerate(order)}
     return order, report

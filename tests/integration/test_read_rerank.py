@@ -1,7 +1,8 @@
 """The read's optional rerank stage against a local Cohere `/rerank` stand-in (harness/rerank_server.py):
 the page is re-ordered as the stand-in scores it, documents carrying certificates and documents the
-caller may not read are never sent, a failing reranker leaves the fused order, and a read asking for
-rerank without a configured reranker is refused with 400."""
+caller may not read are never sent, a failing reranker leaves the fused order, explain records each
+document's fused and reranked rank, and a read asking for rerank without a configured reranker is
+refused with 400."""
 
 from __future__ import annotations
 
@@ -106,6 +107,13 @@ def test_rerank_over_http_answers_in_the_reranked_order(tmp_path: Path, stand_in
         assert out.status_code == 200, out.text
         assert [r["id"] for r in out.json()["results"]] == ["2", "1"]
         assert out.json()["diagnostics"]["rerank"]["status"] == "reranked"
+        first, second = out.json()["results"]
+        why = s.call("GET", f"/v1/explain/{first['explainId']}", "k-alice")
+        assert why.status_code == 200, why.text
+        assert why.json()["rerank"] == {"fusedRank": 2, "rank": 1, "score": 2.0}  # all query words + the boost
+        assert s.call("GET", f"/v1/explain/{second['explainId']}", "k-alice").json()["rerank"]["rank"] == 2
+        plain = s.call("GET", f"/v1/explain/{fused.json()['results'][0]['explainId']}", "k-alice").json()
+        assert "rerank" not in plain
         nodoc = s.read("k-alice", collection="kb", semantic={"query": {"doc": {"collection": "kb", "_id": "1"}}},
                        rerank=True)
         assert nodoc.status_code == 400 and "query text" in nodoc.json()["error"]["message"]

@@ -53,6 +53,15 @@ class NotEmbeddedReason(BaseModel):
 ExplainReason = Annotated[MatchReason | EdgeReason | CertReason | NotEmbeddedReason, Field(discriminator="type")]
 
 
+class RerankContribution(BaseModel):
+    """What the read's rerank stage (`rerank: true`) did with the document."""
+
+    fusedRank: int = Field(description="its rank in the fused ranking, from 1")
+    rank: int = Field(description="its rank as shown, after the reranker re-ordered the page")
+    score: float | None = Field(description="the reranker's score; null: not sent (it carries certificates, "
+                                            "or was past VIBE_READ_RERANK_CANDIDATES) and kept its place")
+
+
 class LegContribution(BaseModel):
     """What one leg put into the ranking's score; the contributions sum to `score`."""
 
@@ -83,3 +92,5 @@ class Explanation(BaseModel):
     contributions: list[LegContribution]
     reasons: list[ExplainReason]
     expiresAt: float = Field(description="Unix time after which the explainId answers 404")
+    rerank: RerankContribution | SkipJsonSchema[None] = Field(default=None, description=(
+        "the read asked for `rerank: true` and the reranker answered"))
