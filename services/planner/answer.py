@@ -105,10 +105,15 @@ class Answers(Spending):
         reranker = self.p.reranker
         if not self.req.rerank or reranker is None or not top:
             return top, shown, None
+        if self._rerank_failed is not None:  # a failing reranker is not called again by this read
+            return top, shown, self._rerank_failed
         # the front door refuses rerank without query text (a more-like-this query has none)
         query = self.req.q if self.req.q.strip() else (self.req.query_text or "")
         order, report = rerank_page(reranker, query, [f.key for f in top],
-                                    self._shown_ok, self.p.rerank_text, self.p.rerank_candidates)
+                                    self._shown_ok, self.p.rerank_text, self.p.rerank_candidates,
+                                    self._rerank_scores)
+        if report.status != "reranked":
+            self._rerank_failed = report
         return [top[i] for i in order], [shown[i] for i in order], report
 
     def _explain(self, results: list[Shown], top: list[Fused], shown: list[float],

@@ -39,26 +39,32 @@ class RerankReport:
 
 
 def rerank_page(reranker: Reranker, query: str, page: list[DocKey], docs: Mapping[DocKey, StoredDoc],
-                text_of: Callable[[StoredDoc], str], candidates: int) -> tuple[list[int], RerankReport]:
+                text_of: Callable[[StoredDoc], str], candidates: int,
+                known: dict[DocKey, float]) -> tuple[list[int], RerankReport]:
     """The page's new order (indexes into `page`) and the report. The first `candidates`
-    documents without certificates are sent and re-ordered among their own places; every
-    other document keeps its place (ties keep the fused order)."""
+    documents without certificates are scored and re-ordered among their own places; every
+    other document keeps its place (ties keep the fused order). `known` holds the scores of this
+    read's earlier calls (a stream's earlier events): only the others are sent, in one call,
+    and their scores are added to it."""
     movable = [i for i, k in enumerate(page) if not docs[k].certs][:candidates]
     report = RerankReport("reranked", reranker.model_id, not_sent=sum(1 for k in page if docs[k].certs))
     order = list(range(len(page)))
     if not movable:
         return order, report
-    try:
-        got = reranker.rerank(query, [text_of(docs[page[i]]) for i in movable])
-        if len(got) != len(movable):
-            raise RerankError("the reranker scored a different number of passages")
-    except RerankError as e:
-        report.status = "timeout" if "Timeout" in str(e) else "failed"
-        report.error = str(e)[:200]
-        return order, report
+    new = [i for i in movable if page[i] not in known]
+    if new:
+        try:
+            got = reranker.rerank(query, [text_of(docs[page[i]]) for i in new])
+            if len(got) != len(new):
+                raise RerankError("the reranker scored a different number of passages")
+        except RerankError as e:
+            report.status = "timeout" if "Timeout" in str(e) else "failed"
+            report.error = str(e)[:200]
+            return order, report
+        known.update((page[i], float(s)) for i, s in zip(new, got, strict=True))
     report.sent = len(movable)
-    report.scores = {page[i]: float(s) for i, s in zip(movable, got, strict=True)}
-    ranked = sorted(range(len(movable)), key=lambda j: (-got[j], j))
+    report.scores = {page[i]: known[page[i]] for i in movable}
+    ranked = sorted(range(len(movable)), key=lambda j: (-known[page[movable[j]]], j))
     for slot, j in zip(movable, ranked, strict=True):
         order[slot] = movable[j]
     report.moves = {page[i]: (i, after) for after, i in enumerate(order)}

@@ -12,6 +12,7 @@ from services.planner.fusion import (
     LegStats,
 )
 from services.planner.request import ReadRequest
+from services.planner.rerank import RerankReport
 from shared.errors import ErrorCode, VibeError
 from shared.filters import describe
 from shared.model import (
@@ -56,6 +57,9 @@ class SessionState:
         self.flt = planner.search_filter(principal, req.collection, req.where)
         self.space, self.building = planner.spaces.of(principal.tenant)
         self._shown_ok: dict[DocKey, StoredDoc] = {}  # documents re-checked readable (see _readable_top)
+        # the reranker's scores so far: a stream's later events send only documents not yet scored
+        self._rerank_scores: dict[DocKey, float] = {}
+        self._rerank_failed: RerankReport | None = None  # a read calls a failing reranker once
         self._hidden: set[DocKey] = set()  # documents that failed that check
         self._answered = False  # an answer was built (later ones re-check pending documents too)
         self.k = req.k or planner.cfg.lexical_candidates

@@ -85,6 +85,11 @@ def test_a_failing_reranker_keeps_the_fused_order(c: Container, stand_in: Rerank
     assert _ids(out) == fused
     rr = out["diagnostics"]["rerank"]
     assert rr["status"] == "failed" and rr["sent"] == 0 and "503" in rr["error"]
+    calls = len(stand_in.requests)
+    session = c.planner.open(ALICE, ReadRequest("c", "gearbox", "keyword", limit=10, rerank=True))
+    first, again = answer_body(session.answer()), answer_body(session.answer(True))
+    assert len(stand_in.requests) == calls + 1  # a read calls a failing reranker once
+    assert _ids(first) == _ids(again) == fused and again["diagnostics"]["rerank"]["status"] == "failed"
 
 
 def test_rerank_without_a_reranker_is_refused(tmp_path: Path) -> None:
@@ -114,6 +119,12 @@ def test_rerank_over_http_answers_in_the_reranked_order(tmp_path: Path, stand_in
         assert s.call("GET", f"/v1/explain/{second['explainId']}", "k-alice").json()["rerank"]["rank"] == 2
         plain = s.call("GET", f"/v1/explain/{fused.json()['results'][0]['explainId']}", "k-alice").json()
         assert "rerank" not in plain
+        # a stream shows its page at every event, and sends each document to the reranker once
+        stand_in.requests.clear()
+        events = s.stream("k-alice", collection="kb", q="gearbox", rerank=True)
+        assert events[-1][0] == "done" and [r["id"] for r in events[-1][1]["results"]] == ["2", "1"]
+        sent = [d["text"] if isinstance(d, dict) else d for req in stand_in.requests for d in req["documents"]]
+        assert sorted(sent) == sorted(d["body"] for d in docs)
         nodoc = s.read("k-alice", collection="kb", semantic={"query": {"doc": {"collection": "kb", "_id": "1"}}},
                        rerank=True)
         assert nodoc.status_code == 400 and "query text" in nodoc.json()["error"]["message"]
