@@ -17,6 +17,7 @@ from harness.server import served
 from services.api.render import answer_body
 from services.planner.planner import ReadRequest
 from services.wiring import Container, build
+from shared.agent_ports import RerankError
 from shared.config import Settings
 from shared.model import Principal
 
@@ -128,3 +129,27 @@ def test_rerank_over_http_answers_in_the_reranked_order(tmp_path: Path, stand_in
         nodoc = s.read("k-alice", collection="kb", semantic={"query": {"doc": {"collection": "kb", "_id": "1"}}},
                        rerank=True)
         assert nodoc.status_code == 400 and "query text" in nodoc.json()["error"]["message"]
+
+
+
+class TimingOut:
+    """Fails as the HTTP adapter does when its timeout fires (shared/adapters/rerank_http.py)."""
+
+    model_id = "rerank:slow"
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def rerank(self, query: str, passages: list[str]) -> list[float]:
+        self.calls += 1
+        raise RerankError("reranker unreachable: ReadTimeout")
+
+
+def test_a_slow_reranker_is_reported_as_a_timeout(c: Container) -> None:
+    fused = _ids(_read(c, rerank=False))
+    slow = TimingOut()
+    c.planner.reranker = slow
+    out = _read(c, rerank=True)
+    assert slow.calls == 1 and _ids(out) == fused
+    assert out["diagnostics"]["rerank"] == {"status": "timeout", "provider": "rerank:slow", "sent": 0, "notSent": 1,
+                                            "error": "reranker unreachable: ReadTimeout"}
