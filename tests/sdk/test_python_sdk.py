@@ -635,3 +635,12 @@ def test_readme_quickstart_runs(base_url: str) -> None:
          {"KEY": ADMIN, "print": lambda *a: printed.append(" ".join(map(str, a)))})
     assert "n1" in printed[0] and any(line.startswith("lexical") for line in printed), printed
     assert printed[-1].startswith("done"), printed
+
+
+def test_an_explanation_carries_what_rerank_did() -> None:
+    base = {"id": "1", "collection": "kb", "strategy": "keyword", "score": 1.0, "fusion": "none", "shownScore": 1.0,
+            "weights": {"keyword": 1.0}, "contributions": [], "reasons": [], "expiresAt": 1.0}
+    assert answers.Explanation.from_json(base).rerank is None
+    got = answers.Explanation.from_json({**base, "rerank": {"fusedRank": 2, "rank": 1, "score": 0.5}}).rerank
+    assert got == answers.RerankContribution.from_json({"fusedRank": 2, "rank": 1, "score": 0.5})
+    assert got is not None and (got.fused_rank, got.rank, got.score) == (2, 1, 0.5)

@@ -190,6 +190,16 @@ class LegContribution(Model):
 
 
 @dataclass(frozen=True, slots=True)
+class RerankContribution(Model):
+    """What a read's rerank stage (`rerank=True`) did with a hit: its fused and shown rank (from
+    1) and the reranker's score (None: not sent, it kept its place)."""
+
+    fused_rank: int
+    rank: int
+    score: float | None
+
+
+@dataclass(frozen=True, slots=True)
 class Explanation(Model):
     """`explain`: why a hit is where it is: the fusion used, each leg's contribution, and the
     reasons (`MatchReason`, `CertReason`, `NotEmbeddedReason`, `EdgeReason`)."""
@@ -204,6 +214,7 @@ class Explanation(Model):
     contributions: list[LegContribution]
     reasons: list[ExplainReason]
     expires_at: float
+    rerank: RerankContribution | None = None  # the read asked for `rerank` and the reranker answered
 
     @classmethod
     def from_json(cls, data: Any) -> Explanation:
