@@ -973,6 +973,13 @@ export interface components {
                 [key: string]: unknown;
             } | null;
             /**
+             * Rerank
+             * @description with `rerank: true`: `status` (reranked, failed, timeout), `provider`, `sent`, `notSent` (documents carrying certificates, never sent), and `error` when it failed
+             */
+            rerank?: {
+                [key: string]: unknown;
+            } | null;
+            /**
              * Followup
              * @description VIBE_TOUCH_FOLLOW_UP=auto: the collection's follow-up state this read's touches were planned with (GET /semantic/touch); null: no touch, or not `auto`
              */
@@ -1149,6 +1156,11 @@ export interface components {
              * @description Unix time after which the explainId answers 404
              */
             expiresAt: number;
+            /**
+             * Rerank
+             * @description the read asked for `rerank: true` and the reranker answered
+             */
+            rerank?: components["schemas"]["RerankContribution"];
         };
         /** FollowUpCollection */
         FollowUpCollection: {
@@ -1755,6 +1767,27 @@ export interface components {
             force: boolean;
         } & {
             [key: string]: unknown;
+        };
+        /**
+         * RerankContribution
+         * @description What the read's rerank stage (`rerank: true`) did with the document.
+         */
+        RerankContribution: {
+            /**
+             * Fusedrank
+             * @description its rank in the fused ranking, from 1
+             */
+            fusedRank: number;
+            /**
+             * Rank
+             * @description its rank as shown, after the reranker re-ordered the page
+             */
+            rank: number;
+            /**
+             * Score
+             * @description the reranker's score; null: not sent (it carries certificates, or was past VIBE_READ_RERANK_CANDIDATES) and kept its place
+             */
+            score: number | null;
         };
         /** Retiring */
         Retiring: {
@@ -3210,6 +3243,12 @@ export interface operations {
                     };
                     /** Cursor */
                     cursor?: string | null;
+                    /**
+                     * Rerank
+                     * @description Re-order each page with the configured reranker (VIBE_RERANK_URL, a Cohere- or TEI-compatible `/rerank` endpoint): at most VIBE_READ_RERANK_CANDIDATES of the page's documents, with the text the semantic leg embeds, in one call. Documents carrying certificates are never sent and keep their place; a reranker that fails or times out leaves the fused order (`diagnostics.rerank.status`). Needs query text (`q` or `semantic.query.text`); refused with 400 when no reranker is configured.
+                     * @default false
+                     */
+                    rerank?: boolean;
                 } | {
                     q: string;
                 } | {
