@@ -98,8 +98,11 @@ class OpenApiResponses:
         errors = sorted(self._validator(key, schema).iter_errors(body), key=lambda e: list(e.path))
         if errors:
             e = errors[0]
+            # an answer of several declared shapes (anyOf): what each shape found wrong
+            why = "; ".join(sorted({c.message[:200] for c in e.context or ()}))
             raise ResponseMismatch(f"{where}: answer does not match /openapi.json at "
-                                   f"{'/'.join(str(p) for p in e.path) or '(root)'}: {e.message[:500]}")
+                                   f"{'/'.join(str(p) for p in e.path) or '(root)'}: {e.message[:500]}"
+                                   + (f" ({why})" if why else ""))
 
     def check_event(self, event: str, data: Any) -> None:
         """One SSE event's data against its declared component (LexicalEvent, ...)."""

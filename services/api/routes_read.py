@@ -18,9 +18,11 @@ from fastapi.responses import JSONResponse, Response, StreamingResponse
 from services.api import cursors
 from services.api.auth import principal_of, require
 from services.api.bodies import json_body, parse_model
-from services.api.render import answer_body, warming_body
-from services.api.schemas import AUTHENTICATED, READ_SSE, Explanation, ReadAnswer, ReadBody, ReadIn, body, errors
+from services.api.render import answer_body, semantic_projection, warming_body
+from services.api.schemas import AUTHENTICATED, READ_SSE, Explanation, ReadBody, ReadIn, body, errors
+from services.api.schemas.read import ReadOnceAnswer
 from services.container import Container
+from services.core.documents import check_doc_id
 from services.planner import flow
 from services.planner.answer import Answer, Warming
 from services.planner.explain import explained
@@ -28,7 +30,7 @@ from services.planner.planner import ReadRequest, ReadSession
 from shared.errors import ErrorCode, VibeError, invalid
 from shared.filters import FilterError, parse_filter
 from shared.metrics import METRICS
-from shared.model import Principal
+from shared.model import DocKey, Principal
 from shared.names import check_collection_name, check_field_name
 
 router = APIRouter()
@@ -82,6 +84,39 @@ def to_request(body: ReadBody, c: Container, offset: int = 0) -> ReadRequest:
                        where=where, offset=offset, rerank=body.rerank)
 
 
+def check_by_id(body: ReadBody) -> str:
+    """A read by `_id` names one document of one collection: options that rank, page or search
+    several collections have nothing to act on, so they are refused rather than ignored."""
+    doc_id = check_doc_id(body.id)
+    if body.collection == "any" or body.global_:
+        raise invalid("_id reads one document of one collection: give its collection (not 'any' or global)",
+                      field="_id")
+    sem = body.semantic
+    if body.q.strip() or sem.query is not None:
+        raise invalid("_id reads one document: give _id, or q / semantic.query, not both", field="_id")
+    for name, given in (("filter", body.filter is not None), ("cursor", body.cursor is not None),
+                        ("rerank", body.rerank)):
+        if given:
+            raise invalid(f"_id reads one document: {name} does not apply", field=name)
+    check_collection_name(body.collection)
+    return doc_id
+
+
+def read_by_id(c: Container, p: Principal, collection: str, doc_id: str, semantic: bool) -> dict[str, Any]:
+    """The document as GET /v1/collections/{collection}/docs/{id} answers it. One the caller may
+    not read (ACL or certificates) is answered exactly like a missing one."""
+    doc = c.store.get_doc(DocKey(p.tenant, collection, doc_id))
+    if doc is None or not doc.readable_by(p):
+        raise VibeError(ErrorCode.NOT_FOUND, "document not found")
+    out: dict[str, Any] = {"_id": doc_id, **doc.fields}
+    if doc.vibe:
+        out["_vibe"] = doc.vibe
+    if semantic:
+        space = c.spaces.active(doc.key.tenant)
+        out["__semantic"] = semantic_projection(c.store.sidecar(doc.key, space), space)
+    return out
+
+
 def _bound(body: ReadBody, request: Request) -> bytes:
     """The cursor binding of this request: its ranking-deciding fields (as parsed, so an
     omitted default and the default spelled out bind alike) and its bearer key."""
@@ -100,12 +135,17 @@ def _with_cursor(payload: dict[str, object], session: ReadSession, c: Container,
 
 
 @router.post("/v1/read", dependencies=AUTHENTICATED, openapi_extra=body(ReadIn), responses={
-    200: {"model": ReadAnswer, "content": {"text/event-stream": READ_SSE},
-          "description": "`Accept: application/json`: what is ready now; `Accept: text/event-stream`: the stream"},
+    200: {"model": ReadOnceAnswer, "content": {"text/event-stream": READ_SSE},
+          "description": "`Accept: application/json`: what is ready now; `Accept: text/event-stream`: the stream; "
+                         "with `_id`: that one document (as GET /v1/collections/{collection}/docs/{id})"},
     **errors(400, 404, 413, 503)})
 async def read(request: Request, p: Principal = Depends(require("read"))) -> Response:
     c: Container = request.app.state.container
     body = parse_model(ReadBody, await json_body(request, 1_048_576))
+    if body.id is not None:  # always one JSON document, also when a stream is asked for
+        doc_id = check_by_id(body)
+        got = await run_in_threadpool(read_by_id, c, p, body.collection, doc_id, body.include.semantic)
+        return Response(orjson.dumps(got), media_type="application/json")
     bound = _bound(body, request)
     offset = cursors.decode(c.settings, body.cursor, bound) if body.cursor is not None else 0
     req = to_request(body, c, offset)

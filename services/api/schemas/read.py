@@ -6,7 +6,7 @@ from __future__ import annotations
 import copy
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, RootModel, model_validator
 from pydantic.json_schema import SkipJsonSchema
 
 from services.api.schemas.common import (
@@ -105,10 +105,11 @@ _READ_NOT_EMPTY: dict[str, Any] = {"anyOf": [
         "query": {"type": "object", "anyOf": [
             {"required": ["doc"], "properties": {"doc": {"type": "object"}}},
             {"required": ["text"], "properties": {"text": {"type": "string", "pattern": _NOT_BLANK}}}]}}}}},
+    {"required": ["_id"]},
 ], "not": {"required": ["global", "collection"], "properties": {
     "global": {"const": True}, "collection": {"not": {"const": "any"}}}},
-    "description": "`q`, or `semantic.query`, must hold something other than whitespace; `global: true` "
-                   "goes with collection `any`"}
+    "description": "`q`, or `semantic.query`, must hold something other than whitespace (or give `_id`); "
+                   "`global: true` goes with collection `any`"}
 
 
 class ReadIn(BaseModel):
@@ -117,6 +118,11 @@ class ReadIn(BaseModel):
     model_config = ConfigDict(extra="forbid", title="ReadRequest", json_schema_extra=_READ_NOT_EMPTY)
     collection: str = Field(default="any", pattern=ANY_COLLECTION_NAME, description="a collection name, or `any`")
     q: str = Field(default="", max_length=MAX_QUERY_CHARS)
+    id: str | None = Field(default=None, alias="_id", min_length=1, max_length=256, description=(
+        "Read one document of `collection` by id (no `q`, `semantic.query`, `filter`, `cursor` or `rerank`; "
+        "not with collection `any`): the answer is the document as GET /v1/collections/{collection}/docs/{id} "
+        "gives it (`_id`, its fields, `_vibe` if set, `__semantic` with include.semantic). A document the "
+        "caller may not read (ACL or certificates) answers 404 exactly like a missing one."))
     semantic: SemanticIn = Field(default_factory=SemanticIn)
     limit: int = Field(default=20, ge=1, le=MAX_LIMIT, description="results per page")
     global_: bool = Field(default=False, alias="global", description=(
@@ -184,6 +190,16 @@ class SemanticState(BaseModel):
     lastEmbeddedAt: str | None
     space: str
     reason: str | SkipJsonSchema[None] = None
+
+
+class ReadDocument(BaseModel):
+    """POST /v1/read with `_id`: the document, as GET /v1/collections/{collection}/docs/{id} gives it."""
+
+    model_config = ConfigDict(extra="allow")
+    id: str = Field(alias="_id")
+    vibe: dict[str, Any] | SkipJsonSchema[None] = Field(default=None, alias="_vibe", description="when set")
+    semantic: SemanticState | SkipJsonSchema[None] = Field(default=None, alias="__semantic",
+                                                          description="with include.semantic")
 
 
 class DocLifecycle(BaseModel):
@@ -341,3 +357,7 @@ def openapi_components(doc: dict[str, Any]) -> dict[str, Any]:
     schemas.update(copy.deepcopy(EVENT_COMPONENTS))
     schemas.update(copy.deepcopy(_HAND_WRITTEN))
     return doc
+
+
+class ReadOnceAnswer(RootModel[ReadAnswer | ReadDocument]):
+    """POST /v1/read as JSON: a ranking (ReadAnswer), or with `_id` one document (ReadDocument)."""
