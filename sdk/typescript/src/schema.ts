@@ -1687,6 +1687,33 @@ export interface components {
             nextCursor: string | null;
         };
         /**
+         * ReadDocument
+         * @description POST /v1/read with `_id`: the document, as GET /v1/collections/{collection}/docs/{id} gives it.
+         */
+        ReadDocument: {
+            /** Id */
+            _id: string;
+            /**
+             * Vibe
+             * @description when set
+             */
+            _vibe?: {
+                [key: string]: unknown;
+            };
+            /**
+             * Semantic
+             * @description with include.semantic
+             */
+            __semantic?: components["schemas"]["SemanticState"];
+        } & {
+            [key: string]: unknown;
+        };
+        /**
+         * ReadOnceAnswer
+         * @description POST /v1/read as JSON: a ranking (ReadAnswer), or with `_id` one document (ReadDocument).
+         */
+        ReadOnceAnswer: components["schemas"]["ReadAnswer"] | components["schemas"]["ReadDocument"];
+        /**
          * Readiness
          * @description Every required check passed. Otherwise 503 `not_ready`, whose `details` hold `failed` (the
          *     required checks that failed) and `checks` (every check, as here).
@@ -3151,6 +3178,11 @@ export interface operations {
                      * @default
                      */
                     q?: string;
+                    /**
+                     * Id
+                     * @description Read one document of `collection` by id (no `q`, `semantic.query`, `filter`, `cursor` or `rerank`; not with collection `any`): the answer is the document as GET /v1/collections/{collection}/docs/{id} gives it (`_id`, its fields, `_vibe` if set, `__semantic` with include.semantic). A document the caller may not read (ACL or certificates) answers 404 exactly like a missing one.
+                     */
+                    _id?: string | null;
                     /** SemanticOptions */
                     semantic?: {
                         /**
@@ -3259,17 +3291,17 @@ export interface operations {
                             text: string;
                         };
                     };
-                };
+                } | unknown;
             };
         };
         responses: {
-            /** @description `Accept: application/json`: what is ready now; `Accept: text/event-stream`: the stream */
+            /** @description `Accept: application/json`: what is ready now; `Accept: text/event-stream`: the stream; with `_id`: that one document (as GET /v1/collections/{collection}/docs/{id}) */
             200: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["ReadAnswer"];
+                    "application/json": components["schemas"]["ReadOnceAnswer"];
                     "text/event-stream": string;
                 };
             };
