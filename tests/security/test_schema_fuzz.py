@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from harness.rerank_server import RerankServer
 from harness.server import Served, served
 
 EXAMPLES = int(os.environ.get("VIBE_FUZZ_EXAMPLES", "15"))
@@ -30,7 +31,10 @@ CONFIG = Path(__file__).with_name("schemathesis.toml")
 def app(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     if not ST.exists() and shutil.which("st") is None:
         pytest.fail("schemathesis is not installed (pip install -e '.[dev]')")
-    with served(Path(tmp_path_factory.mktemp("fuzz")) / "data") as s:
+    # A reranker is configured (the local stand-in), so `rerank: true`, valid by the schema, is
+    # served; without one the server refuses it with 400 naming the setting (test_read_rerank.py).
+    with RerankServer() as reranker, served(Path(tmp_path_factory.mktemp("fuzz")) / "data",
+                                            env={"VIBE_RERANK_URL": reranker.url}) as s:
         yield s
 
 

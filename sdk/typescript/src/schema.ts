@@ -3291,7 +3291,9 @@ export interface operations {
                             text: string;
                         };
                     };
-                } | unknown;
+                } | {
+                    _id: string;
+                };
             };
         };
         responses: {

@@ -105,11 +105,26 @@ _READ_NOT_EMPTY: dict[str, Any] = {"anyOf": [
         "query": {"type": "object", "anyOf": [
             {"required": ["doc"], "properties": {"doc": {"type": "object"}}},
             {"required": ["text"], "properties": {"text": {"type": "string", "pattern": _NOT_BLANK}}}]}}}}},
-    {"required": ["_id"]},
-], "not": {"required": ["global", "collection"], "properties": {
-    "global": {"const": True}, "collection": {"not": {"const": "any"}}}},
-    "description": "`q`, or `semantic.query`, must hold something other than whitespace (or give `_id`); "
-                   "`global: true` goes with collection `any`"}
+    {"required": ["_id"], "properties": {"_id": {"type": "string", "minLength": 1}}},
+], "not": {"anyOf": [
+    {"required": ["global", "collection"], "properties": {
+        "global": {"const": True}, "collection": {"not": {"const": "any"}}}},
+    # a read by `_id` names one document of one named collection, with nothing to rank or page
+    {"required": ["_id"], "properties": {"_id": {"type": "string"}}, "anyOf": [
+        {"not": {"required": ["collection"]}},
+        {"required": ["collection"], "properties": {"collection": {"const": "any"}}},
+        {"required": ["global"], "properties": {"global": {"const": True}}},
+        {"required": ["q"], "properties": {"q": {"type": "string", "pattern": _NOT_BLANK}}},
+        {"required": ["semantic"], "properties": {"semantic": {
+            "type": "object", "required": ["query"], "properties": {"query": {"type": "object"}}}}},
+        {"required": ["filter"], "properties": {"filter": {"type": "object"}}},
+        {"required": ["cursor"], "properties": {"cursor": {"type": "string"}}},
+        {"required": ["rerank"], "properties": {"rerank": {"const": True}}},
+    ]},
+]},
+    "description": "`q`, or `semantic.query`, must hold something other than whitespace (or give `_id`, with a "
+                   "named collection and no q, semantic.query, filter, cursor or rerank); `global: true` goes "
+                   "with collection `any`"}
 
 
 class ReadIn(BaseModel):
@@ -118,7 +133,8 @@ class ReadIn(BaseModel):
     model_config = ConfigDict(extra="forbid", title="ReadRequest", json_schema_extra=_READ_NOT_EMPTY)
     collection: str = Field(default="any", pattern=ANY_COLLECTION_NAME, description="a collection name, or `any`")
     q: str = Field(default="", max_length=MAX_QUERY_CHARS)
-    id: str | None = Field(default=None, alias="_id", min_length=1, max_length=256, description=(
+    id: str | None = Field(default=None, alias="_id", min_length=1, max_length=256,
+                           json_schema_extra={"pattern": "^[^\x00-\x1f]*$"}, description=(
         "Read one document of `collection` by id (no `q`, `semantic.query`, `filter`, `cursor` or `rerank`; "
         "not with collection `any`): the answer is the document as GET /v1/collections/{collection}/docs/{id} "
         "gives it (`_id`, its fields, `_vibe` if set, `__semantic` with include.semantic). A document the "
