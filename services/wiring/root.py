@@ -53,6 +53,7 @@ from shared.ports import (
 )
 from shared.spaces import SpaceDirectory
 from shared.text.hashing import doc_text
+from shared.text.redaction import redact
 
 log = logging.getLogger("vibe.settings")
 
@@ -130,7 +131,8 @@ def build(settings: Settings, embedder: Embedder | None = None, clock: Callable[
     planner.reranker = build_reranker(settings)
     planner.rerank_candidates = settings.read_rerank_candidates
     rerank_fields = EmbedFields(collections)
-    planner.rerank_text = lambda d: doc_text(d.fields, rerank_fields.of(d.key.tenant, d.key.collection))
+    # the reranker is an outside endpoint: it reads what an embedder would, masked the same way
+    planner.rerank_text = lambda d: redact(doc_text(d.fields, rerank_fields.of(d.key.tenant, d.key.collection)))[0]
     docs = DocumentService(store, follower, queue, handler.policy, EmbedFields(collections), spaces,
                            settings.max_doc_bytes, lambda tenant: _eager(store, tenant),
                            settings.write_sync_wait_seconds,

@@ -153,3 +153,17 @@ def test_a_slow_reranker_is_reported_as_a_timeout(c: Container) -> None:
     assert slow.calls == 1 and _ids(out) == fused
     assert out["diagnostics"]["rerank"] == {"status": "timeout", "provider": "rerank:slow", "sent": 0, "notSent": 1,
                                             "error": "reranker unreachable: ReadTimeout"}
+
+
+def test_the_reranker_reads_text_masked_as_an_embedder_would(tmp_path: Path, stand_in: RerankServer) -> None:
+    c = build(Settings(data_dir=tmp_path / "data", embedder="hash", rerank_url=stand_in.url,
+                       rerank_model="stand-in"))
+    c.start()
+    try:
+        c.docs.put([c.docs.parse(WRITER, "c", "m", {"body": "gearbox questions to ann.lee@example.com"})])
+        out = _read(c, rerank=True)
+    finally:
+        c.stop()
+    assert _ids(out) == ["m"] and out["diagnostics"]["rerank"]["sent"] == 1
+    sent = [d["text"] if isinstance(d, dict) else d for d in stand_in.requests[0]["documents"]]
+    assert sent == ["gearbox questions to [EMAIL]"]
