@@ -25,6 +25,7 @@ from services.mcp.search import ChunkSearch, SearchOut, chunk_fields, citation_l
 from services.planner.fusion import Fused
 from shared.agent_ports import CitationRegistry, Reranker, RerankError
 from shared.model import Principal
+from shared.text.redaction import redact
 
 log = logging.getLogger("vibe.mcp")
 
@@ -82,11 +83,23 @@ class KnowledgeBase:
         return body
 
     def _rerank(self, query: str, out: SearchOut, candidates: int, top_k: int) -> tuple[list[Fused], dict[Any, float]]:
+        """The fused pool re-ordered by the reranker, an outside endpoint like an embedding
+        provider: a document carrying certificates is never sent (no certificate policy names the
+        reranker) and keeps its fused place; the others are sent masked as an embedder's text is,
+        and re-ordered among their own places (ties keep the fused order)."""
         assert self.reranker is not None
         pool = out.ranking[:candidates]
-        texts = [chunk_fields(out.docs[f.key])["content"] for f in pool]
+        movable = [i for i, f in enumerate(pool) if not out.docs[f.key].certs]
+        if not movable:
+            return pool[:top_k], {}
+        texts = [redact(chunk_fields(out.docs[pool[i].key])["content"])[0] for i in movable]
         got = self.reranker.rerank(query, texts)
-        if len(got) != len(pool):
+        if len(got) != len(movable):
             raise RerankError("the reranker scored a different number of passages")
-        order = sorted(range(len(pool)), key=lambda i: (-got[i], i))  # ties keep the fused order
-        return [pool[i] for i in order[:top_k]], {pool[i].key: got[i] for i in order[:top_k]}
+        order = sorted(range(len(movable)), key=lambda j: (-got[j], j))
+        placed = list(pool)
+        for slot, j in zip(movable, order, strict=True):
+            placed[slot] = pool[movable[j]]
+        scores = {pool[i].key: got[j] for j, i in enumerate(movable)}
+        top = placed[:top_k]
+        return top, {f.key: scores[f.key] for f in top if f.key in scores}

@@ -183,3 +183,30 @@ def test_tool_metrics_are_exported(srv: Served, alice: McpClient) -> None:
     assert re.search(r'tool_calls_total\{outcome="ok",tool="search_knowledge_base"\} [1-9]', text)
     assert re.search(r'tool_calls_total\{outcome="invalid_params",tool="search_rifflux"\} [1-9]', text)
     assert 'tool_call_seconds_count{tool="search_knowledge_base"}' in text
+
+
+def test_the_reranker_never_receives_a_document_with_certificates_and_reads_masked_text(
+        tmp_path: Path, reranker: RerankServer) -> None:
+    """The reranker is an outside endpoint, as an embedding provider is: a document that requires
+    certificates is never sent (it keeps its fused place), and the rest is masked as an embedder's
+    text is."""
+    keys = [{"key": "k-hr", "tenant": "ta", "principals": ["user:hr"], "certs": ["hr:staff"],
+             "scopes": ["read", "write"]}]
+    env = {"VIBE_RERANK_URL": reranker.url, "VIBE_RERANK_MODEL": "stand-in"}
+    docs = [{"_id": "pay", "content": "salary review salary review salary review", "_certs": ["hr:staff"]},
+            {"_id": "mail", "content": "salary review questions to ann.lee@example.com"}]
+    with served(tmp_path / "data", env=env, keys=keys) as s:
+        assert s.bulk("k-hr", "kb", docs).status_code == 200
+        c = http(s.base, "k-hr")
+        try:
+            fused = _skb(c, query="salary review", rerank=False)
+            reranker.requests.clear()
+            out = _skb(c, query="salary review")
+        finally:
+            c.close()
+    assert out["reranked"] is True
+    assert [r["document_id"] for r in out["results"]] == [r["document_id"] for r in fused["results"]]
+    assert {r["document_id"] for r in out["results"]} == {"pay", "mail"}
+    sent = [d["text"] if isinstance(d, dict) else d for d in reranker.requests[-1]["documents"]]
+    assert sent == ["salary review questions to [EMAIL]"]
+    assert "rerank_score" not in next(r for r in out["results"] if r["document_id"] == "pay")
