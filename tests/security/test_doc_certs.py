@@ -147,7 +147,11 @@ def test_over_http_more_like_this_and_delete_by_filter_respect_certificates(tmp_
         like["semantic"]["query"] = {"doc": {"collection": "c", "_id": "open"}}  # type: ignore[index]
         shown = s.read("c-none", **like)
         assert shown.status_code == 200 and "secret" not in ids(shown.json()["results"]), shown.text
+        # the writer's reads queued both documents' embedding: once `secret` has its vector it is
+        # a neighbour of `open` for the writer (and still never for c-none, checked above)
+        assert s.wait_status("c-writer", "c", "secret", "ready") == "ready"
         assert "secret" in ids(s.read("c-writer", **like).json()["results"])  # it is a neighbour
+        assert "secret" not in ids(s.read("c-none", **like).json()["results"])
         gone = s.call("POST", "/v1/collections/c/docs:deleteByFilter", "c-none", {"filter": {"kind": "x"}})
         assert gone.status_code == 200 and gone.json()["deleted"] == 1, gone.text
         assert s.call("GET", "/v1/collections/c/docs/secret", "c-writer").status_code == 200
