@@ -33,13 +33,14 @@ from services.api.schemas import (
 from services.container import Container
 from services.core.content_view import checked_hash, content_view
 from shared.errors import ErrorCode, VibeError
-from shared.model import DocKey, EmbedJob, Principal, SemanticStatus, SidecarEntry
+from shared.model import DocKey, EmbedJob, Principal, SemanticStatus
 from shared.names import check_collection_name
 from shared.spaces import embedding_spaces
 from shared.tenant_metrics import TENANT_METRICS
 
 router = APIRouter()
 REQUEUE_FROM = (SemanticStatus.NONE, SemanticStatus.STALE, SemanticStatus.FAILED)
+MISMATCH_EXAMPLES = 20  # keys listed per kind of disagreement
 
 
 def _c(request: Request) -> Container:
@@ -108,14 +109,11 @@ class _ListedQueue(Protocol):
     def pending_job_keys(self, tenant: str) -> set[tuple[str, ...]] | None: ...
 
 
-def _stuck(c: Container, tenant: str) -> list[SidecarEntry]:
-    """This tenant's `queued` rows with no progress for longer than the reconciler's bound."""
+def _stuck_count(c: Container, tenant: str) -> int:
+    """This tenant's `queued` rows with no progress for longer than the reconciler's bound: one
+    count per space (it read up to a reconcile batch of rows per space and counted them here)."""
     cutoff = c.store.clock() - c.settings.reconcile_stuck_seconds
-    out: list[SidecarEntry] = []
-    for space in embedding_spaces(c.spaces, tenant):
-        rows = c.store.keys_in_status(space, [SemanticStatus.QUEUED], limit=c.settings.reconcile_batch, tenant=tenant)
-        out += [r for r in rows if r.key.tenant == tenant and r.updated_at < cutoff]
-    return out
+    return sum(c.store.stuck_count(tenant, space, cutoff) for space in embedding_spaces(c.spaces, tenant))
 
 
 @router.get("/semantic/queueDepth", dependencies=AUTHENTICATED, responses={
@@ -145,7 +143,7 @@ def _lag(c: Container, tenant: str) -> dict[str, object]:
         "oldestQueuedAgeSeconds": max(age.values()),
         "queued": sum(queued.values()),
         "indexFollowerLag": pending,
-        "stuckQueued": len(_stuck(c, tenant)),
+        "stuckQueued": _stuck_count(c, tenant),
         "stuckAfterSeconds": c.settings.reconcile_stuck_seconds,
         "bySpace": {sp: {"queued": queued[sp], "oldestQueuedAgeSeconds": age[sp]} for sp in queued},
     }
@@ -160,24 +158,36 @@ async def get_lag(request: Request, p: Principal = Depends(require("admin"))) ->
     return JSONResponse(await run_in_threadpool(_lag, _c(request), p.tenant))
 
 
+def _space_dim(c: Container, tenant: str, space: str) -> int | None:
+    """The dimension a tenant's space is built with (None: not bound yet, nothing to compare)."""
+    if space == c.settings.space:
+        return c.embedder.dim
+    binding = c.store.tenant_space_binding(tenant, space)
+    return binding[1] if binding else None
+
+
 def _mismatch(c: Container, tenant: str) -> dict[str, object]:
-    """Sidecar says ready but no vector of record exists (should never happen); and, with the
-    Celery queue, `queued` rows that no pending job covers (what the reconciler will re-enqueue)."""
+    """Sidecar says ready but no vector of record exists (should never happen), or one of
+    another dimension than the space's; and, with the Celery queue, `queued` rows that no
+    pending job covers (what the reconciler will re-enqueue). Set-based: a fixed number of
+    store statements whatever the tenant's size."""
     space = c.spaces.active(tenant)
-    ready = c.store.keys_in_status(space, [SemanticStatus.READY], limit=1_000_000, tenant=tenant)
-    mine = [s for s in ready if s.key.tenant == tenant]
-    missing = [s.key.ref for s in mine if c.store.vector_for_hash(tenant, s.content_hash, space) is None]
-    out: dict[str, object] = {"ready": len(mine), "missingVectors": len(missing), "examples": missing[:20]}
+    audit = c.store.vector_audit(tenant, space, _space_dim(c, tenant, space), MISMATCH_EXAMPLES)
+    out: dict[str, object] = {"ready": audit.ready, "missingVectors": audit.missing,
+                              "examples": [k.ref for k in audit.missing_examples],
+                              "wrongDimension": audit.wrong_dim,
+                              "wrongDimensionExamples": [k.ref for k in audit.wrong_dim_examples]}
     if isinstance(c.queue, _ListedQueue):
         pending = c.queue.pending_job_keys(tenant)
         if pending is None:
             out["queuedWithoutJob"] = None  # the broker cannot be asked right now
             return out
+        # Bounded by the reconciler's batch: the rows it would look at next.
         queued = c.store.keys_in_status(space, [SemanticStatus.QUEUED], limit=c.settings.reconcile_batch,
                                         tenant=tenant)
         orphans = [r.key.ref for r in queued if r.key.tenant == tenant
                    and EmbedJob(r.key, space, r.content_hash).job_key not in pending]
-        out.update(queuedWithoutJob=len(orphans), queuedWithoutJobExamples=orphans[:20])
+        out.update(queuedWithoutJob=len(orphans), queuedWithoutJobExamples=orphans[:MISMATCH_EXAMPLES])
     return out
 
 

@@ -28,6 +28,7 @@ from shared.ports.documents import (
     GonePage,
     RowCursor,
     StatusViews,
+    VectorAudit,
 )
 from shared.ports.embedders import Embedder, EmbedderError
 from shared.ports.explain import ExplainStore
@@ -94,5 +95,6 @@ __all__ = [
     "StoreOfRecord",
     "SweepStore",
     "UsageStore",
+    "VectorAudit",
     "VectorIndex",
 ]

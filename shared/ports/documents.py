@@ -123,6 +123,19 @@ class ChangeLog(Protocol):
         others; released when the block ends, also when it raises."""
 
 
+@dataclass(frozen=True)
+class VectorAudit:
+    """A tenant's ready sidecar rows of one space held against their vectors of record: those
+    with none (`missing`) and those whose vector has another dimension than the space's
+    (`wrong_dim`), each with its oldest few keys as examples."""
+
+    ready: int
+    missing: int
+    missing_examples: list[DocKey]
+    wrong_dim: int
+    wrong_dim_examples: list[DocKey]
+
+
 @runtime_checkable
 class StatusViews(Protocol):
     """What the admin views and metrics read: rows by status, coverage, queue figures."""
@@ -142,6 +155,13 @@ class StatusViews(Protocol):
     def oldest_queued(self, space: str, tenant: str) -> float | None: ...
 
     def vector_count(self, tenant: str, space: str) -> int: ...
+
+    def vector_audit(self, tenant: str, space: str, dim: int | None, examples: int = 20) -> VectorAudit:
+        """The audit in a fixed number of statements whatever the tenant's size (`dim` None:
+        no dimension check); /semantic/mismatch answers from it."""
+
+    def stuck_count(self, tenant: str, space: str, before: float) -> int:
+        """The tenant's `queued` rows of `space` not updated since `before` (one count)."""
 
 
 @runtime_checkable

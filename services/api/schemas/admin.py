@@ -62,7 +62,10 @@ class Mismatch(BaseModel):
     model_config = ConfigDict(extra="allow")
     ready: int
     missingVectors: int
-    examples: list[str]
+    examples: list[str] = Field(description="the oldest (at most 20) ready documents without a vector of record")
+    wrongDimension: int = Field(default=0, description="ready documents whose vector of record has another "
+                                                       "dimension than the active space's")
+    wrongDimensionExamples: list[str] = Field(default_factory=list, description="the oldest (at most 20) of those")
     queuedWithoutJob: int | None = Field(default=None, description="with the Celery queue; null: broker unreachable")
     queuedWithoutJobExamples: list[str] | SkipJsonSchema[None] = None
 
