@@ -140,6 +140,15 @@ class _Metrics:
                                        "Syncs on a request path that could not write the index (retried later)",
                                        ["follower"])
         self.backfill_queued = Counter("vibe_backfill_queued_total", "Jobs queued by backfills", ["kind"])
+        # The admin lane (services/core/admin_lane.py): its rate is rate(vibe_backfill_examined_total),
+        # its depth vibe_queue_depth{queue="bulk"} and what is left vibe_backfill_remaining_documents.
+        self.backfill_examined = Counter("vibe_backfill_examined_total", "Documents backfill steps went past",
+                                         ["kind"])
+        self.backfill_unmetered = Counter("vibe_backfill_unmetered_total", "Jobs backfills queued for a model that "
+                                          "bills nothing, without the per-minute bucket", ["kind"])
+        self.backfill_remaining = Gauge("vibe_backfill_remaining_documents",
+                                        "Documents running backfills have still to examine (all tenants)",
+                                        multiprocess_mode=_ANY_PROCESS)
         self.backfill_cancelled = Counter("vibe_backfill_cancelled_total",
                                           "Backfills stopped because their reason ended (a promotion undone)", ["kind"])
         # Activation retires the old space at once; its vectors move to the cold store in the background.

@@ -5,7 +5,10 @@ embedding, and moves the cursor only past what it handled, so a restart resumes 
 
 A step spends only what the tenant's per-minute bucket holds beyond the reads' share
 (`BackfillLimits.reserve`: reads keep priority), and none while the queue is deeper than the
-backpressure bound; nor does it queue past the tenant's share of the queue (`tenant_jobs`).
+backpressure bound. A task whose model bills nothing (a local model) is on the admin lane
+instead (services/core/admin_lane.py): not charged to the bucket, it keeps the tenant's bulk lane
+a bounded depth ahead of the workers, which serve interactive jobs first. Neither kind queues
+past the tenant's share of the queue (`tenant_jobs`).
 Restoring an evicted vector from the cold store calls no provider and takes nothing from the
 bucket (but does take a place in that share). Documents a policy keeps from the provider
 (`denied`, `deferred`) are re-decided here, in the step, against the current policy: no job and
@@ -20,6 +23,8 @@ import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
+from services.core.admin_lane import AdminLane
+from services.core.backfill_rate import RATES
 from shared.backpressure import Backpressure, TenantShare
 from shared.metrics import METRICS
 from shared.model import BackfillTask, Decision, DocKey, EmbedJob, SemanticStatus, SidecarEntry, StoredDoc
@@ -41,8 +46,9 @@ class BackfillLimits:
 
 class Backfills:
     def __init__(self, store: StoreOfRecord, queue: JobQueue, budget: Budget, decide: Callable[[StoredDoc], Decision],
-                 limits: BackfillLimits, clock: Callable[[], float] = time.time):
+                 limits: BackfillLimits, clock: Callable[[], float] = time.time, lane: AdminLane | None = None):
         self.store = store
+        self.lane = lane  # None: every task is charged to the bucket
         self.queue = queue
         self.budget = budget
         self.decide = decide
@@ -68,6 +74,7 @@ class Backfills:
             METRICS.budget_denied.labels(budget="backpressure").inc()
             return 0
         tasks = self.store.tasks(running_only=True)
+        METRICS.backfill_remaining.set(sum(max(0, t.total - t.examined) for t in tasks))
         eager = self.store.promoted() if any(t.kind in ("promote", "rehydrate") for t in tasks) else set()
         return sum(self.step(t, eager) for t in tasks if self._still_wanted(t, eager))
 
@@ -106,7 +113,12 @@ class Backfills:
         docs = self.store.get_docs(keys)
         sides = self._sidecars(keys, docs, task.space)
         scoped = self._scoped(task, keys)
-        room = max(0, self.budget.available(task.tenant) - self.limits.reserve)
+        unmetered = self.lane is not None and self.lane.unmetered(task)
+        if unmetered:
+            assert self.lane is not None
+            room = self.lane.room(self.queue, task.tenant)
+        else:
+            room = max(0, self.budget.available(task.tenant) - self.limits.reserve)
         # The tenant's share of the queue bounds every job of the step, rehydrations included: a
         # rollback restoring a whole space calls no provider, but filled the queue alone.
         jobs_room = self.share.room(task.tenant)
@@ -128,16 +140,21 @@ class Backfills:
                         break
                     paid.append(side)
                 todo.append(side)
-        granted = self.budget.take(task.tenant, len(paid)) if paid else 0
+        granted = len(paid) if unmetered else self.budget.take(task.tenant, len(paid)) if paid else 0
         if granted < len(paid):  # another process spent the bucket meanwhile
             cut = todo.index(paid[granted])
             handled, todo = keys.index(todo[cut].key), todo[:cut]
         queued = self._queue(task, todo)
+        if unmetered and paid:
+            METRICS.backfill_unmetered.labels(kind=task.kind).inc(min(len(paid), queued))
+        METRICS.backfill_examined.labels(kind=task.kind).inc(handled)
         last = keys[handled - 1] if handled else None
         cursor = task.cursor if last is None else f"{last.collection}{CURSOR_SEP}{last.doc_id}"
         done = handled == len(keys) and len(keys) < self.limits.step_docs
-        self.store.update_task(task.id, cursor, task.examined + handled, task.queued + queued,
-                               "done" if done else "running", now)
+        state = "done" if done else "running"
+        self.store.update_task(task.id, cursor, task.examined + handled, task.queued + queued, state, now)
+        RATES.observe(replace(task, cursor=cursor, examined=task.examined + handled, queued=task.queued + queued,
+                              state=state, updated_at=now))  # type: ignore[arg-type]
         return queued
 
     def _sidecars(self, keys: Sequence[DocKey], docs: dict[DocKey, StoredDoc],
@@ -224,7 +241,7 @@ def progress(task: BackfillTask) -> dict[str, object]:
     pct = 100.0 if task.state == "done" else round(100.0 * task.examined / task.total, 2) if task.total else 0.0
     return {"id": task.id, "kind": task.kind, "collection": task.collection, "space": task.space,
             "force": task.force, "state": task.state, "examined": task.examined, "total": task.total,
-            "queued": task.queued, "progressPct": min(100.0, pct)}
+            "queued": task.queued, "progressPct": min(100.0, pct), **RATES.figures(task)}
 
 
 def with_state(task: BackfillTask, store: BackfillStore) -> BackfillTask:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 
+from services.core.admin_lane import AdminLane
 from services.core.backfill import BackfillLimits, Backfills
 from services.core.lifecycle import Lifecycle, LifecycleConfig
 from services.core.promotion import PromotionPolicy
@@ -54,7 +55,8 @@ def build_lifecycle(settings: Settings, store: StoreOfRecord, queue: JobQueue, b
                             settings.tenant_queue_bound())
     fields = EmbedFields(build_collections(settings, store))
     backfills = Backfills(store, queue, budget, lambda d: policy.decide_doc(d, embed_fields_of(
-        fields, d.key.tenant, d.key.collection)), limits, store.clock)
+        fields, d.key.tenant, d.key.collection)), limits, store.clock,
+        AdminLane(store, settings.space, settings.admin_lane_local_unmetered, settings.admin_lane_ahead))
     directory = SpaceDirectory(store, settings.space)
     return Lifecycle(lifecycle_config(settings), store, cold or build_cold(settings, store), backfills, store.clock,
                      after_change=after_change, spaces=directory.live, active=directory.active,

@@ -35,7 +35,7 @@ def _build_queue(settings: Settings, run_batch: Callable[[list[EmbedJob]], Batch
 
         return CeleryQueue.from_settings(settings)
     return InProcessQueue(run_batch, settings.workers, settings.embed_batch_size, settings.job_backoff_seconds,
-                          settings.job_max_attempts)
+                          settings.job_max_attempts, bulk_batch_size=settings.admin_lane_batch)
 
 
 def build_budget(settings: Settings) -> Budget:

@@ -79,11 +79,15 @@ class InProcessQueue:
         batch_size: int = 32,
         backoff_seconds: float = 0.5,
         max_attempts: int = 4,
+        bulk_batch_size: int | None = None,
     ):
         self._max_attempts = max_attempts
         self._run_batch = run_batch
         self._n_workers = workers
         self._batch_size = batch_size
+        # Bulk batches may be larger: a batch's store write and index apply are paid once per
+        # batch, and no reader waits on a bulk job's latency.
+        self._bulk_batch_size = bulk_batch_size or batch_size
         self._backoff = backoff_seconds
         self._lanes: dict[str, _Lane] = {"interactive": _Lane(), "bulk": _Lane()}
         self._pending: set[tuple[str, ...]] = set()
@@ -158,8 +162,9 @@ class InProcessQueue:
                 self._cv.wait()
             if self._stopping:
                 return None
-            lane = self._lanes["interactive"] or self._lanes["bulk"]
-            batch = lane.take(self._batch_size)
+            urgent = bool(self._lanes["interactive"])
+            lane = self._lanes["interactive"] if urgent else self._lanes["bulk"]
+            batch = lane.take(self._batch_size if urgent else self._bulk_batch_size)
             self._inflight.update(j.key.tenant for j in batch)
             self._publish_depth()
             return batch

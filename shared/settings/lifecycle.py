@@ -85,6 +85,20 @@ class LifecycleSettings(BaseModel):
         "Share of the per-minute embedding budget that backfills leave to reads."))
     backfill_interval_seconds: Annotated[float, Field(gt=0)] = Field(default=2.0, description=(
         "Seconds between backfill steps."))
+    # The admin lane (services/core/admin_lane.py): a backfill into a space whose model costs no
+    # fee (a local model, hash) costs CPU, not money, and the per-minute bucket held a 5,000-
+    # document reindex to 26 minutes on a model embedding ~100 documents a second. Such a
+    # backfill is paced by the queue instead: it keeps at most `admin_lane_ahead` of the tenant's
+    # jobs waiting on the bulk lane, which the workers take after every interactive job. Paid
+    # providers stay on the bucket; the daily token cap applies to every provider call.
+    admin_lane_local_unmetered: bool = Field(default=True, description=(
+        "Backfills (reindex, promotion, migration) into a space with a local or hash model are not "
+        "charged to the per-minute bucket (paced by the queue instead); paid providers always are."))
+    admin_lane_ahead: Annotated[int, Field(ge=1, le=100_000)] = Field(default=512, description=(
+        "Most of a tenant's jobs an unmetered backfill keeps waiting on the bulk lane."))
+    admin_lane_batch: Annotated[int, Field(ge=1, le=1024)] = Field(default=64, description=(
+        "Documents per batch the embedded profile's workers take from the bulk lane (backfills, eager "
+        "writes); the interactive lane keeps VIBE_EMBED_BATCH_SIZE."))
     # Global backpressure (shared/backpressure.py): no backfill step while this many jobs wait in
     # the queue (every lane together), and no on-touch embedding while the touch's bound does:
     # twice as deep by default, so backfills yield first and reads, which someone waits for, last.

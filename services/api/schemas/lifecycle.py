@@ -26,6 +26,12 @@ class Backfill(BaseModel):
     total: int
     queued: int
     progressPct: float
+    docsPerSecond: float | None = Field(description=(
+        "documents examined per second over the last minute of steps (the average since the start when "
+        "fewer were seen); null until a second step"))
+    etaSeconds: float | None = Field(description=(
+        "seconds until every document is examined at that rate (0 once done; null while no rate is known "
+        "and for a cancelled task); the last queued jobs are embedded after it"))
 
 
 class ReindexIn(BaseModel):
