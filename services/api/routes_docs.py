@@ -277,6 +277,7 @@ async def mget(request: Request, collection: str = COLLECTION,
     200: _json(component("Deleted", _DELETED), "deleted"), **_errors(400, 401, 403, 404)})
 async def delete_doc(request: Request, collection: str = COLLECTION, doc_id: str = DOC_ID,
                      p: Principal = Depends(require("write"))) -> JSONResponse:
+    check_collection(collection)  # a reserved name holds no document to delete: refused as a write to it
     c = _c(request)
     await run_in_threadpool(_delete_one, c, p, collection, doc_id)
     return JSONResponse({"_id": doc_id, "collection": collection, "result": "deleted"})

@@ -18,6 +18,7 @@ from fastapi.responses import JSONResponse, Response, StreamingResponse
 from services.api import cursors
 from services.api.auth import principal_of, require
 from services.api.bodies import json_body, parse_model
+from services.api.read_similar import authorize_vector, checked_vector, scope_of
 from services.api.render import answer_body, semantic_projection, warming_body
 from services.api.schemas import AUTHENTICATED, READ_SSE, Explanation, ReadBody, ReadIn, body, errors
 from services.api.schemas.read import ReadOnceAnswer
@@ -43,7 +44,10 @@ def to_request(body: ReadBody, c: Container, offset: int = 0) -> ReadRequest:
     query_text = sem.query.text if sem.query else None
     qd = sem.query.doc if sem.query else None
     query_doc = (qd.collection, qd.id, qd.fields) if qd else None
-    if not body.q.strip() and not (query_text or "").strip() and query_doc is None:
+    query_vector = checked_vector(sem.query.vector if sem.query else None, body.q, sem.strategy,
+                                  body.rerank not in (None, False))
+    collection = scope_of(body.collection, query_doc, query_vector)  # semantic.nodes: every readable collection
+    if not body.q.strip() and not (query_text or "").strip() and query_doc is None and query_vector is None:
         raise invalid("q must not be empty (or give semantic.query)", field="q")
     for name, text in (("q", body.q), ("semantic.query.text", query_text), ("semantic.domainHint", sem.domainHint)):
         if text is not None and len(text) > s.max_query_chars:
@@ -76,12 +80,12 @@ def to_request(body: ReadBody, c: Container, offset: int = 0) -> ReadRequest:
     except FilterError as e:
         raise invalid(str(e), field="filter") from None
     fields = body.include.fields
-    return ReadRequest(body.collection, body.q, sem.strategy, query_text, query_doc,
+    return ReadRequest(collection, body.q, sem.strategy, query_text, query_doc,
                        # a cursor's page needs candidates down to its end; pages end at VIBE_MAX_K
                        max(sem.k or s.lexical_candidates, min(offset + body.limit, s.max_k)), body.limit,
                        body.include.semantic, body.include.highlights,
                        include_fields=tuple(dict.fromkeys(fields)) if isinstance(fields, list) else fields,
-                       where=where, offset=offset, rerank=body.rerank)
+                       where=where, offset=offset, rerank=body.rerank, query_vector=query_vector)
 
 
 def check_by_id(body: ReadBody) -> str:
@@ -149,6 +153,7 @@ async def read(request: Request, p: Principal = Depends(require("read"))) -> Res
     bound = _bound(body, request)
     offset = cursors.decode(c.settings, body.cursor, bound) if body.cursor is not None else 0
     req = to_request(body, c, offset)
+    authorize_vector(req, c, p)
     started = time.perf_counter()
     mode = "sse" if "text/event-stream" in request.headers.get("accept", "") else "json"
 

@@ -40,7 +40,8 @@ from shared.spaces import FixedSpace, Spaces
 from shared.text.hashing import content_hash, doc_text
 from shared.text.redaction import select_fields
 
-RESERVED_COLLECTIONS = {"any"}
+# names a read gives a meaning of its own (every collection; more-like-this over all of them): never stored
+RESERVED_COLLECTIONS = {"any", "semantic.nodes"}
 KNOWN_META = {"_id", "_acl", "_vibe", "_certs"}
 INTENTS = {"deny", "allow"}
 # A document's `_certs`: each "issuer:name" becomes one index term in every engine and rides
@@ -69,7 +70,9 @@ class WriteResult:
 
 def check_collection(name: str) -> None:
     check_collection_name(name)  # charset and length: shared/names.py, the one rule
-    if name in RESERVED_COLLECTIONS or is_reserved_collection(name):
+    if name in RESERVED_COLLECTIONS:
+        raise invalid(f"collection name {name!r} is reserved (reads use it)", field="collection")
+    if is_reserved_collection(name):
         raise invalid(f"invalid collection name {name[:64]!r}", field="collection")
 
 

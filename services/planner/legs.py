@@ -9,6 +9,7 @@ from services.core.usage import OverBudget, embed_query_within_cap
 from services.planner.fusion import (
     relative_scores,
 )
+from services.planner.similar import asked, source_of, without_source, without_source_hits
 from services.planner.state import COLD, SessionState
 from shared.model import (
     DocKey,
@@ -33,7 +34,9 @@ class Legs(SessionState):
         if text and self.p.lexical_follower is not None:
             # writes made through another process are searched as they are now
             self.p.lexical_follower.catch_up(tenant=self.principal.tenant)
-        found = self.p.lexical.candidates(self.flt, text, self.k) if text else ResolvedCandidates([])
+        source = source_of(self.req, self.principal.tenant)  # more-like-this: never its own hit
+        found = (without_source(self.p.lexical.candidates(self.flt, text, asked(self.k, source)), source, self.k)
+                 if text else ResolvedCandidates([]))
         self._lexical_found, self._lexical_scores = found, relative_scores(found.scores)
         self._lexical_stats = None
         n = len(self._lexical_scores) if first is None else first
@@ -75,6 +78,8 @@ class Legs(SessionState):
         return vec
 
     def _cached_query_vector(self, space: str | None = None) -> list[float] | None:
+        if self.req.query_vector is not None:  # a space being built has another model: no vector there
+            return list(self.req.query_vector) if (space or self.space) == self.space else None
         if self._is_doc_query():
             return self._doc_vector(space or self.space)
         emb = self.p.embedder_for(space or self.space, self.principal.tenant)
@@ -83,6 +88,8 @@ class Legs(SessionState):
         return self.p.query_cache.get(self.principal.tenant, emb.model_id, self._query_text(), self.flt.acl)
 
     def _query_vector(self, space: str | None = None) -> list[float] | None:
+        if self.req.query_vector is not None:  # the caller's own: never embedded, never cached
+            return self._cached_query_vector(space)
         emb = self.p.embedder_for(space or self.space, self.principal.tenant)
         if emb is None:
             self.semantic.state, self.semantic.reason = "degraded", "no_embedder"
@@ -122,12 +129,13 @@ class Legs(SessionState):
             return
         self.p.follower.catch_up(tenant=self.principal.tenant)
         k = min(k or self.k, self.k)
-        hits = self.p.vectors.search(self.space, self.flt, self.semantic.vector, k)
+        source = source_of(self.req, self.principal.tenant)  # more-like-this: never its own hit
+        hits = self.p.vectors.search(self.space, self.flt, self.semantic.vector, asked(k, source))
         for space in self.building:
-            hits = self._with_building(space, hits, k)
+            hits = self._with_building(space, hits, asked(k, source))
         # Equal scores in key order: engines return ties in no set order, and a page, its
         # cursor's next page and a short first search must agree on them.
-        self.semantic.hits = sorted(hits, key=lambda h: (-h.score, h.key))
+        self.semantic.hits = without_source_hits(sorted(hits, key=lambda h: (-h.score, h.key)), source, k)
         self.semantic.took_ms = (time.perf_counter() - t0) * 1000
         self.semantic.state = "ready"
 

@@ -15,6 +15,8 @@ _IDENTIFIER = re.compile(r"^[\w.:/#-]*\d[\w.:/#-]*$")
 def choose_strategy(req: ReadRequest, text: str, has_embedder: bool) -> tuple[str, str]:
     if req.strategy != "auto":
         return req.strategy, "requested"
+    if req.query_vector is not None:  # nothing to match lexically: the front door refuses keyword/hybrid
+        return "semantic", "query_vector"
     if not has_embedder:
         return "keyword", "no_embedder"
     if req.query_doc is not None:

@@ -52,8 +52,11 @@ def test_more_like_this_never_sends_a_documents_fields_to_the_provider(
         assert app.put("k-admin-a", "mlt", "secret", secret).status_code == 201
         opened = app.put("k-admin-a", "mlt", "open", {"title": "Wing flutter", "body": "flutter margins"})
         assert opened.status_code == 201
+        # a second open document: the source is never its own result (services/planner/similar.py)
+        assert app.put("k-admin-a", "mlt", "open2", {"title": "Wing flutter", "body": "flutter tests"}).status_code == 201
         app.read("k-admin-a", collection="mlt", q="wing flutter", semantic={"strategy": "keyword"})
         assert app.wait_status("k-admin-a", "mlt", "open", "ready", timeout=30) == "ready"
+        assert app.wait_status("k-admin-a", "mlt", "open2", "ready", timeout=30) == "ready"
 
         body = {"collection": "mlt", "q": "", "semantic": {"strategy": "semantic",
                                                             "query": {"doc": {"collection": "mlt", "_id": "secret"}}}}
@@ -62,7 +65,7 @@ def test_more_like_this_never_sends_a_documents_fields_to_the_provider(
         body["semantic"]["query"]["doc"]["_id"] = "open"  # type: ignore[index]
         calls = len(provider.embed_calls())
         out = app.call("POST", "/v1/read", "k-admin-a", body, headers={"Accept": "application/json"}).json()
-        assert out["diagnostics"]["semantic"]["state"] == "ready" and out["results"]
+        assert out["diagnostics"]["semantic"]["state"] == "ready" and [r["id"] for r in out["results"]] == ["open2"]
         assert len(provider.embed_calls()) == calls  # the stored vector, no provider call
         sent = " ".join(t for _, texts, _ in provider.calls for t in texts)
         assert "SECRETWORD" not in sent and "Zanzibar" not in sent

@@ -144,15 +144,16 @@ def query(name: str, schema: dict[str, Any], required: bool, description: str) -
 
 # -- shared value schemas ----------------------------------------------------------------------
 
-# services/api/writes.py check_collection: the name matches in full, is not `any` and does not
+# services/api/writes.py check_collection: the name matches in full, is not `any` or `semantic.nodes`
+# (RESERVED_COLLECTIONS) and does not
 # start with the reserved `mcp-task-` (any case).
 # shared/names.py's rule alone (reads, admin queries); COLLECTION_NAME adds what writes refuse.
 ANY_COLLECTION_NAME = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$"
 COLLECTION_NAME: dict[str, Any] = {
     "type": "string", "pattern": r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$",
-    "not": {"anyOf": [{"const": "any"}, {"pattern": "^[Mm][Cc][Pp]-[Tt][Aa][Ss][Kk]-"}]},
+    "not": {"anyOf": [{"const": "any"}, {"const": "semantic.nodes"}, {"pattern": "^[Mm][Cc][Pp]-[Tt][Aa][Ss][Kk]-"}]},
     "description": "a collection name: a letter or digit, then up to 127 letters, digits, '_', '.' or '-' "
-                   "(not `any`, not starting with `mcp-task-`)",
+                   "(not `any` or `semantic.nodes`, not starting with `mcp-task-`)",
 }
 SPACE_NAME: dict[str, Any] = {"type": "string", "pattern": r"^[A-Za-z0-9][A-Za-z0-9_.@-]{0,63}$"}
 # What Python's str.strip() removes (the handlers' "empty" test); a string holding any other

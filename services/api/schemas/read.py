@@ -6,7 +6,7 @@ from __future__ import annotations
 import copy
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, RootModel, model_validator
+from pydantic import BaseModel, ConfigDict, Field, RootModel, StrictFloat, model_validator
 from pydantic.json_schema import SkipJsonSchema
 
 from services.api.schemas.common import (
@@ -44,6 +44,27 @@ class QueryByDocIn(BaseModel):
     doc: QueryDocIn
 
 
+# services/api/read_similar.py checks the same bounds (and the tenant's dimension, which no
+# static schema can say)
+QUERY_VECTOR: dict[str, Any] = {
+    "type": "array", "minItems": 1, "maxItems": 4096,
+    "items": {"type": "number", "minimum": -1e6, "maximum": 1e6},
+    "not": {"items": {"const": 0}},
+    "description": ("a query vector (diagnostics; a key with the `admin` scope, else 403 `forbidden`): as many "
+                    "finite numbers as the tenant's active space has dimensions (else 400 `invalid_params` naming "
+                    "`semantic.query.vector` with the expected `details.expected`), not all zero. Searched as is: "
+                    "never embedded, cached or sent to a provider; strategy `semantic` (or `auto`), no `q`, no "
+                    "`rerank`; the caller's tenant, ACL and certificates still apply."),
+}
+
+
+class QueryByVectorIn(BaseModel):
+    model_config = ConfigDict(extra="forbid", title="QueryByVector")
+    text: None = None
+    doc: None = None
+    vector: list[float] = Field(json_schema_extra=_as(QUERY_VECTOR))
+
+
 class SemanticIn(BaseModel):
     model_config = ConfigDict(extra="forbid", title="SemanticOptions")
     strategy: Literal["auto", "keyword", "semantic", "hybrid"] = "auto"
@@ -51,8 +72,9 @@ class SemanticIn(BaseModel):
         "The server MAY map a domain to a space. This server maps none: any value other than "
         "null answers 400 `invalid_params` (never silently ignored)."))
     k: int | None = Field(default=None, ge=1, le=MAX_K, description="candidates per leg")
-    query: QueryTextIn | QueryByDocIn | None = Field(
-        default=None, description="exactly one of `text` or `doc` (a document to find more like)")
+    query: QueryTextIn | QueryByDocIn | QueryByVectorIn | None = Field(
+        default=None, description="exactly one of `text`, `doc` (a document to find more like; never itself a "
+                                  "result) or `vector` (admin diagnostics)")
 
 
 class IncludeIn(BaseModel):
@@ -104,11 +126,24 @@ _READ_NOT_EMPTY: dict[str, Any] = {"anyOf": [
     {"required": ["semantic"], "properties": {"semantic": {"type": "object", "required": ["query"], "properties": {
         "query": {"type": "object", "anyOf": [
             {"required": ["doc"], "properties": {"doc": {"type": "object"}}},
+            {"required": ["vector"], "properties": {"vector": {"type": "array"}}},
             {"required": ["text"], "properties": {"text": {"type": "string", "pattern": _NOT_BLANK}}}]}}}}},
     {"required": ["_id"], "properties": {"_id": {"type": "string", "minLength": 1}}},
 ], "not": {"anyOf": [
     {"required": ["global", "collection"], "properties": {
         "global": {"const": True}, "collection": {"not": {"const": "any"}}}},
+    # `semantic.nodes` finds documents like one: it needs semantic.query.doc or .vector
+    {"required": ["collection"], "properties": {"collection": {"const": "semantic.nodes"}}, "not": {
+        "required": ["semantic"], "properties": {"semantic": {"type": "object", "required": ["query"], "properties": {
+            "query": {"type": "object", "anyOf": [{"required": ["doc"]}, {"required": ["vector"]}]}}}}}},
+    # a vector is the whole query: no q, no lexical strategy, no rerank (services/api/read_similar.py)
+    {"required": ["semantic"], "properties": {"semantic": {"type": "object", "required": ["query"], "properties": {
+        "query": {"type": "object", "required": ["vector"]}}}}, "anyOf": [
+        {"required": ["q"], "properties": {"q": {"type": "string", "pattern": _NOT_BLANK}}},
+        {"required": ["rerank"], "properties": {"rerank": {"const": True}}},
+        {"properties": {"semantic": {"required": ["strategy"], "properties": {
+            "strategy": {"enum": ["keyword", "hybrid"]}}}}},
+    ]},
     # a read by `_id` names one document of one named collection, with nothing to rank or page
     {"required": ["_id"], "properties": {"_id": {"type": "string"}}, "anyOf": [
         {"not": {"required": ["collection"]}},
@@ -124,14 +159,17 @@ _READ_NOT_EMPTY: dict[str, Any] = {"anyOf": [
 ]},
     "description": "`q`, or `semantic.query`, must hold something other than whitespace (or give `_id`, with a "
                    "named collection and no q, semantic.query, filter, cursor or rerank); `global: true` goes "
-                   "with collection `any`"}
+                   "with collection `any`; collection `semantic.nodes` needs `semantic.query.doc` or `.vector`; "
+                   "a `semantic.query.vector` goes without q, rerank or a keyword/hybrid strategy"}
 
 
 class ReadIn(BaseModel):
     """POST /v1/read (readOnce)."""
 
     model_config = ConfigDict(extra="forbid", title="ReadRequest", json_schema_extra=_READ_NOT_EMPTY)
-    collection: str = Field(default="any", pattern=ANY_COLLECTION_NAME, description="a collection name, or `any`")
+    collection: str = Field(default="any", pattern=ANY_COLLECTION_NAME, description=(
+        "a collection name, `any` (every collection the key may read), or `semantic.nodes` (more-like-this over every "
+        "collection the key may read, with `semantic.query.doc` or `.vector`)"))
     q: str = Field(default="", max_length=MAX_QUERY_CHARS)
     id: str | None = Field(default=None, alias="_id", min_length=1, max_length=256,
                            json_schema_extra={"pattern": "^[^\x00-\x1f]*$"}, description=(
@@ -171,11 +209,12 @@ class SemanticQuery(BaseModel):
     model_config = ConfigDict(extra="forbid")
     text: str | None = None
     doc: QueryDoc | None = None
+    vector: list[StrictFloat] | None = None  # bounds: services/api/read_similar.py, with the field named
 
     @model_validator(mode="after")
     def _one(self) -> SemanticQuery:
-        if (self.text is None) == (self.doc is None):
-            raise ValueError("semantic.query takes exactly one of 'text' or 'doc'")
+        if sum(v is not None for v in (self.text, self.doc, self.vector)) != 1:
+            raise ValueError("semantic.query takes exactly one of 'text', 'doc' or 'vector'")
         return self
 
 
