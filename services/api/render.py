@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import time
 
+from services.api.render_global import global_body, hint_body
 from services.planner.answer import Answer, Diagnostics, SemanticView, Shown, Warming
 from shared.model import SemanticStatus, SidecarEntry, visible_status
 
@@ -50,6 +51,10 @@ def warming_body(w: Warming) -> dict[str, object]:
 
 def diagnostics_body(d: Diagnostics) -> dict[str, object]:
     body = _diagnostics(d)
+    if d.global_read is not None:
+        body.update(global_body(d.global_read))
+    if d.domain_hint is not None:
+        body["domainHint"] = hint_body(d.domain_hint)
     if d.rerank is not None:
         r = d.rerank
         body["rerank"] = {"status": r.status, "provider": r.provider, "sent": r.sent, "notSent": r.not_sent,

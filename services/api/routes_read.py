@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import re
 import time
 from collections.abc import AsyncIterator, Callable
 from typing import Any
@@ -21,7 +22,7 @@ from services.api.bodies import json_body, parse_model
 from services.api.read_similar import authorize_vector, checked_vector, scope_of
 from services.api.render import answer_body, semantic_projection, warming_body
 from services.api.schemas import AUTHENTICATED, READ_SSE, Explanation, ReadBody, ReadIn, body, errors
-from services.api.schemas.read import ReadOnceAnswer
+from services.api.schemas.read import DOMAIN_HINT_PATTERN, MAX_DOMAIN_HINT_CHARS, ReadOnceAnswer
 from services.container import Container
 from services.core.documents import check_doc_id
 from services.planner import flow
@@ -68,8 +69,9 @@ def to_request(body: ReadBody, c: Container, offset: int = 0) -> ReadRequest:
     if body.global_ and body.collection != "any":
         raise invalid("global: true searches every collection of the tenant; give collection 'any' "
                       "(or omit global to search one collection)", field="global")
-    if sem.domainHint is not None:  # the server may map a hint to a space; this one maps none
-        raise invalid("semantic.domainHint is not supported: this server maps no domains to spaces",
+    hint = sem.domainHint  # mapped to a space in the planner (services/planner/hints.py), or reported unused
+    if hint is not None and not (0 < len(hint) <= MAX_DOMAIN_HINT_CHARS and re.match(DOMAIN_HINT_PATTERN, hint)):
+        raise invalid(f"semantic.domainHint must be 1-{MAX_DOMAIN_HINT_CHARS} characters, no control characters",
                       field="semantic.domainHint")
     if body.rerank and c.planner.reranker is None:
         raise invalid("rerank needs a reranker: set VIBE_RERANK_URL (none is configured)", field="rerank")
@@ -85,7 +87,8 @@ def to_request(body: ReadBody, c: Container, offset: int = 0) -> ReadRequest:
                        max(sem.k or s.lexical_candidates, min(offset + body.limit, s.max_k)), body.limit,
                        body.include.semantic, body.include.highlights,
                        include_fields=tuple(dict.fromkeys(fields)) if isinstance(fields, list) else fields,
-                       where=where, offset=offset, rerank=body.rerank, query_vector=query_vector)
+                       where=where, offset=offset, rerank=body.rerank, query_vector=query_vector,
+                       domain_hint=hint)
 
 
 def check_by_id(body: ReadBody) -> str:

@@ -10,7 +10,9 @@ import time
 from dataclasses import dataclass
 
 from services.planner.explain import Ranking, ranking_query
+from services.planner.fanout import GlobalPlan
 from services.planner.fusion import Fused
+from services.planner.hints import HintReport, resolve_hint
 from services.planner.rerank import RerankReport, rerank_page
 from services.planner.spend import Spending
 from shared.conditions import matches
@@ -67,6 +69,8 @@ class Diagnostics:
     follow_up: str | None
     elapsed_ms: float
     rerank: RerankReport | None = None  # asked for with `rerank: true` (services/planner/rerank.py)
+    global_read: GlobalPlan | None = None  # a global read's legs (services/planner/fanout.py)
+    domain_hint: HintReport | None = None  # what became of `semantic.domainHint` (services/planner/hints.py)
 
 
 @dataclass
@@ -192,6 +196,8 @@ class Answers(Spending):
             queued=self.queued_by_us, pending=len(self.pending), budget_limited=self.budget_limited,
             backpressure_limited=self.backpressure_limited, resolved=dict(self.resolved),
             semantic_ms=sem.took_ms, follow_up=self.follow_up_state,
+            global_read=self.global_plan and self.global_plan.snapshot(),
+            domain_hint=resolve_hint(self.req.domain_hint, self.space, self.building),
             elapsed_ms=(time.perf_counter() - self.started) * 1000)
 
 

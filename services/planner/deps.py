@@ -50,6 +50,10 @@ class PlannerConfig:
     # on for an exact vector index (the embedded one), where a short list's page is the full
     # list's page; an approximate one (HNSW) may rank a short search differently.
     short_first_page: bool = False
+    # Global reads (services/planner/fanout.py): collections with a leg of their own (the rest
+    # share one), and the fewest candidates each leg is guaranteed in the merged list.
+    global_max_collections: int = 32
+    global_min_share: int = 20
 
 
 class PlannerDeps:

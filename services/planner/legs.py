@@ -6,6 +6,7 @@ import time
 from collections.abc import Sequence
 
 from services.core.usage import OverBudget, embed_query_within_cap
+from services.planner.fanout import global_lexical, global_semantic
 from services.planner.fusion import (
     relative_scores,
 )
@@ -19,6 +20,7 @@ from shared.model import (
     hit,
 )
 from shared.ports import (
+    Candidates,
     EmbedderError,
     ResolvedCandidates,
 )
@@ -35,7 +37,7 @@ class Legs(SessionState):
             # writes made through another process are searched as they are now
             self.p.lexical_follower.catch_up(tenant=self.principal.tenant)
         source = source_of(self.req, self.principal.tenant)  # more-like-this: never its own hit
-        found = (without_source(self.p.lexical.candidates(self.flt, text, asked(self.k, source)), source, self.k)
+        found = (without_source(self._lexical_candidates(text, asked(self.k, source)), source, self.k)
                  if text else ResolvedCandidates([]))
         self._lexical_found, self._lexical_scores = found, relative_scores(found.scores)
         self._lexical_stats = None
@@ -43,6 +45,18 @@ class Legs(SessionState):
         hits = [hit(k, s) for k, s in zip(found.keys(n), self._lexical_scores, strict=False)]
         self.lexical_ms = (time.perf_counter() - t0) * 1000
         return hits
+
+    def _lexical_candidates(self, text: str, n: int) -> Candidates:
+        """The lexical index's candidates; a global read's are each collection's, merged."""
+        if self.global_plan is None:
+            return self.p.lexical.candidates(self.flt, text, n)
+        return global_lexical(self.p.lexical, self.flt, text, self.global_plan, n)
+
+    def _vector_search(self, vector: list[float], n: int) -> list[Hit]:
+        """The active space's vector search; a global read's is each collection's, merged."""
+        if self.global_plan is None:
+            return self.p.vectors.search(self.space, self.flt, vector, n)
+        return global_semantic(self.p.vectors, self.space, self.flt, vector, self.global_plan, n)
 
     def _more_lexical(self, n: int) -> None:
         """The first `n` lexical candidates with their keys (of a short first page's leg, from
@@ -130,7 +144,7 @@ class Legs(SessionState):
         self.p.follower.catch_up(tenant=self.principal.tenant)
         k = min(k or self.k, self.k)
         source = source_of(self.req, self.principal.tenant)  # more-like-this: never its own hit
-        hits = self.p.vectors.search(self.space, self.flt, self.semantic.vector, asked(k, source))
+        hits = self._vector_search(self.semantic.vector, asked(k, source))
         for space in self.building:
             hits = self._with_building(space, hits, asked(k, source))
         # Equal scores in key order: engines return ties in no set order, and a page, its

@@ -8,14 +8,13 @@ import os
 import threading
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
+from typing import TypeVar
 
 from shared.metrics import METRICS
-from shared.model import (
-    Hit,
-)
 from shared.threads import lower_priority
 
 log = logging.getLogger("vibe.planner")
+T = TypeVar("T")
 
 class _SidePool:
     """Threads that run a read's lexical leg while the request's own thread embeds the query
@@ -24,23 +23,27 @@ class _SidePool:
     for a hand-off when the lexical leg is the shorter one. One pool per process: a forked
     child (a prefork worker) starts its own, as threads do not survive a fork."""
 
-    def __init__(self, workers: int = 4):
+    def __init__(self, workers: int = 4, name: str = "vibe-lexical-leg"):
         self._workers = workers
+        self._name = name
         self._lock = threading.Lock()
         self._pid = -1
         self._pool: ThreadPoolExecutor | None = None
 
-    def submit(self, fn: Callable[[], list[Hit]]) -> Future[list[Hit]]:
+    def submit(self, fn: Callable[[], T]) -> Future[T]:
         if self._pid != os.getpid():
             with self._lock:
                 if self._pid != os.getpid():
-                    self._pool = ThreadPoolExecutor(self._workers, thread_name_prefix="vibe-lexical-leg")
+                    self._pool = ThreadPoolExecutor(self._workers, thread_name_prefix=self._name)
                     self._pid = os.getpid()
         assert self._pool is not None
         return self._pool.submit(fn)
 
 
 LEXICAL_LEGS = _SidePool()
+# A global read's per-collection legs (services/planner/fanout.py): its own pool, since a global
+# lexical leg may itself run on LEXICAL_LEGS and must never wait on a pool it occupies.
+FANOUT_LEGS = _SidePool(4, "vibe-fanout-leg")
 
 
 class _Finisher:

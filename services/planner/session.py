@@ -52,7 +52,9 @@ class ReadSession(Answers):
             if not (embedded and self.semantic.vector is None):  # None: degraded, not tried twice
                 # A streamed semantic answer needs only its page at first: a 500-hit vector
                 # search reads and decodes 500 hits, most of its time (complete_semantic).
-                short = self.strategy == "semantic" and defer_query_embedding and self.p.cfg.short_first_page
+                # (Not a global read: its legs' shares make a short merge no prefix of the full one.)
+                short = (self.strategy == "semantic" and defer_query_embedding and self.p.cfg.short_first_page
+                         and self.global_plan is None)
                 self._semantic_leg(self.req.offset + self.req.limit + 1 if short else None)
                 self._short_semantic = short and self.semantic.state == "ready"
                 if self._short_semantic and not self._short_list_decides_page():

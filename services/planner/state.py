@@ -7,6 +7,7 @@ import time
 from dataclasses import dataclass, field
 
 from services.planner.deps import PlannerDeps
+from services.planner.fanout import GlobalPlan, plan_global
 from services.planner.fusion import (
     Fused,
     LegStats,
@@ -63,6 +64,13 @@ class SessionState:
         self._hidden: set[DocKey] = set()  # documents that failed that check
         self._answered = False  # an answer was built (later ones re-check pending documents too)
         self.k = req.k or planner.cfg.lexical_candidates
+        # A read of every collection fans out, one leg per collection (services/planner/fanout.py);
+        # the legs are decided once, so the stream's refreshes search what the first answer did.
+        self.global_plan: GlobalPlan | None = None
+        if req.collection == "any":
+            cfg = planner.cfg
+            self.global_plan = plan_global(planner.store, principal.tenant, self.k, cfg.global_max_collections,
+                                           cfg.global_min_share)
         self.lexical_hits: list[Hit] = []
         self.semantic = SemanticLeg()
         self.strategy: str = req.strategy

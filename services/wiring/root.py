@@ -110,7 +110,9 @@ def build(settings: Settings, embedder: Embedder | None = None, clock: Callable[
     cfg = PlannerConfig(settings.space, settings.lexical_candidates, settings.per_query_max_embeds,
                         settings.rrf_k, settings.fusion, settings.semantic_weight,
                         touch_policy(settings) if touch is None else touch,
-                        short_first_page=settings.vectors != "qdrant")
+                        short_first_page=settings.vectors != "qdrant",
+                        global_max_collections=settings.global_max_collections,
+                        global_min_share=settings.global_min_share)
     budget = build_budget(settings)
     lifecycle = build_lifecycle(settings, store, queue, budget, handler.policy, follower.sync, handler.cold)
     usage = UsageRecorder(lifecycle.cfg.bucket_seconds, settings.usage_half_life_seconds, lifecycle.clock, store,

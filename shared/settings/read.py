@@ -20,6 +20,13 @@ class ReadSettings(BaseModel):
         "Largest `limit` (results per page) a read may ask for; more is refused with 400."))
     max_k: int = Field(default=2000, description=(
         "Largest `semantic.k` (semantic candidates) a read may ask for; more is refused with 400."))
+    # Global reads (collection `any`, services/planner/fanout.py): a leg per collection, each
+    # guaranteed a share of the candidates; bounded because each leg is an engine query.
+    global_max_collections: Annotated[int, Field(ge=1, le=1_000)] = Field(default=32, description=(
+        "A global read (collection `any`) searches this many collections with a leg each; the tenant's other "
+        "collections are searched together by one more leg (`diagnostics.remainder`)."))
+    global_min_share: Annotated[int, Field(ge=1, le=2_000)] = Field(default=20, description=(
+        "Fewest candidates each collection's leg of a global read is guaranteed in the merged list."))
     per_query_max_embeds: int = Field(default=50, description=(
         "Most documents one query may queue for embedding (the per-query ceiling)."))
     per_tenant_per_min: int = Field(default=200, description=(

@@ -65,12 +65,19 @@ class QueryByVectorIn(BaseModel):
     vector: list[float] = Field(json_schema_extra=_as(QUERY_VECTOR))
 
 
+# `semantic.domainHint`: a short name (spaces are named in at most 64 characters), no control characters
+MAX_DOMAIN_HINT_CHARS = 128
+DOMAIN_HINT_PATTERN = r"^[^\x00-\x1f\x7f]+$"
+
+
 class SemanticIn(BaseModel):
     model_config = ConfigDict(extra="forbid", title="SemanticOptions")
     strategy: Literal["auto", "keyword", "semantic", "hybrid"] = "auto"
-    domainHint: None = Field(default=None, description=(
-        "The server MAY map a domain to a space. This server maps none: any value other than "
-        "null answers 400 `invalid_params` (never silently ignored)."))
+    domainHint: str | None = Field(default=None, min_length=1, max_length=MAX_DOMAIN_HINT_CHARS,
+                                   pattern=DOMAIN_HINT_PATTERN, description=(
+        "A hint at the domain searched, which the server maps to a space: it is used when it names the space "
+        "the tenant reads (its active one), and otherwise accepted and reported unused, with why, in "
+        "`diagnostics.domainHint` (`{hint, used, space?, reason?}`; reasons `space_building`, `no_such_space`)."))
     k: int | None = Field(default=None, ge=1, le=MAX_K, description="candidates per leg")
     query: QueryTextIn | QueryByDocIn | QueryByVectorIn | None = Field(
         default=None, description="exactly one of `text`, `doc` (a document to find more like; never itself a "
@@ -328,8 +335,56 @@ class Warming(BaseModel):
     message: str
 
 
+class LegBudget(BaseModel):
+    lexical: int
+    semantic: int
+
+
+class LegTruncated(BaseModel):
+    lexical: bool
+    semantic: bool
+
+
+class CollectionLeg(BaseModel):
+    """One leg of a global read: what it searched, what reached the merged candidates, what its budget cut."""
+
+    collection: str | SkipJsonSchema[None] = None
+    lexicalCandidates: int = Field(description="its keyword candidates in the merged list")
+    semanticHits: int = Field(description="its vector hits in the merged list")
+    searched: LegBudget = Field(description="candidates the leg's engine queries returned")
+    cutByBudget: LegBudget = Field(description="candidates it returned that the merged list's bound left out")
+    truncated: LegTruncated = Field(description="the leg returned all it asked for: the collection may match more")
+
+
+class RemainderLeg(CollectionLeg):
+    afterCollections: int = Field(description="collections with a leg of their own; the rest were searched here")
+
+
+class GlobalLegs(BaseModel):
+    legs: int
+    perCollection: int = Field(description="candidates each leg is guaranteed in the merged list")
+    fetchPerCollection: int = Field(description="candidates each leg asks its engine for")
+    candidates: int = Field(description="the merged list's length (the read's candidates)")
+    remainder: RemainderLeg | None = Field(description=(
+        "past VIBE_GLOBAL_MAX_COLLECTIONS: one leg over the tenant's other collections; null: every collection "
+        "had its own"))
+
+
+class DomainHintReport(BaseModel):
+    hint: str
+    used: bool
+    space: str | SkipJsonSchema[None] = Field(default=None, description="the space it mapped to (used)")
+    reason: Literal["space_building", "no_such_space"] | SkipJsonSchema[None] = None
+
+
 class Diagnostics(BaseModel):
     model_config = ConfigDict(extra="allow")
+    collections: list[CollectionLeg] | SkipJsonSchema[None] = Field(default=None, description=(
+        "a global read (collection `any`): each collection's leg, by name"))
+    global_: GlobalLegs | SkipJsonSchema[None] = Field(default=None, alias="global", description=(
+        "a global read: the legs' budgets and the remainder leg"))
+    domainHint: DomainHintReport | SkipJsonSchema[None] = Field(default=None, description=(
+        "with `semantic.domainHint`: whether it mapped to a space"))
     strategy: str
     strategyReason: str | None = None
     space: str | None = None
