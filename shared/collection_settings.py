@@ -1,5 +1,6 @@
 """Per-collection settings (`GET|PUT /v1/collections/{collection}/settings`): which fields are
-embedded, which may be filtered in the vector index's payload indexes, and the lexical language.
+embedded, which may be filtered in the vector index's payload indexes, the lexical language, and
+whether its reads rerank by default.
 The rows live in the store of record (shared/adapters/collection_settings_sql.py); the
 deployment's settings (`VIBE_EMBED_FIELDS`, `VIBE_COLLECTION_LANGUAGES`) are the defaults where a
 collection has no row or leaves a setting null. `eager` is no setting of its own: it is the
@@ -35,6 +36,7 @@ class CollectionSettings:
     embed_fields: tuple[str, ...] | None = None
     filterable_fields: tuple[str, ...] | None = None
     updated_at: float = 0.0
+    rerank: bool | None = None  # its reads rerank unless they say otherwise (None: they do not)
 
 
 class SettingsSource(Protocol):
@@ -95,6 +97,11 @@ class CollectionDirectory:
         index's own default applies)."""
         row = self.row(tenant, collection)
         return None if row is None or row.filterable_fields is None else frozenset(row.filterable_fields)
+
+    def rerank(self, tenant: str, collection: str) -> bool:
+        """Whether a read of the collection that does not say reranks (with `default`)."""
+        row = self.row(tenant, collection)
+        return bool(row is not None and row.rerank)
 
     def language(self, tenant: str, collection: str) -> str:
         row = self.row(tenant, collection)

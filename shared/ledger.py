@@ -16,8 +16,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final, Literal
 
-Purpose = Literal["touch", "eager", "backfill", "migration", "query", "tool"]
-PURPOSES: Final[tuple[str, ...]] = ("touch", "eager", "backfill", "migration", "query", "tool")
+Purpose = Literal["touch", "eager", "backfill", "migration", "query", "tool", "rerank"]
+PURPOSES: Final[tuple[str, ...]] = ("touch", "eager", "backfill", "migration", "query", "tool", "rerank")
 OK: Final = "ok"
 
 

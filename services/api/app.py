@@ -42,6 +42,7 @@ from services.api.nostore import NoStoreForKeyedRequests
 from services.api.ratelimit import ASGIApp, Message, Receive, RequestCost, Scope, Send, TenantRateLimit
 from services.api.readiness import Checker
 from services.api.request_id import RequestId
+from services.api.rerank_choice import declare_providers
 from services.api.route_template import RouteTemplates, leaf_routes
 from services.container import Container
 from services.core.keyring import KeyRing
@@ -159,7 +160,8 @@ def create_app(container: Container, keys: KeyRing, mcp: Callable[[], Mounted] |
     if mounted is not None:
         app.router.routes.append(Route("/mcp", endpoint=mounted, methods=["GET", "POST", "DELETE"]))
     generate = app.openapi
-    app.openapi = lambda: app.openapi_schema or schemas.openapi_components(generate())  # type: ignore[method-assign]
+    app.openapi = lambda: app.openapi_schema or declare_providers(  # type: ignore[method-assign]
+        schemas.openapi_components(generate()), container)
     s = container.settings
     app.add_middleware(TenantRateLimit, keys=keys, rate=s.per_tenant_requests_per_second,  # type: ignore[arg-type]
                        burst=s.per_tenant_request_burst, max_inflight=s.per_tenant_max_inflight,

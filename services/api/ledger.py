@@ -46,7 +46,8 @@ class LedgerEntry(BaseModel):
     provider: str
     model: str
     tokens: int = Field(description="this row's share of what the call billed; 0 for a failed call")
-    purpose: str = Field(description="touch, eager, backfill, migration, query or tool")
+    purpose: str = Field(description="touch, eager, backfill, migration, query, tool or rerank (a read's "
+                                     "reranker call: one row per document sent)")
     at: str = Field(description="when the call was made (UTC, ISO 8601)")
     outcome: str = Field(description="`ok`, or the failure's stable code (e.g. `rate_limited`)")
 

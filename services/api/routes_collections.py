@@ -70,6 +70,8 @@ class CollectionItem(BaseModel):
     eager: bool = Field(description="embedded on write (promoted); see /semantic/promote")
     embedFields: list[str] | None = Field(description="the fields whose text is embedded (null: every field)")
     filterableFields: list[str] | None = Field(description="fields with vector payload indexes (null: default)")
+    rerank: bool = Field(default=False, description=(
+        "its reads rerank (with the `default` reranker) unless a read says `rerank` itself"))
 
 
 class CollectionList(BaseModel):
@@ -117,6 +119,9 @@ class CollectionSettingsIn(BaseModel):
     embedFields: _FIELDS | None = Field(default=None, description="null: VIBE_EMBED_FIELDS or every field")
     filterableFields: _FIELDS | None = Field(default=None, description="null: the vector index's default")
     eager: bool | None = Field(default=None, description="the promotion state (as /semantic/promote)")
+    rerank: bool | None = Field(default=None, description=(
+        "true: a read of this collection that does not say `rerank` is reranked by the `default` reranker "
+        "(VIBE_RERANK_URL; 400 when none is configured); a read's own `rerank: false` wins. null/false: off"))
 
 
 class CollectionSettingsOut(BaseModel):
@@ -126,6 +131,8 @@ class CollectionSettingsOut(BaseModel):
     embedFields: list[str] | None
     filterableFields: list[str] | None
     eager: bool
+    rerank: bool = Field(default=False, description=(
+        "its reads rerank (with the `default` reranker) unless a read says `rerank` itself"))
     updatedAt: float | None = Field(description="when the stored settings last changed (null: never set)")
 
 
@@ -141,7 +148,8 @@ def _describe(c: Container, tenant: str, name: str, eager: set[str]) -> dict[str
     row = d.row(tenant, name)
     return {"language": d.language(tenant, name), "eager": name in eager,
             "embedFields": d.embed_fields(tenant, name),
-            "filterableFields": None if row is None or row.filterable_fields is None else list(row.filterable_fields)}
+            "filterableFields": None if row is None or row.filterable_fields is None else list(row.filterable_fields),
+            "rerank": d.rerank(tenant, name)}
 
 
 def _list(c: Container, p: Principal, after: str, limit: int) -> dict[str, Any]:
@@ -274,6 +282,15 @@ def _language(c: Container, tenant: str, collection: str, raw: object) -> str | 
     return code
 
 
+def _rerank_default(c: Container, raw: object) -> bool | None:
+    """A collection's rerank default: on only where a read could honour it (a reranker configured)."""
+    if raw is not None and not isinstance(raw, bool):
+        raise invalid("rerank must be true, false or null", field="rerank")
+    if raw and c.planner.reranker is None:
+        raise invalid("rerank needs a reranker: set VIBE_RERANK_URL (none is configured)", field="rerank")
+    return raw
+
+
 def _put_settings(c: Container, p: Principal, collection: str, raw: dict[str, Any]) -> dict[str, Any]:
     d = c.collection_directory()
     d.forget(p.tenant)
@@ -284,10 +301,11 @@ def _put_settings(c: Container, p: Principal, collection: str, raw: dict[str, An
     eager = raw.get("eager")
     if eager is not None and not isinstance(eager, bool):
         raise invalid("eager must be true or false", field="eager")
-    if {"language", "embedFields", "filterableFields"} & set(raw):
+    rerank = _rerank_default(c, raw["rerank"]) if "rerank" in raw else old.rerank
+    if {"language", "embedFields", "filterableFields", "rerank"} & set(raw):
         c.store.put_collection_settings(CollectionSettings(
             p.tenant, collection, lang, fields.get("embedFields", old.embed_fields),
-            fields.get("filterableFields", old.filterable_fields), c.store.clock()))
+            fields.get("filterableFields", old.filterable_fields), c.store.clock(), rerank))
     if eager is not None and eager != (collection in _eager(c, p.tenant)):
         c.lifecycle.set_mode(p.tenant, collection, eager)
         if eager:

@@ -1,5 +1,5 @@
 """readOnce: one JSON answer, or an SSE stream
-`lexical → warming → semantic* → done`."""
+`lexical → (rerank) → warming → (semantic → (rerank))* → done`."""
 
 from __future__ import annotations
 
@@ -21,10 +21,12 @@ from services.api.auth import principal_of, require
 from services.api.bodies import json_body, parse_model
 from services.api.read_similar import authorize_vector, checked_vector, scope_of
 from services.api.render import answer_body, semantic_projection, warming_body
+from services.api.rerank_choice import choose_reranker
 from services.api.schemas import AUTHENTICATED, READ_SSE, Explanation, ReadBody, ReadIn, body, errors
 from services.api.schemas.read import DOMAIN_HINT_PATTERN, MAX_DOMAIN_HINT_CHARS, ReadOnceAnswer
 from services.container import Container
 from services.core.documents import check_doc_id
+from services.core.edge_access import edge_visible
 from services.planner import flow
 from services.planner.answer import Answer, Warming
 from services.planner.explain import explained
@@ -39,7 +41,8 @@ router = APIRouter()
 log = logging.getLogger("vibe.api")
 
 
-def to_request(body: ReadBody, c: Container, offset: int = 0) -> ReadRequest:
+def to_request(body: ReadBody, c: Container, offset: int = 0, p: Principal | None = None) -> ReadRequest:
+    """The planner's request; `p`: the caller, whose collection's rerank default applies."""
     s = c.settings
     sem = body.semantic
     query_text = sem.query.text if sem.query else None
@@ -73,10 +76,7 @@ def to_request(body: ReadBody, c: Container, offset: int = 0) -> ReadRequest:
     if hint is not None and not (0 < len(hint) <= MAX_DOMAIN_HINT_CHARS and re.match(DOMAIN_HINT_PATTERN, hint)):
         raise invalid(f"semantic.domainHint must be 1-{MAX_DOMAIN_HINT_CHARS} characters, no control characters",
                       field="semantic.domainHint")
-    if body.rerank and c.planner.reranker is None:
-        raise invalid("rerank needs a reranker: set VIBE_RERANK_URL (none is configured)", field="rerank")
-    if body.rerank and not body.q.strip() and not (query_text or "").strip():
-        raise invalid("rerank needs query text: give q or semantic.query.text", field="rerank")
+    rerank = choose_reranker(body, c, p, query_text)
     try:
         where = parse_filter(body.filter)
     except FilterError as e:
@@ -87,8 +87,8 @@ def to_request(body: ReadBody, c: Container, offset: int = 0) -> ReadRequest:
                        max(sem.k or s.lexical_candidates, min(offset + body.limit, s.max_k)), body.limit,
                        body.include.semantic, body.include.highlights,
                        include_fields=tuple(dict.fromkeys(fields)) if isinstance(fields, list) else fields,
-                       where=where, offset=offset, rerank=body.rerank, query_vector=query_vector,
-                       domain_hint=hint)
+                       where=where, offset=offset, rerank=rerank is not None, rerank_provider=rerank or "default",
+                       query_vector=query_vector, domain_hint=hint)
 
 
 def check_by_id(body: ReadBody) -> str:
@@ -102,7 +102,7 @@ def check_by_id(body: ReadBody) -> str:
     if body.q.strip() or sem.query is not None:
         raise invalid("_id reads one document: give _id, or q / semantic.query, not both", field="_id")
     for name, given in (("filter", body.filter is not None), ("cursor", body.cursor is not None),
-                        ("rerank", body.rerank)):
+                        ("rerank", body.rerank not in (None, False))):
         if given:
             raise invalid(f"_id reads one document: {name} does not apply", field=name)
     check_collection_name(body.collection)
@@ -113,7 +113,7 @@ def read_by_id(c: Container, p: Principal, collection: str, doc_id: str, semanti
     """The document as GET /v1/collections/{collection}/docs/{id} answers it. One the caller may
     not read (ACL or certificates) is answered exactly like a missing one."""
     doc = c.store.get_doc(DocKey(p.tenant, collection, doc_id))
-    if doc is None or not doc.readable_by(p):
+    if doc is None or not edge_visible(c.store, p, doc):  # an edge also needs both its ends readable
         raise VibeError(ErrorCode.NOT_FOUND, "document not found")
     out: dict[str, Any] = {"_id": doc_id, **doc.fields}
     if doc.vibe:
@@ -155,7 +155,7 @@ async def read(request: Request, p: Principal = Depends(require("read"))) -> Res
         return Response(orjson.dumps(got), media_type="application/json")
     bound = _bound(body, request)
     offset = cursors.decode(c.settings, body.cursor, bound) if body.cursor is not None else 0
-    req = to_request(body, c, offset)
+    req = to_request(body, c, offset, p)
     authorize_vector(req, c, p)
     started = time.perf_counter()
     mode = "sse" if "text/event-stream" in request.headers.get("accept", "") else "json"
@@ -169,7 +169,8 @@ async def read(request: Request, p: Principal = Depends(require("read"))) -> Res
         with c.planner.foreground.serving():  # the pipeline waits for the whole first answer
             opened = c.planner.open(p, req, mode == "sse")
             try:
-                return opened, _with_cursor(answer_body(opened.answer()), opened, c, bound)
+                # a stream's first event never waits for the reranker: its `rerank` event follows
+                return opened, _with_cursor(answer_body(opened.answer(rerank=mode == "json")), opened, c, bound)
             except Exception as e:  # reported in the body (an `error` event for SSE), as a failure after it is
                 return opened, e
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
+from services.core.rerank_usage import rerank_within_budget
 from services.planner.explain import Ranking, ranking_query
 from services.planner.fanout import GlobalPlan
 from services.planner.fusion import Fused
@@ -85,7 +86,9 @@ class Answer:
 class Answers(Spending):
     """A read's answers: its page, re-checked and decorated as asked, with its state."""
 
-    def answer(self, final: bool = False) -> Answer:
+    def answer(self, final: bool = False, rerank: bool = True) -> Answer:
+        """`rerank=False`: the fused page even when the read asks for rerank (a stream's ranking
+        events; its `rerank` events follow them, services/planner/flow.py)."""
         if final:
             self._full_semantic()  # `done` reports the whole candidate list
         # A stream shows its page again at every event: each one is re-checked against the store
@@ -93,7 +96,7 @@ class Answers(Spending):
         self._shown_ok.clear()
         top = self._readable_top()
         shown = self._shown_scores(top)
-        top, shown, reranked = self._rerank(top, shown)
+        top, shown, reranked = self._rerank(top, shown) if rerank else (top, shown, None)
         results = [Shown(f.key, s, tuple(f.matched_by)) for f, s in zip(top, shown, strict=True)]
         self._explain(results, top, shown, reranked)
         self._decorate(results, top)
@@ -106,14 +109,20 @@ class Answers(Spending):
         """The page in the reranker's order when the read asks for it; each document keeps its
         shown score (the fused one, comparable across pages). Only re-checked documents reach
         here (`_readable_top`), so nothing the caller may not read is ever sent."""
-        reranker = self.p.reranker
+        reranker = self.p.reranker_named(self.req.rerank_provider)
         if not self.req.rerank or reranker is None or not top:
             return top, shown, None
         if self._rerank_failed is not None:  # a failing reranker is not called again by this read
             return top, shown, self._rerank_failed
         # the front door refuses rerank without query text (a more-like-this query has none)
         query = self.req.q if self.req.q.strip() else (self.req.query_text or "")
-        order, report = rerank_page(reranker, query, [f.key for f in top],
+        p, tenant = self.p, self.principal.tenant
+
+        def score(keys: list[DocKey], texts: list[str]) -> list[float]:
+            return rerank_within_budget(p.usage, p.rerank_budget, reranker, tenant, self.req.collection,
+                                        self.space, query, keys, texts)
+
+        order, report = rerank_page(score, reranker.model_id, [f.key for f in top],
                                     self._shown_ok, self.p.rerank_text, self.p.rerank_candidates,
                                     self._rerank_scores)
         if report.status != "reranked":

@@ -5,7 +5,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from services.core.rerank_usage import RerankBudget
 from services.core.usage import UsageRecorder
+from services.planner.auto_state import CoverageCache
 from services.planner.explain import Explains
 from services.planner.fusion import (
     DEFAULT_SEMANTIC_WEIGHT,
@@ -99,6 +101,12 @@ class PlannerDeps:
         # the reranker (None: not configured, a read asking for it is refused), the page's
         # documents it may receive, and each document's text as the semantic leg embeds it.
         self.reranker: Reranker | None = None
+        # the rerankers a read may name besides `default` (VIBE_RERANK_PROVIDERS), and each
+        # tenant's reranker calls a minute (services/core/rerank_usage.py; None: no bound)
+        self.rerankers: dict[str, Reranker] = {}
+        self.rerank_budget: RerankBudget | None = None
+        # each collection's embedded share, for `auto` (services/planner/auto_state.py; None: by shape only)
+        self.coverage: CoverageCache | None = None
         self.rerank_candidates = 50
         self.rerank_text: Callable[[StoredDoc], str] = lambda d: doc_text(d.fields, None)
         # A tenant's active space (and one it is migrating to) and each space's own embedder:
@@ -115,6 +123,10 @@ class PlannerDeps:
         self.budget = budget
         self.follower = follower
         self.explain = explain
+
+    def reranker_named(self, name: str) -> Reranker | None:
+        """The reranker a read names (`default`: VIBE_RERANK_URL); None: not configured."""
+        return self.reranker if name == "default" else self.rerankers.get(name)
 
     def embedder_for(self, space: str, tenant: str | None = None) -> Embedder | None:
         """The embedder of the tenant's space (space names are per tenant)."""

@@ -3,9 +3,11 @@
 `lexical` (the first answer, built by the caller as the read opens), then `semantic` when the
 deferred semantic leg changes the page, `warming` once the touch has queued embeddings, a
 `semantic` for each re-ranking and a `warming` for each change in what is pending as workers
-finish, and `done`. The JSON answer is the first event alone; the SSE route streams them all and
-renders each (services/api/render.py). Blocking steps run through `run` (the API's thread pool),
-so the flow never blocks the event loop it is iterated on."""
+finish, and `done`. A read that reranks shows `lexical` and each `semantic` fused, each followed
+by a `rerank` event with the same page reranked; `done` is reranked, as the JSON answer is. The
+JSON answer is the first event alone; the SSE route streams them all and renders each
+(services/api/render.py). Blocking steps run through `run` (the API's thread pool), so the flow
+never blocks the event loop it is iterated on."""
 
 from __future__ import annotations
 
@@ -50,15 +52,26 @@ async def tail(session: ReadSession, run: Run, signal: JobSignal, grace_seconds:
     # each waits for first answers in flight (at most VIBE_FOREGROUND_MAX_WAIT_SECONDS).
     # Without the grace the tail would start before the next query arrives, and waiting for
     # first answers in flight would find none (README Performance).
+    if session.req.rerank:  # the first event showed the fused page; the reranked one follows at once
+        yield "rerank", await run(session.answer)
     await asyncio.sleep(grace_seconds)
     if await run(after_first_answers, session, session.complete_semantic):
-        yield "semantic", await run(session.answer)
+        async for event in ranked(session, run):
+            yield event
     await run(after_first_answers, session, session.touch)
     if session.pending:
         yield "warming", await run(session.warming)  # re-checks the pending documents: a store read
     async for event in backfill(session, run, signal, wait_seconds):
         yield event
     yield "done", await run(session.answer, True)
+
+
+async def ranked(session: ReadSession, run: Run) -> AsyncIterator[Event]:
+    """A `semantic` event (the fused page), and when the read reranks, the same page reranked as
+    a `rerank` event: a client sees each new ranking without waiting for the reranker."""
+    yield "semantic", await run(session.answer, False, False)
+    if session.req.rerank:
+        yield "rerank", await run(session.answer)
 
 
 async def backfill(session: ReadSession, run: Run, signal: JobSignal, wait_seconds: float) -> AsyncIterator[Event]:
@@ -88,7 +101,8 @@ async def backfill(session: ReadSession, run: Run, signal: JobSignal, wait_secon
             changed = await run(session.refresh)
             if changed:
                 METRICS.backfill_events.inc()
-                yield "semantic", await run(session.answer)
+                async for event in ranked(session, run):
+                    yield event
             if len(session.pending) != before:
                 yield "warming", await run(session.warming)
     finally:

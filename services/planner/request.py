@@ -24,5 +24,6 @@ class ReadRequest:
     offset: int = 0  # the page starts here (cursor pagination)
     rerank: bool = False  # the page re-ordered by the configured reranker (services/planner/rerank.py)
     domain_hint: str | None = None  # `semantic.domainHint`: reported, used where it names a space (hints.py)
+    rerank_provider: str = "default"  # which one (VIBE_RERANK_PROVIDERS; `default`: VIBE_RERANK_URL)
     # a caller's own query vector (admin diagnostics): never embedded, cached or sent anywhere
     query_vector: tuple[float, ...] | None = None

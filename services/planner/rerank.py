@@ -5,22 +5,24 @@ the request is refused otherwise, never silently ignored). The page's documents,
 re-checked against the store as readable, are sent (at most VIBE_READ_RERANK_CANDIDATES of them,
 in one provider call) with the text the semantic leg embeds. A document carrying certificates is
 never sent: the reranker is an outside endpoint and no certificate policy names it; it keeps its
-fused place and counts as `notSent`. A reranker that fails or times out leaves the fused order:
-a read never fails because of rerank."""
+fused place and counts as `notSent`. A reranker that fails or times out, or a tenant whose
+reranker budget is spent (services/core/rerank_usage.py), leaves the fused order: a read never
+fails because of rerank."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
-from shared.agent_ports import Reranker, RerankError
+from services.core.rerank_usage import RerankOverBudget
+from shared.agent_ports import RerankError
 from shared.model import DocKey, StoredDoc
 
 
 @dataclass
 class RerankReport:
     """What the stage did, for the read's diagnostics."""
-    status: str  # reranked | failed | timeout
+    status: str  # reranked | failed | timeout | budget (the tenant's reranker budget is spent: nothing sent)
     provider: str
     sent: int = 0
     not_sent: int = 0
@@ -38,7 +40,12 @@ class RerankReport:
         return {"fusedRank": offset + before + 1, "rank": offset + after + 1, "score": self.scores.get(key)}
 
 
-def rerank_page(reranker: Reranker, query: str, page: list[DocKey], docs: Mapping[DocKey, StoredDoc],
+# Scores the documents (keys, their texts) in one provider call; raises RerankError when the call
+# fails, RerankOverBudget when the tenant's reranker budget is spent (nothing was sent).
+Scorer = Callable[[list[DocKey], list[str]], list[float]]
+
+
+def rerank_page(score: Scorer, provider: str, page: list[DocKey], docs: Mapping[DocKey, StoredDoc],
                 text_of: Callable[[StoredDoc], str], candidates: int,
                 known: dict[DocKey, float]) -> tuple[list[int], RerankReport]:
     """The page's new order (indexes into `page`) and the report. The first `candidates`
@@ -47,16 +54,19 @@ def rerank_page(reranker: Reranker, query: str, page: list[DocKey], docs: Mappin
     read's earlier calls (a stream's earlier events): only the others are sent, in one call,
     and their scores are added to it."""
     movable = [i for i, k in enumerate(page) if not docs[k].certs][:candidates]
-    report = RerankReport("reranked", reranker.model_id, not_sent=sum(1 for k in page if docs[k].certs))
+    report = RerankReport("reranked", provider, not_sent=sum(1 for k in page if docs[k].certs))
     order = list(range(len(page)))
     if not movable:
         return order, report
     new = [i for i in movable if page[i] not in known]
     if new:
         try:
-            got = reranker.rerank(query, [text_of(docs[page[i]]) for i in new])
+            got = score([page[i] for i in new], [text_of(docs[page[i]]) for i in new])
             if len(got) != len(new):
                 raise RerankError("the reranker scored a different number of passages")
+        except RerankOverBudget:
+            report.status = "budget"
+            return order, report
         except RerankError as e:
             report.status = "timeout" if "Timeout" in str(e) else "failed"
             report.error = str(e)[:200]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from services.planner.answer import Answers
+from services.planner.auto_state import state_rule
 from services.planner.pools import LEXICAL_LEGS
 from services.planner.strategy import choose_strategy
 
@@ -18,7 +19,9 @@ class ReadSession(Answers):
         # query. A streamed hybrid answer does not wait for it: its query is embedded after the
         # first event (complete_semantic), not beside it: on a 2-core machine embedding it here
         # makes the first event of hybrid and auto reads slower.
-        self.strategy, self.strategy_reason = choose_strategy(self.req, text, self.p.embedder is not None)
+        self.strategy, self.strategy_reason = choose_strategy(
+            self.req, text, self.p.embedder is not None,
+            state_rule(self.p.coverage, self.principal.tenant, self.req.collection, self.space))
         waits = self.strategy == "semantic" or (self.strategy == "hybrid" and not defer_query_embedding)
         embedded = (waits and bool(text) and not self._is_doc_query()
                     and self.p.embedder_for(self.space, self.principal.tenant) is not None

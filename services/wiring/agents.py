@@ -46,6 +46,14 @@ def build_reranker(s: Settings) -> Reranker | None:
     return HttpReranker(s.rerank_url, s.rerank_model, s.rerank_protocol, s.rerank_api_key, s.rerank_timeout_seconds)
 
 
+def build_named_rerankers(s: Settings) -> dict[str, Reranker]:
+    """The rerankers a read may name (VIBE_RERANK_PROVIDERS), besides `default` (VIBE_RERANK_URL)."""
+    from shared.adapters.rerank_http import HttpReranker
+
+    return {name: HttpReranker(p.url, p.model, p.protocol, p.api_key, s.rerank_timeout_seconds)
+            for name, p in s.rerank_providers.items()}
+
+
 def build_agent_adapters(s: Settings) -> AgentAdapters:
     audit_path = s.data_dir / "mcp_audit.sqlite3"
     return AgentAdapters(build_citations(s), SqliteAuditLog(audit_path), SqliteMaterialBudget(audit_path),

@@ -14,12 +14,14 @@ from services.core.documents import DocumentService
 from services.core.handlers import BatchOutcome
 from services.core.repair import reconcile_pass
 from services.core.usage import UsageRecorder
+from services.core.rerank_usage import RerankBudget
 from services.planner.passages import PassageLocator
+from services.planner.auto_state import AutoThresholds, CoverageCache
 from services.planner.planner import Planner, PlannerConfig
 from services.planner.query_cache import QueryVectorCache
 from services.planner.touch_policy import TouchPolicy
 from services.planner.touch_switch import FollowUpSwitch
-from services.wiring.agents import build_agent_adapters, build_reranker
+from services.wiring.agents import build_agent_adapters, build_named_rerankers, build_reranker
 from services.wiring.embedders import SpaceEmbedders, build_handler, passage_config
 from services.wiring.indexes import (
     _build_followers,
@@ -132,6 +134,10 @@ def build(settings: Settings, embedder: Embedder | None = None, clock: Callable[
     planner.passages = PassageLocator(passage_config(settings), EmbedFields(collections))
     planner.reranker = build_reranker(settings)
     planner.rerank_candidates = settings.read_rerank_candidates
+    planner.rerankers = build_named_rerankers(settings)
+    planner.rerank_budget = RerankBudget(settings.read_rerank_per_minute)
+    planner.coverage = CoverageCache(store, settings.auto_coverage_ttl_seconds, AutoThresholds(
+        settings.auto_keyword_below_coverage, settings.auto_short_query_words, settings.auto_hybrid_above_coverage))
     rerank_fields = EmbedFields(collections)
     # the reranker is an outside endpoint: it reads what an embedder would, masked the same way
     planner.rerank_text = lambda d: redact(doc_text(d.fields, rerank_fields.of(d.key.tenant, d.key.collection)))[0]

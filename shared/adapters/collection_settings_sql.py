@@ -22,7 +22,7 @@ from shared.collection_settings import CollectionSettings
 from shared.model import DocKey
 from shared.ports import ColdRow
 
-_COLS = "tenant, collection, language, embed_fields, filterable_fields, updated_at"
+_COLS = "tenant, collection, language, embed_fields, filterable_fields, updated_at, rerank"
 _IN_CHUNK = 500  # keys per `IN (...)`: under SQLite's and psycopg's parameter limits with room
 
 
@@ -32,7 +32,8 @@ def _fields(raw: object) -> tuple[str, ...] | None:
 
 def _row(r: Mapping[str, Any]) -> CollectionSettings:
     return CollectionSettings(str(r["tenant"]), str(r["collection"]), r["language"], _fields(r["embed_fields"]),
-                              _fields(r["filterable_fields"]), float(r["updated_at"]))
+                              _fields(r["filterable_fields"]), float(r["updated_at"]),
+                              None if r["rerank"] is None else bool(r["rerank"]))
 
 
 def _json(fields: Sequence[str] | None) -> str | None:
@@ -62,11 +63,12 @@ class CollectionSettingsSql(SqlBase):
     def put_collection_settings(self, row: CollectionSettings) -> None:
         with self._lc_tx() as conn:
             conn.execute(self._sql(
-                f"INSERT INTO collection_settings ({_COLS}) VALUES (?,?,?,?,?,?) ON CONFLICT (tenant, collection) "
+                f"INSERT INTO collection_settings ({_COLS}) VALUES (?,?,?,?,?,?,?) ON CONFLICT (tenant, collection) "
                 "DO UPDATE SET language=excluded.language, embed_fields=excluded.embed_fields, "
-                "filterable_fields=excluded.filterable_fields, updated_at=excluded.updated_at"),
+                "filterable_fields=excluded.filterable_fields, updated_at=excluded.updated_at, "
+                "rerank=excluded.rerank"),
                 (row.tenant, row.collection, row.language, _json(row.embed_fields), _json(row.filterable_fields),
-                 row.updated_at))
+                 row.updated_at, None if row.rerank is None else int(row.rerank)))
 
     # -- the tenant's collections -------------------------------------------------------------
 

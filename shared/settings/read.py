@@ -2,9 +2,22 @@
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+PROVIDER_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+
+
+class RerankProvider(BaseModel):
+    """One named reranker (VIBE_RERANK_PROVIDERS): a Cohere- or TEI-compatible `/rerank` endpoint."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+    url: str = Field(min_length=1, max_length=2048, pattern=r"^https?://")
+    model: str | None = Field(default=None, max_length=256)
+    protocol: Literal["cohere", "tei"] = "cohere"
+    api_key: str | None = Field(default=None, alias="apiKey", repr=False, max_length=4096)
 
 
 class ReadSettings(BaseModel):
@@ -68,11 +81,33 @@ class ReadSettings(BaseModel):
         "Hybrid fusion: `zscore` (weighted z-scores, the default) or `rrf` (reciprocal-rank fusion)."))
     semantic_weight: Annotated[float, Field(ge=0.0, le=1.0)] = Field(default=0.55, description=(
         "Weight of the semantic leg in z-score fusion (the keyword leg gets the rest)."))
+    # `auto` by collection state (services/planner/auto_state.py): the embedded share of a
+    # collection, counted at most once per TTL per collection.
+    auto_keyword_below_coverage: Annotated[float, Field(ge=0.0, le=1.0)] = Field(default=0.05, description=(
+        "`auto` answers a short query by keyword when less than this share of the collection is embedded."))
+    auto_short_query_words: Annotated[int, Field(ge=0, le=64)] = Field(default=3, description=(
+        "A query of at most this many words is short (for VIBE_AUTO_KEYWORD_BELOW_COVERAGE)."))
+    auto_hybrid_above_coverage: Annotated[float, Field(ge=0.0, le=1.0)] = Field(default=0.5, description=(
+        "`auto` answers a natural-language query hybrid \"by state\" from this embedded share on (the reason "
+        "says the figure)."))
+    auto_coverage_ttl_seconds: Annotated[float, Field(ge=0.0, le=3600.0)] = Field(default=30.0, description=(
+        "How long a collection's embedded share is reused by `auto` before the store counts it again."))
     # A read's optional rerank stage (services/planner/rerank.py): the page's documents sent to the
     # reranker of VIBE_RERANK_URL in its one call, bounded so a large page cannot make it a big spend.
     read_rerank_candidates: Annotated[int, Field(ge=1, le=200)] = Field(default=50, description=(
         "Most documents of a page a read with `rerank: true` sends to the reranker (VIBE_RERANK_URL) in its one "
         "call; the rest keep their fused place."))
+    # More rerankers a read may name (`rerank: {"provider": name}`); VIBE_RERANK_URL is `default`.
+    # Bounded: each is a client the API process keeps open.
+    rerank_providers: dict[str, RerankProvider] = Field(default_factory=dict, max_length=16, description=(
+        "Named rerankers a read may choose with `rerank: {\"provider\": name}`: a JSON object name → "
+        "`{\"url\", \"model\"?, \"protocol\"?: cohere|tei, \"apiKey\"?}` (at most 16; names of letters, digits, "
+        "`_`, `-`, at most 64). VIBE_RERANK_URL is the provider `default`."))
+    # Each rerank call is a provider call: a tenant's reads may make at most this many a minute in
+    # one API process, so one tenant's reranked reads cannot run up another's bill or latency.
+    read_rerank_per_minute: Annotated[int, Field(ge=0)] = Field(default=600, description=(
+        "Most reranker calls a tenant's reads make per minute in one API process (0: no bound); past it a "
+        "page keeps its fused order and says `diagnostics.rerank.status = \"budget\"`."))
 
     # Query text (POST /v1/read `q` and `semantic.query.text`), in characters.
     max_query_chars: Annotated[int, Field(ge=1)] = Field(default=4_096, description=(
@@ -97,3 +132,12 @@ class ReadSettings(BaseModel):
         "A process writes its `auto` observations of a collection to the store every this many reads."))
     touch_auto_refresh_seconds: Annotated[float, Field(ge=0)] = Field(default=30.0, description=(
         "How often a process re-reads a collection's stored `auto` state."))
+
+    @field_validator("rerank_providers")
+    @classmethod
+    def _provider_names(cls, providers: dict[str, RerankProvider]) -> dict[str, RerankProvider]:
+        for name in providers:
+            if not PROVIDER_NAME.match(name) or name == "default":
+                raise ValueError(f"rerank provider name {name!r}: letters, digits, _ and - (at most 64), "
+                                 "not `default` (VIBE_RERANK_URL is `default`)")
+        return providers

@@ -6,6 +6,7 @@ refused with 400."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -15,6 +16,7 @@ import pytest
 from harness.rerank_server import RerankServer
 from harness.server import served
 from services.api.render import answer_body
+from services.api.rerank_choice import rerank_choices
 from services.planner.planner import ReadRequest
 from services.wiring import Container, build
 from shared.agent_ports import RerankError
@@ -167,3 +169,113 @@ def test_the_reranker_reads_text_masked_as_an_embedder_would(tmp_path: Path, sta
     assert _ids(out) == ["m"] and out["diagnostics"]["rerank"]["sent"] == 1
     sent = [d["text"] if isinstance(d, dict) else d for d in stand_in.requests[0]["documents"]]
     assert sent == ["gearbox questions to [EMAIL]"]
+
+
+# -- the stream's own event, named providers, the collection default, the budget and the ledger ------------
+
+KB = [{"_id": "1", "body": "gearbox gearbox gearbox"}, {"_id": "2", "body": "gearbox sources"}]
+
+
+def _order(answer: dict[str, Any]) -> list[str]:
+    return [str(r["id"]) for r in answer["results"]]
+
+
+def test_a_stream_sends_the_fused_page_first_and_the_reranked_page_as_its_own_event(
+        tmp_path: Path, stand_in: RerankServer) -> None:
+    with served(tmp_path / "data", env={"VIBE_RERANK_URL": stand_in.url}) as s:
+        assert s.bulk("k-alice", "kb", KB).status_code == 200
+        events = s.stream("k-alice", collection="kb", q="gearbox", semantic={"strategy": "keyword"}, rerank=True)
+        names = [n for n, _ in events]
+        assert names[0] == "lexical" and names[1] == "rerank" and names[-1] == "done", names
+        lexical, reranked = events[0][1], events[1][1]
+        # the first event does not wait for the reranker: the fused page, no rerank diagnostics
+        assert _order(lexical) == ["1", "2"] and "rerank" not in lexical["diagnostics"]
+        assert _order(reranked) == ["2", "1"]
+        assert reranked["diagnostics"]["rerank"] == {"status": "reranked", "provider": "rerank:" + stand_in.url,
+                                                     "sent": 2, "notSent": 0}
+        assert _order(events[-1][1]) == ["2", "1"]  # `done` is the final answer, reranked as JSON is
+        # every ranking event is followed by its reranked page; no document is sent twice
+        for i, name in enumerate(names):
+            if name == "semantic":
+                assert names[i + 1] == "rerank", names
+        assert len(stand_in.requests) == 1
+        # a read that does not rerank streams no `rerank` event
+        plain = s.stream("k-alice", collection="kb", q="gearbox", semantic={"strategy": "keyword"})
+        assert "rerank" not in [n for n, _ in plain] and len(stand_in.requests) == 1
+
+
+def test_a_read_names_its_reranker_and_an_unknown_one_is_refused(tmp_path: Path, stand_in: RerankServer) -> None:
+    with RerankServer() as alt:
+        alt.boost = "gearbox"  # disagrees with the default stand-in: it puts "1" first
+        providers = json.dumps({"alt": {"url": alt.url, "model": "alt-model", "protocol": "tei"}})
+        with served(tmp_path / "data", env={"VIBE_RERANK_URL": stand_in.url,
+                                            "VIBE_RERANK_PROVIDERS": providers}) as s:
+            assert s.bulk("k-alice", "kb", KB).status_code == 200
+            body: dict[str, Any] = {"collection": "kb", "q": "gearbox sources", "semantic": {"strategy": "keyword"}}
+            out = s.read("k-alice", **body, rerank={"provider": "alt"})
+            assert out.status_code == 200, out.text
+            assert out.json()["diagnostics"]["rerank"]["provider"] == "rerank:alt-model"
+            assert len(alt.requests) == 1 and "texts" in alt.requests[0] and not stand_in.requests
+            same = s.read("k-alice", **body, rerank={"provider": "default"})
+            assert same.json()["diagnostics"]["rerank"]["provider"] == "rerank:" + stand_in.url
+            assert len(stand_in.requests) == 1
+            bad = s.read("k-alice", **body, rerank={"provider": "nope"})
+            assert bad.status_code == 400, bad.text
+            err = bad.json()["error"]
+            assert err["code"] == "invalid_params" and err["details"]["field"] == "rerank.provider"
+            assert "'nope'" in err["message"] and "alt" in err["message"]
+            # the served OpenAPI document names the providers a read may choose
+            choices = rerank_choices(s.call("GET", "/openapi.json", None).json())
+            assert [c["properties"]["provider"]["enum"] for c in choices] == [["default", "alt"]]
+            assert len(alt.requests) == 1 and len(stand_in.requests) == 1  # the refusal sent nothing
+
+
+def test_a_collection_reranks_by_default_and_a_read_may_say_no(tmp_path: Path, stand_in: RerankServer) -> None:
+    with served(tmp_path / "data", env={"VIBE_RERANK_URL": stand_in.url}) as s:
+        assert s.bulk("k-alice", "kb", KB).status_code == 200
+        assert s.bulk("k-alice", "other", KB).status_code == 200
+        on = s.call("PUT", "/v1/collections/kb/settings", "k-admin-a", {"rerank": True})
+        assert on.status_code == 200 and on.json()["rerank"] is True, on.text
+        assert s.call("GET", "/v1/collections/other/settings", "k-admin-a").json()["rerank"] is False
+        kw = {"q": "gearbox", "semantic": {"strategy": "keyword"}}
+        out = s.read("k-alice", collection="kb", **kw).json()
+        assert _order(out) == ["2", "1"] and out["diagnostics"]["rerank"]["status"] == "reranked"
+        off = s.read("k-alice", collection="kb", rerank=False, **kw).json()
+        assert _order(off) == ["1", "2"] and "rerank" not in off["diagnostics"]
+        calls = len(stand_in.requests)
+        # another collection, and a read of `any`, follow only their own request
+        assert "rerank" not in s.read("k-alice", collection="other", **kw).json()["diagnostics"]
+        assert "rerank" not in s.read("k-alice", collection="any", **kw).json()["diagnostics"]
+        assert len(stand_in.requests) == calls == 1
+        reset = s.call("PUT", "/v1/collections/kb/settings", "k-admin-a", {"rerank": None})
+        assert reset.status_code == 200 and reset.json()["rerank"] is False
+        assert "rerank" not in s.read("k-alice", collection="kb", **kw).json()["diagnostics"]
+
+
+def test_a_collection_default_needs_a_reranker(tmp_path: Path) -> None:
+    with served(tmp_path / "data") as s:
+        r = s.call("PUT", "/v1/collections/kb/settings", "k-admin-a", {"rerank": True})
+        assert r.status_code == 400 and "VIBE_RERANK_URL" in r.json()["error"]["message"], r.text
+        assert s.call("GET", "/v1/collections/kb/settings", "k-admin-a").json()["rerank"] is False
+
+
+def test_rerank_calls_are_budgeted_per_tenant_and_written_to_the_ledger(tmp_path: Path,
+                                                                         stand_in: RerankServer) -> None:
+    with served(tmp_path / "data", env={"VIBE_RERANK_URL": stand_in.url, "VIBE_READ_RERANK_PER_MINUTE": "1"}) as s:
+        assert s.bulk("k-alice", "kb", KB).status_code == 200
+        kw = {"collection": "kb", "q": "gearbox", "semantic": {"strategy": "keyword"}, "rerank": True}
+        first = s.read("k-alice", **kw).json()
+        assert first["diagnostics"]["rerank"]["status"] == "reranked" and _order(first) == ["2", "1"]
+        over = s.read("k-alice", **kw).json()  # the tenant's one call a minute is spent: nothing is sent
+        assert over["diagnostics"]["rerank"] == {"status": "budget", "provider": "rerank:" + stand_in.url,
+                                                 "sent": 0, "notSent": 0}
+        assert _order(over) == ["1", "2"] and len(stand_in.requests) == 1
+        # another tenant has its own minute
+        assert s.bulk("k-admin-b", "kb", KB).status_code == 200
+        assert s.read("k-admin-b", **kw).json()["diagnostics"]["rerank"]["status"] == "reranked"
+        rows = s.call("GET", "/semantic/ledger?limit=100", "k-admin-a").json()["rows"]
+        rerank = [r for r in rows if r["purpose"] == "rerank"]
+        assert sorted(r["_id"] for r in rerank) == ["1", "2"]  # one row per document sent, never its text
+        assert {r["collection"] for r in rerank} == {"kb"} and {r["outcome"] for r in rerank} == {"ok"}
+        assert all(r["tokens"] > 0 for r in rerank) and len({r["callId"] for r in rerank}) == 1
+        assert {r["model"] for r in rerank} == {stand_in.url}

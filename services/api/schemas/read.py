@@ -161,13 +161,22 @@ _READ_NOT_EMPTY: dict[str, Any] = {"anyOf": [
             "type": "object", "required": ["query"], "properties": {"query": {"type": "object"}}}}},
         {"required": ["filter"], "properties": {"filter": {"type": "object"}}},
         {"required": ["cursor"], "properties": {"cursor": {"type": "string"}}},
-        {"required": ["rerank"], "properties": {"rerank": {"const": True}}},
+        {"required": ["rerank"], "properties": {"rerank": {"anyOf": [{"const": True}, {"type": "object"}]}}},
     ]},
 ]},
     "description": "`q`, or `semantic.query`, must hold something other than whitespace (or give `_id`, with a "
                    "named collection and no q, semantic.query, filter, cursor or rerank); `global: true` goes "
                    "with collection `any`; collection `semantic.nodes` needs `semantic.query.doc` or `.vector`; "
                    "a `semantic.query.vector` goes without q, rerank or a keyword/hybrid strategy"}
+
+
+class RerankIn(BaseModel):
+    """`rerank: {"provider": name}`: the page re-ordered by that configured reranker."""
+
+    model_config = ConfigDict(extra="forbid", title="RerankChoice")
+    provider: str = Field(min_length=1, max_length=64, pattern="^[A-Za-z0-9_-]+$", description=(
+        "`default` (VIBE_RERANK_URL) or a name of VIBE_RERANK_PROVIDERS; one this server does not configure "
+        "answers 400 naming `rerank.provider`"))
 
 
 class ReadIn(BaseModel):
@@ -192,12 +201,15 @@ class ReadIn(BaseModel):
     include: IncludeIn = Field(default_factory=IncludeIn)
     filter: dict[str, Any] | None = Field(default=None, json_schema_extra=_as(FILTER))
     cursor: str | None = Field(default=None, json_schema_extra=_as({"anyOf": [CURSOR, {"type": "null"}]}))
-    rerank: bool = Field(default=False, description=(
-        "Re-order each page with the configured reranker (VIBE_RERANK_URL, a Cohere- or TEI-compatible "
-        "`/rerank` endpoint): at most VIBE_READ_RERANK_CANDIDATES of the page's documents, with the text the "
-        "semantic leg embeds, in one call. Documents carrying certificates are never sent and keep their place; "
-        "a reranker that fails or times out leaves the fused order (`diagnostics.rerank.status`). Needs query "
-        "text (`q` or `semantic.query.text`); refused with 400 when no reranker is configured."))
+    rerank: bool | RerankIn | SkipJsonSchema[None] = Field(default=None, description=(
+        "Re-order each page with a configured reranker: `true` for `default` (VIBE_RERANK_URL, a Cohere- or "
+        "TEI-compatible `/rerank` endpoint), `{\"provider\": name}` for one of VIBE_RERANK_PROVIDERS, `false` "
+        "for none (also when the collection's settings say `rerank: true`; omitted: the collection's setting, "
+        "off for collection `any`). At most VIBE_READ_RERANK_CANDIDATES of the page's documents, with the text "
+        "the semantic leg embeds, in one call. Documents carrying certificates are never sent and keep their "
+        "place; a reranker that fails or times out, or a tenant past its reranker budget, leaves the fused order "
+        "(`diagnostics.rerank.status`). A stream sends each ranking event fused, then a `rerank` event. Needs "
+        "query text (`q` or `semantic.query.text`); refused with 400 when the reranker is not configured."))
 
 
 # The request as the handler parses it: the declared models above, minus the bounds the handler
@@ -392,7 +404,8 @@ class Diagnostics(BaseModel):
     lexical: dict[str, Any] | None = None
     semantic: dict[str, Any] | None = None
     rerank: dict[str, Any] | None = Field(default=None, description=(
-        "with `rerank: true`: `status` (reranked, failed, timeout), `provider`, `sent`, `notSent` (documents "
+        "when the read reranks: `status` (reranked, failed, timeout, budget: the tenant's reranker budget is "
+        "spent and nothing was sent), `provider` (the reranker's model id), `sent`, `notSent` (documents "
         "carrying certificates, never sent), and `error` when it failed"))
     followUp: Literal["unknown", "agree", "disagree"] | None = Field(
         default=None, description="VIBE_TOUCH_FOLLOW_UP=auto: the collection's follow-up state this read's touches "
@@ -401,7 +414,7 @@ class Diagnostics(BaseModel):
 
 
 class ReadAnswer(BaseModel):
-    """The JSON answer; also the data of the SSE events `lexical`, `semantic` and `done`."""
+    """The JSON answer; also the data of the SSE events `lexical`, `semantic`, `rerank` and `done`."""
 
     results: list[Hit]
     strategy: str
@@ -419,6 +432,9 @@ EVENT_COMPONENTS: dict[str, dict[str, Any]] = {
     "SemanticEvent": {"title": "SemanticEvent", "allOf": [{"$ref": "#/components/schemas/ReadAnswer"}],
                       "description": "data of `event: semantic`: a re-ranking as the query vector or touched "
                                      "documents' embeddings arrive"},
+    "RerankEvent": {"title": "RerankEvent", "allOf": [{"$ref": "#/components/schemas/ReadAnswer"}],
+                    "description": "data of `event: rerank` (a read that reranks): the page of the ranking event "
+                                   "just before it, re-ordered by the reranker, with `diagnostics.rerank`"},
     "WarmingEvent": {"title": "WarmingEvent", "allOf": [{"$ref": "#/components/schemas/Warming"}],
                      "description": "data of `event: warming`: how many results are being embedded now"},
     "DoneEvent": {"title": "DoneEvent", "allOf": [{"$ref": "#/components/schemas/ReadAnswer"}],
@@ -426,7 +442,8 @@ EVENT_COMPONENTS: dict[str, dict[str, Any]] = {
     "ErrorEvent": {"title": "ErrorEvent", "allOf": [{"$ref": "#/components/schemas/ErrorDetail"}],
                    "description": "data of `event: error`: the stream's last event on failure"},
 }
-EVENT_DATA = {"lexical": "LexicalEvent", "semantic": "SemanticEvent", "warming": "WarmingEvent",
+EVENT_DATA = {"lexical": "LexicalEvent", "semantic": "SemanticEvent", "rerank": "RerankEvent",
+              "warming": "WarmingEvent",
               "done": "DoneEvent", "error": "ErrorEvent"}
 
 
@@ -442,9 +459,11 @@ READ_SSE: dict[str, Any] = {
         "Server-sent events. The stream opens with a `retry:` hint (VIBE_STREAM_RETRY_MS); every event has an "
         "`id:` (1, 2, ...); while the next event is being computed, a `: keep-alive` comment is sent every "
         "VIBE_STREAM_HEARTBEAT_SECONDS. Events, in order: `lexical` (the first ranking), `semantic` (each "
-        "re-ranking as embeddings arrive), `warming` (progress), then `done` (the final ranking and "
-        "diagnostics) or `error` (on failure); the body ends after either. Data: LexicalEvent, SemanticEvent, "
-        "WarmingEvent, DoneEvent, ErrorEvent.")},
+        "re-ranking as embeddings arrive), `rerank` (a read that reranks: right after `lexical` and after each "
+        "`semantic`, that page re-ordered by the reranker; those ranking events show the fused page), `warming` "
+        "(progress), then `done` (the final ranking and diagnostics, reranked when the read reranks) or `error` "
+        "(on failure); the body ends after either. Data: LexicalEvent, SemanticEvent, RerankEvent, WarmingEvent, "
+        "DoneEvent, ErrorEvent.")},
     "itemSchema": {"oneOf": [_event(name, ref) for name, ref in EVENT_DATA.items()]},
 }
 

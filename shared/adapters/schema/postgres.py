@@ -80,6 +80,8 @@ CREATE TABLE IF NOT EXISTS explain_records(
   caller text NOT NULL, collection text NOT NULL, doc_id text NOT NULL, expires_at double precision NOT NULL,
   body text NOT NULL);
 """ + explain.INDEXES),
+    Migration(4, "collection_settings.rerank: a collection's reads rerank unless they say otherwise",
+              "ALTER TABLE collection_settings ADD COLUMN rerank INTEGER;"),
 )
 LATEST = latest(MIGRATIONS)
 

@@ -61,6 +61,8 @@ CREATE TABLE IF NOT EXISTS explain_records(
   seq INTEGER PRIMARY KEY, id TEXT NOT NULL UNIQUE, tenant TEXT NOT NULL, caller TEXT NOT NULL,
   collection TEXT NOT NULL, doc_id TEXT NOT NULL, expires_at REAL NOT NULL, body TEXT NOT NULL);
 """ + explain.INDEXES),
+    Migration(4, "collection_settings.rerank: a collection's reads rerank unless they say otherwise",
+              "ALTER TABLE collection_settings ADD COLUMN rerank INTEGER;"),
 )
 LATEST = latest(MIGRATIONS)
 
