@@ -33,6 +33,20 @@ def bench_quality(
     main(data, _data_dir(data_dir, "quality"), embedder)
 
 
+@app.command("global-read")
+def bench_global_read(
+    data: list[Path] = typer.Option(..., "--data", exists=True, file_okay=False,
+                                    help="BEIR-layout folders, each its own collection of one tenant (repeat)"),
+    data_dir: Path = typer.Option(None, "--data-dir", help="instance data dir (default: a fresh temp dir)"),
+    embedder: str = typer.Option("local", "--embedder", help="local|hash"),
+    strategies: str = typer.Option("keyword,hybrid", "--strategies", help="comma-separated"),
+) -> None:
+    """Global reads: latency against a single-collection read, quality mixed against each collection alone."""
+    from bench.global_read import main
+
+    main(data, _data_dir(data_dir, "global-read"), embedder, [x for x in strategies.split(",") if x])
+
+
 @app.command("rerank")
 def bench_rerank(
     data: Path = typer.Option(..., "--data", exists=True, file_okay=False, help="a BEIR-layout folder"),
@@ -102,6 +116,19 @@ def bench_scale(
     from bench.scale import main
 
     main(docs, queries, chunk)
+
+
+@app.command("admin-views")
+def bench_admin_views(
+    docs: int = typer.Option(1_000_000, "--docs", min=1000, help="the largest size (10k and 100k below it too)"),
+    repeats: int = typer.Option(5, "--repeats", min=1, help="requests per view and size"),
+    before_up_to: int = typer.Option(1_000_000, "--before-up-to", min=0,
+                                     help="time the old per-document /semantic/mismatch up to this size"),
+) -> None:
+    """Every admin and health view timed at growing sizes of one tenant (embedded store, written in bulk)."""
+    from bench.admin_views import main
+
+    print(main(docs, repeats, before_up_to))
 
 
 @app.command("lexical-legs")
@@ -178,6 +205,19 @@ def bench_lifecycle(
     policy = Policy(tick_minutes, evict_idle_days, pin_ttl_days, half_life_days, codec=codec)
     main(data, days, docs, queries, per_day, hot, tail, seed, policy, embedder, out_dir,
          parse_schedule(schedule) if schedule else (), no_promotion_arm)
+
+
+@app.command("reindex-speed")
+def bench_reindex_speed(
+    seconds_before: float = typer.Option(60.0, "--seconds-before", min=5.0,
+                                         help="how long the bucket-paced reindex runs before the admin lane"),
+    docs: int = typer.Option(0, "--docs", min=0, help="the first N dev abstracts (0: all of them)"),
+    data_dir: Path = typer.Option(None, "--data-dir", help="instance data dir (default: a fresh temp dir)"),
+) -> None:
+    """An admin reindex with the local model against the model's own rate, and reads during it."""
+    from bench.reindex_speed import main
+
+    main(seconds_before, docs, _data_dir(data_dir, "reindex-speed"))
 
 
 if __name__ == "__main__":  # pragma: no cover
