@@ -32,6 +32,7 @@ from vibe_semantic_client import (
     NotFound,
     RateLimited,
     ReadAnswer,
+    Rerank,
     ServiceUnavailable,
     Timeout,
     TransportError,
@@ -293,7 +294,15 @@ def test_models_cover_the_openapi_document(spec: OpenApiResponses) -> None:
     names = {n for alt in sse["itemSchema"]["oneOf"] for n in alt["properties"]["event"].get("enum", [])}
     names |= {alt["properties"]["event"]["const"] for alt in sse["itemSchema"]["oneOf"]
               if "const" in alt["properties"]["event"]}
-    assert names == {"lexical", "semantic", "warming", "done", "error"}
+    assert names == {"lexical", "semantic", "rerank", "warming", "done", "error"}
+    # every event the server declares is one the SDK types (an unknown name parses to None)
+    ranking = {"results": [HIT_JSON], "strategy": "hybrid", "diagnostics": {"rerank": {"status": "reranked"}},
+               "warming": {"queued": 0, "message": "m"}, "nextCursor": None}
+    data = {"warming": {"queued": 0, "message": "m"}, "error": {"code": "internal_error", "message": "m"}}
+    parsed = {n: parse_event(n, data.get(n, ranking)) for n in names}
+    assert all(e is not None and e.event == n for n, e in parsed.items()), parsed
+    rerank = parsed["rerank"]
+    assert isinstance(rerank, Rerank) and rerank.answer.diagnostics["rerank"]["status"] == "reranked"
 
 
 # -- bulk ------------------------------------------------------------------------------------

@@ -77,11 +77,13 @@ export type NotEmbeddedReason = { type: "not_embedded"; status: string; reason: 
 export type ExplainReason = MatchReason | EdgeReason | CertReason | NotEmbeddedReason;
 
 /** One event of the POST SSE stream (`Accept: text/event-stream`), in the order sent:
- * `lexical` (first ranking), `semantic` (each re-ranking), `warming` (progress), `done` (final
- * ranking and diagnostics) or `error`. `id` is the SSE event id when the server sends one. */
+ * `lexical` (first ranking), `semantic` (each re-ranking), `rerank` (a read that reranks: the page
+ * of the ranking event just before it, re-ordered by the reranker), `warming` (progress), `done`
+ * (final ranking and diagnostics) or `error`. `id` is the SSE event id when the server sends one. */
 export type ReadEvent =
   | { event: "lexical"; data: Schemas["LexicalEvent"]; id?: string }
   | { event: "semantic"; data: Schemas["SemanticEvent"]; id?: string }
+  | { event: "rerank"; data: Schemas["ReadAnswer"]; id?: string }
   | { event: "done"; data: Schemas["DoneEvent"]; id?: string }
   | { event: "warming"; data: Schemas["WarmingEvent"]; id?: string }
   | { event: "error"; data: Schemas["ErrorEvent"]; id?: string };

@@ -262,12 +262,12 @@ class Calls:
 
     @endpoint
     def collection_settings(collection: str) -> core.Call[CollectionSettings]:
-        """The collection's language, embedded and filterable fields, eagerness (admin)."""
+        """The collection's language, embedded and filterable fields, eagerness, rerank default (admin)."""
         return core.admin_get(core.collection_path(collection, "/settings"), CollectionSettings.from_json)
 
     @endpoint
     def put_collection_settings(collection: str, **settings: Any) -> core.Call[CollectionSettings]:
-        """Change the settings named (`language`, `embed_fields`, `filterable_fields`, `eager`;
+        """Change the settings named (`language`, `embed_fields`, `filterable_fields`, `eager`, `rerank`;
         None: back to the deployment's default); the others stay (admin). The JSON names
         (`embedFields`, ...) are accepted too."""
         return core.put_collection_settings(collection, settings)

@@ -577,6 +577,7 @@ class CollectionItem(Model):
     embed_fields: list[str] | None
     filterable_fields: list[str] | None
     documents: int | None = None
+    rerank: bool = False  # its reads rerank unless they say otherwise
 
 
 @dataclass(frozen=True, slots=True)
@@ -612,6 +613,7 @@ class CollectionSettings(Model):
     filterable_fields: list[str] | None
     eager: bool
     updated_at: float | None
+    rerank: bool = False  # its reads rerank (with `default`) unless a read says `rerank` itself
     schema: ClassVar[str | None] = "CollectionSettingsOut"
 
 

@@ -146,6 +146,15 @@ class Semantic(_Ranking):
 
 
 @dataclass(frozen=True, slots=True)
+class Rerank(_Ranking):
+    """A read that reranks: the page of the ranking event just before it (`Lexical` or
+    `Semantic`, which show the fused page), re-ordered by the reranker
+    (`answer.diagnostics["rerank"]` says how)."""
+
+    event: ClassVar[Literal["rerank"]] = "rerank"
+
+
+@dataclass(frozen=True, slots=True)
 class Done(_Ranking):
     """The final ranking and diagnostics; the stream ends after it."""
 
@@ -175,8 +184,9 @@ class Error:
                                 "requestId": self.request_id}, None)
 
 
-Event = Lexical | Warming | Semantic | Done | Error
-_RANKINGS: dict[str, type[Lexical | Semantic | Done]] = {"lexical": Lexical, "semantic": Semantic, "done": Done}
+Event = Lexical | Warming | Semantic | Rerank | Done | Error
+_RANKINGS: dict[str, type[Lexical | Semantic | Rerank | Done]] = {
+    "lexical": Lexical, "semantic": Semantic, "rerank": Rerank, "done": Done}
 
 
 def parse_event(name: str, data: Any, id: str | None = None, retry: int | None = None) -> Event | None:

@@ -1,8 +1,9 @@
 """What `read_once` returns: the events of one streaming read, as `Client` and `AsyncClient` give them.
 
-Iterate it once: `Lexical` first, then `Warming` / `Semantic` as workers embed, `Done` (or
-`Error`) last. Nothing is sent before the first event is asked for; leaving the loop early (or
-`close()`) closes the connection. `final()` reads what is left and returns the last ranking.
+Iterate it once: `Lexical` first, then `Warming` / `Semantic` as workers embed (each ranking
+followed by a `Rerank` when the read reranks), `Done` (or `Error`) last. Nothing is sent before
+the first event is asked for; leaving the loop early (or `close()`) closes the connection.
+`final()` reads what is left and returns the last ranking.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from collections.abc import AsyncGenerator, AsyncIterator, Generator, Iterator
 from typing import Any
 
 from vibe_semantic_client.errors import TransportError
-from vibe_semantic_client.models import JSON, Done, Error, Event, Hit, Lexical, ReadAnswer, Semantic, Warming
+from vibe_semantic_client.models import JSON, Done, Error, Event, Hit, Lexical, ReadAnswer, Rerank, Semantic, Warming
 
 # `read_once` returned the one-shot answer before it streamed (as `readOnce` does in the
 # TypeScript SDK). Code written then reads `.results` (or awaits it, in asyncio): it still
@@ -29,7 +30,7 @@ class _Outcome:
         self.error: Error | None = None
 
     def see(self, event: Event) -> None:
-        if isinstance(event, Lexical | Semantic | Done):
+        if isinstance(event, Lexical | Semantic | Rerank | Done):
             self.ranking = event.answer
         elif isinstance(event, Error):
             self.error = event
