@@ -43,7 +43,8 @@ class ReadSettings(BaseModel):
     per_query_max_embeds: int = Field(default=50, description=(
         "Most documents one query may queue for embedding (the per-query ceiling)."))
     per_tenant_per_min: int = Field(default=200, description=(
-        "Documents per minute a tenant may send to the embedder (touches, eager writes, backfills)."))
+        "Documents per minute a tenant may send to the embedder (touches, eager writes, backfills with a "
+        "paid provider: VIBE_ADMIN_LANE_LOCAL_UNMETERED)."))
     stream_wait_seconds: float = Field(default=15.0, description=(
         "How long a stream waits for the embeddings its query queued before it ends with `done`."))
     # SSE hygiene: a `: keep-alive` comment after this many seconds without an
