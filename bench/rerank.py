@@ -8,7 +8,10 @@ Ingests the corpus into a fresh served instance, takes each judged query's top `
 documents from `POST /v1/read` (strategy `hybrid` by default: what search_knowledge_base
 reranks), and scores two rankings with ir-measures: the baseline as served, and the same
 candidates reordered by the endpoint (shared/adapters/rerank_http.py, the adapter the tool
-uses). Reports nDCG@10 / recall@100 / MRR@10 of both, their ratio, and reranker latency.
+uses). Reports nDCG@10 / recall@100 / MRR@10 of both, their ratio, and reranker latency; then
+the read path's own stage (`rerank: true` on `POST /v1/read`, served with the same endpoint as
+VIBE_RERANK_URL): a complete JSON answer's p50/p95 with and without it, the same queries
+interleaved in the same run, and the served pages' nDCG@10.
 
 `--stand-in` runs the test suite's local stand-in (harness/rerank_server.py: word
 overlap, NOT a cross-encoder) instead of a URL: it proves the harness end to end, it says
@@ -51,6 +54,33 @@ def evaluate(s: Any, ds: Dataset, reranker: HttpReranker, strategy: str, candida
             "rerank_ms_p95": report.percentile(took, 0.95)}
 
 
+def read_path(s: Any, ds: Dataset, strategy: str, limit: int = 10) -> dict[str, Any]:
+    """The rerank stage's cost inside `POST /v1/read` (`rerank: true`, the served reranker), the
+    same queries with and without it, interleaved so both see the same machine state: p50/p95 of
+    a complete JSON answer, and nDCG@10 of the served pages."""
+    times: dict[str, list[float]] = {"fused": [], "reranked": []}
+    pages: dict[str, dict[str, list[str]]] = {"fused": {}, "reranked": {}}
+    statuses: dict[str, int] = {}
+    for qid, text in ds.judged_queries().items():
+        for name, rerank in (("fused", False), ("reranked", True)):
+            t0 = time.perf_counter()
+            r = s.read(harness.KEY, collection=COLLECTION, q=text, limit=limit, semantic={"strategy": strategy},
+                       rerank=rerank)
+            times[name].append((time.perf_counter() - t0) * 1000)
+            r.raise_for_status()
+            body = r.json()
+            pages[name][qid] = [str(x["id"]) for x in body["results"]]
+            if rerank:
+                status = str(body["diagnostics"].get("rerank", {}).get("status", "none"))
+                statuses[status] = statuses.get(status, 0) + 1
+    p50 = {n: report.percentile(t, 0.5) for n, t in times.items()}
+    p95 = {n: report.percentile(t, 0.95) for n, t in times.items()}
+    return {"limit": limit, "read_ms_p50": p50, "read_ms_p95": p95,
+            "read_p50_ratio": round(p50["reranked"] / p50["fused"], 3) if p50["fused"] else None,
+            "ndcg10": {n: ir.aggregate(pg, ds.qrels)["nDCG@10"] for n, pg in pages.items()},
+            "rerank_status": statuses}
+
+
 def main(data: Path, data_dir: Path, url: str | None, model: str | None = None, protocol: str = "cohere",
          embedder: str = "hash", strategy: str = "hybrid", candidates: int = 50, stand_in: bool = False) -> Path:
     ds = load(data)
@@ -64,11 +94,15 @@ def main(data: Path, data_dir: Path, url: str | None, model: str | None = None, 
         raise SystemExit("give --url of a /rerank endpoint (or --stand-in for the harness smoke run)")
     reranker = HttpReranker(url, model, protocol, timeout=60)
     try:
-        with harness.instance(data_dir, embedder) as s:
+        # the served reranker is the same endpoint, so the read path's stage can be timed beside it
+        env = {"VIBE_RERANK_URL": url, "VIBE_RERANK_PROTOCOL": protocol, "VIBE_READ_RERANK_PER_MINUTE": "0",
+               **({"VIBE_RERANK_MODEL": model} if model else {})}
+        with harness.instance(data_dir, embedder, env=env) as s:
             harness.ingest(s, COLLECTION, [{"_id": d, **doc} for d, doc in ds.corpus.items()])
             if strategy != "keyword":
                 harness.embed_all(s, COLLECTION)
             result = evaluate(s, ds, reranker, strategy, candidates)
+            result["read_path"] = read_path(s, ds, strategy)
     finally:
         reranker.close()
         if server is not None:
@@ -89,7 +123,14 @@ def _markdown(doc: dict[str, Any]) -> str:
     return (f"# Reranker effect: {doc['dataset']} ({doc['docs']} docs, {doc['queries']} judged queries)\n\n"
             f"Top {doc['candidates']} `{doc['strategy']}` candidates ({doc['embedder']} embedder), reranked by "
             f"{who}. Reranker p50 {doc['rerank_ms_p50']} ms, p95 {doc['rerank_ms_p95']} ms per query.\n\n"
-            + report.table(["measure", "baseline", "reranked", "ratio"], rows))
+            + report.table(["measure", "baseline", "reranked", "ratio"], rows) + _read_path_md(doc["read_path"]))
+
+
+def _read_path_md(rp: dict[str, Any]) -> str:
+    rows = [[n, rp["read_ms_p50"][n], rp["read_ms_p95"][n], rp["ndcg10"][n]] for n in ("fused", "reranked")]
+    return (f"\n\nIn the read path (`POST /v1/read`, limit {rp['limit']}, `rerank: true` against none, interleaved; "
+            f"reranked p50 / fused p50 = {rp['read_p50_ratio']}; rerank status {rp['rerank_status']}):\n\n"
+            + report.table(["read", "p50 ms", "p95 ms", "nDCG@10"], rows))
 
 
 def _args() -> argparse.Namespace:
