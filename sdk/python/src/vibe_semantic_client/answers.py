@@ -281,6 +281,8 @@ class Backfill(Model):
     total: int
     queued: int
     progress_pct: float
+    docs_per_second: float | None = None  # documents examined per second lately (None: not measured yet)
+    eta_seconds: float | None = None  # seconds left at that rate (0.0 once done)
 
 
 @dataclass(frozen=True, slots=True)
