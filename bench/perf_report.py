@@ -428,6 +428,10 @@ def main() -> Path:
     peers, legs = newest("peers-*+*"), newest("lexical-legs")
     legs_section = _lexical_legs_section(legs)  # before the page is rewritten: it may keep the old one
     long_docs_section = _long_docs_section(newest("long-docs"))
+    from bench.global_read import MARKS as GLOBAL_MARKS
+    from bench.global_read import section as global_section
+    global_read_section = global_section(newest("global-read")) or _kept_section(
+        GLOBAL_MARKS, "Global reads", "python -m bench global-read")
     plots = [p for p in (plot_latency(lat[1] if lat else None, sc[1] if sc else None),
                          plot_throughput(tp[1] if tp else None), plot_memory(sc[1] if sc else None)) if p]
     plot_lexical_legs(legs[1] if legs else None)  # shown inside its section
@@ -438,7 +442,7 @@ def main() -> Path:
             + _targets(lat[1] if lat else None, peers[1] if peers else None, tp[1] if tp else None,
                        sc[1] if sc else None) + "\n"
             + "\n".join([_latency_section(lat), _peers_section(peers), _throughput_section(tp), _scale_section(sc),
-                         legs_section, long_docs_section]))
+                         legs_section, long_docs_section, global_read_section]))
     out = RESULTS / "performance.md"
     out.write_text(page)
     print(page)

@@ -37,7 +37,7 @@ class ReadSettings(BaseModel):
     # guaranteed a share of the candidates; bounded because each leg is an engine query.
     global_max_collections: Annotated[int, Field(ge=1, le=1_000)] = Field(default=32, description=(
         "A global read (collection `any`) searches this many collections with a leg each; the tenant's other "
-        "collections are searched together by one more leg (`diagnostics.remainder`)."))
+        "collections are searched together by one more leg (`diagnostics.global.remainder`)."))
     global_min_share: Annotated[int, Field(ge=1, le=2_000)] = Field(default=20, description=(
         "Fewest candidates each collection's leg of a global read is guaranteed in the merged list."))
     per_query_max_embeds: int = Field(default=50, description=(

@@ -145,7 +145,7 @@ def test_acl_certificates_and_tenants_hold_in_every_leg(app: Served, permissions
     want = {"alice": {("wiki", "w-open"), ("wiki", "w-eng")},
             "cert": {("wiki", "w-open"), ("wiki", "w-eng"), ("hr", "h-pay")}}
     for who, key in (("alice", "k-g2-alice"), ("cert", "k-g2-cert")):
-        read = {"collection": "any", "q": "falcon", "semantic": {"strategy": strategy}, "limit": 20,
+        read: dict[str, Any] = {"collection": "any", "q": "falcon", "semantic": {"strategy": strategy}, "limit": 20,
                 "include": {"highlights": True, "fields": True, "semantic": True}}
         r = app.read(key, **read)
         assert r.status_code == 200, r.text
