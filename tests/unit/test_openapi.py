@@ -251,10 +251,10 @@ def test_read_declares_the_event_stream_and_each_event(doc: dict[str, Any]) -> N
     stream = doc["paths"]["/v1/read"]["post"]["responses"]["200"]["content"]["text/event-stream"]
     events = {v["properties"]["event"]["const"]: v["properties"]["data"]["contentSchema"]["$ref"].rsplit("/", 1)[1]
               for v in stream["itemSchema"]["oneOf"]}
-    assert events == {"lexical": "LexicalEvent", "semantic": "SemanticEvent", "done": "DoneEvent",
-                      "warming": "WarmingEvent", "error": "ErrorEvent"}
-    shapes = {"LexicalEvent": "ReadAnswer", "SemanticEvent": "ReadAnswer", "DoneEvent": "ReadAnswer",
-              "WarmingEvent": "Warming", "ErrorEvent": "ErrorDetail"}
+    assert events == {"lexical": "LexicalEvent", "semantic": "SemanticEvent", "rerank": "RerankEvent",
+                      "done": "DoneEvent", "warming": "WarmingEvent", "error": "ErrorEvent"}
+    shapes = {"LexicalEvent": "ReadAnswer", "SemanticEvent": "ReadAnswer", "RerankEvent": "ReadAnswer",
+              "DoneEvent": "ReadAnswer", "WarmingEvent": "Warming", "ErrorEvent": "ErrorDetail"}
     for name, shape in shapes.items():
         assert doc["components"]["schemas"][name]["allOf"] == [{"$ref": f"#/components/schemas/{shape}"}]
         assert shape in doc["components"]["schemas"]
