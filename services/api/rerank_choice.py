@@ -28,6 +28,8 @@ def choose_reranker(body: ReadBody, c: Container, p: Principal | None, query_tex
         return DEFAULT
     if asked is False:
         return None
+    if not has_text:
+        raise invalid("rerank needs query text: give q or semantic.query.text", field="rerank")
     name = DEFAULT if asked is True else asked.provider
     if c.planner.reranker_named(name) is None:
         if name == DEFAULT:
@@ -35,8 +37,6 @@ def choose_reranker(body: ReadBody, c: Container, p: Principal | None, query_tex
         known = sorted(c.planner.rerankers) + ([DEFAULT] if c.planner.reranker is not None else [])
         raise invalid(f"rerank.provider {name!r} is not configured (configured: {', '.join(known) or 'none'}; "
                       "see VIBE_RERANK_PROVIDERS)", field="rerank.provider")
-    if not has_text:
-        raise invalid("rerank needs query text: give q or semantic.query.text", field="rerank")
     return name
 
 

@@ -207,6 +207,11 @@ def _read_schema(doc: dict[str, Any]) -> dict[str, Any]:
     ({"q": "x", "global": True, "collection": "any"}, True),
     ({"q": "x", "global": False, "collection": "posts"}, True),
     ({"q": "x", "cursor": ""}, False),
+    # rerank needs query text to score the page against (a doc query has none)
+    ({"semantic": {"query": {"doc": {"collection": "c", "_id": "1"}}}, "rerank": True}, False),
+    ({"semantic": {"query": {"doc": {"collection": "c", "_id": "1"}}}, "rerank": {"provider": "p"}}, False),
+    ({"semantic": {"query": {"doc": {"collection": "c", "_id": "1"}}}, "rerank": False}, True),
+    ({"q": " ", "semantic": {"query": {"doc": {"collection": "c", "_id": "1"}}}, "rerank": True}, False),
     # more-like-this over every readable collection, and vector queries (services/api/read_similar.py)
     ({"collection": "semantic.nodes", "semantic": {"query": {"doc": {"collection": "c", "_id": "1"}}}}, True),
     ({"collection": "semantic.nodes", "q": "x"}, False),

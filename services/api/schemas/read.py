@@ -151,6 +151,12 @@ _READ_NOT_EMPTY: dict[str, Any] = {"anyOf": [
         {"properties": {"semantic": {"required": ["strategy"], "properties": {
             "strategy": {"enum": ["keyword", "hybrid"]}}}}},
     ]},
+    # rerank re-scores the page against query text: a read without any (a doc or vector query) is refused
+    {"required": ["rerank"], "properties": {"rerank": {"anyOf": [{"const": True}, {"type": "object"}]}}, "not": {
+        "anyOf": [{"required": ["q"], "properties": {"q": {"type": "string", "pattern": _NOT_BLANK}}},
+                  {"required": ["semantic"], "properties": {"semantic": {"type": "object", "required": ["query"],
+                   "properties": {"query": {"type": "object", "required": ["text"], "properties": {
+                       "text": {"type": "string", "pattern": _NOT_BLANK}}}}}}}]}},
     # a read by `_id` names one document of one named collection, with nothing to rank or page
     {"required": ["_id"], "properties": {"_id": {"type": "string"}}, "anyOf": [
         {"not": {"required": ["collection"]}},
