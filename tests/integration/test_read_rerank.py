@@ -279,3 +279,12 @@ def test_rerank_calls_are_budgeted_per_tenant_and_written_to_the_ledger(tmp_path
         assert {r["collection"] for r in rerank} == {"kb"} and {r["outcome"] for r in rerank} == {"ok"}
         assert all(r["tokens"] > 0 for r in rerank) and len({r["callId"] for r in rerank}) == 1
         assert {r["model"] for r in rerank} == {stand_in.url}
+
+
+def test_the_daily_token_cap_holds_back_the_reranker_too(tmp_path: Path, stand_in: RerankServer) -> None:
+    with served(tmp_path / "data", env={"VIBE_RERANK_URL": stand_in.url, "VIBE_TENANT_DAILY_TOKENS": "3"}) as s:
+        assert s.bulk("k-alice", "kb", KB).status_code == 200
+        out = s.read("k-alice", collection="kb", q="gearbox", semantic={"strategy": "keyword"}, rerank=True)
+        assert out.status_code == 200, out.text
+        assert out.json()["diagnostics"]["rerank"]["status"] == "budget" and _order(out.json()) == ["1", "2"]
+        assert not stand_in.requests  # nothing went out: the cap is checked before the call
