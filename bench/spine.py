@@ -146,7 +146,8 @@ def raw_model_throughput(texts: list[str], batch: int) -> tuple[float, str]:
 
 def pipeline_throughput(s: Served, n: int) -> float:
     r = s.call("POST", "/semantic/reindex", "k-admin-a", {"collection": "emb"})
-    assert r.status_code == 202 and r.json()["queued"] == n, r.text
+    # the first step queues what the admin lane lets it (VIBE_ADMIN_LANE_AHEAD), the rest follows
+    assert r.status_code == 202 and 0 < r.json()["queued"] <= n, r.text
     t0 = time.perf_counter()
     while True:
         cov = s.call("GET", "/semantic/coverage?collection=emb", "k-admin-a").json()

@@ -158,6 +158,8 @@ def build(settings: Settings, embedder: Embedder | None = None, clock: Callable[
                                 settings.backfill_interval_seconds, settings.usage_flush_seconds,
                                 reconcile, settings.reconcile_interval_seconds,
                                 backfills=embedded or settings.scheduler_enabled)
+    if embedded:  # an admin-lane backfill is stepped again as soon as its lane runs low
+        queue.on_done(scheduler.drain_wake(lambda: queue.depth().get("bulk", 0), settings.admin_lane_ahead // 2))
     hooks = RootHooks(agent=partial(build_agent_adapters, settings), ledger=partial(build_ledger, store),
                       collections=partial(build_collections, settings, store),
                       before_start=partial(adopt_legacy_cold_dirs, settings, store),

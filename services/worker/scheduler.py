@@ -41,6 +41,7 @@ class SchedulerThread:
         self.flush_interval = flush_interval
         self.reconcile = reconcile
         self.reconcile_interval = reconcile_interval
+        self.backfilling = False  # the last backfill run queued jobs (drain_wake below)
         self._stop = threading.Event()
         self._wake = threading.Event()
         self._thread: threading.Thread | None = None
@@ -53,6 +54,16 @@ class SchedulerThread:
     def wake(self) -> None:
         """Run backfills now (a new task was created)."""
         self._wake.set()
+
+    def drain_wake(self, bulk_depth: Callable[[], int], low: int) -> Callable[[object], None]:
+        """A queue `on_done` callback: the next backfill step now, when the last one queued jobs
+        and the bulk lane is down to `low`. An admin-lane backfill (services/core/admin_lane.py)
+        keeps only a bounded lane ahead of the workers; waiting for the next interval left a fast
+        model idle between steps."""
+        def after_batch(_keys: object) -> None:
+            if self.backfilling and bulk_depth() <= low:
+                self._wake.set()
+        return after_batch
 
     def stop(self) -> None:
         self._stop.set()
@@ -67,7 +78,7 @@ class SchedulerThread:
         due = {"flush": now + self.flush_interval, "backfill": now, "tick": now + self.interval}
         jobs: list[tuple[str, float, Callable[[], object]]] = [("flush", self.flush_interval, self._flush)]
         if self.backfills:
-            jobs.append(("backfill", self.backfill_interval, self.lifecycle.run_backfills))
+            jobs.append(("backfill", self.backfill_interval, self._backfill))
         if self.decide:
             jobs.append(("tick", self.interval, self._tick))
         if self.reconcile is not None:  # the start already re-enqueued what a previous run left
@@ -88,6 +99,9 @@ class SchedulerThread:
                         job()
                     except Exception:  # noqa: BLE001 - the next round tries again; the service stays up
                         log.exception("scheduler %s failed", name)
+
+    def _backfill(self) -> None:
+        self.backfilling = self.lifecycle.run_backfills() > 0
 
     def _flush(self) -> None:
         self.usage.flush(self.store)

@@ -13,16 +13,21 @@ import threading
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
+from typing import cast
 
 import pytest
 
 from services.core.admin_lane import AdminLane, billed
 from services.core.backfill import BackfillLimits, Backfills, progress
 from services.core.backfill_rate import BackfillRates
+from services.core.lifecycle import Lifecycle
+from services.core.usage import UsageRecorder
+from services.worker.scheduler import SchedulerThread
 from shared.adapters.memory_queue import InProcessQueue
 from shared.costs import utc_day
 from shared.model import BackfillTask, DocKey, EmbedJob
 from shared.model import SemanticStatus as S
+from shared.ports import StoreOfRecord
 from tests.contract.test_store_contract import Opener, opener  # noqa: F401 - fixture
 from tests.unit.test_lifecycle_scheduler import SPACE, RecordingQueue, Rig
 
@@ -201,3 +206,31 @@ def test_the_rate_is_the_recent_window_not_the_average_since_the_start() -> None
     assert rates.rate(replace(t, examined=3200, updated_at=260.0)) == pytest.approx(50.0)
     fresh = BackfillRates()
     assert fresh.rate(replace(t, examined=600, updated_at=60.0)) == pytest.approx(10.0)  # the average
+
+
+def test_a_backfill_that_queued_is_stepped_again_when_its_lane_runs_low() -> None:
+    """The serving process's scheduler thread steps backfills every interval; after a step that
+    queued jobs, a batch finishing with the bulk lane down to `low` wakes the next step at once."""
+    queued = [40]
+
+    class Life:
+        def run_backfills(self) -> int:
+            return queued[0]
+
+    thread = SchedulerThread(cast(Lifecycle, Life()), cast(UsageRecorder, None), cast(StoreOfRecord, None),
+                             decide=False, interval=3600, backfill_interval=3600, flush_interval=3600)
+    depth = [300]
+    after_batch = thread.drain_wake(lambda: depth[0], low=256)
+    after_batch([])
+    assert not thread._wake.is_set()  # no step has queued yet
+    thread._backfill()
+    after_batch([])
+    assert not thread._wake.is_set()  # the lane is still deep
+    depth[0] = 200
+    after_batch([])
+    assert thread._wake.is_set()
+    thread._wake.clear()
+    queued[0] = 0  # the last step found nothing to queue: the interval paces it again
+    thread._backfill()
+    after_batch([])
+    assert not thread._wake.is_set()
