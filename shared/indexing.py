@@ -30,6 +30,7 @@ from contextlib import AbstractContextManager, contextmanager, suppress
 from pathlib import Path
 from typing import Protocol
 
+from shared.edges import is_edge
 from shared.errors import IndexUnavailable
 from shared.metrics import METRICS
 from shared.model import DocKey, StoredDoc
@@ -487,7 +488,8 @@ class IndexFollower:
         docs = self.store.get_docs(keys)
         gone = [k for k in keys if k not in docs]
         if self.lexical is not None:
-            touched = {c.key for c in changes if c.op == "doc"}
+            # edges are found by the store's edge lookups, never by a search (shared/edges.py)
+            touched = {c.key for c in changes if c.op == "doc" and not is_edge(c.key)}
             self.lexical.apply([docs[k] for k in keys if k in touched and k in docs], gone)
         if self.vectors is not None:
             for tenant, theirs in _by_tenant(changes).items():

@@ -7,6 +7,7 @@ import time
 
 from services.api.render_global import global_body, hint_body
 from services.planner.answer import Answer, Diagnostics, SemanticView, Shown, Warming
+from services.planner.graph import neighbour_body
 from shared.model import SemanticStatus, SidecarEntry, visible_status
 
 
@@ -32,6 +33,8 @@ def result(r: Shown) -> dict[str, object]:
         out["passage"] = r.passage
     if r.semantic is not None:
         out["__semantic"] = semantic_view(r.semantic)
+    if r.neighbors is not None:
+        out["neighbors"] = [neighbour_body(n) for n in r.neighbors]
     return out
 
 

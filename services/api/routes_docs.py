@@ -29,6 +29,7 @@ from services.api.render import semantic_projection
 from services.api.schemas import COLLECTION_NAME, MgetAnswer, MgetIn, body, component, errors, ok
 from services.api.writes import WriteResult, check_collection, check_doc_id
 from services.container import Container
+from services.core.edge_access import edge_visible, visible_edges
 from services.core.overwrite import delete_checked, locked, put_checked
 from services.core.overwrite import refused as overwrite_refused
 from shared.errors import ErrorCode, VibeError, invalid
@@ -199,6 +200,13 @@ def _bulk(c: Container, p: Principal, collection: str, items: list[Any]) -> list
                 continue
             accepted.append((r, doc, doc.key not in final))
             current[doc.key] = final[doc.key] = doc
+        over = c.docs.fanout.refused(list(final.values())) if c.docs.fanout is not None else {}
+        if over:  # an edge past a node's bound gets its own error; the others go ahead
+            for r, doc, _ in accepted:
+                if (why := over.get(doc.key)) is not None:
+                    r.status, r.error = why.code.status, {"code": why.code.code, "message": why.message}
+            accepted = [(r, doc, first) for r, doc, first in accepted if doc.key not in over]
+            final = {k: d for k, d in final.items() if k not in over}
         docs = list(final.values())
         # in transactions of VIBE_BULK_WRITE_CHUNK documents (DocumentService.put)
         outcome = dict(zip(final, c.docs.put(docs, chunk=c.settings.bulk_write_chunk), strict=True))
@@ -210,7 +218,7 @@ def _bulk(c: Container, p: Principal, collection: str, items: list[Any]) -> list
 
 def _readable(c: Container, p: Principal, collection: str, doc_id: str) -> Any:
     doc = c.store.get_doc(DocKey(p.tenant, collection, doc_id))
-    if doc is None or not doc.readable_by(p):  # a forbidden document looks absent
+    if doc is None or not edge_visible(c.store, p, doc):  # a forbidden document (or edge end) looks absent
         raise VibeError(ErrorCode.NOT_FOUND, "document not found")
     return doc
 
@@ -244,10 +252,11 @@ def _mget(c: Container, p: Principal, collection: str, ids: list[str]) -> list[d
     a missing one: same shape, same `found: false`."""
     keys = [DocKey(p.tenant, collection, i) for i in ids]
     docs = c.store.get_docs(list(dict.fromkeys(keys)))
+    seen = visible_edges(c.store, p, docs.values())  # an edge also needs both its ends readable
     out: list[dict[str, Any]] = []
     for k in keys:
         doc = docs.get(k)
-        if doc is None or not doc.readable_by(p):
+        if doc is None or k not in seen:
             out.append({"_id": k.doc_id, "found": False, "_found": False})
             continue
         item: dict[str, Any] = {"_id": k.doc_id, **doc.fields, "_found": True}

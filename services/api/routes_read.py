@@ -22,7 +22,15 @@ from services.api.bodies import json_body, parse_model
 from services.api.read_similar import authorize_vector, checked_vector, scope_of
 from services.api.render import answer_body, semantic_projection, warming_body
 from services.api.rerank_choice import choose_reranker
-from services.api.schemas import AUTHENTICATED, READ_SSE, Explanation, ReadBody, ReadIn, body, errors
+from services.api.schemas import (
+    AUTHENTICATED,
+    READ_SSE,
+    ExplainAnswer,
+    ReadBody,
+    ReadIn,
+    body,
+    errors,
+)
 from services.api.schemas.read import DOMAIN_HINT_PATTERN, MAX_DOMAIN_HINT_CHARS, ReadOnceAnswer
 from services.container import Container
 from services.core.documents import check_doc_id
@@ -88,7 +96,8 @@ def to_request(body: ReadBody, c: Container, offset: int = 0, p: Principal | Non
                        body.include.semantic, body.include.highlights,
                        include_fields=tuple(dict.fromkeys(fields)) if isinstance(fields, list) else fields,
                        where=where, offset=offset, rerank=rerank is not None, rerank_provider=rerank or "default",
-                       query_vector=query_vector, domain_hint=hint)
+                       query_vector=query_vector, domain_hint=hint,
+                       graph_depth=body.graph.depth if body.graph is not None else 0)
 
 
 def check_by_id(body: ReadBody) -> str:
@@ -102,7 +111,7 @@ def check_by_id(body: ReadBody) -> str:
     if body.q.strip() or sem.query is not None:
         raise invalid("_id reads one document: give _id, or q / semantic.query, not both", field="_id")
     for name, given in (("filter", body.filter is not None), ("cursor", body.cursor is not None),
-                        ("rerank", body.rerank not in (None, False))):
+                        ("rerank", body.rerank not in (None, False)), ("graph", body.graph is not None)):
         if given:
             raise invalid(f"_id reads one document: {name} does not apply", field=name)
     check_collection_name(body.collection)
@@ -290,7 +299,9 @@ async def _while_authorized(request: Request, session: ReadSession,
 
 
 @router.get("/v1/explain/{explain_id}", dependencies=AUTHENTICATED, responses={
-    200: {"model": Explanation, "description": "why the result is where it is"}, **errors(404)})
+    200: {"model": ExplainAnswer, "description": (
+        "why the result is where it is; for a neighbour a read's `graph` listed, the edge path")},
+    **errors(404)})
 async def explain(explain_id: str, request: Request, p: Principal = Depends(require("read"))) -> JSONResponse:
     """Answers on every replica until the id's TTL (VIBE_EXPLAIN_TTL_SECONDS), to the caller the
     ranking was made for while they may still read the document; anyone else, like an unknown or

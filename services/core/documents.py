@@ -17,9 +17,11 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from services.core.edge_fanout import EdgeFanout
 from services.core.reserved import is_reserved_collection
 from shared.backpressure import TenantShare
 from shared.collection_settings import embed_fields_of
+from shared.edges import EDGES, check_edge_fields
 from shared.errors import ErrorCode, VibeError, invalid
 from shared.indexing import Follower
 from shared.metrics import METRICS
@@ -148,6 +150,7 @@ class DocumentService:
         self.eager = eager
         self.sync_wait = sync_wait  # for a shared index another replica is applying
         self._lock = threading.Lock()  # read-decide-write of sidecars is one critical section
+        self.fanout: EdgeFanout | None = None  # the bound on a node's edges, set by the composition root
 
     # -- validation --------------------------------------------------------------------
 
@@ -171,6 +174,8 @@ class DocumentService:
         certs = parse_certs(body.get("_certs"))
         fields = {k: v for k, v in body.items() if k not in KNOWN_META}
         check_doc_fields(fields)  # each name becomes a facet token and a payload key
+        if collection == EDGES:
+            check_edge_fields(fields)
         allow = embed_fields_of(self.embed_fields, principal.tenant, collection)
         chash = content_hash(doc_text(select_fields(fields, allow), allow))
         return StoredDoc(DocKey(principal.tenant, collection, doc_id), fields, acl, intent, chash,
@@ -226,6 +231,8 @@ class DocumentService:
         whole bulk (a failure mid-way leaves the chunks before it stored). The embedding jobs
         are queued once, after the last chunk, so a chunked bulk still fills whole provider
         batches."""
+        if self.fanout is not None and (over := self.fanout.refused(docs)):
+            raise next(iter(over.values()))  # nothing written (a bulk drops these first: routes_docs)
         answers: list[str] = []
         jobs: list[EmbedJob] = []
         size = chunk or len(docs) or 1

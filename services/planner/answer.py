@@ -13,6 +13,7 @@ from services.core.rerank_usage import rerank_within_budget
 from services.planner.explain import Ranking, ranking_query
 from services.planner.fanout import GlobalPlan
 from services.planner.fusion import Fused
+from services.planner.graph import Neighbour, hydrate, record_neighbours
 from services.planner.hints import HintReport, resolve_hint
 from services.planner.rerank import RerankReport, rerank_page
 from services.planner.spend import Spending
@@ -38,6 +39,7 @@ class Shown:
     highlights: list[str] | None = None  # asked for with `include.highlights`, when the engine has some
     passage: dict[str, object] | None = None  # where a long document's best passage sits (a semantic hit)
     semantic: SemanticView | None = None  # asked for with `include.semantic`
+    neighbors: list[Neighbour] | None = None  # asked for with `graph` (services/planner/graph.py)
 
 
 @dataclass
@@ -100,6 +102,7 @@ class Answers(Spending):
         results = [Shown(f.key, s, tuple(f.matched_by)) for f, s in zip(top, shown, strict=True)]
         self._explain(results, top, shown, reranked)
         self._decorate(results, top)
+        self._hydrate(results)
         out = Answer(results, self.strategy, self.warming(), self.diagnostics(final))
         out.diagnostics.rerank = reranked
         self._answered = True
@@ -157,6 +160,19 @@ class Answers(Spending):
             sides = self.p.store.sidecars([f.key for f in top], self.space)
             for r, f in zip(results, top, strict=True):
                 r.semantic = SemanticView(sides.get(f.key), self.space)
+
+    def _hydrate(self, results: list[Shown]) -> None:
+        """`graph`: each result's neighbours by edges the caller may read (services/planner/graph.py)."""
+        if not self.req.graph_depth or not results:
+            return
+        found, docs = hydrate(self.p.store, self.p.store, self.principal, [r.key for r in results],
+                              self.req.graph_depth, self.p.graph)
+        record_neighbours(self.p.explain, self.principal, found)
+        for r in results:
+            r.neighbors = found.get(r.key, [])
+            if self.req.include_fields:
+                for n in r.neighbors:
+                    n.fields = shown_fields(docs[n.key], self.req.include_fields)
 
     def _locate_passages(self, results: list[Shown], top: list[Fused]) -> None:
         """Each semantic hit of a long document: where its best passage sits."""

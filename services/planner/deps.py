@@ -12,6 +12,7 @@ from services.planner.explain import Explains
 from services.planner.fusion import (
     DEFAULT_SEMANTIC_WEIGHT,
 )
+from services.planner.graph import GraphBounds
 from services.planner.passages import PassageLocator
 from services.planner.query_cache import QueryVectorCache
 from services.planner.touch_policy import TouchPolicy
@@ -105,6 +106,7 @@ class PlannerDeps:
         # tenant's reranker calls a minute (services/core/rerank_usage.py; None: no bound)
         self.rerankers: dict[str, Reranker] = {}
         self.rerank_budget: RerankBudget | None = None
+        self.graph = GraphBounds()  # a read's graph hydration (VIBE_GRAPH_MAX_NEIGHBORS_*)
         # each collection's embedded share, for `auto` (services/planner/auto_state.py; None: by shape only)
         self.coverage: CoverageCache | None = None
         self.rerank_candidates = 50

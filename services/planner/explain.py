@@ -25,6 +25,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from services.planner.graph import edge_explained, is_edge_record
 from shared.explain_record import ExplainRecord, caller_of
 from shared.metrics import METRICS
 from shared.model import DocKey, Principal, SemanticStatus, SidecarEntry, StoredDoc
@@ -84,6 +85,17 @@ class Explains:
         records = [ExplainRecord(secrets.token_urlsafe(12), principal.tenant, caller, f.key.collection,
                                  f.key.doc_id, expires, _body(ranking, f, shown, rr))
                    for (f, shown), rr in zip(page, stage, strict=True)]
+        return self._keep(records, now)
+
+    def record_bodies(self, principal: Principal, items: Sequence[tuple[DocKey, str]]) -> list[str]:
+        """One id per (document, body) pair, as `record` writes a ranking's (graph neighbours:
+        services/planner/graph.py)."""
+        now = self.clock()
+        caller, expires = caller_of(principal), now + self.ttl
+        return self._keep([ExplainRecord(secrets.token_urlsafe(12), principal.tenant, caller, k.collection,
+                                         k.doc_id, expires, body) for k, body in items], now)
+
+    def _keep(self, records: list[ExplainRecord], now: float) -> list[str]:
         with self._lock:
             for r in records:
                 self._items[r.id] = (r.tenant, r.caller, r.collection, r.doc_id, r.expires_at, r.body)
@@ -289,6 +301,8 @@ def explained(explains: Explains, principal: Principal, explain_id: str, store: 
     if doc is None or not doc.readable_by(principal):
         return None
     body = json.loads(record.body)
+    if is_edge_record(body):  # a graph neighbour: its path, every edge and end on it checked again
+        return edge_explained(record, body, store, principal, cert_reasons(doc))
     highlights: list[str] = []
     if body.get("lex") is not None and body.get("q"):
         highlights = lexical.highlights(flt(principal, record.collection), str(body["q"]), [doc]).get(doc.key, [])

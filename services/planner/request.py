@@ -27,3 +27,4 @@ class ReadRequest:
     rerank_provider: str = "default"  # which one (VIBE_RERANK_PROVIDERS; `default`: VIBE_RERANK_URL)
     # a caller's own query vector (admin diagnostics): never embedded, cached or sent anywhere
     query_vector: tuple[float, ...] | None = None
+    graph_depth: int = 0  # `graph.depth`: each result's neighbours by edges, to this depth (services/planner/graph.py)

@@ -11,12 +11,14 @@ from typing import Any
 
 from services.container import Container, RootHooks, Signal
 from services.core.documents import DocumentService
+from services.core.edge_fanout import EdgeFanout
 from services.core.handlers import BatchOutcome
 from services.core.repair import reconcile_pass
-from services.core.usage import UsageRecorder
 from services.core.rerank_usage import RerankBudget
-from services.planner.passages import PassageLocator
+from services.core.usage import UsageRecorder
 from services.planner.auto_state import AutoThresholds, CoverageCache
+from services.planner.graph import GraphBounds
+from services.planner.passages import PassageLocator
 from services.planner.planner import Planner, PlannerConfig
 from services.planner.query_cache import QueryVectorCache
 from services.planner.touch_policy import TouchPolicy
@@ -133,11 +135,12 @@ def build(settings: Settings, embedder: Embedder | None = None, clock: Callable[
                       tenant_share=(share := TenantShare(queue, settings.tenant_queue_bound(), ttl=1.0)))
     planner.passages = PassageLocator(passage_config(settings), EmbedFields(collections))
     planner.reranker = build_reranker(settings)
-    planner.rerank_candidates = settings.read_rerank_candidates
     planner.rerankers = build_named_rerankers(settings)
     planner.rerank_budget = RerankBudget(settings.read_rerank_per_minute)
     planner.coverage = CoverageCache(store, settings.auto_coverage_ttl_seconds, AutoThresholds(
         settings.auto_keyword_below_coverage, settings.auto_short_query_words, settings.auto_hybrid_above_coverage))
+    planner.rerank_candidates = settings.read_rerank_candidates
+    planner.graph = GraphBounds(settings.graph_max_neighbors_per_node, settings.graph_max_neighbors_total)
     rerank_fields = EmbedFields(collections)
     # the reranker is an outside endpoint: it reads what an embedder would, masked the same way
     planner.rerank_text = lambda d: redact(doc_text(d.fields, rerank_fields.of(d.key.tenant, d.key.collection)))[0]
@@ -145,6 +148,7 @@ def build(settings: Settings, embedder: Embedder | None = None, clock: Callable[
                            settings.max_doc_bytes, lambda tenant: _eager(store, tenant),
                            settings.write_sync_wait_seconds,
                            (settings.acl_max_principal_bytes, settings.acl_max_bytes), budget, share)
+    docs.fanout = EdgeFanout(store, store, settings.graph_max_edges_per_node)
     embedded = settings.queue != "celery"
     # The embedded profile's reconciler runs on the scheduler thread (the distributed one is a
     # Celery beat task, services/worker/reconciler.py).

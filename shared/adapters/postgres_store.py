@@ -28,6 +28,7 @@ from psycopg_pool import ConnectionPool
 
 from shared.adapters.collection_settings_sql import CollectionSettingsSql
 from shared.adapters.documents_sql import DocumentsSql
+from shared.adapters.edges_sql import EdgesSql
 from shared.adapters.lifecycle_sql import LifecycleSql
 from shared.adapters.schema import postgres as postgres_schema
 from shared.adapters.schema.runner import Migrated
@@ -142,7 +143,7 @@ def _log(conn: Conn, rows: Sequence[tuple[DocKey, str, str | None]]) -> None:
                         [(k.tenant, k.collection, k.doc_id, op, space) for k, op, space in rows])
 
 
-class PostgresStore(LifecycleSql, DocumentsSql, TouchSwitchSql, CollectionSettingsSql):
+class PostgresStore(LifecycleSql, DocumentsSql, EdgesSql, TouchSwitchSql, CollectionSettingsSql):
     """DocumentStore and LifecycleStore over a PostgreSQL database, through a connection pool
     shared by threads."""
 
@@ -150,6 +151,10 @@ class PostgresStore(LifecycleSql, DocumentsSql, TouchSwitchSql, CollectionSettin
     _POW2 = "power(2.0::float8, {})"
     _FOR_UPDATE = " FOR UPDATE"
     _FOR_SHARE = " FOR SHARE"
+    # json accessors of the edge lookups (shared/adapters/edges_sql.py): the expressions of its indexes
+    _EDGE_FROM = "(fields->>'from')"
+    _EDGE_TO = "(fields->>'to')"
+    _EDGE_WEIGHT = "COALESCE((fields->>'weight')::float8, 1.0)"
 
     def __init__(self, url: str, pool_size: int = 10, connect_timeout: float = 30.0,
                  clock: Callable[[], float] | None = None):

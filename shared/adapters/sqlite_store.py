@@ -24,6 +24,7 @@ import numpy as np
 
 from shared.adapters.collection_settings_sql import CollectionSettingsSql
 from shared.adapters.documents_sql import DocumentsSql
+from shared.adapters.edges_sql import EdgesSql
 from shared.adapters.lifecycle_sql import LifecycleSql
 from shared.adapters.schema import sqlite as sqlite_schema
 from shared.adapters.schema.runner import Migrated
@@ -121,7 +122,7 @@ def _from_blob(blob: bytes, dim: int) -> DocVectors:
     return flat.reshape(-1, dim).tolist() if dim and flat.size % dim == 0 else [flat.tolist()]
 
 
-class SqliteStore(LifecycleSql, DocumentsSql, TouchSwitchSql, CollectionSettingsSql):
+class SqliteStore(LifecycleSql, DocumentsSql, EdgesSql, TouchSwitchSql, CollectionSettingsSql):
     """DocumentStore and LifecycleStore over one SQLite file; one connection per thread."""
 
     def __init__(self, path: Path, clock: Callable[[], float] | None = None):

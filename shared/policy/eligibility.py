@@ -27,6 +27,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, cast
 
+from shared.edges import EDGE_NOT_EMBEDDED, EDGES
 from shared.model import Decision, DocKey, StoredDoc
 from shared.text.hashing import doc_text, token_count
 from shared.text.redaction import select_fields
@@ -361,6 +362,8 @@ class EligibilityPolicy:
         """
         # Counted once; without rules only the heuristic's "at least MIN_TOKENS" is asked, so
         # counting stops there (a full count was ~7% of bulk ingest).
+        if collection == EDGES:  # no rule may embed an edge (shared/edges.py): it is never sent to a provider
+            return Decision("ignore", EDGE_NOT_EMBEDDED)
         tokens = token_count(text) if self.rules else token_count(text, at_most=MIN_TOKENS)
         rule = self.match(doc_attrs(collection, fields, vibe, certs), tokens) if self.rules else None
         if rule is not None:

@@ -30,6 +30,7 @@ from shared.ports.documents import (
     StatusViews,
     VectorAudit,
 )
+from shared.ports.edges import EdgeStore
 from shared.ports.embedders import Embedder, EmbedderError
 from shared.ports.explain import ExplainStore
 from shared.ports.follow_up import FollowUpStore
@@ -72,6 +73,7 @@ __all__ = [
     "DocumentStore",
     "DocumentWriter",
     "Embedder",
+    "EdgeStore",
     "EmbedderError",
     "EvictionStore",
     "ExplainStore",

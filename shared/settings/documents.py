@@ -32,6 +32,10 @@ class DocumentSettings(BaseModel):
         "A bulk is stored in transactions of at most this many documents, so other tenants' writes wait "
         "for one chunk only."))
 
+    graph_max_edges_per_node: Annotated[int, Field(ge=1, le=100_000)] = Field(default=1_000, description=(
+        "Most edges (`semantic.edges`) one document may be an end of, per tenant; a write past it is refused "
+        "with 400 `invalid_params` naming `from` or `to`."))
+
     # Eligibility and redaction: JSON in the environment.
     index_policy: list[dict[str, Any]] | dict[str, Any] = Field(default_factory=list, description=(
         "Eligibility policy deciding which documents are embedded, and where: the object `{\"default\": "

@@ -93,6 +93,11 @@ class ReadSettings(BaseModel):
         "says the figure)."))
     auto_coverage_ttl_seconds: Annotated[float, Field(ge=0.0, le=3600.0)] = Field(default=30.0, description=(
         "How long a collection's embedded share is reused by `auto` before the store counts it again."))
+    # Graph hydration (`graph: {depth}`, services/planner/graph.py): bounds on what one read walks and shows.
+    graph_max_neighbors_per_node: Annotated[int, Field(ge=1, le=100)] = Field(default=10, description=(
+        "Most neighbours a read with `graph` shows for each document it expands (heaviest edges first)."))
+    graph_max_neighbors_total: Annotated[int, Field(ge=1, le=1_000)] = Field(default=100, description=(
+        "Most neighbours a read with `graph` shows for its whole page, all results and depths together."))
     # A read's optional rerank stage (services/planner/rerank.py): the page's documents sent to the
     # reranker of VIBE_RERANK_URL in its one call, bounded so a large page cannot make it a big spend.
     read_rerank_candidates: Annotated[int, Field(ge=1, le=200)] = Field(default=50, description=(

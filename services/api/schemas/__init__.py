@@ -48,10 +48,12 @@ from services.api.schemas.documents import (  # noqa: F401
 from services.api.schemas.explain import (  # noqa: F401
     CertReason,
     EdgeReason,
+    ExplainAnswer,
     ExplainReason,
     Explanation,
     LegContribution,
     MatchReason,
+    NeighborExplanation,
     NotEmbeddedReason,
 )
 from services.api.schemas.lifecycle import (  # noqa: F401

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, RootModel
 from pydantic.json_schema import SkipJsonSchema
 
 
@@ -24,11 +24,24 @@ class MatchReason(BaseModel):
         "fragments with the matched terms in <b>, HTML-escaped"))
 
 
+class EdgeHop(BaseModel):
+    """One edge of a path, as stored in `semantic.edges`."""
+
+    edge: str = Field(description="the edge document's id")
+    from_: str = Field(alias="from", description="`<collection>/<id>`")
+    to: str = Field(description="`<collection>/<id>`")
+    predicate: str
+    weight: float = Field(description="0 to 1; 1 when the edge sets none")
+
+
 class EdgeReason(BaseModel):
-    """Reached through the graph overlay (declared; no ranking makes it yet)."""
+    """Reached through the graph overlay: a read's `graph` hydration listed it under a result."""
 
     type: Literal["edge"]
     path: list[str] = Field(description="`collection/id` of each document on the way, the source first")
+    edges: list[EdgeHop] | SkipJsonSchema[None] = Field(default=None, description=(
+        "the edges of the path, in order (each as stored: it may point either way)"))
+    depth: int | SkipJsonSchema[None] = Field(default=None, ge=1, le=2, description="edges from the result")
 
 
 class CertReason(BaseModel):
@@ -94,3 +107,19 @@ class Explanation(BaseModel):
     expiresAt: float = Field(description="Unix time after which the explainId answers 404")
     rerank: RerankContribution | SkipJsonSchema[None] = Field(default=None, description=(
         "the read asked for `rerank: true` and the reranker answered"))
+
+
+class NeighborExplanation(BaseModel):
+    """Why a neighbour a read's `graph` hydration showed is there: the edge path from its result.
+    Every edge and document on the path is checked again at lookup; a path no longer wholly
+    readable answers 404."""
+
+    id: str
+    collection: str
+    strategy: Literal["graph"]
+    reasons: list[ExplainReason]
+    expiresAt: float = Field(description="Unix time after which the explainId answers 404")
+
+
+class ExplainAnswer(RootModel[Explanation | NeighborExplanation]):
+    """GET /v1/explain/{explainId}: a ranked result's explanation, or a graph neighbour's edge path."""

@@ -6,7 +6,7 @@ from __future__ import annotations
 import copy
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, RootModel, StrictFloat, model_validator
+from pydantic import BaseModel, ConfigDict, Field, RootModel, StrictFloat, StrictInt, model_validator
 from pydantic.json_schema import SkipJsonSchema
 
 from services.api.schemas.common import (
@@ -17,6 +17,7 @@ from services.api.schemas.common import (
     MAX_QUERY_CHARS,
     _as,
 )
+from services.api.schemas.explain import EdgeHop
 from shared.filters import MAX_FIELD_CHARS, MAX_FIELDS, MAX_IN_VALUES, MAX_STRING_CHARS
 
 MAX_CURSOR_CHARS = 512
@@ -147,7 +148,7 @@ _READ_NOT_EMPTY: dict[str, Any] = {"anyOf": [
     {"required": ["semantic"], "properties": {"semantic": {"type": "object", "required": ["query"], "properties": {
         "query": {"type": "object", "required": ["vector"]}}}}, "anyOf": [
         {"required": ["q"], "properties": {"q": {"type": "string", "pattern": _NOT_BLANK}}},
-        {"required": ["rerank"], "properties": {"rerank": {"const": True}}},
+        {"required": ["rerank"], "properties": {"rerank": {"anyOf": [{"const": True}, {"type": "object"}]}}},
         {"properties": {"semantic": {"required": ["strategy"], "properties": {
             "strategy": {"enum": ["keyword", "hybrid"]}}}}},
     ]},
@@ -168,10 +169,11 @@ _READ_NOT_EMPTY: dict[str, Any] = {"anyOf": [
         {"required": ["filter"], "properties": {"filter": {"type": "object"}}},
         {"required": ["cursor"], "properties": {"cursor": {"type": "string"}}},
         {"required": ["rerank"], "properties": {"rerank": {"anyOf": [{"const": True}, {"type": "object"}]}}},
+        {"required": ["graph"], "properties": {"graph": {"type": "object"}}},
     ]},
 ]},
     "description": "`q`, or `semantic.query`, must hold something other than whitespace (or give `_id`, with a "
-                   "named collection and no q, semantic.query, filter, cursor or rerank); `global: true` goes "
+                   "named collection and no q, semantic.query, filter, cursor, rerank or graph); `global: true` goes "
                    "with collection `any`; collection `semantic.nodes` needs `semantic.query.doc` or `.vector`; "
                    "a `semantic.query.vector` goes without q, rerank or a keyword/hybrid strategy"}
 
@@ -183,6 +185,14 @@ class RerankIn(BaseModel):
     provider: str = Field(min_length=1, max_length=64, pattern="^[A-Za-z0-9_-]+$", description=(
         "`default` (VIBE_RERANK_URL) or a name of VIBE_RERANK_PROVIDERS; one this server does not configure "
         "answers 400 naming `rerank.provider`"))
+
+
+class GraphIn(BaseModel):
+    """`graph: {"depth": 1|2}`: each result's neighbours by edges (`semantic.edges`)."""
+
+    model_config = ConfigDict(extra="forbid", title="GraphOption")
+    depth: StrictInt = Field(ge=1, le=2, description=(
+        "1: the documents joined to each result by one edge; 2: and those joined to them (in both directions)"))
 
 
 class ReadIn(BaseModel):
@@ -216,6 +226,11 @@ class ReadIn(BaseModel):
         "place; a reranker that fails or times out, or a tenant past its reranker budget, leaves the fused order "
         "(`diagnostics.rerank.status`). A stream sends each ranking event fused, then a `rerank` event. Needs "
         "query text (`q` or `semantic.query.text`); refused with 400 when the reranker is not configured."))
+    graph: GraphIn | SkipJsonSchema[None] = Field(default=None, description=(
+        "Hydrate the page's neighbours: under each result, `neighbors` lists the documents joined to it by edges "
+        "of `semantic.edges` (both directions) to `depth`, heaviest edge first, at most "
+        "VIBE_GRAPH_MAX_NEIGHBORS_PER_NODE per document expanded and VIBE_GRAPH_MAX_NEIGHBORS_TOTAL per page. "
+        "An edge shows only where the caller may read it and both documents it joins."))
 
 
 # The request as the handler parses it: the declared models above, minus the bounds the handler
@@ -330,6 +345,27 @@ class Passage(BaseModel):
     headings: list[str] = Field(description="the Markdown heading path above it, outermost first")
 
 
+class NeighborVia(BaseModel):
+    id: str
+    collection: str
+
+
+class Neighbor(BaseModel):
+    """A document joined to a result by edges (`graph`)."""
+
+    id: str
+    collection: str
+    predicate: str = Field(description="the predicate of the last edge of the path")
+    weight: float = Field(description="the weight of the last edge of the path (0 to 1; 1 when unset)")
+    direction: Literal["out", "in"] = Field(description="`out`: the last edge goes from `via` to this document")
+    depth: int = Field(ge=1, le=2)
+    via: NeighborVia = Field(description="the document this one was reached from (the result at depth 1)")
+    path: list[str] = Field(description="`collection/id` of each document on the way, the result first")
+    edges: list[EdgeHop] = Field(description="the edges of the path, in order, each as stored")
+    explainId: str = Field(description="GET /v1/explain/{explainId}: `{type: \"edge\", path}`")
+    fields: dict[str, Any] | SkipJsonSchema[None] = Field(default=None, description="with include.fields")
+
+
 class Hit(BaseModel):
     id: str
     collection: str
@@ -344,6 +380,7 @@ class Hit(BaseModel):
     passage: Passage | SkipJsonSchema[None] = Field(
         default=None, description="a long document matched by the semantic leg: its best passage "
         "(a document longer than VIBE_PASSAGE_CHARS is embedded as passages and scored by its best one)")
+    neighbors: list[Neighbor] | SkipJsonSchema[None] = Field(default=None, description="with `graph`")
 
 
 class Warming(BaseModel):

@@ -82,6 +82,12 @@ CREATE TABLE IF NOT EXISTS explain_records(
 """ + explain.INDEXES),
     Migration(4, "collection_settings.rerank: a collection's reads rerank unless they say otherwise",
               "ALTER TABLE collection_settings ADD COLUMN rerank INTEGER;"),
+    Migration(5, "graph edges: the edge documents found by either end (shared/adapters/edges_sql.py)", """
+CREATE INDEX IF NOT EXISTS docs_edges_from ON docs(tenant, (fields->>'from'))
+  WHERE collection='semantic.edges';
+CREATE INDEX IF NOT EXISTS docs_edges_to ON docs(tenant, (fields->>'to'))
+  WHERE collection='semantic.edges';
+"""),
 )
 LATEST = latest(MIGRATIONS)
 
