@@ -1,7 +1,8 @@
 """What `auto` knows of a collection's state: the share of its documents embedded in the read's
 space, from a set-based count of the store (one grouped count of the collection's sidecar rows,
 as /semantic/coverage reads it) kept for a short TTL, so a read never counts anything itself
-except when its collection's figure is older than the TTL (VIBE_AUTO_COVERAGE_TTL_SECONDS).
+except the first time it meets a collection: a figure older than the TTL
+(VIBE_AUTO_COVERAGE_TTL_SECONDS) is still used while a background count refreshes it.
 
 `auto` uses it two ways (services/planner/strategy.py): a short query over a collection almost
 nothing of which is embedded is answered by keyword (a semantic leg would find next to nothing
@@ -32,29 +33,57 @@ class AutoThresholds:
     hybrid_above: float = 0.5  # embedded share from which natural language is hybrid "by state"
 
 
+Key = tuple[str, str | None, str]  # tenant, collection (None: all of the tenant's), space
+
+
+def _in_background(fn: Callable[[], None]) -> None:
+    threading.Thread(target=fn, name="vibe-auto-coverage", daemon=True).start()
+
+
 class CoverageCache:
-    """Each (tenant, collection or all of the tenant's, space)'s embedded share, for `ttl` seconds."""
+    """Each (tenant, collection or all of the tenant's, space)'s embedded share. A scope's first
+    read counts it; after `ttl` seconds a read still gets the figure it has at once while one
+    background count (at most one per scope at a time) refreshes it: a read never waits for a
+    count again, whatever the collection's size."""
 
     def __init__(self, store: CoverageSource, ttl: float = 30.0, thresholds: AutoThresholds | None = None,
-                 clock: Callable[[], float] = time.monotonic):
+                 clock: Callable[[], float] = time.monotonic,
+                 background: Callable[[Callable[[], None]], None] = _in_background):
         self.store = store
         self.ttl = ttl
         self.thresholds = thresholds or AutoThresholds()
         self.clock = clock
-        self._figures: dict[tuple[str, str | None, str], tuple[float, float]] = {}
+        self.background = background
+        self._figures: dict[Key, tuple[float, float]] = {}
+        self._refreshing: set[Key] = set()
         self._lock = threading.Lock()
 
     def share(self, tenant: str, collection: str | None, space: str) -> float | None:
         """Ready documents over the documents with a semantic row in `space` (0 when none);
         None when the store cannot say (auto then decides by the query's shape alone)."""
         key = (tenant, collection, space)
-        now = self.clock()
         with self._lock:
             hit = self._figures.get(key)
-        if hit is not None and now - hit[0] < self.ttl:
-            return hit[1]
+            stale = hit is not None and self.clock() - hit[0] >= self.ttl and key not in self._refreshing
+            if stale:
+                self._refreshing.add(key)
+        if hit is None:
+            return self._count(key)
+        if stale:
+            self.background(lambda: self._refresh(key))
+        return hit[1]
+
+    def _refresh(self, key: Key) -> None:
         try:
-            cov = self.store.coverage(tenant, collection, space)
+            self._count(key)
+        finally:
+            with self._lock:
+                self._refreshing.discard(key)
+
+    def _count(self, key: Key) -> float | None:
+        now = self.clock()
+        try:
+            cov = self.store.coverage(*key)
         except Exception:  # noqa: BLE001 - a figure for a heuristic: never fail the read for it
             log.warning("coverage lookup for auto failed", exc_info=True)
             return None

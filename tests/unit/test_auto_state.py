@@ -26,16 +26,20 @@ class Clock:
         return self.now
 
 
-def test_the_share_is_counted_once_per_ttl_per_scope() -> None:
-    store, clock = Store(1, 50), Clock()
-    cache = CoverageCache(store, ttl=30, clock=clock)
-    assert cache.share("t", "c", "core") == 0.02
+def test_the_share_is_counted_once_per_ttl_per_scope_and_refreshed_in_the_background() -> None:
+    store, clock, later = Store(1, 50), Clock(), []
+    cache = CoverageCache(store, ttl=30, clock=clock, background=later.append)
+    assert cache.share("t", "c", "core") == 0.02  # a scope's first read counts it
     store.ready = 50
     clock.now += 29
     assert cache.share("t", "c", "core") == 0.02 and len(store.calls) == 1  # reused within the TTL
     assert cache.share("t", None, "core") == 1.0 and store.calls[-1] == ("t", None, "core")  # its own scope
     clock.now += 2
-    assert cache.share("t", "c", "core") == 1.0 and len(store.calls) == 3
+    # past the TTL a read still answers at once with the figure it has; one refresh is queued
+    assert cache.share("t", "c", "core") == 0.02 and cache.share("t", "c", "core") == 0.02
+    assert len(later) == 1 and len(store.calls) == 2
+    later.pop()()
+    assert len(store.calls) == 3 and cache.share("t", "c", "core") == 1.0 and not later
 
 
 def test_an_empty_collection_counts_as_nothing_embedded_and_a_failing_store_as_unknown() -> None:
