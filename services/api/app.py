@@ -40,6 +40,7 @@ from services.api.access_log import AccessLog
 from services.api.auth import bind_keys
 from services.api.nostore import NoStoreForKeyedRequests
 from services.api.ratelimit import ASGIApp, Message, Receive, RequestCost, Scope, Send, TenantRateLimit
+from services.api.read_similar import declare_vector_dim
 from services.api.readiness import Checker
 from services.api.request_id import RequestId
 from services.api.rerank_choice import declare_providers
@@ -160,8 +161,8 @@ def create_app(container: Container, keys: KeyRing, mcp: Callable[[], Mounted] |
     if mounted is not None:
         app.router.routes.append(Route("/mcp", endpoint=mounted, methods=["GET", "POST", "DELETE"]))
     generate = app.openapi
-    app.openapi = lambda: app.openapi_schema or declare_providers(  # type: ignore[method-assign]
-        schemas.openapi_components(generate()), container)
+    app.openapi = lambda: app.openapi_schema or declare_vector_dim(declare_providers(  # type: ignore[method-assign]
+        schemas.openapi_components(generate()), container), container)
     s = container.settings
     app.add_middleware(TenantRateLimit, keys=keys, rate=s.per_tenant_requests_per_second,  # type: ignore[arg-type]
                        burst=s.per_tenant_request_burst, max_inflight=s.per_tenant_max_inflight,

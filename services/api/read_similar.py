@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import Any
 
 from services.container import Container
 from services.planner.request import ReadRequest
@@ -69,3 +70,23 @@ def authorize_vector(req: ReadRequest, c: Container, p: Principal) -> None:
     if len(req.query_vector) != emb.dim:
         raise invalid(f"{VECTOR_FIELD} has {len(req.query_vector)} numbers; the active space {space!r} "
                       f"holds vectors of {emb.dim}", field=VECTOR_FIELD, expected=emb.dim)
+
+
+def declare_vector_dim(doc: dict[str, Any], c: Container) -> dict[str, Any]:
+    """The served OpenAPI document gives `semantic.query.vector` the length of the server's default
+    space, so a client (or a schema fuzzer) knows what is served; a tenant that moved to another
+    model's space reads that space's dimension in GET /semantic/spaces."""
+    read = doc.get("paths", {}).get("/v1/read", {}).get("post", {})
+    schema = read.get("requestBody", {}).get("content", {}).get("application/json", {}).get("schema", {})
+    semantic = schema.get("properties", {}).get("semantic", {})
+    ref = semantic.get("$ref") or next((s.get("$ref") for s in semantic.get("allOf", []) if "$ref" in s), None)
+    options = doc.get("components", {}).get("schemas", {}).get(str(ref).rsplit("/", 1)[-1], {}) if ref else semantic
+    for choice in options.get("properties", {}).get("query", {}).get("anyOf", []):
+        if isinstance(choice, dict) and "$ref" in choice:
+            choice = doc["components"]["schemas"].get(choice["$ref"].rsplit("/", 1)[-1], {})
+        vector = choice.get("properties", {}).get("vector") if isinstance(choice, dict) else None
+        if isinstance(vector, dict) and vector.get("type") == "array":
+            vector["minItems"] = vector["maxItems"] = c.embedder.dim
+            vector["description"] = (f"{vector.get('description', '')} This server's default space has "
+                                     f"{c.embedder.dim} dimensions.").strip()
+    return doc

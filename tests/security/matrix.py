@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from harness.server import Served
+from shared.adapters.embedders.hash_embedder import HashEmbedder
 from tests.mcp.support import McpClient, http
 
 WRITER = {"ta": "m-writer", "tb": "m-b-writer"}
@@ -37,14 +38,18 @@ READERS: dict[str, tuple[str, tuple[str, ...], frozenset[str]]] = {
     "m-u3": ("ta", ("user:u3", "group:g2"), frozenset({"iss:a", "iss:b"})),
     "m-u4": ("ta", ("user:u4",), frozenset({"other:c", "iss:z"})),
     "m-b-u1": ("tb", ("user:u1", "group:g1"), frozenset({"iss:a", "iss:b"})),  # same names, other tenant
+    # an admin of narrow reach: `{vector}` queries are admin-only, and still see what its ACL and certificates allow
+    "m-admin-u2": ("ta", ("user:u2", "group:g2"), frozenset({"iss:b"})),
 }
+ADMIN_READERS = frozenset({"m-admin-u2"})
 # The writers hold every certificate: only a reader may overwrite a document (routes_docs.py).
 KEYS: list[dict[str, Any]] = [
     {"key": "m-writer", "tenant": "ta", "principals": ["svc:writer"], "certs": sorted(ALL_CERTS),
      "scopes": ["read", "write", "admin"]},
     {"key": "m-b-writer", "tenant": "tb", "principals": ["svc:writer"], "certs": sorted(ALL_CERTS),
      "scopes": ["read", "write", "admin"]},
-    *({"key": k, "tenant": t, "principals": list(ps), "certs": sorted(cs), "scopes": ["read"]}
+    *({"key": k, "tenant": t, "principals": list(ps), "certs": sorted(cs),
+       "scopes": ["read", "admin"] if k in ADMIN_READERS else ["read"]}
       for k, (t, ps, cs) in READERS.items()),
 ]
 ENV = {"VIBE_ENABLE_INNER_VOICE": "1", "VIBE_STREAM_WAIT_SECONDS": "0.5"}
@@ -92,6 +97,15 @@ def _exp(token: str) -> float:
     """A token's `exp` claim (its payload is readable by anyone; only the signature is secret)."""
     part = token.split(".")[1]
     return float(json.loads(base64.urlsafe_b64decode(part + "=" * (-len(part) % 4)))["exp"])
+
+
+def _error(r: Any) -> Any:
+    """An error answer as a client tells one from another (the request id differs every time)."""
+    try:
+        err = r.json().get("error") or {}
+    except ValueError:
+        return r.text
+    return {k: v for k, v in err.items() if k != "requestId"}
 
 
 def readable(acl: frozenset[str], principals: tuple[str, ...]) -> bool:
@@ -319,14 +333,18 @@ class Matrix:
         self.stats.leaks.append(Leak(self.stats.variant, endpoint, key, doc, why,
                                      json.dumps(request)[:600] if not isinstance(request, str) else request))
 
+    def _who(self, key: str) -> Reader:
+        """Who a bearer reads as (a writer reads every document of its tenant)."""
+        return self.readers.get(key) or (Reader("ta", ("svc:writer",), None, ALL_CERTS) if key == "m-writer"
+                                         else Reader("tb", ("svc:writer",), None, ALL_CERTS))
+
     def _case(self, endpoint: str, n: int) -> None:
         self.stats.cases += n
         self.stats.by_endpoint[endpoint] = self.stats.by_endpoint.get(endpoint, 0) + n
 
     def check_shown(self, endpoint: str, key: str, shown: set[tuple[str, str]], text: str, request: Any) -> None:
         """`shown`: (collection, id) pairs the answer names; `text`: all of it, for tokens."""
-        who = self.readers.get(key) or (Reader("ta", ("svc:writer",), None, ALL_CERTS) if key == "m-writer"
-                                        else Reader("tb", ("svc:writer",), None, ALL_CERTS))
+        who = self._who(key)
         tenant, principals, first, certs = who
         universe = self.o.universe(tenant)
         self.stats.calls += 1
@@ -371,6 +389,8 @@ class Matrix:
         body = {"collection": col, "q": word, "limit": 50,
                 "semantic": {"strategy": self.rng.choice(["auto", "keyword", "semantic", "hybrid"]), "k": 500},
                 "include": {"highlights": self.rng.random() < 0.6, "semantic": self.rng.random() < 0.5}}
+        if col == "any" and self.rng.random() < 0.5:
+            body["global"] = True  # a global read: every collection of the caller's tenant
         return body, col, word
 
     def _check_payload(self, endpoint: str, key: str, payload: dict[str, Any], col: str, word: str,
@@ -411,6 +431,107 @@ class Matrix:
                                  self.o.count(tenant, principals, col, None, first, certs), body)
                 continue
             self._check_payload(f"read.sse.{event}", key, data, col, word, body)
+
+    def _like_source(self, key: str) -> tuple[Doc | None, str, str, bool]:
+        """A more-like-this source: mostly one the caller may read now, else one it may not (another
+        tenant's, deleted, outside its ACL or certificates) or an id never written."""
+        tenant, principals, first, certs = self.readers[key]
+        mine = [d for d in self.o.universe(tenant) if self.o.can_read(d, tenant, principals, first, certs)]
+        if mine and self.rng.random() < 0.7:
+            d = self.rng.choice(mine)
+            return d, d.collection, d.doc_id, True
+        if self.rng.random() < 0.15:
+            return None, self.rng.choice(COLLECTIONS), "never-written", False
+        d = self.rng.choice(list(self.o.by_num.values()))
+        return d, d.collection, d.doc_id, d.tenant == tenant and self.o.can_read(d, tenant, principals, first, certs)
+
+    def _check_similar(self, endpoint: str, key: str, payload: dict[str, Any], body: dict[str, Any],
+                       source: tuple[str, str] | None) -> None:
+        """A more-like-this or vector answer: every shown document readable, every count within the
+        documents the caller may read, and the source never its own result."""
+        tenant, principals, first, certs = self._who(key)
+        results = payload.get("results") or []
+        shown = {(str(x["collection"]), str(x["id"])) for x in results}
+        self.check_shown(endpoint, key, shown, json.dumps(payload), body)
+        if source is not None and source in shown:
+            self._leak(endpoint, key, "/".join(source), "the source document is its own result", body)
+        col = body["collection"] if body["collection"] in COLLECTIONS else "any"
+        in_scope = self.o.count(tenant, principals, col, None, first, certs)
+        diag = payload.get("diagnostics") or {}
+        self.check_count(endpoint, key, "diagnostics.lexical.candidates", (diag.get("lexical") or {}).get("candidates"),
+                         in_scope, body)
+        for name in ("hits", "pending"):
+            self.check_count(endpoint, key, f"diagnostics.semantic.{name}", (diag.get("semantic") or {}).get(name),
+                             in_scope, body)
+
+    def _refused_like_missing(self, endpoint: str, key: str, r: Any, missing: Any, body: dict[str, Any]) -> None:
+        """A refusal must say nothing about the document: the very answer a missing one gets."""
+        self.stats.calls += 1
+        self._case(endpoint + ":refused", 1)
+        if r.status_code != missing.status_code or _error(r) != _error(missing):
+            self._leak(endpoint, key, json.dumps(body["semantic"]["query"]), f"answered {r.status_code} "
+                       f"{r.text[:200]} where a missing source answers {missing.status_code}", body)
+        else:
+            self.check_shown(endpoint, key, set(), r.text, body)
+
+    def read_nodes(self, key: str) -> None:
+        """More-like-this over `semantic.nodes` (every collection the caller may read)."""
+        d, col, doc_id, may = self._like_source(key)
+        body: dict[str, Any] = {"collection": "semantic.nodes", "limit": 50, "semantic": {
+            "strategy": self.rng.choice(["auto", "keyword", "semantic", "hybrid"]), "k": 500,
+            "query": {"doc": {"collection": col, "_id": doc_id}}},
+            "include": {"highlights": self.rng.random() < 0.5, "semantic": self.rng.random() < 0.5}}
+        sse = self.rng.random() < 0.3
+        if not may:
+            headers = {"Accept": "text/event-stream" if sse else "application/json"}
+            r = self.r.call("POST", "/v1/read", key, body, headers=headers)
+            missing = {**body, "semantic": {**body["semantic"], "query": {"doc": {"collection": col,
+                                                                                   "_id": "never-written"}}}}
+            self._refused_like_missing("read.nodes", key, r, self.r.call("POST", "/v1/read", key, missing,
+                                                                         headers=headers), body)
+            return
+        source = (col, doc_id)
+        if not sse:
+            r = self.r.read(key, **body)
+            assert r.status_code == 200, r.text
+            self._check_similar("read.nodes.json", key, r.json(), body, source)
+            return
+        for event, data in self.r.stream(key, **body):
+            assert event != "error", data
+            if event != "warming":
+                self._check_similar(f"read.nodes.sse.{event}", key, data, body, source)
+
+    def _dim(self) -> int:
+        if not hasattr(self, "_dims"):
+            self._dims = int(self.r.call("GET", "/readyz", None).json()["dim"])
+        return self._dims
+
+    def read_vector(self, key: str) -> None:
+        """`{vector}` queries: an admin's (a writer of either tenant, or the narrow admin reader) see
+        only what they may read in their own tenant; any other key is refused with 403."""
+        admin = self.rng.random() < 0.6
+        if admin:
+            key = self.rng.choice([*WRITER.values(), *ADMIN_READERS])
+        text = " ".join(self.rng.sample(WORDS, 3)) + " note marker"
+        vec = HashEmbedder(self._dim()).embed([text])[0]
+        wrong = self.rng.random() < 0.1
+        body: dict[str, Any] = {"collection": self.rng.choice([*COLLECTIONS, "any", "semantic.nodes"]), "limit": 50,
+                                "semantic": {"query": {"vector": vec[:-1] if wrong else vec}, "k": 500},
+                                "include": {"highlights": self.rng.random() < 0.5}}
+        r = self.r.read(key, **body)
+        may = key in WRITER.values() or key in ADMIN_READERS
+        want = 200 if may and not wrong else 400 if may else 403
+        self.stats.calls += 1
+        if r.status_code != want:
+            self._case("read.vector:refused", 1)
+            self._leak("read.vector", key, f"HTTP {r.status_code}", f"expected {want}: {r.text[:200]}",
+                       {**body, "semantic": "<vector>"})
+            return
+        if want != 200:
+            self._case("read.vector:refused", 1)
+            self.check_shown("read.vector", key, set(), r.text, "{vector} refused")
+            return
+        self._check_similar("read.vector", key, r.json(), {**body, "semantic": {"query": "<vector>"}}, None)
 
     def get_doc(self, key: str) -> None:
         tenant, principals, first, certs = self.readers[key]
@@ -589,7 +710,8 @@ class Matrix:
 
     def endpoints(self) -> list[Callable[[str], None]]:
         return [self.read_json, self.read_json, self.read_sse, self.get_doc, self.get_doc, self.explain,
-                self.admin, self.mcp_search, self.mcp_inner_voice, self.mcp_extract, self.mcp_citations]
+                self.admin, self.mcp_search, self.mcp_inner_voice, self.mcp_extract, self.mcp_citations,
+                self.read_nodes, self.read_vector]
 
     def run(self, rounds: int, mutations: int = 3, reads: int = 10) -> Stats:
         eps = self.endpoints()

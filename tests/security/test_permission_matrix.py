@@ -4,7 +4,10 @@ re-creations interleaved, against an oracle of what each key may read (tests/sec
 The readers include API-made keys and end-user tokens (one with a filter), made on the writing
 process; revoked and expired ones must be refused on every path. Documents require none, one or
 two certificates (`_certs`), and readers hold none, one, both or others: a reader sees a
-document only with its ACL and every certificate it requires.
+document only with its ACL and every certificate it requires. The reads include global ones
+(`any`, `global: true`), more-like-this over `semantic.nodes` (the source never its own result; a
+source the reader may not read answers exactly as a missing one) and `{vector}` queries (an admin
+of either tenant, or one of narrow reach, sees only what it may read; any other key: 403).
 
 Two variants: one API process; and two API processes on one data dir, writes to one and reads
 from the other once the write has returned. `VIBE_MATRIX_ROUNDS` (default 45) and
