@@ -89,8 +89,14 @@ def test_nodes_searches_every_readable_collection_and_never_returns_the_source(a
     # the source's near twins rank above the unrelated documents
     semantic = _nodes(("wings", "w1"))
     semantic["semantic"]["strategy"] = "semantic"
-    top = _keys(app.read("k-alice", **semantic).json()["results"])
+    results = app.read("k-alice", **semantic).json()["results"]
+    top = _keys(results)
     assert set(top[:2]) == {("wings", "w2"), ("rotors", "r1")}, top
+    # each result explains itself to its reader, in its own collection
+    for r in results:
+        why = app.call("GET", f"/v1/explain/{r['explainId']}", "k-alice")
+        assert why.status_code == 200, why.text
+        assert (why.json()["collection"], str(why.json()["id"])) == (r["collection"], r["id"])
 
 
 def test_cursor_pages_hold_the_whole_ranking_without_the_source(app: Served) -> None:
