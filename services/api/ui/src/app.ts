@@ -1,7 +1,8 @@
 /** The `/ui` search page (V§15 building blocks) on the TypeScript SDK: search box with strategy
  * and scope pickers, results that appear with the lexical event and re-order live as semantic
- * events arrive, the warming line, an explain panel per hit, "more like this", and an admin tab
- * (coverage, promotions, queue depth).
+ * events arrive, the warming line, an explain panel per hit, "more like this", each hit's
+ * neighbours by graph edges (`graph: {depth}`, their explain panels showing the edge path), and an
+ * admin tab (coverage, promotions, queue depth).
  *
  * The key: typed by the user or given as `#key=K` in the URL fragment (never sent to the server
  * in a URL: the fragment stays in the browser and is removed from the address bar at once), then
@@ -18,6 +19,15 @@ import { clear, h, highlightNodes, jsonView } from "./dom.js";
 const KEY_STORE = "vibe.ui.key";
 const STRATEGIES: readonly Strategy[] = ["auto", "keyword", "semantic", "hybrid"];
 const LIMIT = 20;
+
+/** A neighbour a read's `graph` hydration lists under a hit, and the edges of its path (the
+ * SDK's generated types follow the OpenAPI snapshot, which may predate them). */
+interface EdgeHop { edge: string; from: string; to: string; predicate: string; weight: number }
+interface Neighbor {
+  id: string; collection: string; predicate: string; weight: number; direction: "out" | "in"; depth: number;
+  path: string[]; edges: EdgeHop[]; explainId: string; fields?: Record<string, unknown>;
+}
+type GraphHit = Hit & { neighbors?: Neighbor[] };
 
 function $<T extends HTMLElement = HTMLElement>(id: string): T {
   const el = document.getElementById(id);
@@ -160,7 +170,8 @@ class ResultList {
         h("span", { class: "badges" }), h("span", { class: "score" })),
       h("p", { class: "snippet" }),
       h("div", { class: "actions" }, explainBtn, moreBtn),
-      h("div", { class: "explain", hidden: "" }));
+      h("div", { class: "explain", hidden: "" }),
+      h("ul", { class: "neighbors", hidden: "" }));
     explainBtn.addEventListener("click", () => void toggleExplain(li, explainBtn));
     moreBtn.addEventListener("click", () => void moreLikeThis(li));
     return li;
@@ -178,7 +189,26 @@ class ResultList {
     badges.replaceChildren(...hit.matchedBy.map((m) => h("span", { class: `badge ${m}` }, m)));
     const snippet = snippetOf(hit);
     if (snippet.length) li.querySelector(".snippet")!.replaceChildren(...snippet);
+    showNeighbors(li.querySelector<HTMLUListElement>(".neighbors")!, (hit as GraphHit).neighbors);
   }
+}
+
+/** A hit's neighbours by edges: one line each (predicate, direction, depth), with its own
+ * explain panel. Re-rendered at every event, since each event's page is re-checked. */
+function showNeighbors(list: HTMLUListElement, neighbors: Neighbor[] | undefined): void {
+  list.hidden = !neighbors?.length;
+  list.replaceChildren(...(neighbors ?? []).map((n) => {
+    const btn = h("button", { type: "button", class: "explain-btn", "aria-expanded": "false" }, "Why here?");
+    const arrow = n.direction === "out" ? `—${n.predicate}→` : `←${n.predicate}—`;
+    const title = typeof n.fields?.title === "string" && n.fields.title ? ` ${n.fields.title}` : "";
+    const li = h("li", { class: "neighbor", "data-doc-id": n.id, "data-collection": n.collection,
+                          "data-depth": String(n.depth), "data-explain-id": n.explainId },
+      h("span", { class: "edge" }, `${arrow} `), h("span", { class: "coll" }, `${n.collection}/${n.id}`),
+      h("span", { class: "title" }, title), h("span", { class: "muted" }, ` (depth ${n.depth})`), " ", btn,
+      h("div", { class: "explain", hidden: "" }));
+    btn.addEventListener("click", () => void toggleExplain(li, btn));
+    return li;
+  }));
 }
 
 // -- streams -----------------------------------------------------------------------------
@@ -304,10 +334,11 @@ const main: Target = {
 let similar: Target | null = null;
 let lastQuery = "";
 
-function currentForm(): { q: string; strategy: Strategy; collection: string } {
+function currentForm(): { q: string; strategy: Strategy; collection: string; graph: number } {
   const strategy = $<HTMLSelectElement>("strategy").value as Strategy;
   const collection = $<HTMLInputElement>("collection").value.trim() || "any";
-  return { q: $<HTMLInputElement>("q").value, strategy, collection };
+  const graph = Number($<HTMLSelectElement>("graph").value) || 0;
+  return { q: $<HTMLInputElement>("q").value, strategy, collection, graph };
 }
 
 function search(force: boolean): void {
@@ -318,9 +349,11 @@ function search(force: boolean): void {
   lastQuery = signature;
   // the page's address reflects the query (shareable), never the key
   const params = new URLSearchParams({ collection: f.collection, q: f.q, strategy: f.strategy });
+  if (f.graph) params.set("graph", String(f.graph));
   history.replaceState(null, "", `${location.pathname}?${params}`);
   rememberCollection(f.collection);
-  void run(main, { collection: f.collection, q: f.q, semantic: { strategy: f.strategy }, limit: LIMIT } as ReadBody);
+  void run(main, { collection: f.collection, q: f.q, semantic: { strategy: f.strategy }, limit: LIMIT,
+                   ...(f.graph ? { graph: { depth: f.graph } } : {}) } as ReadBody);
 }
 
 async function moreLikeThis(li: HTMLLIElement): Promise<void> {
@@ -352,6 +385,12 @@ async function toggleExplain(li: HTMLLIElement, btn: HTMLButtonElement): Promise
   panel.replaceChildren("Loading…");
   try {
     const rec = await c.explain(li.dataset.explainId!);
+    if ((rec.strategy as string) === "graph") { // a neighbour: the edge path that brought it, no ranking
+      panel.replaceChildren(
+        h("ul", { class: "reasons" }, ...rec.reasons.map(reasonItem)),
+        h("details", {}, h("summary", {}, "Raw record"), jsonView(rec)));
+      return;
+    }
     panel.replaceChildren(
       h("div", {}, `Strategy ${rec.strategy}, fusion ${rec.fusion}, score ${fixed(rec.score)} (shown ${fixed(rec.shownScore)})`),
       contributionTable(rec.contributions ?? [], rec.score),
@@ -397,10 +436,21 @@ function reasonItem(r: ExplainReason): HTMLLIElement {
       return h("li", { "data-type": "not_embedded" },
         `not embedded in space ${r.space}: ${r.status}${r.reason ? ` (${r.reason})` : ""}`);
     case "edge":
-      return h("li", { "data-type": "edge" }, `reached through ${r.path.join(" → ")}`);
+      return h("li", { "data-type": "edge", "data-path": r.path.join(" ") }, `reached through ${edgePath(r)}`);
     default:
       return h("li", {}, jsonView(r));
   }
+}
+
+/** `posts/p1 —mentions→ posts/p2 ←replyTo— notes/n1`: each document of the path, and each edge
+ * with its predicate, pointing the way it is stored. */
+function edgePath(r: ExplainReason & { type: "edge" }): string {
+  const edges = (r as { edges?: EdgeHop[] }).edges ?? [];
+  return r.path.map((node, i) => {
+    const e = i > 0 ? edges[i - 1] : undefined;
+    if (!e) return i > 0 ? ` → ${node}` : node;
+    return e.from === r.path[i - 1] ? ` —${e.predicate}→ ${node}` : ` ←${e.predicate}— ${node}`;
+  }).join("");
 }
 
 function rememberCollection(name: string): void {
@@ -537,6 +587,8 @@ function start(): void {
   }
   const q = params.get("q");
   if (q) $<HTMLInputElement>("q").value = q;
+  const graph = params.get("graph");
+  if (graph === "1" || graph === "2") $<HTMLSelectElement>("graph").value = graph;
 
   $("key-form").addEventListener("submit", (e) => {
     e.preventDefault();
@@ -554,7 +606,7 @@ function start(): void {
     clearTimeout(typing);
     typing = setTimeout(() => search(false), 300); // search as you type, once the typing pauses
   });
-  for (const id of ["strategy", "collection"]) $(id).addEventListener("change", () => search(false));
+  for (const id of ["strategy", "collection", "graph"]) $(id).addEventListener("change", () => search(false));
   $("more-results").addEventListener("click", () => void loadMore(main));
   $("tab-search").addEventListener("click", () => showTab("search"));
   $("tab-admin").addEventListener("click", () => showTab("admin"));
