@@ -125,6 +125,12 @@ def _from_blob(blob: bytes, dim: int) -> DocVectors:
 class SqliteStore(LifecycleSql, DocumentsSql, EdgesSql, TouchSwitchSql, CollectionSettingsSql):
     """DocumentStore and LifecycleStore over one SQLite file; one connection per thread."""
 
+    # the admin reports' indexes, named (shared/adapters/audit_sql.py says why)
+    _AUDIT_TABLES = {"sidecar": "sidecar s INDEXED BY sidecar_ready_by_hash",
+                     "vectors": "vectors v INDEXED BY vectors_by_space"}
+    _COVERAGE_TABLES = {"states": "sidecar INDEXED BY sidecar_by_status",
+                        "details": "sidecar INDEXED BY sidecar_details"}
+
     def __init__(self, path: Path, clock: Callable[[], float] | None = None):
         path.parent.mkdir(parents=True, exist_ok=True)
         self.path = path

@@ -13,6 +13,7 @@ import pytest
 from services.api.routes_admin import _lag, _mismatch
 from services.wiring import build
 from shared.adapters.sqlite_store import SqliteStore
+from shared.adapters.store_reports import coverage_report
 from shared.config import Settings
 from shared.model import PUBLIC_PRINCIPAL, DocKey, SemanticStatus, SidecarEntry, StoredDoc
 from shared.ports import DocumentStore
@@ -100,6 +101,36 @@ def test_the_vector_audit_equals_the_per_document_walk_and_counts_only_the_tenan
     assert store.vector_audit("nobody", SPACE, DIM).ready == 0
 
 
+def _coverage_per_row(store: Any, tenant: str, collection: str | None) -> dict[str, object]:
+    """/semantic/coverage's one GROUP BY over every row of the tenant, as it was."""
+    cold = "CASE WHEN cold_ref IS NULL THEN 0 ELSE 1 END"
+    sql, args = f"SELECT status, reason, {cold} AS cold, COUNT(*) AS n FROM sidecar WHERE tenant=? AND space=?", \
+        [tenant, SPACE]
+    if collection:
+        sql, args = sql + " AND collection=?", [*args, collection]
+    rows = store._read(sql + f" GROUP BY status, reason, {cold}", args)
+    return coverage_report((r["status"], r["reason"], r["n"], bool(r["cold"])) for r in rows)
+
+
+def test_coverage_equals_the_per_row_count_with_skipped_and_cold_rows(store: DocumentStore) -> None:
+    for tenant in ("t", "other"):
+        _mixed(store, tenant, 4)
+        rows = [("denied", S.DENIED, "writer_deny", None), ("deferred", S.DEFERRED, "budget", None),
+                ("cold", S.NONE, None, "cold-ref"), ("cold2", S.NONE, None, "cold-ref-2")]
+        store.put_docs([StoredDoc(DocKey(tenant, "c-x", i), {"title": i}, [PUBLIC_PRINCIPAL], None, f"h-{i}", 1.0)
+                        for i, *_ in rows],
+                       [SidecarEntry(DocKey(tenant, "c-x", i), SPACE, st, f"h-{i}", reason=why, cold_ref=ref,
+                                     updated_at=1.0) for i, st, why, ref in rows])
+        store.record_failure(DocKey(tenant, "c-queued", "queued0"), SPACE, "provider_error", final=True)
+        store.record_failure(DocKey(tenant, "c-queued", "queued1"), SPACE, "timeout", final=False)  # still queued
+    cov = store.coverage("t", None, SPACE)
+    assert cov == _coverage_per_row(store, "t", None)
+    assert cov["states"]["cold"] == 2 and cov["states"]["failed"] == 1  # type: ignore[index]
+    assert cov["skipped"] == {"writer_deny": 1, "budget": 1, "provider_error": 1}
+    for collection in ("c-x", "c-queued", "c-ok", "absent"):
+        assert store.coverage("t", collection, SPACE) == _coverage_per_row(store, "t", collection)
+
+
 def test_the_stuck_count_counts_the_tenants_queued_rows_older_than_the_bound(store: DocumentStore) -> None:
     _mixed(store, "t", 5, at=100.0)  # updated_at 100..104
     _mixed(store, "other", 5, at=100.0)
@@ -115,10 +146,11 @@ def test_the_statements_do_not_grow_with_the_documents(store: DocumentStore) -> 
         seen = _counting(store)
         audit = store.vector_audit(tenant, SPACE, DIM)
         store.stuck_count(tenant, SPACE, 1e12)
+        store.coverage(tenant, None, SPACE)
         assert audit.missing == audit.wrong_dim == n
         counts.append(len(seen))
         del store._lc_rows  # type: ignore[attr-defined]
-    assert counts[0] == counts[1] <= 4
+    assert counts[0] == counts[1] <= 7  # ready, bad, two example lists; stuck; coverage's two
 
 
 class _CountingStore:

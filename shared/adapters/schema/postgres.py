@@ -16,7 +16,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from typing import TYPE_CHECKING, Any
 
-from shared.adapters.schema import baseline, explain, ledger
+from shared.adapters.schema import audit, baseline, explain, ledger
 from shared.adapters.schema.runner import Migrated, Migration, latest, scalar
 from shared.adapters.schema.runner import migrate as run
 
@@ -88,6 +88,8 @@ CREATE INDEX IF NOT EXISTS docs_edges_from ON docs(tenant, (fields->>'from'))
 CREATE INDEX IF NOT EXISTS docs_edges_to ON docs(tenant, (fields->>'to'))
   WHERE collection='semantic.edges';
 """),
+    Migration(6, "indexes of the admin reports: vectors by space, ready rows by hash, skipped and cold rows",
+              audit.INDEXES),
 )
 LATEST = latest(MIGRATIONS)
 

@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from typing import Any
 
-from shared.adapters.schema import baseline, explain, ledger
+from shared.adapters.schema import audit, baseline, explain, ledger
 from shared.adapters.schema.runner import Migrated, Migration, latest
 from shared.adapters.schema.runner import migrate as run
 from shared.adapters.sqlite_wal import immediate
@@ -69,6 +69,8 @@ CREATE INDEX IF NOT EXISTS docs_edges_from ON docs(tenant, json_extract(fields, 
 CREATE INDEX IF NOT EXISTS docs_edges_to ON docs(tenant, json_extract(fields, '$.to'))
   WHERE collection='semantic.edges';
 """),
+    Migration(6, "indexes of the admin reports: vectors by space, ready rows by hash, skipped and cold rows",
+              audit.INDEXES),
 )
 LATEST = latest(MIGRATIONS)
 
