@@ -124,11 +124,12 @@ def bench_admin_views(
     repeats: int = typer.Option(5, "--repeats", min=1, help="requests per view and size"),
     before_up_to: int = typer.Option(1_000_000, "--before-up-to", min=0,
                                      help="time the old per-document /semantic/mismatch up to this size"),
+    postgres: bool = typer.Option(False, "--postgres", help="the PostgreSQL store's reports (a private server)"),
 ) -> None:
     """Every admin and health view timed at growing sizes of one tenant (embedded store, written in bulk)."""
-    from bench.admin_views import main
+    from bench.admin_views import main, postgres_main
 
-    print(main(docs, repeats, before_up_to))
+    print(postgres_main(docs, repeats) if postgres else main(docs, repeats, before_up_to))
 
 
 @app.command("lexical-legs")
