@@ -196,6 +196,19 @@ def test_fields_filter_and_pages(admin: Client, connect: Connect) -> None:
     assert sorted(seen) == [f"p{i:02}" for i in range(12)]  # every readable hit once, across pages
 
 
+def test_more_like_this_over_every_collection_and_vector_queries(admin: Client, connect: Connect,
+                                                                  loaded: str) -> None:
+    """`like=` with collection `semantic.nodes` never returns the source; `vector=` is an admin's."""
+    with connect(ALICE) as alice:
+        got = alice.read("semantic.nodes", like=(loaded, "d1"), strategy="keyword", limit=20)
+        assert got.results and "d1" not in {h.id for h in got.results}
+        assert {h.id for h in got.results} <= {"d2", "d3"}  # d4: the admin's alone
+        with pytest.raises(Forbidden):
+            alice.read(loaded, vector=[0.5] * 8)
+    with pytest.raises(InvalidParams):  # no space has 3 dimensions
+        admin.read(loaded, vector=[0.5, 0.5, 0.5])
+
+
 def test_read_once_streams_events_in_order_and_no_leak(admin: Client, connect: Connect) -> None:
     admin.bulk("fresh", CORPUS)  # nothing has touched these yet: the stream has something to warm
     with connect(ALICE) as alice:

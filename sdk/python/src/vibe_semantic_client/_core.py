@@ -266,8 +266,9 @@ _SEMANTIC_OPTIONS = {"k": "k", "domain_hint": "domainHint"}
 def read_body(collection: str, q: str, strategy: Strategy, limit: int, options: Mapping[str, Any]) -> JSON:
     """The `/v1/read` body. Options: `filter`, `cursor`, `include={...}`, `semantic={...}`, and the
     shorthands `fields`, `highlights`, `include_semantic`, `k`, `domain_hint`, `query_text`,
-    `like=(collection, id[, fields])`, `global_`, `rerank`. Any other option is sent as given, so the server
-    refuses what it does not support (an unsupported option is an error, never ignored)."""
+    `like=(collection, id[, fields])`, `vector=[...]`, `global_`, `rerank`. Any other option is sent as
+    given, so the server refuses what it does not support (an unsupported option is an error, never
+    ignored)."""
     opts = dict(options)
     semantic: JSON = {"strategy": strategy, **(opts.pop("semantic", None) or {})}
     include: JSON = dict(opts.pop("include", None) or {})
@@ -282,6 +283,8 @@ def read_body(collection: str, q: str, strategy: Strategy, limit: int, options: 
     if "like" in opts:
         coll, doc_id, *fields = opts.pop("like")
         semantic["query"] = {"doc": {"collection": coll, "_id": doc_id, **({"fields": fields[0]} if fields else {})}}
+    if "vector" in opts:  # admin diagnostics: the query vector itself
+        semantic["query"] = {"vector": [float(x) for x in opts.pop("vector")]}
     if "global_" in opts:
         opts["global"] = opts.pop("global_")
     body: JSON = {"collection": collection, "q": q, "semantic": semantic, "limit": limit}

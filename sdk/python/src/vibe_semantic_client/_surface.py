@@ -127,7 +127,7 @@ class Calls:
         """One JSON answer with what is ready now: keyword hits at once, vectors that already
         exist (`read_once` streams the re-rankings that follow). `collection` may be `"any"`.
         Options: see `_core.read_body` (`filter`, `cursor`, `fields`, `highlights`,
-        `include_semantic`, `k`, `query_text`, `like`, `semantic={...}`, `include={...}`)."""
+        `include_semantic`, `k`, `query_text`, `like`, `vector`, `semantic={...}`, `include={...}`)."""
         return core.read(core.read_body(collection, q, strategy, limit, options))
 
     @endpoint
