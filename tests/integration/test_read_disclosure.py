@@ -53,7 +53,8 @@ def test_more_like_this_never_sends_a_documents_fields_to_the_provider(
         opened = app.put("k-admin-a", "mlt", "open", {"title": "Wing flutter", "body": "flutter margins"})
         assert opened.status_code == 201
         # a second open document: the source is never its own result (services/planner/similar.py)
-        assert app.put("k-admin-a", "mlt", "open2", {"title": "Wing flutter", "body": "flutter tests"}).status_code == 201
+        second = app.put("k-admin-a", "mlt", "open2", {"title": "Wing flutter", "body": "flutter tests"})
+        assert second.status_code == 201
         app.read("k-admin-a", collection="mlt", q="wing flutter", semantic={"strategy": "keyword"})
         assert app.wait_status("k-admin-a", "mlt", "open", "ready", timeout=30) == "ready"
         assert app.wait_status("k-admin-a", "mlt", "open2", "ready", timeout=30) == "ready"
