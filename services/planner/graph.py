@@ -42,6 +42,7 @@ OVERFETCH = 4
 class GraphBounds:
     per_node: int = 10  # neighbours shown per node expanded
     total: int = 100  # neighbours shown for the whole page
+    speculate: int = 0  # neighbours by edges a touch queues per page document (VIBE_GRAPH_SPECULATION_PER_DOC)
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,6 +127,25 @@ def hydrate(store: EdgeStore, docs: DocumentReader, principal: Principal, page: 
                 room -= 1
         frontier = nxt
     return out, shown_docs
+
+
+def linked_keys(store: EdgeStore, docs: DocumentReader, principal: Principal, sources: Sequence[DocKey],
+                per_source: int, exclude: set[DocKey]) -> list[DocKey]:
+    """Neighbour speculation by edges: the documents one readable edge away from each of
+    `sources` (heaviest first, at most `per_source` each, readable by the caller), in source
+    order, without repeats or any of `exclude`. What a reader sees next from a page is what its
+    documents link to, so these are embedded ahead of a read asking for them."""
+    if per_source <= 0 or not sources:
+        return []
+    found, _ = hydrate(store, docs, principal, sources, 1, GraphBounds(per_source, per_source * len(sources)))
+    out: list[DocKey] = []
+    seen = set(exclude)
+    for k in sources:
+        for n in found.get(k, ()):
+            if n.key not in seen:
+                seen.add(n.key)
+                out.append(n.key)
+    return out
 
 
 def _readable_edges(store: EdgeStore, principal: Principal, refs: list[str], per_ref: int) -> list[Edge]:

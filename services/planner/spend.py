@@ -6,6 +6,7 @@ import logging
 from collections.abc import Sequence
 from dataclasses import replace
 
+from services.planner.graph import linked_keys
 from services.planner.page import Paging
 from services.planner.state import COLD, _evicted
 from services.planner.touch import neighbour_query, neighbours, plan, reach, touch_state
@@ -53,6 +54,7 @@ class Spending(Paging):
             return
         keys = [h.key for h in self.lexical_hits[: cfg.touch.depth(self.req.limit, len(self._lexical_scores))]]
         keys += self._neighbour_keys(keys)
+        keys += self._linked_keys(keys[: cfg.touch.neighbour_sources], set(keys))
         sides = self._with_missing_rows(keys, self.p.store.sidecars(keys, self.space))
         cold = [sides[k] for k in keys if k in sides and sides[k].status in COLD]
         self.pending = {k for k in keys if k in sides and sides[k].status == SemanticStatus.QUEUED}
@@ -133,6 +135,11 @@ class Spending(Paging):
         return neighbours(sources, lambda text, n: self.p.lexical.search(self.flt, text, n),
                           policy.neighbours, set(keys))
 
+    def _linked_keys(self, sources: list[DocKey], exclude: set[DocKey]) -> list[DocKey]:
+        """Speculation by edges (services/planner/graph.py `linked_keys`): each edge and both of
+        its ends re-checked readable by the caller, like a read's `graph`."""
+        return linked_keys(self.p.store, self.p.store, self.principal, sources, self.p.graph.speculate, exclude)
+
     def _touch_adaptive(self) -> None:
         """The adaptive policy (services/planner/touch.py `plan`): the fused page's cold
         documents first, then the lexical top, deeper only while the page is unstable, less
@@ -180,6 +187,12 @@ class Spending(Paging):
             sides.update(more)
             keys += [k for k in extra if k in more and more[k].status in COLD]
             watched += extra
+        # the page's documents lend their neighbours by edges, after everything the plan chose
+        # (the per-query ceiling and the bucket cut them first); not watched: no result waits for them
+        linked = self._linked_keys(page[: policy.neighbour_sources], set(keys) | set(page))
+        if linked:
+            sides.update(self.p.store.sidecars([k for k in linked if k not in sides], self.space))
+            keys += [k for k in linked if k in sides and sides[k].status in COLD]
         self.pending = {k for k in watched if k in sides and sides[k].status == SemanticStatus.QUEUED}
         # Evicted candidates within the plan's depth come back even where a tight budget cut the
         # plan short (they cost no provider call: `_spend`).

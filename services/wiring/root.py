@@ -140,7 +140,8 @@ def build(settings: Settings, embedder: Embedder | None = None, clock: Callable[
     planner.coverage = CoverageCache(store, settings.auto_coverage_ttl_seconds, AutoThresholds(
         settings.auto_keyword_below_coverage, settings.auto_short_query_words, settings.auto_hybrid_above_coverage))
     planner.rerank_candidates = settings.read_rerank_candidates
-    planner.graph = GraphBounds(settings.graph_max_neighbors_per_node, settings.graph_max_neighbors_total)
+    planner.graph = GraphBounds(settings.graph_max_neighbors_per_node, settings.graph_max_neighbors_total,
+                                settings.graph_speculation_per_doc)
     rerank_fields = EmbedFields(collections)
     # the reranker is an outside endpoint: it reads what an embedder would, masked the same way
     planner.rerank_text = lambda d: redact(doc_text(d.fields, rerank_fields.of(d.key.tenant, d.key.collection)))[0]

@@ -98,6 +98,10 @@ class ReadSettings(BaseModel):
         "Most neighbours a read with `graph` shows for each document it expands (heaviest edges first)."))
     graph_max_neighbors_total: Annotated[int, Field(ge=1, le=1_000)] = Field(default=100, description=(
         "Most neighbours a read with `graph` shows for its whole page, all results and depths together."))
+    graph_speculation_per_doc: Annotated[int, Field(ge=0, le=20)] = Field(default=3, description=(
+        "Neighbour speculation: documents one edge away (`semantic.edges`) that a read's touch queues for "
+        "embedding per page document (the first 3), readable by the caller, after everything else it queues "
+        "and within the same per-query and tenant budgets (0: off)."))
     # A read's optional rerank stage (services/planner/rerank.py): the page's documents sent to the
     # reranker of VIBE_RERANK_URL in its one call, bounded so a large page cannot make it a big spend.
     read_rerank_candidates: Annotated[int, Field(ge=1, le=200)] = Field(default=50, description=(

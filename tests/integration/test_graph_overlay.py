@@ -198,3 +198,22 @@ def test_a_stream_carries_neighbours_in_every_ranking_event(app: Served) -> None
     events = app.stream("k-alice", collection="posts", q="zebra", semantic=KEYWORD, graph={"depth": 1})
     ranked = [d for e, d in events if e in ("lexical", "semantic", "done")]
     assert ranked and all(_nb(_hit(d["results"], "p1")) == [("posts", "p2", 1)] for d in ranked)
+
+
+def test_a_touch_queues_the_page_documents_readable_neighbours_by_edges(app: Served) -> None:
+    text = " grows in the valley where the river bends and the farmers sell it at the market"
+    docs = [{"_id": "l1", "title": "quokka orchard", "body": "quokka" + text},
+            {"_id": "l2", "title": "linked and readable", "body": "pears" + text},
+            {"_id": "l3", "title": "linked, bob only", "body": "plums" + text, "_acl": ["user:bob"]},
+            {"_id": "l4", "title": "behind a hidden edge", "body": "figs" + text}]
+    assert app.bulk("k-admin-a", "lazy", docs).json()["accepted"] == 4
+    edges = [{"_id": "sp1", "from": "lazy/l1", "to": "lazy/l2", "predicate": "mentions"},
+             {"_id": "sp2", "from": "lazy/l3", "to": "lazy/l1", "predicate": "replyTo"},
+             {"_id": "sp3", "from": "lazy/l1", "to": "lazy/l4", "predicate": "mentions", "_acl": ["user:bob"]}]
+    assert app.bulk("k-admin-a", EDGES, edges).json()["accepted"] == 3
+    assert [app.status("k-bob", "lazy", i) for i in ("l1", "l2", "l3", "l4")] == ["none"] * 4
+    r = app.read("k-alice", collection="lazy", q="quokka", semantic=KEYWORD, limit=1)
+    assert ids(r.json()["results"]) == ["l1"]
+    assert app.wait_status("k-admin-a", "lazy", "l2", "ready") == "ready"  # a neighbour alice may read
+    # what alice may not read (l3), or reaches only through an edge she may not read (l4), is never queued by her read
+    assert app.status("k-bob", "lazy", "l3") == "none" and app.status("k-bob", "lazy", "l4") == "none"
