@@ -154,7 +154,8 @@ export class Client {
   }
 
   /** The stream of one read: `lexical` first, then `warming`/`semantic` as the backfill
-   * progresses, and `done` (or `error`) last; iteration ends after it. Breaking out of the loop
+   * progresses (each ranking followed by a `rerank` event when the read reranks), and `done` (or
+   * `error`) last; iteration ends after it. Breaking out of the loop
    * or aborting `signal` closes the connection. Errors before the stream starts (bad body,
    * key, 429 after the retries) are thrown as `VibeError`; an error after it started arrives
    * as an `error` event. */
