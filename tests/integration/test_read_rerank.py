@@ -93,6 +93,11 @@ def test_a_failing_reranker_keeps_the_fused_order(c: Container, stand_in: Rerank
     first, again = answer_body(session.answer()), answer_body(session.answer(True))
     assert len(stand_in.requests) == calls + 1  # a read calls a failing reranker once
     assert _ids(first) == _ids(again) == fused and again["diagnostics"]["rerank"]["status"] == "failed"
+    # a call that went out and failed is in the ledger, one row per document sent, with no tokens
+    assert c.handler.calls is not None
+    rows = [r for r in c.handler.calls.ledger_page("t", None, None, None, 0, 100) if r.purpose == "rerank"]
+    assert sorted(r.doc_id or "" for r in rows) == ["a", "a", "b", "b", "c", "c"]  # two reads, one call each
+    assert {(r.outcome, r.tokens) for r in rows} == {("provider_failed", 0)}
 
 
 def test_rerank_without_a_reranker_is_refused(tmp_path: Path) -> None:
