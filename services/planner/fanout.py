@@ -30,6 +30,7 @@ from typing import TypeVar
 
 from services.core.reserved import is_reserved_collection
 from services.planner.pools import FANOUT_LEGS
+from shared.edges import EDGES
 from shared.model import DocKey, Hit
 from shared.ports import Candidates, CollectionStore, LexicalIndex, ResolvedCandidates, SearchFilter, VectorIndex
 
@@ -73,7 +74,8 @@ def plan_global(store: CollectionStore, tenant: str, k: int, max_collections: in
     each), and a fetch of twice the share (at most `k`) so a collection can take up the slots
     sparse ones leave."""
     listed = store.collection_names(tenant, "", max_collections + 1)
-    names = [n for n in listed if not is_reserved_collection(n)]
+    # edges are never in an index (shared/edges.py): a leg for them would search nothing
+    names = [n for n in listed if not is_reserved_collection(n) and n != EDGES]
     # past the bound (reserved names included: more may follow them), the rest has one leg
     own, remainder = tuple(names[:max_collections]), len(listed) > max_collections
     legs = max(1, len(own) + remainder)

@@ -170,6 +170,8 @@ def test_edges_are_never_embedded_nor_searched(app: Served) -> None:
     for collection in (EDGES, "any"):
         found = app.read("k-admin-a", collection=collection, q="zebra mentions posts", semantic=KEYWORD).json()
         assert all(x["collection"] != EDGES for x in found["results"]), found
+    legs = app.read("k-admin-a", collection="any", q="zebra", semantic=KEYWORD).json()["diagnostics"]["collections"]
+    assert EDGES not in [leg["collection"] for leg in legs] and "posts" in [leg["collection"] for leg in legs]
 
 
 def test_an_edge_document_is_read_only_where_both_ends_are(app: Served) -> None:
