@@ -39,6 +39,7 @@ from services.planner import flow
 from services.planner.answer import Answer, Warming
 from services.planner.explain import explained
 from services.planner.planner import ReadRequest, ReadSession
+from shared.edges import EDGES
 from shared.errors import ErrorCode, VibeError, invalid
 from shared.filters import FilterError, parse_filter
 from shared.metrics import METRICS
@@ -73,6 +74,9 @@ def to_request(body: ReadBody, c: Container, offset: int = 0, p: Principal | Non
     check_collection_name(body.collection)  # before it reaches a store, a usage row or a metric
     if query_doc is not None:
         check_collection_name(query_doc[0], field="semantic.query.doc.collection")
+        if query_doc[0] == EDGES:  # an edge is no document to find others like (and is never embedded)
+            raise invalid("semantic.query.doc names a document, not an edge of semantic.edges",
+                          field="semantic.query.doc.collection")
         for name in query_doc[2] or ():
             check_field_name(name, field="semantic.query.doc.fields")
     # Accepted options are never ignored. `global` ("cross-db search") is what

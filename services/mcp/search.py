@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from services.container import Container
+from services.core.edge_access import edge_visible
 from services.mcp import core
 from services.mcp.citations import Passage, cite, render_context
 from services.mcp.errors import invalid
@@ -185,7 +186,8 @@ class ChunkSearch:
         if col == ANY:
             raise invalid("get_chunk needs a named collection, not 'any'")
         doc = self.c.store.get_doc(DocKey(p.tenant, col, chunk_id))
-        return chunk_fields(doc) if doc is not None and doc.readable_by(p) else None
+        # an edge (semantic.edges) also needs both of its ends readable (services/core/edge_access.py)
+        return chunk_fields(doc) if doc is not None and edge_visible(self.c.store, p, doc) else None
 
     def touch(self, p: Principal, scope: Scope, q: str, lex: list[Hit]) -> None:
         if len(scope.collections) == 1 and scope.collections[0] != ANY and lex:

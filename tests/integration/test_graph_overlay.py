@@ -184,6 +184,9 @@ def test_an_edge_document_is_read_only_where_both_ends_are(app: Served) -> None:
     assert [d["_found"] for d in r.json()["docs"]] == [True, False, False]
     r = app.read("k-alice", collection=EDGES, _id="e2")
     assert r.status_code == 404
+    like_an_edge = {"query": {"doc": {"collection": EDGES, "_id": "e1"}}}
+    r = app.read("k-alice", collection="semantic.nodes", semantic=like_an_edge)
+    assert r.status_code == 400 and r.json()["error"]["details"]["field"] == "semantic.query.doc.collection"
     # another tenant sees no edge and no neighbour
     assert app.call("GET", f"/v1/collections/{EDGES}/docs/e1", "k-admin-b").status_code == 404
 
