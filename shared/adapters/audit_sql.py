@@ -13,6 +13,9 @@ looked at, to tell a missing vector from one of another dimension and to list ex
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
+from typing import Any
+
 from shared.adapters.lifecycle_sql.base import SqlBase
 from shared.adapters.store_reports import COLD_FLAG, coverage_report
 from shared.model import DocKey
@@ -21,7 +24,7 @@ from shared.ports import VectorAudit
 _READY = "FROM {sidecar} WHERE s.tenant=? AND s.space=? AND s.status='ready'"
 # The hashes of ready rows with no vector of the expected dimension (any dimension when none
 # is expected). ORDER BY makes SQLite merge the two sorted index walks instead of building a
-# temporary table of one side.
+# temporary table of one side; PostgreSQL hashes them.
 _BAD = ("SELECT s.content_hash " + _READY + " EXCEPT SELECT v.content_hash FROM {vectors} "
         "WHERE v.tenant=? AND v.space=?{dim} ORDER BY 1")
 # The rows /semantic/coverage needs more of than their status: why a document was skipped, and
@@ -45,15 +48,15 @@ class AuditSql(SqlBase):
         """States of one collection from its rows (a primary-key range); of the whole tenant,
         from the status index and the few rows `_DETAILS` selects."""
         if collection:
-            rows = self._read(f"SELECT status, reason, {COLD_FLAG} AS cold, COUNT(*) AS n FROM sidecar "
+            rows = self._report_rows(f"SELECT status, reason, {COLD_FLAG} AS cold, COUNT(*) AS n FROM sidecar "
                               f"WHERE tenant=? AND collection=? AND space=? GROUP BY status, reason, {COLD_FLAG}",
                               (tenant, collection, space))
             return coverage_report((r["status"], r["reason"], r["n"], bool(r["cold"])) for r in rows)
         t = self._COVERAGE_TABLES
-        counts = {r["status"]: int(r["n"]) for r in self._read(
+        counts = {r["status"]: int(r["n"]) for r in self._report_rows(
             f"SELECT status, COUNT(*) AS n FROM {t['states']} WHERE space=? AND tenant=? GROUP BY status",
             (space, tenant))}
-        details = [(r["status"], r["reason"], int(r["n"]), bool(r["cold"])) for r in self._read(
+        details = [(r["status"], r["reason"], int(r["n"]), bool(r["cold"])) for r in self._report_rows(
             f"SELECT status, reason, {COLD_FLAG} AS cold, COUNT(*) AS n FROM {t['details']} WHERE tenant=? "
             f"AND space=? AND {_DETAILS} GROUP BY status, reason, {COLD_FLAG}", (tenant, space))]
         for status, _, n, _ in details:  # counted with their details instead
@@ -62,25 +65,31 @@ class AuditSql(SqlBase):
 
     def vector_audit(self, tenant: str, space: str, dim: int | None, examples: int = 20) -> VectorAudit:
         tables = self._AUDIT_TABLES
-        ready = int(self._read("SELECT COUNT(*) AS n " + _READY.format(**tables), (tenant, space))[0]["n"])
+        ready = int(self._report_rows("SELECT COUNT(*) AS n " + _READY.format(**tables), (tenant, space))[0]["n"])
         bad_sql = _BAD.format(dim="" if dim is None else " AND v.dim=?", **tables)
-        bad_args = (tenant, space, tenant, space, *(() if dim is None else (dim,)))
-        in_bad = _READY.format(**tables) + f" AND s.content_hash IN ({bad_sql})"
-        head = self._read(f"SELECT COUNT(*) AS bad, COALESCE(SUM(CASE WHEN {_HAS_VECTOR} THEN 1 ELSE 0 END), 0) "
-                          f"AS wrong {in_bad}", (tenant, space, *bad_args))[0]
-        bad, wrong = int(head["bad"]), int(head["wrong"])
+        # Each bad row, whether it has a vector at all (then of another dimension), numbered
+        # oldest first within its kind: one statement gives both counts and both example lists.
+        rows = self._report_rows(
+            "SELECT has_vector, n, collection, doc_id FROM (SELECT has_vector, collection, doc_id, "
+            "ROW_NUMBER() OVER (PARTITION BY has_vector ORDER BY updated_at, collection, doc_id) AS rn, "
+            "COUNT(*) OVER (PARTITION BY has_vector) AS n FROM ("
+            f"SELECT CASE WHEN {_HAS_VECTOR} THEN 1 ELSE 0 END AS has_vector, s.collection, s.doc_id, s.updated_at "
+            f"{_READY.format(**tables)} AND s.content_hash IN ({bad_sql})) AS b) AS r WHERE rn<=? "
+            "ORDER BY has_vector, rn",
+            (tenant, space, tenant, space, tenant, space, *(() if dim is None else (dim,)), max(examples, 1)))
+        counts: dict[int, int] = {0: 0, 1: 0}
+        keys: dict[int, list[DocKey]] = {0: [], 1: []}
+        for r in rows:
+            kind = int(r["has_vector"])
+            counts[kind] = int(r["n"])
+            keys[kind].append(DocKey(tenant, r["collection"], r["doc_id"]))
+        return VectorAudit(ready, counts[0], keys[0][:examples], counts[1], keys[1][:examples])
 
-        def oldest(has_vector: bool, n: int) -> list[DocKey]:
-            if n <= 0 or examples <= 0:
-                return []
-            rows = self._read(f"SELECT s.collection, s.doc_id {in_bad} AND {'' if has_vector else 'NOT '}"
-                              f"{_HAS_VECTOR} ORDER BY s.updated_at, s.collection, s.doc_id LIMIT ?",
-                              (tenant, space, *bad_args, examples))
-            return [DocKey(tenant, r["collection"], r["doc_id"]) for r in rows]
-
-        return VectorAudit(ready, bad - wrong, oldest(False, bad - wrong), wrong, oldest(True, wrong))
+    def _report_rows(self, sql: str, params: Sequence[object] = ()) -> Sequence[Mapping[str, Any]]:
+        """A report's statement (PostgresStore runs it with JIT compilation off)."""
+        return self._read(sql, params)
 
     def stuck_count(self, tenant: str, space: str, before: float) -> int:
-        rows = self._read("SELECT COUNT(*) AS n FROM sidecar WHERE space=? AND status='queued' AND tenant=? "
+        rows = self._report_rows("SELECT COUNT(*) AS n FROM sidecar WHERE space=? AND status='queued' AND tenant=? "
                           "AND updated_at<?", (space, tenant, before))
         return int(rows[0]["n"]) if rows else 0

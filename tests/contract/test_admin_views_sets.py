@@ -73,16 +73,16 @@ def _per_document(store: DocumentStore, tenant: str) -> tuple[int, set[str], set
 
 
 def _counting(store: Any) -> list[str]:
-    """Every statement the store's shared SQL reads run, recorded (both adapters read through
-    `_lc_rows`)."""
+    """Every statement the store's reports run, recorded (both adapters run them through
+    `_report_rows`)."""
     seen: list[str] = []
-    inner: Callable[..., Sequence[Mapping[str, Any]]] = store._lc_rows
+    inner: Callable[..., Sequence[Mapping[str, Any]]] = store._report_rows
 
     def rows(sql: str, params: Sequence[object] = ()) -> Sequence[Mapping[str, Any]]:
         seen.append(sql)
         return inner(sql, params)
 
-    store._lc_rows = rows
+    store._report_rows = rows
     return seen
 
 
@@ -149,8 +149,8 @@ def test_the_statements_do_not_grow_with_the_documents(store: DocumentStore) -> 
         store.coverage(tenant, None, SPACE)
         assert audit.missing == audit.wrong_dim == n
         counts.append(len(seen))
-        del store._lc_rows  # type: ignore[attr-defined]
-    assert counts[0] == counts[1] <= 7  # ready, bad, two example lists; stuck; coverage's two
+        del store._report_rows  # type: ignore[attr-defined]
+    assert counts[0] == counts[1] == 5  # the audit's two; stuck; coverage's two
 
 
 class _CountingStore:
