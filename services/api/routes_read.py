@@ -19,7 +19,7 @@ from fastapi.responses import JSONResponse, Response, StreamingResponse
 from services.api import cursors
 from services.api.auth import principal_of, require
 from services.api.bodies import json_body, parse_model
-from services.api.read_similar import authorize_vector, checked_vector, scope_of
+from services.api.read_similar import NODES, authorize_vector, checked_vector, scope_of
 from services.api.render import answer_body, semantic_projection, warming_body
 from services.api.rerank_choice import choose_reranker
 from services.api.schemas import (
@@ -81,7 +81,7 @@ def to_request(body: ReadBody, c: Container, offset: int = 0, p: Principal | Non
             check_field_name(name, field="semantic.query.doc.fields")
     # Accepted options are never ignored. `global` ("cross-db search") is what
     # collection `any` does: every collection of the key's tenant (never another tenant's).
-    if body.global_ and body.collection != "any":
+    if body.global_ and body.collection not in ("any", NODES):  # semantic.nodes is every collection too
         raise invalid("global: true searches every collection of the tenant; give collection 'any' "
                       "(or omit global to search one collection)", field="global")
     hint = sem.domainHint  # mapped to a space in the planner (services/planner/hints.py), or reported unused

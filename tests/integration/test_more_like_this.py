@@ -102,6 +102,9 @@ def test_nodes_searches_every_readable_collection_and_never_returns_the_source(a
 def test_cursor_pages_hold_the_whole_ranking_without_the_source(app: Served) -> None:
     whole = app.read("k-alice", **_nodes(("wings", "w1"), limit=20)).json()
     assert whole["nextCursor"] is None
+    # `global: true` says what semantic.nodes already is: every collection of the tenant
+    said = app.read("k-alice", **_nodes(("wings", "w1"), limit=20, **{"global": True})).json()
+    assert _keys(said["results"]) == _keys(whole["results"])
     pages: list[tuple[str, str]] = []
     body = _nodes(("wings", "w1"), limit=1)
     for _ in range(10):

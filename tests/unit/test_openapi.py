@@ -215,6 +215,8 @@ def _read_schema(doc: dict[str, Any]) -> dict[str, Any]:
     # more-like-this over every readable collection, and vector queries (services/api/read_similar.py)
     ({"collection": "semantic.nodes", "semantic": {"query": {"doc": {"collection": "c", "_id": "1"}}}}, True),
     ({"collection": "semantic.nodes", "q": "x"}, False),
+    ({"collection": "semantic.nodes", "global": True, "semantic": {"query": {"doc": {"collection": "c", "_id": "1"}}}},
+     True),
     ({"collection": "semantic.nodes", "q": "x", "semantic": {"query": None}}, False),
     ({"collection": "semantic.nodes", "semantic": {"query": {"text": "a paraphrase"}}}, False),
     # (the served document gives a vector the default space's length: the app's embed_dim, 32)

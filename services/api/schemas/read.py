@@ -139,7 +139,7 @@ _READ_NOT_EMPTY: dict[str, Any] = {"anyOf": [
     {"required": ["_id"], "properties": {"_id": {"type": "string", "minLength": 1}}},
 ], "not": {"anyOf": [
     {"required": ["global", "collection"], "properties": {
-        "global": {"const": True}, "collection": {"not": {"const": "any"}}}},
+        "global": {"const": True}, "collection": {"not": {"enum": ["any", "semantic.nodes"]}}}},
     # `semantic.nodes` finds documents like one: it needs semantic.query.doc or .vector
     {"required": ["collection"], "properties": {"collection": {"const": "semantic.nodes"}}, "not": {
         "required": ["semantic"], "properties": {"semantic": {"type": "object", "required": ["query"], "properties": {
@@ -174,8 +174,9 @@ _READ_NOT_EMPTY: dict[str, Any] = {"anyOf": [
 ]},
     "description": "`q`, or `semantic.query`, must hold something other than whitespace (or give `_id`, with a "
                    "named collection and no q, semantic.query, filter, cursor, rerank or graph); `global: true` goes "
-                   "with collection `any`; collection `semantic.nodes` needs `semantic.query.doc` or `.vector`; "
-                   "a `semantic.query.vector` goes without q, rerank or a keyword/hybrid strategy"}
+                   "with collection `any` (or `semantic.nodes`); collection `semantic.nodes` needs "
+                   "`semantic.query.doc` or `.vector`; a `semantic.query.vector` goes without q, rerank or a "
+                   "keyword/hybrid strategy"}
 
 
 class RerankIn(BaseModel):
@@ -213,7 +214,7 @@ class ReadIn(BaseModel):
     limit: int = Field(default=20, ge=1, le=MAX_LIMIT, description="results per page")
     global_: bool = Field(default=False, alias="global", description=(
         "Cross-database search: every collection of the key's tenant (as collection `any`, which "
-        "it requires; never another tenant's)"))
+        "it requires, or `semantic.nodes`; never another tenant's)"))
     include: IncludeIn = Field(default_factory=IncludeIn)
     filter: dict[str, Any] | None = Field(default=None, json_schema_extra=_as(FILTER))
     cursor: str | None = Field(default=None, json_schema_extra=_as({"anyOf": [CURSOR, {"type": "null"}]}))
