@@ -209,7 +209,8 @@ def _bulk(c: Container, p: Principal, collection: str, items: list[Any]) -> list
             final = {k: d for k, d in final.items() if k not in over}
         docs = list(final.values())
         # in transactions of VIBE_BULK_WRITE_CHUNK documents (DocumentService.put)
-        outcome = dict(zip(final, c.docs.put(docs, chunk=c.settings.bulk_write_chunk), strict=True))
+        outcome = dict(zip(final, c.docs.put(docs, chunk=c.settings.bulk_write_chunk, fanout_checked=True),
+                           strict=True))
     for r, doc, first in accepted:
         r.result = outcome[doc.key] if first else "updated"
         r.status = 201 if r.result == "created" else 200

@@ -224,14 +224,14 @@ class DocumentService:
 
     # -- writes ------------------------------------------------------------------------
 
-    def put(self, docs: Sequence[StoredDoc], chunk: int | None = None) -> list[str]:
+    def put(self, docs: Sequence[StoredDoc], chunk: int | None = None, fanout_checked: bool = False) -> list[str]:
         """Store documents and make them searchable; returns per-doc 'created' or 'updated'.
         One transaction, or one per `chunk` documents: the store's writer and the index follower
         are free between two chunks, so another tenant's write waits for one chunk instead of a
         whole bulk (a failure mid-way leaves the chunks before it stored). The embedding jobs
         are queued once, after the last chunk, so a chunked bulk still fills whole provider
         batches."""
-        if self.fanout is not None and (over := self.fanout.refused(docs)):
+        if self.fanout is not None and not fanout_checked and (over := self.fanout.refused(docs)):
             raise next(iter(over.values()))  # nothing written (a bulk drops these first: routes_docs)
         answers: list[str] = []
         jobs: list[EmbedJob] = []
