@@ -40,11 +40,13 @@ def bench_global_read(
     data_dir: Path = typer.Option(None, "--data-dir", help="instance data dir (default: a fresh temp dir)"),
     embedder: str = typer.Option("local", "--embedder", help="local|hash"),
     strategies: str = typer.Option("keyword,hybrid", "--strategies", help="comma-separated"),
+    split: int = typer.Option(16, "--split", min=0, help="then each dataset also as this many collections "
+                                                           "(latency at many legs; 0: skip)"),
 ) -> None:
     """Global reads: latency against a single-collection read, quality mixed against each collection alone."""
     from bench.global_read import main
 
-    main(data, _data_dir(data_dir, "global-read"), embedder, [x for x in strategies.split(",") if x])
+    main(data, _data_dir(data_dir, "global-read"), embedder, [x for x in strategies.split(",") if x], split)
 
 
 @app.command("rerank")
