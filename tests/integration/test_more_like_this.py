@@ -16,6 +16,7 @@ import pytest
 
 from harness.server import Served, ids, served
 from shared.adapters.embedders.hash_embedder import HashEmbedder
+from tests.integration.distributed.conftest import RecordingProvider
 
 FLUTTER = " flutter of swept wings: aeroelastic flutter margins measured in the wind tunnel"
 DOCS: dict[str, list[dict[str, Any]]] = {
@@ -244,3 +245,28 @@ def test_a_vector_binds_its_cursor(app: Served) -> None:
     same = app.read("k-admin-a", collection="any", semantic={"query": {"vector": vec}}, limit=1,
                     cursor=first["nextCursor"])
     assert same.status_code == 200 and _keys(same.json()["results"]) != _keys(first["results"])
+
+
+def test_a_vector_query_never_reaches_the_embedding_provider(tmp_path: Path) -> None:
+    """A query text goes to the provider (the control); the same read by vector never does,
+    JSON or stream, however often it is asked."""
+    provider = RecordingProvider(dim=32)  # (its `__enter__` is typed as the base server's)
+    with provider:
+        env = {"VIBE_EMBEDDER": "openai", "VIBE_OPENAI_BASE_URL": provider.base_url, "VIBE_EMBED_MODEL": "m"}
+        with served(tmp_path / "data", env=env) as app:
+            put = app.put("k-admin-a", "v", "a", {"title": "Wing flutter", "body": "flutter margins"})
+            assert put.status_code == 201
+            before = len(provider.embed_calls())
+            r = app.read("k-admin-a", collection="v", semantic={"strategy": "semantic", "query": {"text": "wing"}})
+            # the control: the query text went to the provider (the document may follow, by its touch)
+            assert r.status_code == 200 and ["wing"] in [t for _, t, _ in provider.embed_calls()[before:]]
+            calls = len(provider.embed_calls())
+            vec = [0.25] * 32
+            for _ in range(2):
+                r = app.read("k-admin-a", collection="v", semantic={"query": {"vector": vec}})
+                assert r.status_code == 200 and r.json()["strategy"] == "semantic", r.text
+                events = app.stream("k-admin-a", collection="v", semantic={"query": {"vector": vec}})
+                assert events[-1][0] == "done"
+            # the document itself may be embedded by its touch; no query text or vector was sent
+            sent = [texts for _, texts, _ in provider.embed_calls()[calls:]]
+            assert all("flutter" in " ".join(t) for t in sent), sent
