@@ -56,7 +56,7 @@ from vibe_semantic_client.answers import (
     UsageDay,
     UsageToday,
 )
-from vibe_semantic_client.models import Passage, parse_event
+from vibe_semantic_client.models import Neighbor, Passage, parse_event
 
 from harness.openapi_responses import OpenApiResponses
 from harness.server import REPO, free_port
@@ -278,9 +278,16 @@ def test_read_once_used_as_the_old_one_shot_answer_still_works_and_warns(connect
 HIT = {"id": ("id", "x"), "collection": ("collection", "c"), "score": ("score", 0.5),
        "matchedBy": ("matched_by", ["keyword"]), "explainId": ("explain_id", "e"), "highlights": ("highlights", ["h"]),
        "fields": ("fields", {"title": "t"}), "__semantic": ("semantic", {"status": "ready"}),
-       "passage": ("passage", Passage("body", 120, 980, ["Setup", "Tyres"]))}
+       "passage": ("passage", Passage("body", 120, 980, ["Setup", "Tyres"])),
+       "neighbors": ("neighbors", [Neighbor("n", "c", "cites", 0.5, "out", 1, ("c", "x"), ["c/x", "c/n"],
+                                            [{"edge": "e", "from": "c/x", "to": "c/n", "predicate": "cites",
+                                              "weight": 0.5}], "en", {"title": "t"})])}
 HIT_JSON = {wire: value for wire, (_, value) in HIT.items()}
 HIT_JSON["passage"] = {"field": "body", "start": 120, "end": 980, "headings": ["Setup", "Tyres"]}
+HIT_JSON["neighbors"] = [{"id": "n", "collection": "c", "predicate": "cites", "weight": 0.5, "direction": "out",
+                          "depth": 1, "via": {"id": "x", "collection": "c"}, "path": ["c/x", "c/n"],
+                          "edges": [{"edge": "e", "from": "c/x", "to": "c/n", "predicate": "cites", "weight": 0.5}],
+                          "explainId": "en", "fields": {"title": "t"}}]
 WARMING = {"queued": ("queued", 3), "message": ("message", "Warming up")}
 ERROR = {"code": ("code", "conflict"), "message": ("message", "m"), "details": ("details", {"waiting": 1}),
          "requestId": ("request_id", "r-1")}

@@ -135,10 +135,13 @@ class MatchReason(Model):
 
 @dataclass(frozen=True, slots=True)
 class EdgeReason(Model):
-    """Reached through the graph overlay: `collection/id` of each document on the way."""
+    """Reached through the graph overlay: `collection/id` of each document on the way (the hit
+    first), the edges of the path as stored, and how many edges from the hit."""
 
     type: str  # "edge"
     path: list[str]
+    edges: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    depth: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

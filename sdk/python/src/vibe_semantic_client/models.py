@@ -35,10 +35,39 @@ class Passage:
 
 
 @dataclass(frozen=True, slots=True)
+class Neighbor:
+    """A document joined to a hit by edges of `semantic.edges` (a read with `graph={"depth": 1|2}`):
+    the last edge's `predicate` and `weight`, `direction` (`out`: from `via` to this document),
+    `path` (`collection/id` of each document on the way, the hit first) and `edges` (each as stored)."""
+
+    id: str
+    collection: str
+    predicate: str
+    weight: float
+    direction: str
+    depth: int
+    via: tuple[str, str]  # (collection, id)
+    path: list[str]
+    edges: list[JSON]
+    explain_id: str | None = None
+    fields: JSON | None = None
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> Neighbor:
+        via = d.get("via") or {}
+        return cls(id=str(d["id"]), collection=str(d.get("collection", "")), predicate=str(d.get("predicate", "")),
+                   weight=float(d.get("weight") or 0.0), direction=str(d.get("direction", "")),
+                   depth=int(d.get("depth") or 0), via=(str(via.get("collection", "")), str(via.get("id", ""))),
+                   path=[str(p) for p in d.get("path") or ()], edges=[dict(e) for e in d.get("edges") or ()],
+                   explain_id=d.get("explainId"), fields=d.get("fields"))
+
+
+@dataclass(frozen=True, slots=True)
 class Hit:
     """One result. `score` is comparable within one answer (higher is better); `fields` holds
     the document's permitted fields when the read asked for them (`fields=` / `include.fields`);
-    `passage`, where a long document was matched by the semantic leg, its best passage."""
+    `passage`, where a long document was matched by the semantic leg, its best passage;
+    `neighbors`, with `graph={"depth": 1|2}`, the documents joined to it by edges."""
 
     id: str
     collection: str
@@ -49,6 +78,7 @@ class Hit:
     highlights: Any = None
     semantic: JSON | None = None
     passage: Passage | None = None
+    neighbors: list[Neighbor] | None = None
     raw: JSON = field(default_factory=dict, repr=False)
 
     @classmethod
@@ -57,7 +87,9 @@ class Hit:
         return cls(id=str(d["id"]), collection=str(d.get("collection", "")), score=float(d.get("score") or 0.0),
                    matched_by=list(d.get("matchedBy") or ()), explain_id=d.get("explainId"), fields=d.get("fields"),
                    highlights=d.get("highlights"), semantic=d.get("__semantic"),
-                   passage=Passage.from_json(passage) if isinstance(passage, Mapping) else None, raw=dict(d))
+                   passage=Passage.from_json(passage) if isinstance(passage, Mapping) else None,
+                   neighbors=[Neighbor.from_json(n) for n in d["neighbors"]] if isinstance(d.get("neighbors"), list)
+                   else None, raw=dict(d))
 
 
 @dataclass(frozen=True, slots=True)
