@@ -26,7 +26,9 @@ def global_body(plan: GlobalPlan) -> dict[str, object]:
         "global": {
             "legs": plan.legs, "perCollection": plan.share, "fetchPerCollection": plan.fetch,
             "candidates": plan.k,
-            "remainder": None if rest is None else {"afterCollections": len(plan.collections), **_leg(rest)},
+            "remainder": None if rest is None else {
+                "afterCollections": len(plan.collections),
+                "collections": None if plan.rest is None else len(plan.rest), **_leg(rest)},
         },
     }
 

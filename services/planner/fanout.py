@@ -15,9 +15,10 @@ searches the same space with the same query vector.
 Every leg carries the read's own SearchFilter (tenant, ACL, certificates, token filter, `where`,
 id allow-list) with only its collections narrowed: nothing a leg returns was not already
 admitted inside the engine. A tenant may have many collections: past `max_collections` the
-rest is searched by one remainder leg over the whole tenant (as a read of `any` searched before
-fan-out), whose hits in collections with their own leg are dropped, so every collection is
-searched and the remainder is reported as such, never silently left out.
+rest is searched by one remainder leg, which names them in its filter (up to REST_BY_NAME of
+them) or else searches the whole tenant (as a read of `any` did before fan-out) and drops the hits
+of collections with their own leg; so every collection is searched and the remainder is reported
+as such, never silently left out.
 """
 
 from __future__ import annotations
@@ -35,6 +36,10 @@ from shared.model import DocKey, Hit
 from shared.ports import Candidates, CollectionStore, LexicalIndex, ResolvedCandidates, SearchFilter, VectorIndex
 
 T = TypeVar("T")
+# Past the legs of their own, the remainder leg names the rest in its filter (one terms clause, as
+# cheap as one collection's) when they are at most this many; beyond, it searches the whole tenant
+# and drops the hits of collections with a leg of their own, reading every hit's key to do so.
+REST_BY_NAME = 256
 
 
 @dataclass
@@ -58,6 +63,8 @@ class GlobalPlan:
     share: int  # candidates each leg is guaranteed in the merged list
     fetch: int  # candidates each leg asks its engine for
     reports: list[LegReport] = field(default_factory=list)
+    # the remainder's collections by name; None: too many to name, it searches the whole tenant
+    rest: tuple[str, ...] | None = None
 
     @property
     def legs(self) -> int:
@@ -73,16 +80,19 @@ def plan_global(store: CollectionStore, tenant: str, k: int, max_collections: in
     leg's budget: a share of `k` (at least `min_share`, so many small shares still fill a page
     each), and a fetch of twice the share (at most `k`) so a collection can take up the slots
     sparse ones leave."""
-    listed = store.collection_names(tenant, "", max_collections + 1)
+    listed = store.collection_names(tenant, "", max_collections + REST_BY_NAME + 1)
     # edges are never in an index (shared/edges.py): a leg for them would search nothing
     names = [n for n in listed if not is_reserved_collection(n) and n != EDGES]
-    # past the bound (reserved names included: more may follow them), the rest has one leg
-    own, remainder = tuple(names[:max_collections]), len(listed) > max_collections
+    own = tuple(names[:max_collections])
+    # every name was listed (reserved ones count: more may follow them): the rest, if any, by name
+    complete = len(listed) <= max_collections + REST_BY_NAME
+    rest = tuple(names[max_collections:]) if complete else None
+    remainder = bool(rest) if complete else True
     legs = max(1, len(own) + remainder)
     share = max(min_share, math.ceil(k / legs))
     fetch = min(k, 2 * share) if legs > 1 else k
     reports = [LegReport(c) for c in own] + ([LegReport(None)] if remainder else [])
-    return GlobalPlan(own, remainder, k, min(share, k), max(fetch, min(share, k)), reports)
+    return GlobalPlan(own, remainder, k, min(share, k), max(fetch, min(share, k)), reports, rest)
 
 
 def fair_merge(legs: Sequence[Sequence[float]], share: int, cap: int) -> list[tuple[int, int]]:
@@ -145,8 +155,12 @@ def global_lexical(index: LexicalIndex, flt: SearchFilter, text: str, plan: Glob
     rest_found = [0]
 
     def rest() -> Candidates:
+        if plan.rest is not None:
+            named = index.candidates(replace(flt, collections=plan.rest), text, plan.fetch)
+            rest_found[0] = len(named.scores)
+            return named
         # the whole tenant, as `any` searched before fan-out; the keys must be read to drop the
-        # collections searched by their own legs (only a tenant past max_collections pays it)
+        # collections searched by their own legs (only a tenant with very many collections pays it)
         found = index.candidates(flt, text, plan.k)
         rest_found[0] = len(found.scores)
         keys = found.keys(len(found.scores))
@@ -161,7 +175,7 @@ def global_lexical(index: LexicalIndex, flt: SearchFilter, text: str, plan: Glob
     for r, found, n in zip(plan.reports, legs, kept, strict=True):
         r.lexical_found, r.lexical_kept = len(found.scores), n
         r.lexical_truncated = (len(found.scores) >= plan.fetch if r.collection is not None
-                               else rest_found[0] >= plan.k)
+                               else rest_found[0] >= _rest_fetch(plan, plan.fetch, plan.k))
     return MergedCandidates(legs, picks)
 
 
@@ -176,6 +190,10 @@ def global_semantic(index: VectorIndex, space: str, flt: SearchFilter, vector: l
     rest_found = [0]
 
     def rest() -> list[Hit]:
+        if plan.rest is not None:
+            named = index.search(space, replace(flt, collections=plan.rest), vector, min(plan.fetch, k))
+            rest_found[0] = len(named)
+            return named
         found = index.search(space, flt, vector, plan.k)
         rest_found[0] = len(found)
         return [h for h in found if h.key.collection not in own]
@@ -188,8 +206,13 @@ def global_semantic(index: VectorIndex, space: str, flt: SearchFilter, vector: l
     for r, found, n in zip(plan.reports, legs, kept, strict=True):
         r.semantic_found, r.semantic_kept = len(found), n
         r.semantic_truncated = (len(found) >= min(plan.fetch, k) if r.collection is not None
-                                else rest_found[0] >= plan.k)
+                                else rest_found[0] >= _rest_fetch(plan, min(plan.fetch, k), plan.k))
     return [legs[i][r] for i, r in picks]
+
+
+def _rest_fetch(plan: GlobalPlan, named: int, whole: int) -> int:
+    """What the remainder leg asked its engine for: a leg's fetch by name, else the whole read's."""
+    return named if plan.rest is not None else whole
 
 
 def _counts(picks: list[tuple[int, int]], legs: int) -> list[int]:

@@ -201,6 +201,7 @@ def test_past_the_bound_the_rest_is_searched_by_one_remainder_leg(app: Served) -
     assert list(_legs(body)) == ["c1", "c2", "c3", "c4"]
     rest = body["diagnostics"]["global"]["remainder"]
     assert rest["afterCollections"] == 4 and rest["lexicalCandidates"] == 4 and rest["cutByBudget"]["lexical"] == 0
+    assert rest["collections"] == 2  # c5 and c6, named in its filter
     assert body["diagnostics"]["global"]["legs"] == 5
     assert all(leg["lexicalCandidates"] == 2 for leg in _legs(body).values())
     assert ids(body["results"])  # each result names its collection (checked above) and an id

@@ -3,9 +3,17 @@ score, prefixes of each leg, keys read only as deep as asked; and the plan's bou
 
 from __future__ import annotations
 
-from services.planner.fanout import MergedCandidates, fair_merge, plan_global
-from shared.model import DocKey
-from shared.ports import ResolvedCandidates
+from services.planner.fanout import (
+    REST_BY_NAME,
+    GlobalPlan,
+    LegReport,
+    MergedCandidates,
+    fair_merge,
+    global_lexical,
+    plan_global,
+)
+from shared.model import DocKey, Hit
+from shared.ports import ResolvedCandidates, SearchFilter
 
 
 def test_each_leg_keeps_its_share_and_the_rest_goes_by_score() -> None:
@@ -76,3 +84,42 @@ def test_the_plan_bounds_the_legs_and_says_a_remainder() -> None:
     assert (one.share, one.fetch) == (500, 500)  # one collection: the read a named collection gets
     reserved = plan_global(_Names(["mcp-task-abc", "notes"]), "t", 100, 32, 20)  # type: ignore[arg-type]
     assert reserved.collections == ("notes",) and not reserved.remainder
+    assert many.rest == tuple(f"c{i:02}" for i in range(32, 40))  # the rest, named
+    names = [f"c{i:04}" for i in range(32 + REST_BY_NAME + 1)]
+    huge = plan_global(_Names(names), "t", 500, 32, 20)  # type: ignore[arg-type]
+    assert huge.remainder and huge.rest is None  # too many to name: the whole tenant
+
+
+class _Lexical:
+    """A lexical index over fixed hits that records each query's collections and limit."""
+
+    def __init__(self, hits: list[Hit]):
+        self.hits = hits
+        self.asked: list[tuple[tuple[str, ...] | None, int]] = []
+
+    def candidates(self, flt: SearchFilter, text: str, limit: int) -> ResolvedCandidates:
+        self.asked.append((flt.collections, limit))
+        found = [h for h in self.hits if flt.collections is None or h.key.collection in flt.collections]
+        return ResolvedCandidates(sorted(found, key=lambda h: -h.score)[:limit])
+
+
+def _hits() -> list[Hit]:
+    return [Hit(DocKey("t", c, f"{c}-{i}"), s - i) for c, s in (("a", 10.0), ("b", 9.5), ("c", 3.0), ("d", 2.0))
+            for i in range(3)]
+
+
+def test_the_remainder_names_the_rest_or_searches_the_tenant_without_the_own_legs() -> None:
+    flt = SearchFilter("t", None, ("user:x",), certs=frozenset({"hr:pay"}))
+    for rest in (("c", "d"), None):
+        plan = GlobalPlan(("a", "b"), True, 8, 2, 4, [LegReport("a"), LegReport("b"), LegReport(None)], rest)
+        index = _Lexical(_hits())
+        merged = global_lexical(index, flt, "q", plan)  # type: ignore[arg-type]
+        keys = merged.keys(8)
+        assert len(keys) == len(set(keys)) == 8
+        assert {k.collection for k in keys} == {"a", "b", "c"}  # the rest's best (c) reached the list
+        assert [k.doc_id for k in keys if k.collection == "c"] == ["c-0", "c-1"]
+        assert sorted(index.asked, key=str) == sorted([(("a",), 4), (("b",), 4),
+                                                      (rest, 4 if rest else 8)], key=str)
+        remainder = plan.reports[2]
+        # by name it asks for a leg's fetch; over the tenant, the own legs' documents take most of its top 8
+        assert remainder.lexical_kept == 2 and remainder.lexical_found == (4 if rest else 2)

@@ -414,6 +414,9 @@ class CollectionLeg(BaseModel):
 
 class RemainderLeg(CollectionLeg):
     afterCollections: int = Field(description="collections with a leg of their own; the rest were searched here")
+    collections: int | None = Field(description=(
+        "the collections it searched, by name; null: too many to name (over 256), it searched the whole tenant "
+        "and left out the hits of collections with a leg of their own"))
 
 
 class GlobalLegs(BaseModel):
