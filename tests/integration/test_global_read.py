@@ -160,6 +160,10 @@ def test_acl_certificates_and_tenants_hold_in_every_leg(app: Served, permissions
         shown = {k for _, data in events for k in _keys(data.get("results", []))}
         assert shown <= want[who]
         assert set(_keys(events[-1][1]["results"])) == want[who]
+        if strategy == "hybrid":  # the vector legs count only what the caller may read (all of it, once embedded)
+            done_legs = _legs(events[-1][1])
+            assert events[-1][1]["diagnostics"]["semantic"]["pending"] == 0
+            assert sum(leg["semanticHits"] for leg in done_legs.values()) == len(want[who]), done_legs
         explained = [app.call("GET", f"/v1/explain/{res['explainId']}", key) for res in body["results"]]
         assert all(e.status_code == 200 for e in explained)
         raw = r.text + json.dumps(events) + "".join(e.text for e in explained)
