@@ -41,7 +41,8 @@ class SchedulerThread:
         self.flush_interval = flush_interval
         self.reconcile = reconcile
         self.reconcile_interval = reconcile_interval
-        self.backfilling = False  # the last backfill run queued jobs (drain_wake below)
+        self.backfilling = False  # the last backfill run queued a lane's worth (drain_wake below)
+        self._drain_low = 1
         self._stop = threading.Event()
         self._wake = threading.Event()
         self._thread: threading.Thread | None = None
@@ -56,10 +57,14 @@ class SchedulerThread:
         self._wake.set()
 
     def drain_wake(self, bulk_depth: Callable[[], int], low: int) -> Callable[[object], None]:
-        """A queue `on_done` callback: the next backfill step now, when the last one queued jobs
-        and the bulk lane is down to `low`. An admin-lane backfill (services/core/admin_lane.py)
-        keeps only a bounded lane ahead of the workers; waiting for the next interval left a fast
-        model idle between steps."""
+        """A queue `on_done` callback: the next backfill step now, when the last one queued at
+        least `low` jobs and the bulk lane is down to `low`. An admin-lane backfill
+        (services/core/admin_lane.py) keeps only a bounded lane ahead of the workers; waiting for
+        the next interval left a fast model idle between steps. A step that queued less (a
+        backfill on the bucket's trickle) keeps the interval: woken after every batch, it would
+        read a whole step of documents to queue a few."""
+        self._drain_low = max(1, low)
+
         def after_batch(_keys: object) -> None:
             if self.backfilling and bulk_depth() <= low:
                 self._wake.set()
@@ -101,7 +106,7 @@ class SchedulerThread:
                         log.exception("scheduler %s failed", name)
 
     def _backfill(self) -> None:
-        self.backfilling = self.lifecycle.run_backfills() > 0
+        self.backfilling = self.lifecycle.run_backfills() >= self._drain_low
 
     def _flush(self) -> None:
         self.usage.flush(self.store)

@@ -210,8 +210,9 @@ def test_the_rate_is_the_recent_window_not_the_average_since_the_start() -> None
 
 def test_a_backfill_that_queued_is_stepped_again_when_its_lane_runs_low() -> None:
     """The serving process's scheduler thread steps backfills every interval; after a step that
-    queued jobs, a batch finishing with the bulk lane down to `low` wakes the next step at once."""
-    queued = [40]
+    queued a lane's worth (`low` or more), a batch finishing with the bulk lane down to `low` wakes
+    the next step at once."""
+    queued = [300]
 
     class Life:
         def run_backfills(self) -> int:
@@ -230,7 +231,8 @@ def test_a_backfill_that_queued_is_stepped_again_when_its_lane_runs_low() -> Non
     after_batch([])
     assert thread._wake.is_set()
     thread._wake.clear()
-    queued[0] = 0  # the last step found nothing to queue: the interval paces it again
-    thread._backfill()
-    after_batch([])
-    assert not thread._wake.is_set()
+    for trickle in (40, 0):  # a step on the bucket's trickle, or with nothing left: the interval paces it
+        queued[0] = trickle
+        thread._backfill()
+        after_batch([])
+        assert not thread._wake.is_set()
