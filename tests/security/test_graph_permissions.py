@@ -7,7 +7,8 @@ neighbours shown must be exactly the documents the oracle reaches in one or two 
 (the bounds are set high enough that none cuts), at their shortest depth; every document and
 edge on every path must be readable; a hidden end never appears, not in `neighbors`, not in a
 path, not in explain; nothing of the other tenant ever does. GET and mget of an edge answer
-it exactly where it is visible."""
+it exactly where it is visible. Run in one embedded process, and in two API processes on one
+PostgreSQL store (writes to one, reads from the other)."""
 
 from __future__ import annotations
 
@@ -130,13 +131,27 @@ def _populate(s: Served, world: World, rng: random.Random) -> None:
         assert s.bulk(WRITER[tenant], EDGES, edges).json()["rejected"] == 0
 
 
-@pytest.fixture(scope="module")
-def app(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Served, World, random.Random]]:
+class Pair:
+    """Where the harness writes (`w`) and where it reads (`r`): one process, or two on one store."""
+
+    def __init__(self, w: Served, r: Served):
+        self.w, self.r = w, r
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def app(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[Pair, World, random.Random]]:
     rng = random.Random(20261129)
     world = World()
-    with served(Path(tmp_path_factory.mktemp("graph-perm")) / "data", env=ENV, keys=KEYS) as s:
-        _populate(s, world, rng)
-        yield s, world, rng
+    if request.param == "sqlite":
+        with served(tmp_path / "data", env=ENV, keys=KEYS) as s:
+            _populate(s, world, rng)
+            yield Pair(s, s), world, rng
+        return
+    env = {**ENV, "VIBE_STORE": "postgres", "VIBE_POSTGRES_URL": request.getfixturevalue("postgres_url"),
+           "VIBE_POSTGRES_POOL_SIZE": "4", "VIBE_TOKEN_SECRET": "graph-token-secret-" + "x" * 32}
+    with served(tmp_path / "a", env=env, keys=KEYS) as w, served(tmp_path / "b", env=env, keys=KEYS) as r:
+        _populate(w, world, rng)
+        yield Pair(w, r), world, rng
 
 
 def _check_reads(s: Served, world: World) -> int:
@@ -193,8 +208,9 @@ def _check_edge_docs(s: Served, world: World) -> None:
 
 
 def test_graph_reads_match_the_oracle_before_and_after_revocations(
-        app: tuple[Served, World, random.Random]) -> None:
-    s, world, rng = app
+        app: tuple[Pair, World, random.Random]) -> None:
+    pair, world, rng = app
+    s, w = pair.r, pair.w
     # every reader sees some graph and misses some: the oracle is not trivially all or nothing
     seen = [sum(len(world.neighbours(k, ref)) for ref in world.docs[READERS[k][0]]
                 if world.node_ok(k, READERS[k][0], ref)) for k in READERS]
@@ -208,7 +224,7 @@ def test_graph_reads_match_the_oracle_before_and_after_revocations(
         for ref in rng.sample(sorted(world.docs[tenant]), 4):
             acl, certs = _acl(rng), rng.choice(CERT_SETS)
             world.docs[tenant][ref] = _node(acl, certs)
-            assert s.put(WRITER[tenant], ref.split("/")[0], ref.split("/")[1],
+            assert w.put(WRITER[tenant], ref.split("/")[0], ref.split("/")[1],
                          _doc(ref, tenant, acl, certs)).status_code == 200
         for eid in rng.sample(sorted(world.edges[tenant]), 6):
             e = world.edges[tenant][eid]
@@ -219,14 +235,14 @@ def test_graph_reads_match_the_oracle_before_and_after_revocations(
                 body["_acl"] = acl
             if certs:
                 body["_certs"] = certs
-            assert s.put(WRITER[tenant], EDGES, eid, body).status_code == 200
+            assert w.put(WRITER[tenant], EDGES, eid, body).status_code == 200
         for ref in rng.sample(sorted(world.docs[tenant]), 2):
             del world.docs[tenant][ref]
-            assert s.call("DELETE", f"/v1/collections/{ref.split('/')[0]}/docs/{ref.split('/')[1]}",
+            assert w.call("DELETE", f"/v1/collections/{ref.split('/')[0]}/docs/{ref.split('/')[1]}",
                           WRITER[tenant]).status_code == 200
         for eid in rng.sample(sorted(world.edges[tenant]), 3):
             del world.edges[tenant][eid]
-            assert s.call("DELETE", f"/v1/collections/{EDGES}/docs/{eid}", WRITER[tenant]).status_code == 200
+            assert w.call("DELETE", f"/v1/collections/{EDGES}/docs/{eid}", WRITER[tenant]).status_code == 200
     cases += _check_reads(s, world)
     _check_explains(s, world, rng)
     _check_edge_docs(s, world)
