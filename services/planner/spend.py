@@ -54,11 +54,12 @@ class Spending(Paging):
             return
         keys = [h.key for h in self.lexical_hits[: cfg.touch.depth(self.req.limit, len(self._lexical_scores))]]
         keys += self._neighbour_keys(keys)
-        keys += self._linked_keys(keys[: cfg.touch.neighbour_sources], set(keys))
+        linked = self._linked_keys(keys[: cfg.touch.neighbour_sources], set(keys))
         sides = self._with_missing_rows(keys, self.p.store.sidecars(keys, self.space))
         cold = [sides[k] for k in keys if k in sides and sides[k].status in COLD]
         self.pending = {k for k in keys if k in sides and sides[k].status == SemanticStatus.QUEUED}
         self._spend(cold)
+        self._speculate(linked)
 
     def _with_missing_rows(self, keys: Sequence[DocKey],
                            sides: dict[DocKey, SidecarEntry]) -> dict[DocKey, SidecarEntry]:
@@ -140,6 +141,29 @@ class Spending(Paging):
         its ends re-checked readable by the caller, like a read's `graph`."""
         return linked_keys(self.p.store, self.p.store, self.principal, sources, self.p.graph.speculate, exclude)
 
+    def _speculate(self, keys: list[DocKey]) -> None:
+        """Neighbour speculation's jobs, after the touch's own (`_spend`): within what the
+        per-query ceiling left, the queue's room and what the tenant's bucket grants now; nothing
+        under backpressure or a spent day. No result waits for them: they are not pending (the
+        warming count and the stream's wait are the page's), and what is cut is not reported."""
+        if not keys:
+            return
+        sides = self.p.store.sidecars(keys, self.space)
+        room = self.p.cfg.per_query_max_embeds - self.queued_by_us
+        share = self.p.tenant_share.room(self.principal.tenant) if self.p.tenant_share is not None else None
+        if share is not None:
+            room = min(room, share)
+        cold = [sides[k] for k in keys if k in sides and sides[k].status in COLD][:max(room, 0)]
+        pressed = self.p.backpressure is not None and self.p.backpressure.pressed()
+        if not cold or pressed or self.semantic.reason == "budget":
+            return
+        free = [e for e in cold if _evicted(e)]  # a rehydration costs no provider call
+        wanted = [e for e in cold if not _evicted(e)]
+        granted = self.p.budget.take(self.principal.tenant, len(wanted)) if wanted else 0
+        pending = set(self.pending)
+        self._enqueue([*wanted[:granted], *free])
+        self.pending = pending
+
     def _touch_adaptive(self) -> None:
         """The adaptive policy (services/planner/touch.py `plan`): the fused page's cold
         documents first, then the lexical top, deeper only while the page is unstable, less
@@ -187,12 +211,8 @@ class Spending(Paging):
             sides.update(more)
             keys += [k for k in extra if k in more and more[k].status in COLD]
             watched += extra
-        # the page's documents lend their neighbours by edges, after everything the plan chose
-        # (the per-query ceiling and the bucket cut them first); not watched: no result waits for them
+        # the page's documents lend their neighbours by edges, queued after everything the plan chose
         linked = self._linked_keys(page[: policy.neighbour_sources], set(keys) | set(page))
-        if linked:
-            sides.update(self.p.store.sidecars([k for k in linked if k not in sides], self.space))
-            keys += [k for k in linked if k in sides and sides[k].status in COLD]
         self.pending = {k for k in watched if k in sides and sides[k].status == SemanticStatus.QUEUED}
         # Evicted candidates within the plan's depth come back even where a tight budget cut the
         # plan short (they cost no provider call: `_spend`).
@@ -200,6 +220,7 @@ class Spending(Paging):
         keys += [k for k in dict.fromkeys([*page, *lexical[: chosen.depth]])
                  if k not in picked and (s := sides.get(k)) is not None and _evicted(s)]
         self._spend([sides[k] for k in keys if k in sides and sides[k].status in COLD])
+        self._speculate(linked)
 
     def _policy(self) -> TouchPolicy:
         """The touch policy for this read's collection: an "auto" follow-up resolved by the

@@ -219,6 +219,7 @@ def test_a_touch_queues_the_page_documents_readable_neighbours_by_edges(app: Ser
     assert [app.status("k-bob", "lazy", i) for i in ("l1", "l2", "l3", "l4")] == ["none"] * 4
     r = app.read("k-alice", collection="lazy", q="quokka", semantic=KEYWORD, limit=1)
     assert ids(r.json()["results"]) == ["l1"]
+    assert r.json()["warming"]["queued"] == 1  # the page's l1: a speculated neighbour is no result to wait for
     assert app.wait_status("k-admin-a", "lazy", "l2", "ready") == "ready"  # a neighbour alice may read
     # what alice may not read (l3), or reaches only through an edge she may not read (l4), is never queued by her read
     assert app.status("k-bob", "lazy", "l3") == "none" and app.status("k-bob", "lazy", "l4") == "none"
