@@ -93,7 +93,11 @@ def hydrate(store: EdgeStore, docs: DocumentReader, principal: Principal, page: 
     documents (read and re-checked here, for the fields a caller asked for)."""
     out: dict[DocKey, list[Neighbour]] = {k: [] for k in page}
     seen: dict[DocKey, set[DocKey]] = {k: {k} for k in page}
-    frontier: list[tuple[DocKey, DocKey, list[Hop]]] = [(k, k, []) for k in page]
+    # the page's own documents are the first edges' near ends: read again here, as every end is
+    # (a speculation's sources come from an index that may lag an ACL change)
+    roots = docs.get_docs(list(dict.fromkeys(page)))
+    frontier: list[tuple[DocKey, DocKey, list[Hop]]] = [
+        (k, k, []) for k in page if (d := roots.get(k)) is not None and d.readable_by(principal)]
     shown_docs: dict[DocKey, StoredDoc] = {}
     room = bounds.total
     for level in range(1, min(depth, MAX_DEPTH) + 1):
