@@ -197,8 +197,8 @@ def main(docs: int, repeats: int = 5, before_up_to: int = 1_000_000) -> Path:
         points.append(point)
         timed = {**point["views"], **point["in_process"], **point["store_reports"]}
         print(json.dumps({"docs": size, "build_s": point["build_s"], **{k: v["p50_ms"] for k, v in timed.items()}}))
-    doc = {"name": "admin-views", "machine": machine(), "dim": DIM, "repeats": repeats, "points": points,
-           "command": f"python -m bench admin-views --docs {docs} --repeats {repeats}"}
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(json.dumps(doc, indent=1) + "\n")
+        doc = {"name": "admin-views", "machine": machine(), "dim": DIM, "repeats": repeats, "points": points,
+               "command": f"python -m bench admin-views --docs {docs} --repeats {repeats}"}
+        RESULTS.parent.mkdir(parents=True, exist_ok=True)
+        RESULTS.write_text(json.dumps(doc, indent=1) + "\n")  # after each size: a long run's points are kept
     return RESULTS
