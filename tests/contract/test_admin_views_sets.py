@@ -157,7 +157,8 @@ class _CountingStore:
     """The container's store, with every method call counted by name."""
 
     def __init__(self, inner: Any):
-        self._inner, self.calls = inner, {}
+        self._inner = inner
+        self.calls: dict[str, int] = {}
 
     def __getattr__(self, name: str) -> Any:
         attr = getattr(self._inner, name)
