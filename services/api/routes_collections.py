@@ -97,8 +97,10 @@ _LANGUAGE_NAMES = sorted({n for code, lang in LANGUAGES.items() for n in (code, 
 class DeleteByFilterIn(BaseModel):
     model_config = ConfigDict(title="DeleteByFilterRequest", extra="forbid")
     filter: dict[str, Any] | None = Field(json_schema_extra=_as(FILTER))
-    limit: int | None = Field(default=None, ge=1, description="documents to delete at most (default and bound: "
-                                                                "VIBE_DELETE_BY_FILTER_MAX)")
+    # The JSON-safe integer bound: a body's larger integers reach the handler as floats (orjson),
+    # which no integer field accepts, so the schema declares where integers end.
+    limit: int | None = Field(default=None, ge=1, le=2**53 - 1, description=(
+        "documents to delete at most (default and bound: VIBE_DELETE_BY_FILTER_MAX; larger values mean it)"))
     after: str | None = Field(default=None, max_length=256, description="the `after` of the previous answer")
 
 

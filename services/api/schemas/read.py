@@ -218,7 +218,7 @@ class ReadIn(BaseModel):
     include: IncludeIn = Field(default_factory=IncludeIn)
     filter: dict[str, Any] | None = Field(default=None, json_schema_extra=_as(FILTER))
     cursor: str | None = Field(default=None, json_schema_extra=_as({"anyOf": [CURSOR, {"type": "null"}]}))
-    rerank: bool | RerankIn | SkipJsonSchema[None] = Field(default=None, description=(
+    rerank: bool | RerankIn | None = Field(default=None, description=(
         "Re-order each page with a configured reranker: `true` for `default` (VIBE_RERANK_URL, a Cohere- or "
         "TEI-compatible `/rerank` endpoint), `{\"provider\": name}` for one of VIBE_RERANK_PROVIDERS, `false` "
         "for none (also when the collection's settings say `rerank: true`; omitted: the collection's setting, "
@@ -227,7 +227,7 @@ class ReadIn(BaseModel):
         "place; a reranker that fails or times out, or a tenant past its reranker budget, leaves the fused order "
         "(`diagnostics.rerank.status`). A stream sends each ranking event fused, then a `rerank` event. Needs "
         "query text (`q` or `semantic.query.text`); refused with 400 when the reranker is not configured."))
-    graph: GraphIn | SkipJsonSchema[None] = Field(default=None, description=(
+    graph: GraphIn | None = Field(default=None, description=(
         "Hydrate the page's neighbours: under each result, `neighbors` lists the documents joined to it by edges "
         "of `semantic.edges` (both directions) to `depth`, heaviest edge first, at most "
         "VIBE_GRAPH_MAX_NEIGHBORS_PER_NODE per document expanded and VIBE_GRAPH_MAX_NEIGHBORS_TOTAL per page. "
