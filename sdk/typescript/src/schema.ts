@@ -702,6 +702,16 @@ export interface components {
             queued: number;
             /** Progresspct */
             progressPct: number;
+            /**
+             * Docspersecond
+             * @description documents examined per second over the last minute of steps (the average since the start when fewer were seen); null until a second step
+             */
+            docsPerSecond: number | null;
+            /**
+             * Etaseconds
+             * @description seconds until every document is examined at that rate (0 once done; null while no rate is known and for a cancelled task); the last queued jobs are embedded after it
+             */
+            etaSeconds: number | null;
         } & {
             [key: string]: unknown;
         };
@@ -793,8 +803,38 @@ export interface components {
              * @description fields with vector payload indexes (null: default)
              */
             filterableFields: string[] | null;
+            /**
+             * Rerank
+             * @description its reads rerank (with the `default` reranker) unless a read says `rerank` itself
+             * @default false
+             */
+            rerank: boolean;
         } & {
             [key: string]: unknown;
+        };
+        /**
+         * CollectionLeg
+         * @description One leg of a global read: what it searched, what reached the merged candidates, what its budget cut.
+         */
+        CollectionLeg: {
+            /** Collection */
+            collection?: string;
+            /**
+             * Lexicalcandidates
+             * @description its keyword candidates in the merged list
+             */
+            lexicalCandidates: number;
+            /**
+             * Semantichits
+             * @description its vector hits in the merged list
+             */
+            semanticHits: number;
+            /** @description candidates the leg's engine queries returned */
+            searched: components["schemas"]["LegBudget"];
+            /** @description candidates it returned that the merged list's bound left out */
+            cutByBudget: components["schemas"]["LegBudget"];
+            /** @description the leg returned all it asked for: the collection may match more */
+            truncated: components["schemas"]["LegTruncated"];
         };
         /** CollectionList */
         CollectionList: {
@@ -843,6 +883,12 @@ export interface components {
             filterableFields: string[] | null;
             /** Eager */
             eager: boolean;
+            /**
+             * Rerank
+             * @description its reads rerank (with the `default` reranker) unless a read says `rerank` itself
+             * @default false
+             */
+            rerank: boolean;
             /**
              * Updatedat
              * @description when the stored settings last changed (null: never set)
@@ -956,6 +1002,21 @@ export interface components {
         };
         /** Diagnostics */
         Diagnostics: {
+            /**
+             * Collections
+             * @description a global read (collection `any`): each collection's leg, by name
+             */
+            collections?: components["schemas"]["CollectionLeg"][];
+            /**
+             * Global
+             * @description a global read: the legs' budgets and the remainder leg
+             */
+            global?: components["schemas"]["GlobalLegs"];
+            /**
+             * Domainhint
+             * @description with `semantic.domainHint`: whether it mapped to a space
+             */
+            domainHint?: components["schemas"]["DomainHintReport"];
             /** Strategy */
             strategy: string;
             /** Strategyreason */
@@ -974,7 +1035,7 @@ export interface components {
             } | null;
             /**
              * Rerank
-             * @description with `rerank: true`: `status` (reranked, failed, timeout), `provider`, `sent`, `notSent` (documents carrying certificates, never sent), and `error` when it failed
+             * @description when the read reranks: `status` (reranked, failed, timeout, budget: the tenant's reranker budget is spent and nothing was sent), `provider` (the reranker's model id), `sent`, `notSent` (documents carrying certificates, never sent), and `error` when it failed
              */
             rerank?: {
                 [key: string]: unknown;
@@ -1050,9 +1111,54 @@ export interface components {
              */
             contentMatches?: boolean;
         };
+        /** DomainHintReport */
+        DomainHintReport: {
+            /** Hint */
+            hint: string;
+            /** Used */
+            used: boolean;
+            /**
+             * Space
+             * @description the space it mapped to (used)
+             */
+            space?: string;
+            /**
+             * Reason
+             * @enum {string}
+             */
+            reason?: "space_building" | "no_such_space";
+        };
+        /**
+         * EdgeHop
+         * @description One edge of a path, as stored in `semantic.edges`.
+         */
+        EdgeHop: {
+            /**
+             * Edge
+             * @description the edge document's id
+             */
+            edge: string;
+            /**
+             * From
+             * @description `<collection>/<id>`
+             */
+            from: string;
+            /**
+             * To
+             * @description `<collection>/<id>`
+             */
+            to: string;
+            /** Predicate */
+            predicate: string;
+            /**
+             * Weight
+             * @description 0 to 1; 1 when the edge sets none
+             */
+            weight: number;
+        };
         /**
          * EdgeReason
-         * @description Reached through the graph overlay (declared; no ranking makes it yet).
+         * @description Reached through the graph overlay: a read's `graph` hydration listed it under a result.
          */
         EdgeReason: {
             /**
@@ -1065,6 +1171,16 @@ export interface components {
              * @description `collection/id` of each document on the way, the source first
              */
             path: string[];
+            /**
+             * Edges
+             * @description the edges of the path, in order (each as stored: it may point either way)
+             */
+            edges?: components["schemas"]["EdgeHop"][];
+            /**
+             * Depth
+             * @description edges from the result
+             */
+            depth?: number;
         };
         /**
          * ErrorBody
@@ -1110,6 +1226,11 @@ export interface components {
             /** Idleseconds */
             idleSeconds: number;
         };
+        /**
+         * ExplainAnswer
+         * @description GET /v1/explain/{explainId}: a ranked result's explanation, or a graph neighbour's edge path.
+         */
+        ExplainAnswer: components["schemas"]["Explanation"] | components["schemas"]["NeighborExplanation"];
         /**
          * Explanation
          * @description Why a result is where it is: the fusion used, each leg's contribution, and the reasons.
@@ -1229,6 +1350,28 @@ export interface components {
              */
             next: string | null;
         };
+        /** GlobalLegs */
+        GlobalLegs: {
+            /** Legs */
+            legs: number;
+            /**
+             * Percollection
+             * @description candidates each leg is guaranteed in the merged list
+             */
+            perCollection: number;
+            /**
+             * Fetchpercollection
+             * @description candidates each leg asks its engine for
+             */
+            fetchPerCollection: number;
+            /**
+             * Candidates
+             * @description the merged list's length (the read's candidates)
+             */
+            candidates: number;
+            /** @description past VIBE_GLOBAL_MAX_COLLECTIONS: one leg over the tenant's other collections; null: every collection had its own */
+            remainder: components["schemas"]["RemainderLeg"] | null;
+        };
         /** Health */
         Health: {
             /**
@@ -1274,6 +1417,11 @@ export interface components {
             __semantic?: components["schemas"]["SemanticState"];
             /** @description a long document matched by the semantic leg: its best passage (a document longer than VIBE_PASSAGE_CHARS is embedded as passages and scored by its best one) */
             passage?: components["schemas"]["Passage"];
+            /**
+             * Neighbors
+             * @description with `graph`
+             */
+            neighbors?: components["schemas"]["Neighbor"][];
         };
         /** KeyCreated */
         KeyCreated: {
@@ -1389,7 +1537,7 @@ export interface components {
             tokens: number;
             /**
              * Purpose
-             * @description touch, eager, backfill, migration, query or tool
+             * @description touch, eager, backfill, migration, query, tool or rerank (a read's reranker call: one row per document sent)
              */
             purpose: string;
             /**
@@ -1419,6 +1567,13 @@ export interface components {
             oldestAt: string | null;
             /** Retentiondays */
             retentionDays: number;
+        };
+        /** LegBudget */
+        LegBudget: {
+            /** Lexical */
+            lexical: number;
+            /** Semantic */
+            semantic: number;
         };
         /**
          * LegContribution
@@ -1457,6 +1612,13 @@ export interface components {
              * @description true: the document has no vector yet and its semantic share is estimated from its keyword one
              */
             standIn?: boolean;
+        };
+        /** LegTruncated */
+        LegTruncated: {
+            /** Lexical */
+            lexical: boolean;
+            /** Semantic */
+            semantic: boolean;
         };
         /**
          * MatchReason
@@ -1547,8 +1709,22 @@ export interface components {
             ready: number;
             /** Missingvectors */
             missingVectors: number;
-            /** Examples */
+            /**
+             * Examples
+             * @description the oldest (at most 20) ready documents without a vector of record
+             */
             examples: string[];
+            /**
+             * Wrongdimension
+             * @description ready documents whose vector of record has another dimension than the active space's
+             * @default 0
+             */
+            wrongDimension: number;
+            /**
+             * Wrongdimensionexamples
+             * @description the oldest (at most 20) of those
+             */
+            wrongDimensionExamples?: string[];
             /**
              * Queuedwithoutjob
              * @description with the Celery queue; null: broker unreachable
@@ -1558,6 +1734,89 @@ export interface components {
             queuedWithoutJobExamples?: string[];
         } & {
             [key: string]: unknown;
+        };
+        /**
+         * Neighbor
+         * @description A document joined to a result by edges (`graph`).
+         */
+        Neighbor: {
+            /** Id */
+            id: string;
+            /** Collection */
+            collection: string;
+            /**
+             * Predicate
+             * @description the predicate of the last edge of the path
+             */
+            predicate: string;
+            /**
+             * Weight
+             * @description the weight of the last edge of the path (0 to 1; 1 when unset)
+             */
+            weight: number;
+            /**
+             * Direction
+             * @description `out`: the last edge goes from `via` to this document
+             * @enum {string}
+             */
+            direction: "out" | "in";
+            /** Depth */
+            depth: number;
+            /** @description the document this one was reached from (the result at depth 1) */
+            via: components["schemas"]["NeighborVia"];
+            /**
+             * Path
+             * @description `collection/id` of each document on the way, the result first
+             */
+            path: string[];
+            /**
+             * Edges
+             * @description the edges of the path, in order, each as stored
+             */
+            edges: components["schemas"]["EdgeHop"][];
+            /**
+             * Explainid
+             * @description GET /v1/explain/{explainId}: `{type: "edge", path}`
+             */
+            explainId: string;
+            /**
+             * Fields
+             * @description with include.fields
+             */
+            fields?: {
+                [key: string]: unknown;
+            };
+        };
+        /**
+         * NeighborExplanation
+         * @description Why a neighbour a read's `graph` hydration showed is there: the edge path from its result.
+         *     Every edge and document on the path is checked again at lookup; a path no longer wholly
+         *     readable answers 404.
+         */
+        NeighborExplanation: {
+            /** Id */
+            id: string;
+            /** Collection */
+            collection: string;
+            /**
+             * Strategy
+             * @constant
+             */
+            strategy: "graph";
+            /** Reasons */
+            reasons: (components["schemas"]["MatchReason"] | components["schemas"]["EdgeReason"] | components["schemas"]["CertReason"] | components["schemas"]["NotEmbeddedReason"])[];
+            /**
+             * Expiresat
+             * @description Unix time after which the explainId answers 404
+             */
+            expiresAt: number;
+        };
+        /** NeighborVia */
+        NeighborVia: {
+            /** Id */
+            id: string;
+            /** Collection */
+            collection: string;
         };
         /**
          * NotEmbeddedReason
@@ -1671,7 +1930,7 @@ export interface components {
         };
         /**
          * ReadAnswer
-         * @description The JSON answer; also the data of the SSE events `lexical`, `semantic` and `done`.
+         * @description The JSON answer; also the data of the SSE events `lexical`, `semantic`, `rerank` and `done`.
          */
         ReadAnswer: {
             /** Results */
@@ -1794,6 +2053,37 @@ export interface components {
             force: boolean;
         } & {
             [key: string]: unknown;
+        };
+        /** RemainderLeg */
+        RemainderLeg: {
+            /** Collection */
+            collection?: string;
+            /**
+             * Lexicalcandidates
+             * @description its keyword candidates in the merged list
+             */
+            lexicalCandidates: number;
+            /**
+             * Semantichits
+             * @description its vector hits in the merged list
+             */
+            semanticHits: number;
+            /** @description candidates the leg's engine queries returned */
+            searched: components["schemas"]["LegBudget"];
+            /** @description candidates it returned that the merged list's bound left out */
+            cutByBudget: components["schemas"]["LegBudget"];
+            /** @description the leg returned all it asked for: the collection may match more */
+            truncated: components["schemas"]["LegTruncated"];
+            /**
+             * Aftercollections
+             * @description collections with a leg of their own; the rest were searched here
+             */
+            afterCollections: number;
+            /**
+             * Collections
+             * @description the collections it searched, by name; null: too many to name (over 256), it searched the whole tenant and left out the hits of collections with a leg of their own
+             */
+            collections: number | null;
         };
         /**
          * RerankContribution
@@ -2110,6 +2400,11 @@ export interface components {
          * @description data of `event: semantic`: a re-ranking as the query vector or touched documents' embeddings arrive
          */
         SemanticEvent: components["schemas"]["ReadAnswer"];
+        /**
+         * RerankEvent
+         * @description data of `event: rerank` (a read that reranks): the page of the ranking event just before it, re-ordered by the reranker, with `diagnostics.rerank`
+         */
+        RerankEvent: components["schemas"]["ReadAnswer"];
         /**
          * WarmingEvent
          * @description data of `event: warming`: how many results are being embedded now
@@ -2870,7 +3165,7 @@ export interface operations {
                     };
                     /**
                      * Limit
-                     * @description documents to delete at most (default and bound: VIBE_DELETE_BY_FILTER_MAX)
+                     * @description documents to delete at most (default and bound: VIBE_DELETE_BY_FILTER_MAX; larger values mean it)
                      */
                     limit?: number | null;
                     /**
@@ -3068,6 +3363,11 @@ export interface operations {
                      * @description the promotion state (as /semantic/promote)
                      */
                     eager?: boolean | null;
+                    /**
+                     * Rerank
+                     * @description true: a read of this collection that does not say `rerank` is reranked by the `default` reranker (VIBE_RERANK_URL; 400 when none is configured); a read's own `rerank: false` wins. null/false: off
+                     */
+                    rerank?: boolean | null;
                 };
             };
         };
@@ -3169,7 +3469,7 @@ export interface operations {
                 "application/json": {
                     /**
                      * Collection
-                     * @description a collection name, or `any`
+                     * @description a collection name, `any` (every collection the key may read), or `semantic.nodes` (more-like-this over every collection the key may read, with `semantic.query.doc` or `.vector`)
                      * @default any
                      */
                     collection?: string;
@@ -3193,9 +3493,9 @@ export interface operations {
                         strategy?: "auto" | "keyword" | "semantic" | "hybrid";
                         /**
                          * Domainhint
-                         * @description The server MAY map a domain to a space. This server maps none: any value other than null answers 400 `invalid_params` (never silently ignored).
+                         * @description A hint at the domain searched, which the server maps to a space: it is used when it names the space the tenant reads (its active one), and otherwise accepted and reported unused, with why, in `diagnostics.domainHint` (`{hint, used, space?, reason?}`; reasons `space_building`, `no_such_space`).
                          */
-                        domainHint?: null;
+                        domainHint?: string | null;
                         /**
                          * K
                          * @description candidates per leg
@@ -3203,7 +3503,7 @@ export interface operations {
                         k?: number | null;
                         /**
                          * Query
-                         * @description exactly one of `text` or `doc` (a document to find more like)
+                         * @description exactly one of `text`, `doc` (a document to find more like; never itself a result) or `vector` (admin diagnostics)
                          */
                         query?: {
                             /** Text */
@@ -3222,6 +3522,16 @@ export interface operations {
                                 /** Fields */
                                 fields?: string[] | null;
                             };
+                        } | {
+                            /** Text */
+                            text?: null;
+                            /** Doc */
+                            doc?: null;
+                            /**
+                             * Vector
+                             * @description a query vector (diagnostics; a key with the `admin` scope, else 403 `forbidden`): as many finite numbers as the tenant's active space has dimensions (else 400 `invalid_params` naming `semantic.query.vector` with the expected `details.expected`), not all zero. Searched as is: never embedded, cached or sent to a provider; strategy `semantic` (or `auto`), no `q`, no `rerank`; the caller's tenant, ACL and certificates still apply. This server's default space has 32 dimensions.
+                             */
+                            vector: number[];
                         } | null;
                     };
                     /**
@@ -3232,7 +3542,7 @@ export interface operations {
                     limit?: number;
                     /**
                      * Global
-                     * @description Cross-database search: every collection of the key's tenant (as collection `any`, which it requires; never another tenant's)
+                     * @description Cross-database search: every collection of the key's tenant (as collection `any`, which it requires, or `semantic.nodes`; never another tenant's)
                      * @default false
                      */
                     global?: boolean;
@@ -3277,16 +3587,31 @@ export interface operations {
                     cursor?: string | null;
                     /**
                      * Rerank
-                     * @description Re-order each page with the configured reranker (VIBE_RERANK_URL, a Cohere- or TEI-compatible `/rerank` endpoint): at most VIBE_READ_RERANK_CANDIDATES of the page's documents, with the text the semantic leg embeds, in one call. Documents carrying certificates are never sent and keep their place; a reranker that fails or times out leaves the fused order (`diagnostics.rerank.status`). Needs query text (`q` or `semantic.query.text`); refused with 400 when no reranker is configured.
-                     * @default false
+                     * @description Re-order each page with a configured reranker: `true` for `default` (VIBE_RERANK_URL, a Cohere- or TEI-compatible `/rerank` endpoint), `{"provider": name}` for one of VIBE_RERANK_PROVIDERS, `false` for none (also when the collection's settings say `rerank: true`; omitted: the collection's setting, off for collection `any`). At most VIBE_READ_RERANK_CANDIDATES of the page's documents, with the text the semantic leg embeds, in one call. Documents carrying certificates are never sent and keep their place; a reranker that fails or times out, or a tenant past its reranker budget, leaves the fused order (`diagnostics.rerank.status`). A stream sends each ranking event fused, then a `rerank` event. Needs query text (`q` or `semantic.query.text`); refused with 400 when the reranker is not configured.
                      */
-                    rerank?: boolean;
+                    rerank?: boolean | {
+                        /**
+                         * Provider
+                         * @description `default` (VIBE_RERANK_URL) or a name of VIBE_RERANK_PROVIDERS; one this server does not configure answers 400 naming `rerank.provider`
+                         */
+                        provider: string;
+                    } | null;
+                    /** @description Hydrate the page's neighbours: under each result, `neighbors` lists the documents joined to it by edges of `semantic.edges` (both directions) to `depth`, heaviest edge first, at most VIBE_GRAPH_MAX_NEIGHBORS_PER_NODE per document expanded and VIBE_GRAPH_MAX_NEIGHBORS_TOTAL per page. An edge shows only where the caller may read it and both documents it joins. */
+                    graph?: {
+                        /**
+                         * Depth
+                         * @description 1: the documents joined to each result by one edge; 2: and those joined to them (in both directions)
+                         */
+                        depth: number;
+                    } | null;
                 } | {
                     q: string;
                 } | {
                     semantic: {
                         query: {
                             doc: Record<string, never>;
+                        } | {
+                            vector: unknown[];
                         } | {
                             text: string;
                         };
@@ -3403,13 +3728,13 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description why the result is where it is */
+            /** @description why the result is where it is; for a neighbour a read's `graph` listed, the edge path */
             200: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Explanation"];
+                    "application/json": components["schemas"]["ExplainAnswer"];
                 };
             };
             /** @description unauthorized: no bearer key, or an unknown, revoked or expired key or token */

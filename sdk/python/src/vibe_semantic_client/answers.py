@@ -450,6 +450,8 @@ class Mismatch(Model):
     ready: int
     missing_vectors: int
     examples: list[str]
+    wrong_dimension: int | None = None  # ready documents whose vector has another dimension than the space's
+    wrong_dimension_examples: list[str] | None = None
     queued_without_job: int | None = None
     queued_without_job_examples: list[str] | None = None
 
