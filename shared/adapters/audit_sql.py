@@ -59,8 +59,11 @@ class AuditSql(SqlBase):
         details = [(r["status"], r["reason"], int(r["n"]), bool(r["cold"])) for r in self._report_rows(
             f"SELECT status, reason, {COLD_FLAG} AS cold, COUNT(*) AS n FROM {t['details']} WHERE tenant=? "
             f"AND space=? AND {_DETAILS} GROUP BY status, reason, {COLD_FLAG}", (tenant, space))]
-        for status, _, n, _ in details:  # counted with their details instead
-            counts[status] -= n
+        # Counted with their details instead. The two statements are two snapshots: a row may
+        # change state between them (a retired space cooling, a job failing), so a detail row's
+        # status may be missing from the first count or counted there fewer times.
+        for status, _, n, _ in details:
+            counts[status] = max(0, counts.get(status, 0) - n)
         return coverage_report([*details, *((status, None, n, False) for status, n in counts.items())])
 
     def vector_audit(self, tenant: str, space: str, dim: int | None, examples: int = 20) -> VectorAudit:

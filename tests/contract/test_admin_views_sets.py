@@ -131,6 +131,28 @@ def test_coverage_equals_the_per_row_count_with_skipped_and_cold_rows(store: Doc
         assert store.coverage("t", collection, SPACE) == _coverage_per_row(store, "t", collection)
 
 
+def test_coverage_of_the_tenant_answers_when_a_row_changes_between_its_two_statements(
+        store: DocumentStore) -> None:
+    """The tenant-wide coverage reads the status counts, then the rows with details: a job that
+    fails in between (its row moves to `failed`, a status the first count did not hold) must not
+    break the view (it answered 500 while a migration was cut over under load)."""
+    _mixed(store, "t", 2)  # no row is `failed` yet
+    inner, changed = store._report_rows, []  # type: ignore[attr-defined]
+
+    def rows(sql: str, params: Sequence[object] = ()) -> Sequence[Mapping[str, Any]]:
+        out = inner(sql, params)
+        if "GROUP BY status" in sql and "reason" not in sql and not changed:  # after the status counts
+            store.record_failure(DocKey("t", "c-queued", "queued0"), SPACE, "provider_error", final=True)
+            changed.append(True)
+        return out
+
+    store._report_rows = rows  # type: ignore[attr-defined]
+    cov = store.coverage("t", None, SPACE)
+    del store._report_rows  # type: ignore[attr-defined]
+    assert changed and cov["skipped"] == {"provider_error": 1}
+    assert all(n >= 0 for n in cov["states"].values())  # type: ignore[attr-defined]
+
+
 def test_the_stuck_count_counts_the_tenants_queued_rows_older_than_the_bound(store: DocumentStore) -> None:
     _mixed(store, "t", 5, at=100.0)  # updated_at 100..104
     _mixed(store, "other", 5, at=100.0)
