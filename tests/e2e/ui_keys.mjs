@@ -2,21 +2,12 @@
 // run by tests/e2e/test_ui_browser.py (hash embedder). Env: VIBE_BASE_URL, VIBE_READER_KEY,
 // VIBE_ADMIN_KEY, VIBE_CHROMIUM, VIBE_ARTIFACTS, VIBE_SDK_DIR.
 import assert from "node:assert/strict";
-import { mkdirSync } from "node:fs";
-import { createRequire } from "node:module";
 import { join } from "node:path";
+import { env, launch } from "./headless.mjs";
 
-const { VIBE_BASE_URL: BASE, VIBE_READER_KEY: READER, VIBE_ADMIN_KEY: ADMIN, VIBE_CHROMIUM: CHROMIUM,
-        VIBE_ARTIFACTS: OUT, VIBE_SDK_DIR: SDK } = process.env;
-for (const [k, v] of Object.entries({ BASE, READER, ADMIN, CHROMIUM, OUT, SDK })) if (!v) throw new Error(`missing env ${k}`);
-mkdirSync(OUT, { recursive: true });
-const { chromium } = createRequire(join(SDK, "package.json"))("playwright-core");
-
-const browser = await chromium.launch({
-  executablePath: CHROMIUM, headless: true,
-  args: ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
-         "--disable-component-update", "--disable-sync"],
-});
+const { VIBE_BASE_URL: BASE, VIBE_READER_KEY: READER, VIBE_ADMIN_KEY: ADMIN, VIBE_CHROMIUM: CHROMIUM, VIBE_ARTIFACTS: OUT, VIBE_SDK_DIR: SDK } =
+  env("VIBE_BASE_URL", "VIBE_READER_KEY", "VIBE_ADMIN_KEY", "VIBE_CHROMIUM", "VIBE_ARTIFACTS", "VIBE_SDK_DIR");
+const browser = await launch(CHROMIUM, SDK, OUT);
 try {
   const page = await (await browser.newContext()).newPage();
   page.setDefaultTimeout(60_000);
